@@ -1,0 +1,128 @@
+import type { DataSource, Repository } from 'typeorm';
+import { IsNull } from 'typeorm';
+import { AppError } from '../errors/app-error';
+import { newId } from '../ids';
+import { hashSecret, newSecret, sameHash } from '../secrets';
+import { ApiKey } from './api-key.entity';
+
+export const API_KEY_PREFIX = 'mk-';
+
+/** What the request path needs to know about a caller: small, immutable, cacheable. */
+export interface AuthenticatedKey {
+  readonly id: string;
+  readonly workspaceId: string;
+  readonly rpmLimit: number;
+  readonly tpdLimit: number;
+}
+
+export interface ApiKeyServiceOptions {
+  cacheTtlMs: number;
+  defaultRpmLimit: number;
+  defaultTpdLimit: number;
+}
+
+export interface KeyLimits {
+  rpmLimit?: number | null;
+  tpdLimit?: number | null;
+}
+
+interface CacheEntry {
+  key: AuthenticatedKey | null;
+  expiresAt: number;
+}
+
+/**
+ * Workspace API keys. Plaintext (`mk-` + 32 random bytes) is returned once and never stored;
+ * lookups go by SHA-256, so timing reveals nothing about a stored key, and successful or failed
+ * lookups are cached for `cacheTtlMs` so the hot path does not hit PostgreSQL per request.
+ */
+export class ApiKeyService {
+  private readonly keys: Repository<ApiKey>;
+  private readonly cache = new Map<string, CacheEntry>();
+
+  constructor(dataSource: DataSource, private readonly options: ApiKeyServiceOptions, private readonly now: () => number = Date.now) {
+    this.keys = dataSource.getRepository(ApiKey);
+  }
+
+  async create(workspaceId: string, name: string, limits: KeyLimits = {}): Promise<{ apiKey: ApiKey; plaintext: string }> {
+    const plaintext = newSecret(API_KEY_PREFIX);
+    const apiKey = this.keys.create({
+      id: newId('key'),
+      workspaceId,
+      name: name.trim() || 'default',
+      displayPrefix: plaintext.slice(0, 7),
+      keyHash: hashSecret(plaintext),
+      rpmLimit: validLimit(limits.rpmLimit, 'rpmLimit') ?? this.options.defaultRpmLimit,
+      tpdLimit: validLimit(limits.tpdLimit, 'tpdLimit') ?? this.options.defaultTpdLimit,
+      regeneratedAt: null,
+      revokedAt: null,
+    });
+    return { apiKey: await this.keys.save(apiKey), plaintext };
+  }
+
+  async list(workspaceId: string): Promise<ApiKey[]> {
+    return await this.keys.find({ where: { workspaceId, revokedAt: IsNull() }, order: { createdAt: 'ASC' } });
+  }
+
+  /** Issues a new plaintext for the key; the old one stops working at once. */
+  async regenerate(workspaceId: string, id: string): Promise<{ apiKey: ApiKey; plaintext: string }> {
+    const apiKey = await this.owned(workspaceId, id);
+    const oldHash = apiKey.keyHash;
+    const plaintext = newSecret(API_KEY_PREFIX);
+    apiKey.keyHash = hashSecret(plaintext);
+    apiKey.displayPrefix = plaintext.slice(0, 7);
+    apiKey.regeneratedAt = new Date(this.now());
+    await this.keys.save(apiKey);
+    this.cache.delete(oldHash);
+    return { apiKey, plaintext };
+  }
+
+  async revoke(workspaceId: string, id: string): Promise<ApiKey> {
+    const apiKey = await this.owned(workspaceId, id);
+    apiKey.revokedAt = new Date(this.now());
+    await this.keys.save(apiKey);
+    this.cache.delete(apiKey.keyHash);
+    return apiKey;
+  }
+
+  async setLimits(workspaceId: string, id: string, limits: KeyLimits): Promise<ApiKey> {
+    const apiKey = await this.owned(workspaceId, id);
+    apiKey.rpmLimit = validLimit(limits.rpmLimit, 'rpmLimit') ?? apiKey.rpmLimit;
+    apiKey.tpdLimit = validLimit(limits.tpdLimit, 'tpdLimit') ?? apiKey.tpdLimit;
+    await this.keys.save(apiKey);
+    this.cache.delete(apiKey.keyHash);
+    return apiKey;
+  }
+
+  /** Resolves a bearer token to its key, or null. Never throws for a malformed token. */
+  async authenticate(plaintext: string): Promise<AuthenticatedKey | null> {
+    if (!plaintext.startsWith(API_KEY_PREFIX) || plaintext.length > 128) return null;
+    const hash = hashSecret(plaintext);
+    const cached = this.cache.get(hash);
+    const now = this.now();
+    if (cached && cached.expiresAt > now) return cached.key;
+    const row = await this.keys.findOne({ where: { keyHash: hash, revokedAt: IsNull() } });
+    const key = row && sameHash(row.keyHash, hash)
+      ? Object.freeze({ id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit })
+      : null;
+    if (this.options.cacheTtlMs > 0) this.cache.set(hash, { key, expiresAt: now + this.options.cacheTtlMs });
+    if (this.cache.size > 100_000) this.cache.clear();
+    return key;
+  }
+
+  private async owned(workspaceId: string, id: string): Promise<ApiKey> {
+    const apiKey = await this.keys.findOne({ where: { id, revokedAt: IsNull() } });
+    if (!apiKey || apiKey.workspaceId !== workspaceId) {
+      throw new AppError('not_found', `no API key '${id}' in this workspace`, { param: 'id' });
+    }
+    return apiKey;
+  }
+}
+
+function validLimit(value: number | null | undefined, field: string): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new AppError('invalid_request', `${field} must be a positive integer, got ${value}`, { param: field });
+  }
+  return value;
+}

@@ -1,0 +1,61 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { AppError } from '../errors/app-error';
+import { PROJECT_ROOT } from '../project-root';
+
+const modelSchema = z.object({
+  id: z.string().min(1),
+  name: z.string().min(1),
+  modality: z.enum(['text', 'image', 'video']),
+  /** What the model does: chat models also serve completions; base models serve only completions. */
+  task: z.enum(['chat', 'completion', 'image-generation', 'image-edit', 'video-generation']),
+  engine: z.string().min(1),
+  official: z.boolean(),
+  gpuMemoryGb: z.number().positive(),
+  inputModalities: z.array(z.enum(['text', 'image'])).min(1),
+  /** `WIDTHxHEIGHT` sizes (images) or resolutions (videos); empty for text models. */
+  sizes: z.array(z.string().regex(/^\d+x\d+$/)),
+  /** Pinned native clip spec of a video model; absent when any duration x fps is honoured. */
+  videoSpec: z.object({ durationSeconds: z.number().positive(), fps: z.number().int().positive() }).optional(),
+  /** In-flight requests one replica is sized for (the autoscaler's target). */
+  targetConcurrency: z.number().int().positive(),
+  sharedPricing: z.object({ inputPerMillion: z.number().nonnegative(), outputPerMillion: z.number().nonnegative() }).optional(),
+});
+
+export type CatalogModel = z.infer<typeof modelSchema>;
+
+export const DEFAULT_CATALOG_PATH = path.join(PROJECT_ROOT, 'control-plane/catalog/models.json');
+
+/** The model catalog, loaded once from a checked-in file and validated. */
+export class Catalog {
+  private readonly byId: Map<string, CatalogModel>;
+
+  constructor(readonly models: readonly CatalogModel[]) {
+    this.byId = new Map(models.map((model) => [model.id, model]));
+  }
+
+  static load(file = DEFAULT_CATALOG_PATH): Catalog {
+    const parsed = z.object({ models: z.array(modelSchema).min(1) }).parse(JSON.parse(fs.readFileSync(file, 'utf8')));
+    return new Catalog(parsed.models);
+  }
+
+  find(id: string): CatalogModel | undefined {
+    return this.byId.get(id);
+  }
+
+  get(id: string): CatalogModel {
+    const model = this.byId.get(id);
+    if (!model) {
+      throw new AppError('model_not_found', `model '${id}' is not in the catalog; see the catalog query for the available models`, { param: 'model' });
+    }
+    return model;
+  }
+
+  /** The default model of a fresh install: the first official chat model. */
+  defaultChatModel(): CatalogModel {
+    const model = this.models.find((candidate) => candidate.task === 'chat' && candidate.official);
+    if (!model) throw new Error('the catalog has no official chat model');
+    return model;
+  }
+}

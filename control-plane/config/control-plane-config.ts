@@ -1,0 +1,63 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { PROJECT_ROOT } from '../project-root';
+import { boolField, intField, loadEnv } from './env-fields';
+
+const shape = {
+  /** External PostgreSQL; when unset an embedded PostgreSQL is started with data in `dataDir`. */
+  databaseUrl: z.string().url().optional(),
+  /** Where the embedded database (and later local object storage) keeps its files. @default ./data */
+  dataDir: z.string().default('./data'),
+  /** Port of the embedded PostgreSQL; 0 picks a free one at each start. @default 0 */
+  embeddedDatabasePort: intField(0, 65535).default(0),
+  /** Interface the agent gRPC server binds. @default 0.0.0.0 (agents on GPU hosts dial in) */
+  grpcHost: z.string().default('0.0.0.0'),
+  /** Agent gRPC port; 0 picks a free one (tests). @default 50051 */
+  grpcPort: intField(0, 65535).default(50051),
+  /** An agent must send Hello within this time after opening its stream. @default 10000 */
+  helloTimeoutMs: intField(1).default(10_000),
+  /** Heartbeat interval announced in Welcome; silence for 3x this ends the stream. @default 5000 */
+  heartbeatIntervalMs: intField(10).default(5_000),
+  /** How long an authenticated API key stays cached in memory. @default 5000 */
+  apiKeyCacheTtlMs: intField(0).default(5_000),
+  /** Default requests-per-minute limit of a new API key. @default 600 */
+  defaultRpmLimit: intField(1).default(600),
+  /** Default tokens-per-day limit of a new API key (UTC day). @default 1000000 */
+  defaultTpdLimit: intField(1).default(1_000_000),
+  /** Usage records are written in batches at most this far apart. @default 250 */
+  usageFlushIntervalMs: intField(1).default(250),
+  /** Local provider: engine kind for spawned agents (`cpu`, or `openai` with localEngineUrl). @default cpu */
+  localEngine: z.enum(['cpu', 'openai']).default('cpu'),
+  /** Local provider: engine URL when localEngine is `openai`. */
+  localEngineUrl: z.string().url().optional(),
+  /** Local provider: max concurrency of each spawned agent. @default 64 */
+  localMaxConcurrency: intField(1).default(64),
+  /** Local provider: delay before restarting an agent process that exited. @default 1000 */
+  localRestartDelayMs: intField(0).default(1_000),
+  /** Local provider: spawn agents at all (off for control planes whose agents are remote). @default true */
+  localAgents: boolField().default(true),
+};
+
+const names = {
+  databaseUrl: 'DATABASE_URL', dataDir: 'DATA_DIR', embeddedDatabasePort: 'EMBEDDED_DATABASE_PORT',
+  grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
+  heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
+  defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
+  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', localEngine: 'LOCAL_ENGINE',
+  localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY',
+  localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS',
+} as const;
+
+export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
+  /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
+  localAgentEnv?: Record<string, string>;
+  /** Path of the compiled agent entry point. */
+  agentEntry?: string;
+};
+
+export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
+  return loadEnv('control plane', shape, names, env);
+}
+
+/** The compiled agent; tests and `npm start` build it first. */
+export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');

@@ -1,0 +1,24 @@
+import { z } from 'zod';
+
+/** Env values arrive as strings; these coerce and name the variable in the error. */
+export const intField = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max);
+export const boolField = () =>
+  z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((value) => ['true', '1', 'yes'].includes(value));
+
+/** Parses `env` with `shape`, mapping each field to its env var; throws one readable error. */
+export function loadEnv<T extends z.ZodRawShape>(
+  what: string, shape: T, names: Record<keyof T, string>, env: NodeJS.ProcessEnv,
+): Readonly<z.infer<z.ZodObject<T>>> {
+  const input: Record<string, string | undefined> = {};
+  for (const key of Object.keys(shape)) {
+    const value = env[names[key as keyof T]];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  const parsed = z.object(shape).safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${names[issue.path[0] as keyof T] ?? issue.path.join('.')}: ${issue.message}`);
+    throw new Error(`invalid ${what} configuration: ${problems.join('; ')}`);
+  }
+  return Object.freeze(parsed.data);
+}

@@ -1,0 +1,33 @@
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { ApiKey } from '../api-keys/api-key.entity';
+import { Deployment } from '../deployments/deployment.entity';
+import { Replica } from '../replicas/replica.entity';
+import { UsageRecord } from '../usage/usage-record.entity';
+import { Workspace } from '../workspaces/workspace.entity';
+import { InitialSchema1763800000000 } from './migrations/1763800000000-initial-schema';
+
+export const ENTITIES = [Workspace, ApiKey, Deployment, Replica, UsageRecord];
+export const MIGRATIONS = [InitialSchema1763800000000];
+
+/** A DataSource for `url`; schema changes only through the checked-in migrations. */
+export function createDataSource(url: string): DataSource {
+  return new DataSource({
+    type: 'postgres',
+    url,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsRun: false,
+    synchronize: false,
+    uuidExtension: 'pgcrypto',
+    extra: { max: 10 },
+    logging: false,
+  });
+}
+
+export async function openDatabase(url: string): Promise<DataSource> {
+  const dataSource = createDataSource(url);
+  await dataSource.initialize();
+  await dataSource.runMigrations({ transaction: 'all' });
+  return dataSource;
+}

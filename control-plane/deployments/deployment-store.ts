@@ -1,0 +1,67 @@
+import type { DataSource, Repository } from 'typeorm';
+import { Not } from 'typeorm';
+import type { ControlPlaneEvents } from '../events/control-plane-events';
+import { Deployment, type DeploymentStatus } from './deployment.entity';
+import { assertTransition } from './deployment-transitions';
+
+/**
+ * Deployment rows plus the slug cache the request path reads. Every status change goes
+ * through `transition`, which checks the table, clears the cache and tells subscribers.
+ */
+export class DeploymentStore {
+  private readonly deployments: Repository<Deployment>;
+  private readonly bySlug = new Map<string, { deployment: Deployment | null; expiresAt: number }>();
+
+  constructor(dataSource: DataSource, private readonly events: ControlPlaneEvents, private readonly cacheTtlMs = 2_000) {
+    this.deployments = dataSource.getRepository(Deployment);
+  }
+
+  get repository(): Repository<Deployment> {
+    return this.deployments;
+  }
+
+  async find(id: string): Promise<Deployment | null> {
+    return await this.deployments.findOne({ where: { id } });
+  }
+
+  async listActive(): Promise<Deployment[]> {
+    return await this.deployments.find({ where: { status: Not('Deleted') }, order: { createdAt: 'ASC' } });
+  }
+
+  /** Hot path: the deployment behind `/d/<slug>/v1`, cached briefly; null when unknown or deleted. */
+  async findBySlug(slug: string): Promise<Deployment | null> {
+    const now = Date.now();
+    const cached = this.bySlug.get(slug);
+    if (cached && cached.expiresAt > now) return cached.deployment;
+    const row = await this.deployments.findOne({ where: { slug } });
+    const deployment = row && row.status !== 'Deleted' ? row : null;
+    this.bySlug.set(slug, { deployment, expiresAt: now + this.cacheTtlMs });
+    if (this.bySlug.size > 10_000) this.bySlug.clear();
+    return deployment;
+  }
+
+  async insert(deployment: Deployment): Promise<Deployment> {
+    const saved = await this.deployments.save(deployment);
+    this.changed(saved);
+    return saved;
+  }
+
+  async update(deployment: Deployment): Promise<Deployment> {
+    const saved = await this.deployments.save(deployment);
+    this.changed(saved);
+    return saved;
+  }
+
+  async transition(deployment: Deployment, to: DeploymentStatus, reason: string | null = null): Promise<Deployment> {
+    if (deployment.status === to && deployment.statusReason === reason) return deployment;
+    if (deployment.status !== to) assertTransition(deployment.status, to);
+    deployment.status = to;
+    deployment.statusReason = reason;
+    return await this.update(deployment);
+  }
+
+  private changed(deployment: Deployment): void {
+    this.bySlug.delete(deployment.slug);
+    this.events.emit('deploymentUpdated', deployment);
+  }
+}

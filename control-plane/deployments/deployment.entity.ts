@@ -1,0 +1,30 @@
+import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+
+export const DEPLOYMENT_STATUSES = ['Creating', 'Running', 'Paused', 'Deleted'] as const;
+export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
+
+/** Where a deployment's replicas come from: agents spawned on this host, or agents that join with a token. */
+export type ProviderKind = 'local' | 'external';
+
+const numeric = { to: (v: number) => v, from: (v: string) => Number(v) };
+
+/** One model served at its own endpoint (`/d/<slug>/v1`). */
+@Entity('deployments')
+export class Deployment {
+  @PrimaryColumn('text') id: string;
+  @Index() @Column('text', { name: 'workspace_id' }) workspaceId: string;
+  @Column('text', { name: 'model_id' }) modelId: string;
+  @Index({ unique: true }) @Column('text') slug: string;
+  @Column('text') status: DeploymentStatus;
+  /** Why the deployment is in its status (e.g. waiting for capacity); null when nothing to say. */
+  @Column('text', { name: 'status_reason', nullable: true }) statusReason: string | null;
+  @Column('numeric', { name: 'price_cap_per_hour', precision: 12, scale: 4, transformer: numeric }) priceCapPerHour: number;
+  @Column('integer', { name: 'min_replicas' }) minReplicas: number;
+  @Column('integer', { name: 'max_replicas' }) maxReplicas: number;
+  @Column('boolean') autoscale: boolean;
+  @Column('text') provider: ProviderKind;
+  /** SHA-256 of the token external agents join with (null for local deployments). */
+  @Index({ unique: true }) @Column('text', { name: 'join_token_hash', nullable: true }) joinTokenHash: string | null;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
+}

@@ -1,0 +1,104 @@
+import { randomBytes } from 'node:crypto';
+import type { Catalog } from '../catalog/catalog';
+import { AppError } from '../errors/app-error';
+import { newId } from '../ids';
+import type { ReplicaManager } from '../replicas/replica-manager';
+import { hashSecret, newSecret } from '../secrets';
+import { Deployment, type ProviderKind } from './deployment.entity';
+import type { DeploymentStore } from './deployment-store';
+
+export interface CreateDeploymentInput {
+  modelId: string;
+  priceCapPerHour: number;
+  minReplicas: number;
+  maxReplicas: number;
+  autoscale: boolean;
+  provider?: ProviderKind;
+}
+
+/** Upper bounds that keep a typo from renting a fleet. */
+export const MAX_REPLICAS = 64;
+export const MAX_PRICE_CAP_PER_HOUR = 1_000;
+
+export class DeploymentService {
+  constructor(
+    private readonly store: DeploymentStore,
+    private readonly replicas: ReplicaManager,
+    private readonly catalog: Catalog,
+  ) {}
+
+  /** Creates the deployment and places its minimum replicas; `joinToken` only for external ones. */
+  async create(workspaceId: string, input: CreateDeploymentInput): Promise<{ deployment: Deployment; joinToken: string | null }> {
+    const model = this.catalog.get(input.modelId);
+    validateSettings(input);
+    const provider = input.provider ?? 'local';
+    const joinToken = provider === 'external' ? newSecret('jt-') : null;
+    const deployment = await this.store.insert(this.store.repository.create({
+      id: newId('dep'), workspaceId, modelId: model.id, slug: slugFor(model.id), status: 'Creating',
+      statusReason: provider === 'external' ? 'waiting for an agent to join with the deployment token' : 'placing replicas',
+      priceCapPerHour: input.priceCapPerHour, minReplicas: input.minReplicas, maxReplicas: input.maxReplicas,
+      autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null,
+    }));
+    await this.replicas.ensure(deployment);
+    return { deployment, joinToken };
+  }
+
+  async list(workspaceId: string): Promise<Deployment[]> {
+    const all = await this.store.repository.find({ where: { workspaceId }, order: { createdAt: 'ASC' } });
+    return all.filter((deployment) => deployment.status !== 'Deleted');
+  }
+
+  async get(workspaceId: string, id: string): Promise<Deployment> {
+    const deployment = await this.store.find(id);
+    if (!deployment || deployment.status === 'Deleted') {
+      throw new AppError('not_found', `no deployment '${id}'`, { param: 'id' });
+    }
+    if (deployment.workspaceId !== workspaceId) {
+      throw new AppError('permission_denied', `deployment '${id}' belongs to another workspace`, { param: 'id' });
+    }
+    return deployment;
+  }
+
+  /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */
+  async pause(workspaceId: string, id: string): Promise<Deployment> {
+    const deployment = await this.store.transition(await this.get(workspaceId, id), 'Paused', 'paused by user');
+    await this.replicas.release(deployment, 'deployment paused');
+    return deployment;
+  }
+
+  async resume(workspaceId: string, id: string): Promise<Deployment> {
+    const deployment = await this.get(workspaceId, id);
+    if (deployment.status !== 'Paused') throw new AppError('invalid_state_transition', `only a Paused deployment can be resumed; this one is ${deployment.status}`);
+    const resumed = await this.store.transition(deployment, 'Creating', 'placing replicas');
+    await this.replicas.ensure(resumed);
+    return resumed;
+  }
+
+  async delete(workspaceId: string, id: string): Promise<Deployment> {
+    const deployment = await this.store.transition(await this.get(workspaceId, id), 'Deleted', 'deleted by user');
+    await this.replicas.release(deployment, 'deployment deleted');
+    return deployment;
+  }
+}
+
+function validateSettings(input: CreateDeploymentInput): void {
+  const { priceCapPerHour, minReplicas, maxReplicas } = input;
+  if (!Number.isFinite(priceCapPerHour) || priceCapPerHour <= 0 || priceCapPerHour > MAX_PRICE_CAP_PER_HOUR) {
+    throw new AppError('invalid_request', `priceCapPerHour must be a price per replica-hour above 0 and at most ${MAX_PRICE_CAP_PER_HOUR}, got ${priceCapPerHour}`, { param: 'priceCapPerHour' });
+  }
+  if (!Number.isInteger(minReplicas) || minReplicas < 1 || minReplicas > MAX_REPLICAS) {
+    throw new AppError('invalid_request', `minReplicas must be an integer from 1 to ${MAX_REPLICAS}, got ${minReplicas}`, { param: 'minReplicas' });
+  }
+  if (!Number.isInteger(maxReplicas) || maxReplicas < minReplicas || maxReplicas > MAX_REPLICAS) {
+    throw new AppError('invalid_request', `maxReplicas must be an integer from minReplicas (${minReplicas}) to ${MAX_REPLICAS}, got ${maxReplicas}`, { param: 'maxReplicas' });
+  }
+  if (input.provider !== undefined && input.provider !== 'local' && input.provider !== 'external') {
+    throw new AppError('invalid_request', `provider must be 'local' or 'external', got '${input.provider}'`, { param: 'provider' });
+  }
+}
+
+/** `llama-3-1-8b-instruct-3fa9c2`: readable in a URL, unique by its random suffix. */
+export function slugFor(modelId: string): string {
+  const name = (modelId.split('/').pop() ?? modelId).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  return `${name || 'model'}-${randomBytes(3).toString('hex')}`;
+}

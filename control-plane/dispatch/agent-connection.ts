@@ -1,0 +1,124 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { AgentFrame, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
+import type { Job, JobCarrier } from './job';
+
+type Stream = grpc.ServerDuplexStream<AgentFrame, ControlFrame>;
+
+export interface ConnectionOwner {
+  /** A job failed with `agent_draining` before producing anything: run it elsewhere. */
+  retry(job: Job, from: AgentConnection): void;
+  /** A job left the connection (finished, failed or canceled). */
+  released(connection: AgentConnection): void;
+}
+
+
+/** One agent's live stream: the jobs it carries and the load it reported. */
+export class AgentConnection implements JobCarrier {
+  readonly jobs = new Map<string, Job>();
+  inFlight = 0;
+  draining = false;
+  closed = false;
+  lastSeenAt = Date.now();
+  heartbeat: Heartbeat | null = null;
+
+  constructor(
+    readonly stream: Stream,
+    readonly agentId: string,
+    readonly replicaId: string,
+    readonly deploymentId: string,
+    readonly maxConcurrency: number,
+    private readonly owner: ConnectionOwner,
+  ) {}
+
+  /** Load as a fraction of the agent's concurrency; the dispatcher picks the smallest. */
+  get load(): number {
+    return this.inFlight / this.maxConcurrency;
+  }
+
+  send(frame: ControlFrame): void {
+    if (!this.closed) this.stream.write(frame);
+  }
+
+  assign(job: Job): void {
+    this.jobs.set(job.id, job);
+    this.inFlight++;
+    job.carrier = this;
+    const request = job.request;
+    this.send({
+      frame: 'assign',
+      assign: {
+        jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
+        stream: request.stream, includeUsage: request.includeUsage, model: request.model,
+      },
+    });
+  }
+
+  cancelJob(job: Job, reason: string): void {
+    if (this.jobs.has(job.id)) this.send({ frame: 'cancel', cancel: { jobId: job.id, reason } });
+  }
+
+  drain(reason: string): void {
+    this.draining = true;
+    this.send({ frame: 'drain', drain: { reason } });
+  }
+
+  onJobEvent(event: JobEvent): void {
+    const job = this.jobs.get(event.jobId);
+    if (!job || job.finished) return;
+    if (job.canceled && event.event !== 'completed' && event.event !== 'failed') return;
+    switch (event.event) {
+      case 'chunk':
+        job.produced = true;
+        job.listener.onChunk(event.chunk!.data);
+        return;
+      case 'output':
+        job.produced = true;
+        job.listener.onOutput(event.output!.data, event.output!.contentType, event.output!.objectKey);
+        return;
+      case 'progress':
+        job.listener.onProgress?.(event.progress!.percent, event.progress!.stage);
+        return;
+      case 'completed':
+        this.release(job);
+        job.finished = true;
+        job.listener.onCompleted(event.completed!.usage ?? undefined, event.completed!.finishReason);
+        return;
+      case 'failed': {
+        this.release(job);
+        const failed = event.failed!;
+        if (failed.code === 'agent_draining' && !job.produced && !job.canceled) {
+          this.owner.retry(job, this);
+          return;
+        }
+        job.finished = true;
+        job.listener.onFailed({
+          code: failed.code, message: failed.message, engineStatus: failed.engineStatus,
+          engineBody: failed.engineBody?.length ? failed.engineBody : null, usage: failed.usage ?? undefined,
+        });
+        return;
+      }
+      default:
+        return; // accepted: nothing to do until output flows
+    }
+  }
+
+  /** The stream is gone: every job it carried fails with `pod_crash`. */
+  close(message: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    const jobs = [...this.jobs.values()];
+    this.jobs.clear();
+    this.inFlight = 0;
+    for (const job of jobs) {
+      job.finished = true;
+      job.listener.onFailed({ code: 'pod_crash', message, engineStatus: 0, engineBody: null, usage: undefined });
+    }
+  }
+
+  private release(job: Job): void {
+    if (this.jobs.delete(job.id)) {
+      this.inFlight--;
+      this.owner.released(this);
+    }
+  }
+}

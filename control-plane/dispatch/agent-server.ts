@@ -1,0 +1,168 @@
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Hello } from '../../proto/worker/v1';
+import type { ReplicaManager } from '../replicas/replica-manager';
+import { AgentConnection } from './agent-connection';
+import type { Dispatcher } from './dispatcher';
+
+type Stream = grpc.ServerDuplexStream<AgentFrame, ControlFrame>;
+
+export interface AgentServerOptions {
+  host: string;
+  port: number;
+  helloTimeoutMs: number;
+  heartbeatIntervalMs: number;
+}
+
+/**
+ * The gRPC side of worker.v1 (proto/PROTOCOL.md): admits agents by join token, hands their
+ * streams to the dispatcher, and ends streams that fall silent for 3 heartbeat intervals.
+ */
+export class AgentServer {
+  private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+  private readonly byReplica = new Map<string, AgentConnection>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  port = 0;
+
+  constructor(
+    private readonly options: AgentServerOptions,
+    private readonly dispatcher: Dispatcher,
+    private readonly replicas: ReplicaManager,
+    private readonly logger: Logger,
+  ) {
+    const service = loadWorkerService();
+    this.server.addService(service.service, { connect: (stream: Stream) => this.onConnect(stream) });
+  }
+
+  async start(): Promise<number> {
+    this.port = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(`${this.options.host}:${this.options.port}`, grpc.ServerCredentials.createInsecure(),
+        (error, port) => (error ? reject(error) : resolve(port)));
+    });
+    this.sweepTimer = setInterval(() => this.sweep(), this.options.heartbeatIntervalMs);
+    this.sweepTimer.unref();
+    return this.port;
+  }
+
+  connectionOf(replicaId: string): AgentConnection | undefined {
+    return this.byReplica.get(replicaId);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    for (const connection of this.byReplica.values()) connection.stream.end();
+    await new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    this.server.forceShutdown();
+  }
+
+  private onConnect(stream: Stream): void {
+    let connection: AgentConnection | null = null;
+    let helloSeen = false;
+    const helloTimer = setTimeout(() => this.refuse(stream, 'hello_timeout', 'no Hello within the timeout'), this.options.helloTimeoutMs);
+
+    stream.on('data', (frame: AgentFrame) => {
+      if (connection) {
+        connection.lastSeenAt = Date.now();
+        this.onFrame(connection, frame);
+        return;
+      }
+      if (helloSeen || frame.frame !== 'hello' || !frame.hello) {
+        this.refuse(stream, 'protocol_violation', helloSeen ? 'frame before Welcome' : 'the first frame must be Hello');
+        return;
+      }
+      helloSeen = true;
+      clearTimeout(helloTimer);
+      this.admit(stream, frame.hello).then((admitted) => {
+        connection = admitted;
+      }, (error) => {
+        this.logger.error({ err: error }, 'agent admission failed');
+        this.refuse(stream, 'internal_error', 'the control plane could not admit the agent');
+      });
+    });
+    const closed = () => {
+      clearTimeout(helloTimer);
+      if (connection) this.onClosed(connection, 'the replica\'s agent disconnected');
+    };
+    stream.on('end', () => {
+      closed();
+      stream.end();
+    });
+    stream.on('error', closed);
+    stream.on('cancelled', closed);
+    stream.on('close', closed);
+  }
+
+  private async admit(stream: Stream, hello: Hello): Promise<AgentConnection | null> {
+    if (hello.protocolVersion !== PROTOCOL_VERSION) {
+      this.refuse(stream, 'unsupported_protocol', `protocol ${hello.protocolVersion} is not supported; this control plane speaks ${PROTOCOL_VERSION}`);
+      return null;
+    }
+    const result = await this.replicas.join(hello.joinToken, hello);
+    if (!result.ok) {
+      this.refuse(stream, result.code, result.message);
+      return null;
+    }
+    const previous = this.byReplica.get(result.replica.id);
+    if (previous && !previous.closed) {
+      if (previous.agentId !== hello.agentId) {
+        this.refuse(stream, 'duplicate_agent', 'another agent holds this replica');
+        return null;
+      }
+      // The same agent reconnected before we noticed its old stream died.
+      this.onClosed(previous, 'the agent reconnected on a new stream');
+    }
+    const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
+      Math.max(1, hello.maxConcurrency || 1), this.dispatcher);
+    this.byReplica.set(result.replica.id, connection);
+    connection.send({
+      frame: 'welcome',
+      welcome: {
+        replicaId: result.replica.id, deploymentId: result.deployment.id, model: result.deployment.modelId,
+        protocolVersion: PROTOCOL_VERSION, heartbeatIntervalMs: this.options.heartbeatIntervalMs,
+      },
+    });
+    this.dispatcher.register(connection);
+    this.logger.info({ replicaId: result.replica.id, agentId: hello.agentId, engine: hello.engine?.kind }, 'agent joined');
+    return connection;
+  }
+
+  private onFrame(connection: AgentConnection, frame: AgentFrame): void {
+    switch (frame.frame) {
+      case 'jobEvent':
+        connection.onJobEvent(frame.jobEvent!);
+        return;
+      case 'jobEvents':
+        for (const event of frame.jobEvents!.events) connection.onJobEvent(event);
+        return;
+      case 'heartbeat':
+        connection.heartbeat = frame.heartbeat!;
+        return;
+      default:
+        this.refuse(connection.stream, 'protocol_violation', 'a second Hello on the same stream');
+    }
+  }
+
+  private onClosed(connection: AgentConnection, message: string): void {
+    if (connection.closed) return;
+    connection.close(message);
+    this.dispatcher.unregister(connection);
+    if (this.byReplica.get(connection.replicaId) === connection) this.byReplica.delete(connection.replicaId);
+    this.replicas.lost(connection.replicaId, message).catch((error) => this.logger.error({ err: error }, 'could not mark replica lost'));
+    connection.stream.end();
+  }
+
+  private refuse(stream: Stream, code: string, message: string): void {
+    if (stream.writable) {
+      stream.write({ frame: 'reject', reject: { code, message } });
+      stream.end();
+    }
+  }
+
+  /** Ends streams silent for 3 heartbeat intervals: a frozen host holds no work. */
+  private sweep(): void {
+    const cutoff = Date.now() - 3 * this.options.heartbeatIntervalMs;
+    for (const connection of this.byReplica.values()) {
+      if (connection.lastSeenAt < cutoff) this.onClosed(connection, 'the replica\'s agent stopped sending heartbeats');
+    }
+  }
+}

@@ -1,0 +1,81 @@
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../errors/app-error';
+import type { AgentConnection, ConnectionOwner } from './agent-connection';
+import { Job, type DispatchRequest, type JobListener } from './job';
+
+/**
+ * Routes jobs to the least-loaded ready replica of a deployment and relays their events.
+ * All state is in memory: a job lives exactly as long as the agent stream that carries it.
+ */
+export class Dispatcher implements ConnectionOwner {
+  private readonly pools = new Map<string, AgentConnection[]>();
+  private readonly idPrefix = `job_${randomBytes(4).toString('hex')}`;
+  private sequence = 0;
+  private rotation = 0;
+
+  register(connection: AgentConnection): void {
+    const pool = this.pools.get(connection.deploymentId) ?? [];
+    pool.push(connection);
+    this.pools.set(connection.deploymentId, pool);
+  }
+
+  unregister(connection: AgentConnection): void {
+    const pool = this.pools.get(connection.deploymentId);
+    if (!pool) return;
+    const index = pool.indexOf(connection);
+    if (index >= 0) pool.splice(index, 1);
+    if (pool.length === 0) this.pools.delete(connection.deploymentId);
+  }
+
+  connections(deploymentId?: string): readonly AgentConnection[] {
+    if (deploymentId) return this.pools.get(deploymentId) ?? [];
+    return [...this.pools.values()].flat();
+  }
+
+  readyReplicas(deploymentId: string): number {
+    return this.connections(deploymentId).filter((connection) => !connection.draining).length;
+  }
+
+  /** Sends the job to a replica now; throws `no_replica_available` when none is connected. */
+  dispatch(request: DispatchRequest, listener: JobListener): Job {
+    const connection = this.pick(request.deploymentId, null);
+    if (!connection) {
+      throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
+    }
+    const job = new Job(`${this.idPrefix}${(this.sequence++).toString(36)}`, request, listener, connection);
+    connection.assign(job);
+    return job;
+  }
+
+  retry(job: Job, from: AgentConnection): void {
+    const next = job.attempts < 3 ? this.pick(job.request.deploymentId, from) : null;
+    if (!next) {
+      job.finished = true;
+      job.listener.onFailed({ code: 'agent_draining', message: 'every replica of this deployment is draining', engineStatus: 0, engineBody: null, usage: undefined });
+      return;
+    }
+    job.attempts++;
+    next.assign(job);
+  }
+
+  released(): void {}
+
+  drainAll(reason: string): void {
+    for (const connection of this.connections()) connection.drain(reason);
+  }
+
+  /** Least loaded relative to its concurrency; ties rotate so equal replicas share work. */
+  private pick(deploymentId: string, exclude: AgentConnection | null): AgentConnection | null {
+    const pool = this.pools.get(deploymentId);
+    if (!pool) return null;
+    const size = pool.length;
+    const start = this.rotation++ % size;
+    let best: AgentConnection | null = null;
+    for (let offset = 0; offset < size; offset++) {
+      const candidate = pool[(start + offset) % size];
+      if (candidate.draining || candidate.closed || candidate === exclude) continue;
+      if (!best || candidate.load < best.load) best = candidate;
+    }
+    return best;
+  }
+}

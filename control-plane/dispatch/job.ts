@@ -1,0 +1,68 @@
+import type { JobKind, Usage } from '../../proto/worker/v1';
+
+export interface DispatchRequest {
+  deploymentId: string;
+  kind: JobKind;
+  /** The client's JSON body, passed to the engine untouched. */
+  body: Buffer;
+  stream: boolean;
+  includeUsage: boolean;
+  model: string;
+  deadlineUnixMs: number;
+}
+
+export interface JobFailure {
+  code: string;
+  message: string;
+  engineStatus: number;
+  engineBody: Buffer | null;
+  usage: Usage | undefined;
+}
+
+/**
+ * Callbacks of one job, called in event order; exactly one of `onCompleted`/`onFailed` ends
+ * it. A plain object of methods (not promises or emitters) keeps the per-chunk cost at one call.
+ */
+export interface JobListener {
+  onChunk(data: Buffer): void;
+  onOutput(data: Buffer, contentType: string, objectKey: string): void;
+  onCompleted(usage: Usage | undefined, finishReason: string): void;
+  onFailed(failure: JobFailure): void;
+  onProgress?(percent: number, stage: string): void;
+}
+
+/** Where a job runs; implemented by the agent connection that carries it. */
+export interface JobCarrier {
+  readonly replicaId: string;
+  cancelJob(job: Job, reason: string): void;
+}
+
+export class Job {
+  finished = false;
+  /** Cancel was sent: output is dropped, but the terminal event still arrives with its usage. */
+  canceled = false;
+  /** True once any chunk or output reached the listener: from then on a retry is impossible. */
+  produced = false;
+  attempts = 1;
+
+  constructor(
+    readonly id: string,
+    readonly request: DispatchRequest,
+    readonly listener: JobListener,
+    public carrier: JobCarrier,
+  ) {}
+
+  get replicaId(): string {
+    return this.carrier.replicaId;
+  }
+
+  /**
+   * Stops the job on its agent. The listener gets no more output, only the terminal event
+   * (usually `failed(canceled)` carrying the tokens generated so far, so it can be metered).
+   */
+  cancel(reason: string): void {
+    if (this.finished || this.canceled) return;
+    this.canceled = true;
+    this.carrier.cancelJob(this, reason);
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * The one error vocabulary of the platform. Domain code throws `AppError` with a code from
+ * this closed union; each edge (REST, GraphQL, gRPC) maps codes to its wire form in one table
+ * (gateway/errors/error-table.ts), so a status or an OpenAI `type` is decided in one place.
+ */
+export type AppErrorCode =
+  | 'invalid_request'          // malformed body, wrong type, missing field (400)
+  | 'invalid_json'             // body is not JSON (400)
+  | 'body_too_large'           // over the documented size limit (413)
+  | 'model_mismatch'           // `model` differs from the endpoint's model (400)
+  | 'wrong_modality'           // endpoint called with the wrong kind of model (400)
+  | 'unsupported_endpoint'     // e.g. chat on a base completion model (400)
+  | 'invalid_api_key'          // 401
+  | 'permission_denied'        // record of another workspace (403)
+  | 'not_found'                // unknown route or record (404)
+  | 'deployment_not_found'     // unknown deployment endpoint (404)
+  | 'model_not_found'          // unknown model id (404)
+  | 'invalid_state_transition' // e.g. pausing a deleted deployment (409)
+  | 'insufficient_quota'       // credit exhausted (402)
+  | 'rate_limit_error'         // RPM or TPD exceeded (429, Retry-After)
+  | 'deployment_paused'        // 503
+  | 'no_replica_available'     // 503
+  | 'upstream_error'           // engine or agent failed (502)
+  | 'agent_disconnected'       // the replica's agent vanished mid-request (502)
+  | 'gateway_timeout'          // 120 s budget exceeded (504)
+  | 'internal_error';          // a bug: 500, never for bad input
+
+export interface AppErrorOptions {
+  /** The request field at fault (OpenAI `param`). */
+  param?: string | null;
+  /** Seconds until a retry can succeed (429/503). */
+  retryAfterSeconds?: number;
+  /** An engine's own HTTP status and body, passed to the client for engine 4xx. */
+  upstreamStatus?: number;
+  upstreamBody?: Buffer;
+  cause?: unknown;
+}
+
+export class AppError extends Error {
+  readonly code: AppErrorCode;
+  readonly param: string | null;
+  readonly retryAfterSeconds?: number;
+  readonly upstreamStatus?: number;
+  readonly upstreamBody?: Buffer;
+
+  constructor(code: AppErrorCode, message: string, options: AppErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.param = options.param ?? null;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.upstreamStatus = options.upstreamStatus;
+    this.upstreamBody = options.upstreamBody;
+  }
+}

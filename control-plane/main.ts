@@ -1,0 +1,85 @@
+import type { DataSource } from 'typeorm';
+import type { Logger } from 'pino';
+import { ApiKeyService } from './api-keys/api-key.service';
+import { Catalog } from './catalog/catalog';
+import { DEFAULT_AGENT_ENTRY, type ControlPlaneConfig } from './config/control-plane-config';
+import { DeploymentService } from './deployments/deployment.service';
+import { DeploymentStore } from './deployments/deployment-store';
+import { AgentServer } from './dispatch/agent-server';
+import { Dispatcher } from './dispatch/dispatcher';
+import { ControlPlaneEvents } from './events/control-plane-events';
+import type { CapacityProvider } from './providers/capacity-provider';
+import { LocalProvider } from './providers/local-provider';
+import { RateLimiter } from './rate-limits/rate-limiter';
+import { ReplicaManager } from './replicas/replica-manager';
+import { UsageRecorder } from './usage/usage-recorder';
+import { WorkspaceService } from './workspaces/workspace.service';
+
+/** Everything the gateway calls; built in one place from one config object. */
+export interface ControlPlane {
+  readonly config: ControlPlaneConfig;
+  readonly dataSource: DataSource;
+  readonly catalog: Catalog;
+  readonly events: ControlPlaneEvents;
+  readonly workspaces: WorkspaceService;
+  readonly apiKeys: ApiKeyService;
+  readonly deploymentStore: DeploymentStore;
+  readonly deployments: DeploymentService;
+  readonly replicas: ReplicaManager;
+  readonly dispatcher: Dispatcher;
+  readonly agentServer: AgentServer;
+  readonly usage: UsageRecorder;
+  readonly rateLimiter: RateLimiter;
+  readonly localProvider: LocalProvider | null;
+  /** `host:port` agents on this machine dial. */
+  readonly grpcAddress: string;
+  stop(): Promise<void>;
+}
+
+/** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
+export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger): Promise<ControlPlane> {
+  const catalog = Catalog.load();
+  const events = new ControlPlaneEvents();
+  const workspaces = new WorkspaceService(dataSource);
+  const apiKeys = new ApiKeyService(dataSource, {
+    cacheTtlMs: config.apiKeyCacheTtlMs, defaultRpmLimit: config.defaultRpmLimit, defaultTpdLimit: config.defaultTpdLimit,
+  });
+  const deploymentStore = new DeploymentStore(dataSource, events);
+  const dispatcher = new Dispatcher();
+  const providers = new Map<string, CapacityProvider>();
+  let grpcAddress = '';
+  const localProvider = config.localAgents
+    ? new LocalProvider({
+      controlPlaneAddress: () => grpcAddress,
+      agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
+      engine: config.localEngine,
+      engineUrl: config.localEngineUrl,
+      maxConcurrency: config.localMaxConcurrency,
+      restartDelayMs: config.localRestartDelayMs,
+      extraEnv: config.localAgentEnv,
+    }, logger.child({ component: 'local-provider' }))
+    : null;
+  if (localProvider) providers.set('local', localProvider);
+  const replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
+  const deployments = new DeploymentService(deploymentStore, replicas, catalog);
+  const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
+  const rateLimiter = new RateLimiter((apiKeyId, since) => usage.tokensSince(apiKeyId, since));
+  const agentServer = new AgentServer({
+    host: config.grpcHost, port: config.grpcPort,
+    helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
+  }, dispatcher, replicas, logger.child({ component: 'agent-server' }));
+  const port = await agentServer.start();
+  grpcAddress = `127.0.0.1:${port}`;
+  await replicas.reconcile();
+
+  return {
+    config, dataSource, catalog, events, workspaces, apiKeys, deploymentStore, deployments, replicas,
+    dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
+    async stop() {
+      dispatcher.drainAll('server shutting down');
+      await localProvider?.stopAll();
+      await agentServer.stop();
+      await usage.stop();
+    },
+  };
+}

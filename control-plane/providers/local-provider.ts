@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Logger } from 'pino';
+import type { Deployment } from '../deployments/deployment.entity';
+import type { Replica } from '../replicas/replica.entity';
+import type { CapacityProvider } from './capacity-provider';
+
+export interface LocalProviderOptions {
+  /** `host:port` the spawned agents dial. */
+  controlPlaneAddress: () => string;
+  agentEntry: string;
+  engine: 'cpu' | 'openai';
+  engineUrl?: string;
+  maxConcurrency: number;
+  restartDelayMs: number;
+  /** Grace period between SIGTERM (drain) and SIGKILL. */
+  stopTimeoutMs?: number;
+  extraEnv?: Record<string, string>;
+}
+
+interface LocalAgent {
+  child: ChildProcess;
+  wanted: boolean;
+  start: () => void;
+}
+
+/**
+ * Runs each replica as a worker-agent child process on this machine. An agent that dies
+ * unexpectedly is started again after `restartDelayMs` with the same join token, so it
+ * rejoins as the same replica.
+ */
+export class LocalProvider implements CapacityProvider {
+  readonly kind = 'local';
+  private readonly agents = new Map<string, LocalAgent>();
+
+  constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
+
+  async launch(deployment: Deployment, replica: Replica, joinToken: string): Promise<void> {
+    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, wanted: true, start: () => {} };
+    agent.start = () => {
+      agent.child = this.spawnAgent(replica.id, joinToken);
+      agent.child.once('exit', (code, signal) => {
+        if (!agent.wanted) return;
+        this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal }, 'local agent exited; restarting');
+        setTimeout(() => agent.wanted && agent.start(), this.options.restartDelayMs).unref();
+      });
+    };
+    this.agents.set(replica.id, agent);
+    agent.start();
+  }
+
+  async terminate(replicaId: string): Promise<void> {
+    const agent = this.agents.get(replicaId);
+    if (!agent) return;
+    agent.wanted = false;
+    this.agents.delete(replicaId);
+    await stopChild(agent.child, this.options.stopTimeoutMs ?? 10_000);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.agents.keys()].map((replicaId) => this.terminate(replicaId)));
+  }
+
+  /** The agent process of a replica (tests kill it to simulate a crashed host). */
+  processOf(replicaId: string): ChildProcess | undefined {
+    return this.agents.get(replicaId)?.child;
+  }
+
+  private spawnAgent(replicaId: string, joinToken: string): ChildProcess {
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      NODE_ENV: process.env.NODE_ENV,
+      WORKER_CONTROL_PLANE: this.options.controlPlaneAddress(),
+      WORKER_JOIN_TOKEN: joinToken,
+      WORKER_AGENT_ID: `agt_local_${replicaId.slice(4, 16)}`,
+      WORKER_ENGINE: this.options.engine,
+      WORKER_MAX_CONCURRENCY: String(this.options.maxConcurrency),
+      ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
+      ...this.options.extraEnv,
+    };
+    const child = spawn(process.execPath, [this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const log = this.logger.child({ replicaId, pid: child.pid });
+    const forward = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) log.info({ agent: line.trim() }, 'agent output');
+    };
+    child.stdout?.on('data', forward);
+    child.stderr?.on('data', forward);
+    return child;
+  }
+}
+
+async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}

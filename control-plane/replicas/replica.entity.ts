@@ -1,0 +1,26 @@
+import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+
+export const REPLICA_STATUSES = ['Creating', 'Running', 'Unhealthy', 'Terminated'] as const;
+export type ReplicaStatus = (typeof REPLICA_STATUSES)[number];
+
+/** One running copy of a deployment's model: a worker agent and its engine on one host. */
+@Entity('replicas')
+export class Replica {
+  @PrimaryColumn('text') id: string;
+  @Index() @Column('text', { name: 'deployment_id' }) deploymentId: string;
+  @Column('text') status: ReplicaStatus;
+  @Column('text', { name: 'status_reason', nullable: true }) statusReason: string | null;
+  @Column('text') provider: string;
+  /** SHA-256 of the join token the replica's agent presents in Hello. */
+  @Index({ unique: true }) @Column('text', { name: 'join_token_hash' }) joinTokenHash: string;
+  @Column('text', { name: 'agent_id', nullable: true }) agentId: string | null;
+  @Column('text', { name: 'agent_version', nullable: true }) agentVersion: string | null;
+  @Column('text', { name: 'engine_kind', nullable: true }) engineKind: string | null;
+  @Column('text', { name: 'engine_version', nullable: true }) engineVersion: string | null;
+  @Column('integer', { name: 'max_concurrency', nullable: true }) maxConcurrency: number | null;
+  @Column('jsonb', { default: () => "'[]'" }) gpus: Array<{ name: string; memoryBytes: number; index: number }>;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  @Column('timestamptz', { name: 'started_at', nullable: true }) startedAt: Date | null;
+  @Column('timestamptz', { name: 'last_seen_at', nullable: true }) lastSeenAt: Date | null;
+  @Column('timestamptz', { name: 'terminated_at', nullable: true }) terminatedAt: Date | null;
+}

@@ -1,0 +1,21 @@
+import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
+
+/** One metered chat/completion call: the source of TPD accounting and token billing. */
+@Entity('usage_records')
+@Index(['apiKeyId', 'createdAt'])
+export class UsageRecord {
+  @PrimaryGeneratedColumn('identity', { type: 'bigint' }) id: string;
+  @Index() @Column('text', { name: 'workspace_id' }) workspaceId: string;
+  @Column('text', { name: 'api_key_id' }) apiKeyId: string;
+  @Column('text', { name: 'deployment_id' }) deploymentId: string;
+  @Column('text', { name: 'replica_id', nullable: true }) replicaId: string | null;
+  @Column('text') endpoint: string;
+  /** succeeded | failed | canceled */
+  @Column('text') status: string;
+  @Column('boolean') stream: boolean;
+  @Column('integer', { name: 'prompt_tokens' }) promptTokens: number;
+  @Column('integer', { name: 'completion_tokens' }) completionTokens: number;
+  @Column('integer', { name: 'total_tokens' }) totalTokens: number;
+  @Column('integer', { name: 'latency_ms' }) latencyMs: number;
+  @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
+}

@@ -1,0 +1,56 @@
+import http from 'node:http';
+import type net from 'node:net';
+import Koa from 'koa';
+import type { Logger } from 'pino';
+import type { ControlPlane } from '../control-plane/main';
+import type { GatewayConfig } from './gateway-config';
+import { GraphQLServer } from './graphql/graphql-server';
+import { errorMiddleware } from './http/error-middleware';
+import { v1Router } from './v1/v1-router';
+
+export interface Gateway {
+  readonly server: http.Server;
+  readonly url: string;
+  readonly publicUrl: string;
+  baseUrl(slug: string): string;
+  stop(): Promise<void>;
+}
+
+/** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, on one port. */
+export async function startGateway(controlPlane: ControlPlane, config: GatewayConfig, logger: Logger): Promise<Gateway> {
+  // Koa 3 snapshots middleware in app.callback(): create the server first, attach the
+  // callback only after every app.use().
+  const server = http.createServer({ keepAliveTimeout: 65_000 });
+  let publicUrl = config.publicUrl ?? '';
+  const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, config.maxBodyBytes, logger.child({ component: 'graphql' }));
+  await graphql.start();
+
+  const app = new Koa();
+  app.silent = true;
+  app.use(errorMiddleware(logger));
+  app.use(async (context, next) => {
+    if (context.path !== '/healthz') return await next();
+    context.body = { status: 'ok' };
+  });
+  app.use(graphql.middleware());
+  app.use(v1Router(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }));
+  server.on('request', app.callback());
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  publicUrl = (config.publicUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
+
+  return {
+    server, url, publicUrl,
+    baseUrl: (slug) => `${publicUrl}/d/${slug}/v1`,
+    async stop() {
+      await graphql.stop();
+      server.closeIdleConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { intField, loadEnv } from '../control-plane/config/env-fields';
+
+const shape = {
+  /** Interface the HTTP server binds. @default 127.0.0.1 */
+  host: z.string().default('127.0.0.1'),
+  /** HTTP port for /v1, /graphql and subscriptions; 0 picks a free one. @default 8080 */
+  port: intField(0, 65535).default(8080),
+  /** Base of the URLs printed and returned to users; defaults to http://localhost:<port>. */
+  publicUrl: z.string().url().optional(),
+  /** Largest accepted request body. @default 4194304 (4 MiB) */
+  maxBodyBytes: intField(1024).default(4 * 1024 * 1024),
+  /** Chat/completion budget per request (SPEC.md: 120 s). @default 120000 */
+  requestTimeoutMs: intField(1).default(120_000),
+  /** Log level of the server (pino). @default info */
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+};
+
+const names = {
+  host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
+  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL',
+} as const;
+
+export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env) {
+  return loadEnv('gateway', shape, names, env);
+}

@@ -1,0 +1,20 @@
+import 'reflect-metadata';
+import type { GraphQLSchema } from 'graphql';
+import type { PubSub } from 'type-graphql';
+import { buildSchemaSync, type ContainerType } from 'type-graphql';
+import { ApiKeyResolver } from './resolvers/api-key.resolver';
+import { CatalogResolver } from './resolvers/catalog.resolver';
+import { DeploymentResolver } from './resolvers/deployment.resolver';
+
+export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver] as const;
+
+/** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */
+export function buildGatewaySchema(options: { container?: ContainerType; pubSub?: PubSub } = {}): GraphQLSchema {
+  return buildSchemaSync({
+    resolvers: [...RESOLVERS],
+    container: options.container,
+    pubSub: options.pubSub ?? { publish: () => {}, subscribe: () => { throw new Error('no pub/sub'); } } as unknown as PubSub,
+    validate: false,
+    emitSchemaFile: false,
+  });
+}

@@ -1,0 +1,124 @@
+import type http from 'node:http';
+import { ApolloServer, HeaderMap } from '@apollo/server';
+import { unwrapResolverError } from '@apollo/server/errors';
+import { createPubSub } from '@graphql-yoga/subscription';
+import type { GraphQLFormattedError } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
+import type { Context, Next } from 'koa';
+import type { Logger } from 'pino';
+import type { PubSub } from 'type-graphql';
+import { WebSocketServer } from 'ws';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { ControlPlane } from '../../control-plane/main';
+import { ERROR_TABLE } from '../errors/error-table';
+import { readBody } from '../http/read-body';
+import { buildGatewaySchema } from './build-schema';
+import type { GraphQLContext } from './graphql-context';
+import { ApiKeyResolver } from './resolvers/api-key.resolver';
+import { CatalogResolver } from './resolvers/catalog.resolver';
+import { DEPLOYMENT_UPDATED, DeploymentResolver } from './resolvers/deployment.resolver';
+
+export const GRAPHQL_PATH = '/graphql';
+
+/**
+ * Apollo Server for queries and mutations (called from a Koa middleware on `/graphql`) and
+ * graphql-ws for subscriptions on the same path and port. Both authenticate with a workspace key.
+ */
+export class GraphQLServer {
+  private readonly apollo: ApolloServer<GraphQLContext>;
+  private readonly websockets: WebSocketServer;
+  private readonly disposeWebsockets: () => Promise<void>;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly maxBodyBytes: number, logger: Logger) {
+    const pubSub = createPubSub();
+    const instances = new Map<unknown, unknown>([
+      [CatalogResolver, new CatalogResolver(controlPlane)],
+      [ApiKeyResolver, new ApiKeyResolver(controlPlane)],
+      [DeploymentResolver, new DeploymentResolver(controlPlane, publicUrl)],
+    ]);
+    const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
+    const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
+    controlPlane.events.on('deploymentUpdated', forward);
+    this.unsubscribe = () => controlPlane.events.off('deploymentUpdated', forward);
+
+    this.apollo = new ApolloServer<GraphQLContext>({
+      schema,
+      introspection: true,
+      formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
+    });
+    this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
+    const cleanup = useServer<Record<string, unknown>, { key?: GraphQLContext['key'] }>({
+      schema,
+      onConnect: async (context) => {
+        const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
+        const key = await this.keyFrom(typeof header === 'string' ? header : undefined);
+        if (!key) return false;
+        context.extra.key = key;
+        return true;
+      },
+      context: (context) => ({ key: context.extra.key ?? null }),
+    }, this.websockets);
+    this.disposeWebsockets = async () => {
+      await cleanup.dispose();
+    };
+  }
+
+  async start(): Promise<void> {
+    await this.apollo.start();
+  }
+
+  middleware() {
+    return async (context: Context, next: Next): Promise<void> => {
+      if (context.path !== GRAPHQL_PATH) return await next();
+      let body: unknown;
+      if (context.method === 'POST') {
+        const raw = await readBody(context.req, this.maxBodyBytes);
+        try {
+          body = raw.length ? JSON.parse(raw.toString('utf8')) : {};
+        } catch (error) {
+          throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
+        }
+      }
+      const headers = new HeaderMap();
+      for (const [name, value] of Object.entries(context.headers)) {
+        if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+      }
+      const result = await this.apollo.executeHTTPGraphQLRequest({
+        httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
+        context: async () => ({ key: await this.keyFrom(context.get('authorization') || undefined) }),
+      });
+      for (const [name, value] of result.headers) context.set(name, value);
+      context.status = result.status ?? 200;
+      if (result.body.kind === 'complete') {
+        context.body = result.body.string;
+        return;
+      }
+      let text = '';
+      for await (const chunk of result.body.asyncIterator) text += chunk;
+      context.body = text;
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe();
+    await this.disposeWebsockets();
+    this.websockets.close();
+    await this.apollo.stop();
+  }
+
+  private async keyFrom(header: string | undefined): Promise<GraphQLContext['key']> {
+    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    return match ? await this.controlPlane.apiKeys.authenticate(match[1]) : null;
+  }
+}
+
+function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
+  const original = unwrapResolverError(error);
+  if (original instanceof AppError) {
+    return { ...formatted, message: original.message, extensions: { code: ERROR_TABLE[original.code].graphql, param: original.param } };
+  }
+  if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') return formatted;
+  logger.error({ err: original }, 'graphql resolver failed');
+  return { message: 'internal error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+}

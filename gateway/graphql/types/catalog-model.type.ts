@@ -1,0 +1,22 @@
+import { Field, Float, Int, ObjectType } from 'type-graphql';
+
+@ObjectType({ description: 'Native clip spec of a video model with a pinned spec' })
+export class VideoSpecType {
+  @Field(() => Float) durationSeconds: number;
+  @Field(() => Int) fps: number;
+}
+
+@ObjectType('CatalogModel', { description: 'A model that deployments can be created from' })
+export class CatalogModelType {
+  @Field() id: string;
+  @Field() name: string;
+  @Field({ description: 'text, image or video' }) modality: string;
+  @Field({ description: 'chat, completion, image-generation, image-edit or video-generation' }) task: string;
+  @Field() engine: string;
+  @Field() official: boolean;
+  @Field(() => Float) gpuMemoryGb: number;
+  @Field(() => [String]) inputModalities: string[];
+  @Field(() => [String], { description: 'WIDTHxHEIGHT sizes or resolutions; empty for text models' }) sizes: string[];
+  @Field(() => VideoSpecType, { nullable: true }) videoSpec?: VideoSpecType;
+  @Field(() => Int) targetConcurrency: number;
+}

@@ -1,0 +1,24 @@
+import type { Context, Next } from 'koa';
+import type { Logger } from 'pino';
+import { AppError } from '../../control-plane/errors/app-error';
+import { renderError } from '../errors/openai-error';
+
+/** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
+export function errorMiddleware(logger: Logger) {
+  return async (context: Context, next: Next): Promise<void> => {
+    try {
+      await next();
+      if (context.status === 404 && context.body === undefined) {
+        throw new AppError('not_found', `${context.method} ${context.path} is not an endpoint; deployment endpoints live under /d/<slug>/v1`);
+      }
+    } catch (error) {
+      if (!(error instanceof AppError)) logger.error({ err: error, path: context.path }, 'unhandled error');
+      if (context.headerSent || !context.writable) return;
+      const rendered = renderError(error);
+      context.respond = true;
+      context.status = rendered.status;
+      context.set(rendered.headers);
+      context.body = rendered.body;
+    }
+  };
+}

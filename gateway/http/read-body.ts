@@ -1,0 +1,28 @@
+import type { IncomingMessage } from 'node:http';
+import { AppError } from '../../control-plane/errors/app-error';
+
+/** Reads the raw request body up to `limit` bytes; the bytes are later passed to the engine as-is. */
+export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(request.headers['content-length']);
+  if (declared > limit) return Promise.reject(tooLarge(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        request.removeAllListeners('data');
+        request.resume();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)));
+    request.once('error', reject);
+  });
+}
+
+function tooLarge(limit: number): AppError {
+  return new AppError('body_too_large', `request body is larger than the limit of ${limit} bytes`);
+}

@@ -1,0 +1,63 @@
+import pino, { type Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { loadControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/config/control-plane-config';
+import { openDatabase } from '../control-plane/database/data-source';
+import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
+import { startControlPlane, type ControlPlane } from '../control-plane/main';
+import { startGateway, type Gateway } from './app';
+import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
+
+export interface ServerOptions {
+  env?: NodeJS.ProcessEnv;
+  controlPlane?: Partial<ControlPlaneConfig>;
+  gateway?: Partial<GatewayConfig>;
+  logger?: Logger;
+}
+
+export interface Server {
+  readonly controlPlane: ControlPlane;
+  readonly gateway: Gateway;
+  readonly logger: Logger;
+  /** True when this process started its own embedded PostgreSQL. */
+  readonly embeddedDatabase: boolean;
+  stop(): Promise<void>;
+}
+
+/** Gateway + control plane in one process, on an external or an embedded PostgreSQL. */
+export async function startServer(options: ServerOptions = {}): Promise<Server> {
+  const env = options.env ?? process.env;
+  const controlPlaneConfig = { ...loadControlPlaneConfig(env), ...options.controlPlane } as ControlPlaneConfig;
+  const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
+  const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
+
+  let embedded: EmbeddedDatabase | null = null;
+  let dataSource: DataSource | null = null;
+  let controlPlane: ControlPlane | null = null;
+  try {
+    if (!controlPlaneConfig.databaseUrl) {
+      embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
+    }
+    dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url);
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger);
+    const gateway = await startGateway(controlPlane, gatewayConfig, logger);
+    const running = controlPlane;
+    let stopping: Promise<void> | null = null;
+    return {
+      controlPlane: running, gateway, logger, embeddedDatabase: embedded !== null,
+      stop() {
+        stopping ??= (async () => {
+          await gateway.stop();
+          await running.stop();
+          await dataSource!.destroy();
+          await embedded?.stop();
+        })();
+        return stopping;
+      },
+    };
+  } catch (error) {
+    await controlPlane?.stop().catch(() => {});
+    await dataSource?.destroy().catch(() => {});
+    await embedded?.stop().catch(() => {});
+    throw error;
+  }
+}

@@ -1,0 +1,86 @@
+import type { Context } from 'koa';
+import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
+import type { Deployment } from '../../control-plane/deployments/deployment.entity';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { ControlPlane } from '../../control-plane/main';
+import type { Usage } from '../../proto/worker/v1';
+import { readBody } from '../http/read-body';
+import { rateLimitHeaders } from './rate-limit-headers';
+import { TextJobResponse, type JobOutcome } from './text-job-response';
+import { parseTextRequest, type TextEndpoint } from './text-request';
+
+export interface TextRouteOptions {
+  maxBodyBytes: number;
+  requestTimeoutMs: number;
+}
+
+/**
+ * `POST /v1/chat/completions` and `POST /v1/completions` on a deployment endpoint:
+ * validate → model check → paused check → rate limit → dispatch → relay → meter.
+ */
+export class TextCompletionRoute {
+  constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions) {}
+
+  async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint): Promise<void> {
+    const startedAt = Date.now();
+    const body = await readBody(context.req, this.options.maxBodyBytes);
+    const request = parseTextRequest(body, endpoint);
+    this.checkModel(deployment, request.model, endpoint);
+    if (deployment.status === 'Paused') {
+      throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
+    }
+    const decision = await this.controlPlane.rateLimiter.admit(key);
+    const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
+
+    let settle: (error?: AppError) => void = () => {};
+    const settled = new Promise<AppError | undefined>((resolve) => (settle = resolve));
+    const meter = (outcome: JobOutcome, usage: Usage | undefined) => {
+      const total = usage?.totalTokens ?? 0;
+      this.controlPlane.rateLimiter.addTokens(key.id, total);
+      this.controlPlane.usage.record({
+        workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, replicaId: job.replicaId,
+        endpoint, status: outcome, stream: request.stream, promptTokens: usage?.promptTokens ?? 0,
+        completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt),
+      });
+    };
+    const response = new TextJobResponse(context.res, request.stream, headers, { respond: (error) => settle(error), meter });
+    const job = this.controlPlane.dispatcher.dispatch({
+      deploymentId: deployment.id,
+      kind: endpoint === 'chat.completions' ? 'JOB_KIND_CHAT_COMPLETION' : 'JOB_KIND_COMPLETION',
+      body, stream: request.stream, includeUsage: request.includeUsage, model: deployment.modelId,
+      deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
+    }, response);
+
+    context.respond = false;
+    const timer = setTimeout(() => {
+      response.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
+      job.cancel('deadline');
+    }, this.options.requestTimeoutMs);
+    const onClose = () => {
+      if (response.isEnded) return;
+      response.abandon();
+      job.cancel('client_disconnected');
+    };
+    context.res.once('close', onClose);
+
+    const error = await settled;
+    clearTimeout(timer);
+    if (error) {
+      context.respond = true;
+      throw error;
+    }
+  }
+
+  private checkModel(deployment: Deployment, model: string | undefined, endpoint: TextEndpoint): void {
+    if (model !== undefined && model !== deployment.modelId) {
+      throw new AppError('model_mismatch', `model '${model}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
+    }
+    const entry = this.controlPlane.catalog.find(deployment.modelId);
+    if (entry && entry.modality !== 'text') {
+      throw new AppError('wrong_modality', `'${deployment.modelId}' is an ${entry.modality} model; use the ${entry.modality} endpoints`, { param: 'model' });
+    }
+    if (entry && endpoint === 'chat.completions' && entry.task === 'completion') {
+      throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is a base model without a chat template; use POST /v1/completions`, { param: 'messages' });
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import type { ServerResponse } from 'node:http';
+import type { Usage } from '../../proto/worker/v1';
+import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
+import type { AppError } from '../../control-plane/errors/app-error';
+import { errorBody, jobFailureError } from '../errors/openai-error';
+
+export type JobOutcome = 'succeeded' | 'failed' | 'canceled';
+
+export interface TextJobCallbacks {
+  /** The HTTP side is settled: written in full, or `error` must still be rendered by the caller. */
+  respond(error?: AppError): void;
+  /** The job's terminal event arrived (also after a cancel): what to meter. */
+  meter(outcome: JobOutcome, usage: Usage | undefined): void;
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' };
+const DONE = Buffer.from('data: [DONE]\n\n');
+
+/**
+ * Writes one job's events to the raw HTTP response: engine SSE bytes go out as they arrive
+ * (no parsing, no re-serialising); a non-streamed body is sent once the job completes.
+ * A failure after the first byte becomes a final `data: {"error": ...}` event.
+ */
+export class TextJobResponse implements JobListener {
+  private started = false;
+  private output: Buffer | null = null;
+  private ended = false;
+
+  constructor(
+    private readonly response: ServerResponse,
+    private readonly stream: boolean,
+    private readonly headers: Record<string, string>,
+    private readonly callbacks: TextJobCallbacks,
+  ) {}
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  onChunk(data: Buffer): void {
+    if (this.ended) return;
+    if (!this.started) this.start(SSE_HEADERS);
+    this.response.write(data);
+  }
+
+  onOutput(data: Buffer): void {
+    this.output = data;
+  }
+
+  onCompleted(usage: Usage | undefined): void {
+    this.callbacks.meter(this.ended ? 'canceled' : 'succeeded', usage);
+    if (this.ended) return;
+    this.ended = true;
+    if (this.stream) {
+      if (!this.started) this.start(SSE_HEADERS);
+      this.response.end(DONE);
+    } else {
+      const body = this.output ?? Buffer.from('{}');
+      this.start({ 'content-type': 'application/json', 'content-length': String(body.length) });
+      this.response.end(body);
+    }
+    this.callbacks.respond();
+  }
+
+  onFailed(failure: JobFailure): void {
+    this.callbacks.meter(failure.code === 'canceled' ? 'canceled' : 'failed', failure.usage);
+    this.fail(jobFailureError(failure));
+  }
+
+  /** Ends the response with `error`: a final SSE error event once streaming, else handed back. */
+  fail(error: AppError): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.started) {
+      this.response.end(`data: ${JSON.stringify(errorBody(error))}\n\n`);
+      this.callbacks.respond();
+    } else {
+      this.callbacks.respond(error);
+    }
+  }
+
+  /** The client went away: nothing more is written. */
+  abandon(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.callbacks.respond();
+  }
+
+  private start(contentHeaders: Record<string, string>): void {
+    this.started = true;
+    this.response.writeHead(200, { ...this.headers, ...contentHeaders });
+  }
+}

@@ -1,0 +1,22 @@
+/** Tests run from TypeScript sources through swc (decorator metadata on, for type-graphql
+ *  and TypeORM); processes that tests spawn (worker agents) run from `dist/`, which
+ *  `npm test` builds first. */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
+  testMatch: ['**/*.test.ts'],
+  transform: {
+    '^.+\\.ts$': ['@swc/jest', {
+      jsc: {
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+        target: 'es2022',
+      },
+      module: { type: 'commonjs', ignoreDynamic: true },
+    }],
+  },
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  testTimeout: 60000,
+  maxWorkers: 2,
+};
