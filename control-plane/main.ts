@@ -76,7 +76,8 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
     config, dataSource, catalog, events, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
     async stop() {
-      dispatcher.drainAll('server shutting down');
+      // Local agents are our children: SIGTERM drains them. Remote agents are not told to
+      // drain; their streams just end and they reconnect to the next control plane.
       await localProvider?.stopAll();
       await agentServer.stop();
       await usage.stop();

@@ -3,6 +3,7 @@ import { IsNull } from 'typeorm';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
 import { hashSecret, newSecret, sameHash } from '../secrets';
+import { Workspace } from '../workspaces/workspace.entity';
 import { ApiKey } from './api-key.entity';
 
 export const API_KEY_PREFIX = 'mk-';
@@ -13,6 +14,8 @@ export interface AuthenticatedKey {
   readonly workspaceId: string;
   readonly rpmLimit: number;
   readonly tpdLimit: number;
+  /** The workspace has a credit balance and it is used up (402 `insufficient_quota`). */
+  readonly creditExhausted: boolean;
 }
 
 export interface ApiKeyServiceOptions {
@@ -38,10 +41,17 @@ interface CacheEntry {
  */
 export class ApiKeyService {
   private readonly keys: Repository<ApiKey>;
+  private readonly workspaces: Repository<Workspace>;
   private readonly cache = new Map<string, CacheEntry>();
 
   constructor(dataSource: DataSource, private readonly options: ApiKeyServiceOptions, private readonly now: () => number = Date.now) {
     this.keys = dataSource.getRepository(ApiKey);
+    this.workspaces = dataSource.getRepository(Workspace);
+  }
+
+  /** Forgets cached lookups (after a workspace's credit changes, for instance). */
+  clearCache(): void {
+    this.cache.clear();
   }
 
   async create(workspaceId: string, name: string, limits: KeyLimits = {}): Promise<{ apiKey: ApiKey; plaintext: string }> {
@@ -102,8 +112,12 @@ export class ApiKeyService {
     const now = this.now();
     if (cached && cached.expiresAt > now) return cached.key;
     const row = await this.keys.findOne({ where: { keyHash: hash, revokedAt: IsNull() } });
-    const key = row && sameHash(row.keyHash, hash)
-      ? Object.freeze({ id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit })
+    const workspace = row ? await this.workspaces.findOne({ where: { id: row.workspaceId } }) : null;
+    const key = row && workspace && sameHash(row.keyHash, hash)
+      ? Object.freeze({
+        id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit,
+        creditExhausted: workspace.creditBalance !== null && workspace.creditBalance <= 0,
+      })
       : null;
     if (this.options.cacheTtlMs > 0) this.cache.set(hash, { key, expiresAt: now + this.options.cacheTtlMs });
     if (this.cache.size > 100_000) this.cache.clear();

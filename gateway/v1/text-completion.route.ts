@@ -26,6 +26,9 @@ export class TextCompletionRoute {
     const body = await readBody(context.req, this.options.maxBodyBytes);
     const request = parseTextRequest(body, endpoint);
     this.checkModel(deployment, request.model, endpoint);
+    if (key.creditExhausted) {
+      throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
+    }
     if (deployment.status === 'Paused') {
       throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
     }

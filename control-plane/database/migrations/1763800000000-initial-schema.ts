@@ -9,6 +9,7 @@ export class InitialSchema1763800000000 implements MigrationInterface {
       CREATE TABLE workspaces (
         id text PRIMARY KEY,
         name text NOT NULL,
+        credit_balance numeric(14,4),
         created_at timestamptz NOT NULL DEFAULT now()
       );
       CREATE TABLE api_keys (

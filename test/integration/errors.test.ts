@@ -1,0 +1,159 @@
+import OpenAI from 'openai';
+import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+
+interface ErrorBody { error: { message: string; type: string; param: string | null; code: string } }
+
+/** Every row of SPEC.md's chat/completions error table, and bad input naming the field. */
+describe('chat/completions errors', () => {
+  let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: { id: string; slug: string; baseUrl: string };
+  let modelId: string;
+
+  const post = async (path: string, body: unknown, key = workspace.apiKey, baseUrl = deployment.baseUrl) => {
+    const response = await fetch(`${baseUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    return { status: response.status, headers: response.headers, body: (await response.json()) as ErrorBody };
+  };
+
+  beforeAll(async () => {
+    test = await startTestServer();
+    workspace = await test.createWorkspace();
+    deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+  });
+
+  const messages = [{ role: 'user', content: 'hi' }];
+
+  it('400 when model differs from the endpoint model (SDK BadRequestError naming model)', async () => {
+    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const error = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((caught) => caught);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(error.status).toBe(400);
+    expect(error.param).toBe('model');
+    expect(error.code).toBe('model_mismatch');
+    expect(error.message).toContain(modelId);
+  });
+
+  it('401 for a bad, missing or malformed key', async () => {
+    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: 'mk-not-a-real-key', maxRetries: 0 });
+    await expect(client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    const missing = await fetch(`${deployment.baseUrl}/chat/completions`, { method: 'POST', body: '{}' });
+    expect(missing.status).toBe(401);
+    expect(((await missing.json()) as ErrorBody).error.type).toBe('authentication_error');
+    expect((await post('/chat/completions', { messages }, 'sk-other-format')).status).toBe(401);
+  });
+
+  it('402 insufficient_quota when the workspace credit is used up', async () => {
+    const broke = await test.createWorkspace();
+    const brokeDeployment = await test.createDeployment(broke);
+    await test.server.controlPlane.workspaces.setCreditBalance(broke.workspaceId, 0);
+    test.server.controlPlane.apiKeys.clearCache();
+    const result = await post('/chat/completions', { messages }, broke.apiKey, brokeDeployment.baseUrl);
+    expect(result.status).toBe(402);
+    expect(result.body.error.code).toBe('insufficient_quota');
+    await test.server.controlPlane.deployments.delete(broke.workspaceId, brokeDeployment.id);
+  });
+
+  it('404 for an unknown endpoint, another workspace\'s deployment, or an unknown path', async () => {
+    const unknown = await post('/chat/completions', { messages }, workspace.apiKey, `${test.url}/d/no-such-deployment/v1`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('deployment_not_found');
+    const other = await test.createWorkspace();
+    const foreign = await post('/chat/completions', { messages }, other.apiKey);
+    expect(foreign.status).toBe(404);
+    const wrongPath = await post('/embeddings', { input: 'x' });
+    expect(wrongPath.status).toBe(404);
+    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    await expect(client.models.retrieve('gpt-4o')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const root = await fetch(`${test.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: '{}' });
+    expect(root.status).toBe(404);
+  });
+
+  it('503 when the deployment is paused (saying so) or has no ready replica', async () => {
+    const own = await test.createWorkspace();
+    const paused = await test.createDeployment(own);
+    await test.waitForReplicas(paused.id, 1);
+    await test.server.controlPlane.deployments.pause(own.workspaceId, paused.id);
+    const pausedResult = await post('/chat/completions', { messages }, own.apiKey, paused.baseUrl);
+    expect(pausedResult.status).toBe(503);
+    expect(pausedResult.body.error.code).toBe('deployment_paused');
+    expect(pausedResult.body.error.message).toMatch(/paused/);
+    expect(test.server.controlPlane.dispatcher.readyReplicas(paused.id)).toBe(0);
+
+    const external = await test.createDeployment(own, { provider: 'external' });
+    const noReplica = await post('/chat/completions', { messages }, own.apiKey, external.baseUrl);
+    expect(noReplica.status).toBe(503);
+    expect(noReplica.body.error.code).toBe('no_replica_available');
+    expect(noReplica.headers.get('retry-after')).toBeTruthy();
+  });
+
+  it('400 for a chat call on a base completion model', async () => {
+    const own = await test.createWorkspace();
+    const base = await test.createDeployment(own, { modelId: 'Qwen/Qwen2.5-7B', provider: 'external' });
+    const result = await post('/chat/completions', { messages }, own.apiKey, base.baseUrl);
+    expect(result.status).toBe(400);
+    expect(result.body.error.code).toBe('unsupported_endpoint');
+  });
+
+  const badChatBodies: Array<[string, unknown, string | null, string]> = [
+    ['malformed JSON', '{"messages": [', null, 'invalid_json'],
+    ['a JSON array', '[1,2]', null, 'invalid_request'],
+    ['missing messages', { model: undefined }, 'messages', 'invalid_request'],
+    ['messages not an array', { messages: 'hi' }, 'messages', 'invalid_request'],
+    ['empty messages', { messages: [] }, 'messages', 'invalid_request'],
+    ['message without role', { messages: [{ content: 'hi' }] }, 'messages[0].role', 'invalid_request'],
+    ['message that is a string', { messages: ['hi'] }, 'messages[0]', 'invalid_request'],
+    ['temperature as string', { messages, temperature: 'hot' }, 'temperature', 'invalid_request'],
+    ['temperature out of range', { messages, temperature: 3 }, 'temperature', 'invalid_request'],
+    ['top_p out of range', { messages, top_p: 1.5 }, 'top_p', 'invalid_request'],
+    ['max_tokens zero', { messages, max_tokens: 0 }, 'max_tokens', 'invalid_request'],
+    ['max_tokens fractional', { messages, max_tokens: 1.5 }, 'max_tokens', 'invalid_request'],
+    ['n zero', { messages, n: 0 }, 'n', 'invalid_request'],
+    ['stop as number', { messages, stop: 5 }, 'stop', 'invalid_request'],
+    ['stop with 5 entries', { messages, stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', 'invalid_request'],
+    ['stream as string', { messages, stream: 'yes' }, 'stream', 'invalid_request'],
+    ['stream_options without stream', { messages, stream_options: { include_usage: true } }, 'stream_options', 'invalid_request'],
+    ['presence_penalty as string', { messages, presence_penalty: 'x' }, 'presence_penalty', 'invalid_request'],
+    ['model as number', { messages, model: 7 }, 'model', 'invalid_request'],
+  ];
+
+  it.each(badChatBodies)('chat: %s is a 400 naming the field', async (_name, body, param, code) => {
+    const result = await post('/chat/completions', body);
+    expect(result.status).toBe(400);
+    expect(result.body.error.code).toBe(code);
+    expect(result.body.error.param).toBe(param);
+    expect(result.body.error.type).toBe('invalid_request_error');
+    if (param) expect(result.body.error.message).toContain(param.split('[')[0]);
+  });
+
+  const badCompletionBodies: Array<[string, unknown, string]> = [
+    ['missing prompt', {}, 'prompt'],
+    ['prompt as number', { prompt: 5 }, 'prompt'],
+    ['prompt as empty array', { prompt: [] }, 'prompt'],
+    ['mixed prompt array', { prompt: ['a', 1] }, 'prompt'],
+    ['max_tokens negative', { prompt: 'x', max_tokens: -1 }, 'max_tokens'],
+  ];
+
+  it.each(badCompletionBodies)('completions: %s is a 400 naming the field', async (_name, body, param) => {
+    const result = await post('/completions', body);
+    expect(result.status).toBe(400);
+    expect(result.body.error.param).toBe(param);
+  });
+
+  it('413 for a body over the size limit, without reading it all', async () => {
+    const huge = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(5 * 1024 * 1024) }] });
+    const result = await post('/chat/completions', huge);
+    expect(result.status).toBe(413);
+    expect(result.body.error.code).toBe('body_too_large');
+    expect(result.body.error.message).toContain('4194304');
+  });
+});

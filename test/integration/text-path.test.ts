@@ -1,0 +1,111 @@
+import OpenAI from 'openai';
+import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
+
+/** Client → gateway → gRPC → real agent process (built-in CPU engine), with the official SDK. */
+describe('text serving path', () => {
+  let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: { id: string; slug: string; baseUrl: string };
+  let client: OpenAI;
+  let modelId: string;
+
+  beforeAll(async () => {
+    test = await startTestServer();
+    workspace = await test.createWorkspace();
+    deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
+    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+  });
+
+  it('answers a chat completion in the standard schema with usage and rate-limit headers', async () => {
+    const { data, response } = await client.chat.completions
+      .create({ model: modelId, messages: [{ role: 'user', content: 'Say hello to the platform' }], max_tokens: 12 })
+      .withResponse();
+    expect(data.object).toBe('chat.completion');
+    expect(data.choices).toHaveLength(1);
+    expect(data.choices[0].message.role).toBe('assistant');
+    expect(typeof data.choices[0].message.content).toBe('string');
+    expect(data.choices[0].message.content!.length).toBeGreaterThan(0);
+    expect(['stop', 'length']).toContain(data.choices[0].finish_reason);
+    expect(data.usage!.prompt_tokens).toBeGreaterThan(0);
+    expect(data.usage!.completion_tokens).toBeGreaterThan(0);
+    expect(data.usage!.completion_tokens).toBeLessThanOrEqual(12);
+    expect(data.usage!.total_tokens).toBe(data.usage!.prompt_tokens + data.usage!.completion_tokens);
+    expect(Number(response.headers.get('x-ratelimit-remaining'))).toBeGreaterThanOrEqual(0);
+    expect(response.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/);
+  });
+
+  it('streams chunks ending in [DONE] with the same text as the plain call, and usage when asked', async () => {
+    const body = { model: modelId, messages: [{ role: 'user' as const, content: 'Tell me about replicas' }], max_tokens: 20, seed: 42 };
+    const plain = await client.chat.completions.create(body);
+    const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      expect(chunk.object).toBe('chat.completion.chunk');
+      chunks++;
+      text += chunk.choices[0]?.delta?.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(chunks).toBeGreaterThan(2);
+    expect(text).toBe(plain.choices[0].message.content);
+    expect(usage).toEqual(plain.usage);
+  });
+
+  it('leaves the usage chunk out unless include_usage is set, and still meters the stream', async () => {
+    const stream = await client.chat.completions.create({ messages: [{ role: 'user', content: 'count me' }], model: modelId, stream: true, max_tokens: 5 });
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.every((chunk) => !chunk.usage)).toBe(true);
+    const records = test.server.controlPlane.dataSource.getRepository(UsageRecord);
+    await waitFor(async () => (await records.count({ where: { apiKeyId: workspace.apiKeyId, stream: true } })) > 0, 5_000, 'a stream usage record');
+    const streamed = await records.find({ where: { apiKeyId: workspace.apiKeyId, stream: true } });
+    expect(streamed.every((record) => record.totalTokens > 0 && record.status === 'succeeded')).toBe(true);
+  });
+
+  it('serves /v1/completions plain and streaming', async () => {
+    const completion = await client.completions.create({ model: modelId, prompt: 'Once upon a time', max_tokens: 8 });
+    expect(completion.object).toBe('text_completion');
+    expect(completion.choices[0].text.length).toBeGreaterThan(0);
+    expect(completion.usage!.completion_tokens).toBeLessThanOrEqual(8);
+    const stream = await client.completions.create({ model: modelId, prompt: 'Once upon a time', max_tokens: 8, stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
+    expect(text).toBe(completion.choices[0].text);
+  });
+
+  it('accepts a request without model and lists and retrieves the endpoint model', async () => {
+    const response = await fetch(`${deployment.baseUrl}/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'no model field' }] }),
+    });
+    expect(response.status).toBe(200);
+    expect((await response.json()).object).toBe('chat.completion');
+    const models = await client.models.list();
+    expect(models.data.map((model) => model.id)).toEqual([modelId]);
+    expect((await client.models.retrieve(modelId)).id).toBe(modelId);
+  });
+
+  it('records usage for every call, with the tokens the client saw', async () => {
+    const completion = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: 'meter this one' }], max_tokens: 6, user: 'usage-check' });
+    const records = test.server.controlPlane.dataSource.getRepository(UsageRecord);
+    await waitFor(async () => (await records.count({ where: { apiKeyId: workspace.apiKeyId, totalTokens: completion.usage!.total_tokens } })) > 0, 5_000, 'the usage record');
+    const record = await records.findOneOrFail({ where: { apiKeyId: workspace.apiKeyId, totalTokens: completion.usage!.total_tokens }, order: { id: 'DESC' } });
+    expect(record).toMatchObject({ deploymentId: deployment.id, endpoint: 'chat.completions', status: 'succeeded', stream: false, promptTokens: completion.usage!.prompt_tokens });
+    expect(record.replicaId).toMatch(/^rep_/);
+  });
+
+  it('spreads concurrent requests and keeps every response intact', async () => {
+    const results = await Promise.all(Array.from({ length: 24 }, (_, index) =>
+      client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: `parallel ${index}` }], max_tokens: 4, seed: index })));
+    expect(results.every((result) => result.choices[0].message.content!.length > 0)).toBe(true);
+    expect(new Set(results.map((result) => result.id)).size).toBe(24);
+  });
+});

@@ -1,0 +1,74 @@
+import http from 'node:http';
+import type net from 'node:net';
+
+export interface MockEngineRequest {
+  path: string;
+  body: Record<string, unknown>;
+  /** Resolves when the engine saw the connection close before it finished answering. */
+  closedEarly: Promise<void>;
+}
+
+/**
+ * A scripted OpenAI-compatible engine at the boundary we don't own. The first message's
+ * content picks the behaviour: `#reject` → 400 with an OpenAI error body, `#crash` → 500,
+ * `#slow` → one chunk every 50 ms for 30 s (to observe cancellation); otherwise a short stream.
+ */
+export async function startMockEngine(): Promise<{ url: string; requests: MockEngineRequest[]; close(): Promise<void> }> {
+  const requests: MockEngineRequest[] = [];
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+      let finished = false;
+      let resolveClosed: () => void = () => {};
+      const closedEarly = new Promise<void>((resolve) => (resolveClosed = resolve));
+      response.on('close', () => !finished && resolveClosed());
+      requests.push({ path: request.url ?? '', body, closedEarly });
+      const content = String((body.messages as Array<{ content: string }> | undefined)?.[0]?.content ?? body.prompt ?? '');
+      if (content.includes('#reject')) {
+        finished = true;
+        response.writeHead(400, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ error: { message: 'This model\'s maximum context length is 8 tokens', type: 'BadRequestError', param: 'messages', code: 'context_length_exceeded' } }));
+        return;
+      }
+      if (content.includes('#crash')) {
+        finished = true;
+        response.writeHead(500, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ error: { message: 'CUDA out of memory', type: 'InternalServerError', code: 500 } }));
+        return;
+      }
+      const chunk = (text: string) => `data: ${JSON.stringify({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })}\n\n`;
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (!content.includes('#slow')) {
+        response.write(chunk('mock '));
+        response.write(chunk('reply'));
+        response.write(`data: ${JSON.stringify({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`);
+        finished = true;
+        response.end('data: [DONE]\n\n');
+        return;
+      }
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (sent++ > 600) {
+          clearInterval(timer);
+          finished = true;
+          response.end('data: [DONE]\n\n');
+          return;
+        }
+        response.write(chunk(`t${sent} `));
+      }, 50);
+      response.on('close', () => clearInterval(timer));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}

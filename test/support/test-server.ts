@@ -1,0 +1,84 @@
+import pino from 'pino';
+import type { ControlPlaneConfig } from '../../control-plane/config/control-plane-config';
+import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
+import type { GatewayConfig } from '../../gateway/gateway-config';
+import { startServer, type Server } from '../../gateway/server';
+import { createTestDatabase, dropTestDatabase } from './test-database';
+
+export interface TestServerOptions {
+  controlPlane?: Partial<ControlPlaneConfig>;
+  gateway?: Partial<GatewayConfig>;
+  /** Reuse a database (restart tests); otherwise a fresh one is created and dropped. */
+  databaseUrl?: string;
+}
+
+export interface TestWorkspace {
+  workspaceId: string;
+  apiKey: string;
+  apiKeyId: string;
+}
+
+export interface TestServer {
+  server: Server;
+  url: string;
+  databaseUrl: string;
+  createWorkspace(limits?: { rpmLimit?: number; tpdLimit?: number }): Promise<TestWorkspace>;
+  createDeployment(workspace: TestWorkspace, input?: Partial<CreateDeploymentInput>): Promise<{ id: string; slug: string; baseUrl: string }>;
+  waitForReplicas(deploymentId: string, count: number, timeoutMs?: number): Promise<void>;
+  stop(options?: { keepDatabase?: boolean }): Promise<void>;
+}
+
+/** Test agents reconnect and restart within milliseconds instead of seconds. */
+export const FAST_AGENT_ENV = {
+  WORKER_RECONNECT_INITIAL_MS: '20',
+  WORKER_RECONNECT_MAX_MS: '200',
+  WORKER_DRAIN_TIMEOUT_MS: '3000',
+};
+
+/** A whole server (gateway + control plane + real agent processes) on port 0 and its own database. */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const databaseUrl = options.databaseUrl ?? await createTestDatabase();
+  const server = await startServer({
+    env: {},
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    controlPlane: {
+      databaseUrl, grpcHost: '127.0.0.1', grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
+      usageFlushIntervalMs: 20, apiKeyCacheTtlMs: 5_000,
+      ...options.controlPlane,
+      localAgentEnv: { ...FAST_AGENT_ENV, ...options.controlPlane?.localAgentEnv },
+    },
+    gateway: { host: '127.0.0.1', port: 0, logLevel: 'silent', ...options.gateway },
+  });
+  const { controlPlane, gateway } = server;
+  return {
+    server,
+    url: gateway.url,
+    databaseUrl,
+    async createWorkspace(limits = {}) {
+      const workspace = await controlPlane.workspaces.create('test');
+      const { apiKey, plaintext } = await controlPlane.apiKeys.create(workspace.id, 'test key', limits);
+      return { workspaceId: workspace.id, apiKey: plaintext, apiKeyId: apiKey.id };
+    },
+    async createDeployment(workspace, input = {}) {
+      const { deployment } = await controlPlane.deployments.create(workspace.workspaceId, {
+        modelId: controlPlane.catalog.defaultChatModel().id, priceCapPerHour: 2, minReplicas: 1, maxReplicas: 1, autoscale: false, ...input,
+      });
+      return { id: deployment.id, slug: deployment.slug, baseUrl: `${gateway.url}/d/${deployment.slug}/v1` };
+    },
+    async waitForReplicas(deploymentId, count, timeoutMs = 20_000) {
+      await waitFor(() => controlPlane.dispatcher.readyReplicas(deploymentId) >= count, timeoutMs, `${count} ready replica(s) of ${deploymentId}`);
+    },
+    async stop(stopOptions = {}) {
+      await server.stop();
+      if (!stopOptions.keepDatabase && !options.databaseUrl) await dropTestDatabase(databaseUrl);
+    },
+  };
+}
+
+export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
