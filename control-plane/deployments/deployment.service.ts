@@ -6,6 +6,7 @@ import type { ReplicaManager } from '../replicas/replica-manager';
 import { hashSecret, newSecret } from '../secrets';
 import { Deployment, type ProviderKind } from './deployment.entity';
 import type { DeploymentStore } from './deployment-store';
+import { assertTransition } from './deployment-transitions';
 
 export interface CreateDeploymentInput {
   modelId: string;
@@ -61,7 +62,9 @@ export class DeploymentService {
 
   /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */
   async pause(workspaceId: string, id: string): Promise<Deployment> {
-    const deployment = await this.store.transition(await this.get(workspaceId, id), 'Paused', 'paused by user');
+    const current = await this.get(workspaceId, id);
+    assertTransition(current.status, 'Paused');
+    const deployment = await this.store.transition(current, 'Paused', 'paused by user');
     await this.replicas.release(deployment, 'deployment paused');
     return deployment;
   }
@@ -75,7 +78,9 @@ export class DeploymentService {
   }
 
   async delete(workspaceId: string, id: string): Promise<Deployment> {
-    const deployment = await this.store.transition(await this.get(workspaceId, id), 'Deleted', 'deleted by user');
+    const current = await this.get(workspaceId, id);
+    assertTransition(current.status, 'Deleted');
+    const deployment = await this.store.transition(current, 'Deleted', 'deleted by user');
     await this.replicas.release(deployment, 'deployment deleted');
     return deployment;
   }

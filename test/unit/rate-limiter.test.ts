@@ -1,0 +1,38 @@
+import { AppError } from '../../control-plane/errors/app-error';
+import { RateLimiter } from '../../control-plane/rate-limits/rate-limiter';
+
+describe('RateLimiter', () => {
+  const key = { id: 'key_1', workspaceId: 'ws_1', rpmLimit: 100, tpdLimit: 1_000, creditExhausted: false };
+
+  it('loads the day\'s recorded tokens once, adds new usage, and resets at 00:00 UTC', async () => {
+    let now = Date.UTC(2026, 10, 22, 23, 59, 0);
+    const loads: Date[] = [];
+    const limiter = new RateLimiter(async (_id, since) => {
+      loads.push(since);
+      return 900;
+    }, () => now);
+    const first = await limiter.admit(key);
+    expect(first.remainingTokens).toBe(100);
+    expect(first.resetTokensSeconds).toBe(60);
+    expect(loads).toEqual([new Date(Date.UTC(2026, 10, 22))]);
+    limiter.addTokens(key.id, 100);
+    const error = await limiter.admit(key).catch((caught) => caught);
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe('rate_limit_error');
+    expect(error.retryAfterSeconds).toBe(60);
+    now += 61_000;
+    expect((await limiter.admit(key)).remainingTokens).toBe(1_000);
+    expect(loads).toHaveLength(1);
+  });
+
+  it('shares one usage load between concurrent first requests', async () => {
+    let loads = 0;
+    const limiter = new RateLimiter(async () => {
+      loads++;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      return 0;
+    });
+    await Promise.all([limiter.admit(key), limiter.admit(key), limiter.admit(key)]);
+    expect(loads).toBe(1);
+  });
+});
