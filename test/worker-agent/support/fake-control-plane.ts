@@ -42,7 +42,8 @@ export class FakeAgentStream {
       this.notify();
     });
     const markEnded = () => { this.ended = true; this.notify(); };
-    call.on('end', markEnded);
+    // A real control plane finishes the call once the agent has ended its side.
+    call.on('end', () => { markEnded(); call.end(); });
     call.on('error', markEnded);
     call.on('close', markEnded);
     call.on('cancelled', markEnded);

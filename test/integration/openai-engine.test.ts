@@ -1,0 +1,116 @@
+import OpenAI from 'openai';
+import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
+import { startCpuEngineServer, type CpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
+import { startMockEngine } from '../support/mock-engine';
+import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+
+const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+
+/** Agents with the `openai` adapter in front of a real HTTP engine (as they would front vLLM). */
+describe('openai engine adapter through the platform', () => {
+  describe('against the CPU engine served over HTTP', () => {
+    let engine: CpuEngineServer;
+    let test: TestServer;
+    const received: Array<{ path: string; body: Record<string, unknown> }> = [];
+    let client: OpenAI;
+
+    beforeAll(async () => {
+      engine = await startCpuEngineServer({ onRequest: (path, body) => received.push({ path, body }) });
+      test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } });
+      const workspace = await test.createWorkspace();
+      const deployment = await test.createDeployment(workspace);
+      await test.waitForReplicas(deployment.id, 1);
+      client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    });
+
+    afterAll(async () => {
+      await test?.stop();
+      await engine?.close();
+    });
+
+    it('passes unknown and standard extra fields to the engine untouched', async () => {
+      const tools = [{ type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }];
+      await client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: 'pass these through' }], max_tokens: 4, seed: 11, tools, user: 'u-1',
+        // @ts-expect-error fields the SDK does not know must reach the engine too
+        repetition_penalty: 1.1, guided_json: { type: 'object' }, vendor_extension: { nested: [1, 2, 3] },
+      });
+      const body = received.at(-1)!.body;
+      expect(received.at(-1)!.path).toBe('/v1/chat/completions');
+      expect(body).toMatchObject({ model: MODEL, seed: 11, tools, user: 'u-1', repetition_penalty: 1.1, guided_json: { type: 'object' }, vendor_extension: { nested: [1, 2, 3] }, max_tokens: 4 });
+    });
+
+    it('asks the engine for usage on every stream, and hides the usage chunk unless the client asked', async () => {
+      const stream = await client.completions.create({ model: MODEL, prompt: 'stream me', max_tokens: 5, stream: true, logit_bias: { '50256': -100 } });
+      const chunks = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      const body = received.at(-1)!.body;
+      expect(received.at(-1)!.path).toBe('/v1/completions');
+      expect(body).toMatchObject({ stream: true, stream_options: { include_usage: true }, logit_bias: { '50256': -100 } });
+      expect(chunks.length).toBeGreaterThan(0);
+      expect(chunks.every((chunk) => !chunk.usage)).toBe(true);
+    });
+
+    it('returns the same chat result as the built-in engine would (schema and usage)', async () => {
+      const completion = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'check usage' }], max_tokens: 6 });
+      expect(completion.object).toBe('chat.completion');
+      expect(completion.usage!.total_tokens).toBe(completion.usage!.prompt_tokens + completion.usage!.completion_tokens);
+    });
+  });
+
+  describe('against a scripted engine', () => {
+    let engine: Awaited<ReturnType<typeof startMockEngine>>;
+    let test: TestServer;
+    let baseUrl: string;
+    let apiKey: string;
+    let deploymentId: string;
+
+    beforeAll(async () => {
+      engine = await startMockEngine();
+      test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } });
+      const workspace = await test.createWorkspace();
+      const deployment = await test.createDeployment(workspace);
+      await test.waitForReplicas(deployment.id, 1);
+      ({ baseUrl, id: deploymentId } = deployment);
+      apiKey = workspace.apiKey;
+    });
+
+    afterAll(async () => {
+      await test?.stop();
+      await engine?.close();
+    });
+
+    const post = (content: string, stream = false, signal?: AbortSignal) => fetch(`${baseUrl}/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content }], stream }), signal,
+    });
+
+    it('passes an engine 4xx through with its status and OpenAI error body', async () => {
+      const response = await post('#reject this');
+      expect(response.status).toBe(400);
+      expect((await response.json()).error).toMatchObject({ code: 'context_length_exceeded', param: 'messages' });
+    });
+
+    it('maps an engine 5xx to 502 upstream_error', async () => {
+      const response = await post('#crash now');
+      expect(response.status).toBe(502);
+      expect((await response.json()).error.code).toBe('upstream_error');
+    });
+
+    it('cancels the engine call at once when the client disconnects, and meters it as canceled', async () => {
+      const before = engine.requests.length;
+      const abort = new AbortController();
+      const response = await post('#slow stream', true, abort.signal);
+      const reader = response.body!.getReader();
+      await reader.read();
+      await reader.read();
+      abort.abort();
+      const request = engine.requests[before];
+      const startedWaiting = Date.now();
+      await request.closedEarly;
+      expect(Date.now() - startedWaiting).toBeLessThan(2_000);
+      const records = test.server.controlPlane.dataSource.getRepository(UsageRecord);
+      await waitFor(async () => (await records.count({ where: { deploymentId, status: 'canceled' } })) === 1, 5_000, 'the canceled usage record');
+    });
+  });
+});
