@@ -48,6 +48,7 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
   const dispatcher = new Dispatcher();
   const providers = new Map<string, CapacityProvider>();
   let grpcAddress = '';
+  let replicas: ReplicaManager | undefined;
   const localProvider = config.localAgents
     ? new LocalProvider({
       controlPlaneAddress: () => grpcAddress,
@@ -57,10 +58,11 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
       maxConcurrency: config.localMaxConcurrency,
       restartDelayMs: config.localRestartDelayMs,
       extraEnv: config.localAgentEnv,
+      onAgentExit: (replicaId, reason) => void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit')),
     }, logger.child({ component: 'local-provider' }))
     : null;
   if (localProvider) providers.set('local', localProvider);
-  const replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
+  replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   const rateLimiter = new RateLimiter((apiKeyId, since) => usage.tokensSince(apiKeyId, since));

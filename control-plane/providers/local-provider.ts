@@ -15,10 +15,13 @@ export interface LocalProviderOptions {
   /** Grace period between SIGTERM (drain) and SIGKILL. */
   stopTimeoutMs?: number;
   extraEnv?: Record<string, string>;
+  /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
+  onAgentExit?: (replicaId: string, reason: string) => void;
 }
 
 interface LocalAgent {
   child: ChildProcess;
+  lastLine: string;
   wanted: boolean;
   /** Consecutive quick exits: the restart delay doubles with each, up to 30 s. */
   crashes: number;
@@ -41,12 +44,14 @@ export class LocalProvider implements CapacityProvider {
   constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
 
   async launch(deployment: Deployment, replica: Replica, joinToken: string): Promise<void> {
-    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, wanted: true, crashes: 0, start: () => {} };
+    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = Date.now();
-      agent.child = this.spawnAgent(replica.id, joinToken);
+      agent.child = this.spawnAgent(replica.id, joinToken, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
+        const how = signal ? `killed by ${signal}` : `exited with code ${code}`;
+        this.options.onAgentExit?.(replica.id, `agent ${how}${agent.lastLine ? `: ${agent.lastLine}` : ''}; restarting`);
         agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
         const delayMs = Math.min(MAX_RESTART_DELAY_MS, this.options.restartDelayMs * 2 ** Math.max(0, agent.crashes - 1));
         this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal, delayMs }, 'local agent exited; restarting');
@@ -74,7 +79,7 @@ export class LocalProvider implements CapacityProvider {
     return this.agents.get(replicaId)?.child;
   }
 
-  private spawnAgent(replicaId: string, joinToken: string): ChildProcess {
+  private spawnAgent(replicaId: string, joinToken: string, onLine: (line: string) => void): ChildProcess {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
@@ -89,7 +94,11 @@ export class LocalProvider implements CapacityProvider {
     const child = spawn(process.execPath, [this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });
     const forward = (chunk: Buffer) => {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) log.info({ agent: line.trim() }, 'agent output');
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line.trim()) continue;
+        onLine(line.trim().slice(0, 500));
+        log.info({ agent: line.trim() }, 'agent output');
+      }
     };
     child.stdout?.on('data', forward);
     child.stderr?.on('data', forward);

@@ -1,0 +1,65 @@
+import { loadAgentOptions } from '../../worker-agent/agent-options';
+import { OptionsError } from '../../worker-agent/option-fields';
+import { parseGpuList } from '../../worker-agent/gpu-inventory';
+import { Backoff } from '../../worker-agent/backoff';
+
+const required = { WORKER_CONTROL_PLANE: '127.0.0.1:50051', WORKER_JOIN_TOKEN: 'jt_1' };
+
+describe('loadAgentOptions', () => {
+  test('fills documented defaults', () => {
+    const options = loadAgentOptions([], required);
+    expect(options).toMatchObject({
+      controlPlaneAddress: '127.0.0.1:50051', joinToken: 'jt_1', engineKind: 'cpu', maxConcurrency: 64,
+      reconnectInitialMs: 250, reconnectMaxMs: 10_000, drainTimeoutMs: 30_000, gpus: [],
+      cpuTtftMs: 0, cpuTokensPerSecond: 0, cpuFailAfterTokens: undefined, cpuCrashAfterTokens: undefined, cpuTestControls: false,
+    });
+    expect(options.agentId).toMatch(/^agt_[0-9a-f]{16}$/);
+    expect(Object.isFrozen(options)).toBe(true);
+  });
+
+  test('flags win over environment variables', () => {
+    const options = loadAgentOptions(
+      ['--control-plane', 'cp:1', '--engine', 'openai', '--engine-url', 'http://gpu:8000/v1', '--max-concurrency', '8', '--agent-id', 'agt_a'],
+      { ...required, WORKER_MAX_CONCURRENCY: '2', WORKER_ENGINE_MODEL: 'served', WORKER_CPU_TEST_CONTROLS: '1', WORKER_GPUS: 'H100:80' },
+    );
+    expect(options).toMatchObject({
+      controlPlaneAddress: 'cp:1', engineKind: 'openai', engineUrl: 'http://gpu:8000/v1', maxConcurrency: 8,
+      agentId: 'agt_a', engineModel: 'served', cpuTestControls: true,
+      gpus: [{ name: 'H100', memoryBytes: 80 * 1024 ** 3, index: 0 }],
+    });
+  });
+
+  test.each([
+    [[], {}, /--control-plane \/ WORKER_CONTROL_PLANE: is required/],
+    [['--engine', 'openai'], required, /--engine-url \/ WORKER_ENGINE_URL is required/],
+    [['--engine', 'tpu'], required, /--engine \/ WORKER_ENGINE/],
+    [['--max-concurrency', '0'], required, /WORKER_MAX_CONCURRENCY/],
+    [['--nope', 'x'], required, /Unknown option '--nope'/],
+    [[], { ...required, WORKER_GPUS: 'no-memory' }, /WORKER_GPUS: must be JSON/],
+    [[], { ...required, WORKER_RECONNECT_INITIAL_MS: '500', WORKER_RECONNECT_MAX_MS: '100' }, /WORKER_RECONNECT_MAX_MS must be >=/],
+  ])('rejects %j %j with a clear error', (argv, env, message) => {
+    expect(() => loadAgentOptions(argv, env)).toThrow(OptionsError);
+    expect(() => loadAgentOptions(argv, env)).toThrow(message);
+  });
+});
+
+describe('parseGpuList', () => {
+  test('reads JSON and the short form', () => {
+    expect(parseGpuList('[{"name":"A100","memoryGiB":40,"index":3}]')).toEqual([{ name: 'A100', memoryBytes: 40 * 1024 ** 3, index: 3 }]);
+    expect(parseGpuList('NVIDIA H100 80GB HBM3:80, L4:24')).toEqual([
+      { name: 'NVIDIA H100 80GB HBM3', memoryBytes: 80 * 1024 ** 3, index: 0 },
+      { name: 'L4', memoryBytes: 24 * 1024 ** 3, index: 1 },
+    ]);
+    expect(parseGpuList('[{"name":1}]')).toBeUndefined();
+  });
+});
+
+describe('Backoff', () => {
+  test('doubles its ceiling up to the cap, with full jitter, and resets', () => {
+    const ceilings = new Backoff(100, 1_000, () => 0.999999);
+    expect(Array.from({ length: 6 }, () => ceilings.nextDelayMs())).toEqual([99, 199, 399, 799, 999, 999]);
+    ceilings.reset();
+    expect(ceilings.nextDelayMs()).toBe(99);
+    expect(new Backoff(100, 1_000, () => 0).nextDelayMs()).toBe(0);
+  });
+});

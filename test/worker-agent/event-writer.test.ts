@@ -1,0 +1,73 @@
+import { Writable } from 'node:stream';
+import type { AgentFrame, JobEvent } from '../../proto/worker/v1/index';
+import { EventWriter } from '../../worker-agent/event-writer';
+
+/** A real object-mode stream that takes one frame per `delayMs`, to create backpressure. */
+function slowStream(delayMs: number): { stream: Writable; frames: AgentFrame[] } {
+  const frames: AgentFrame[] = [];
+  const stream = new Writable({
+    objectMode: true,
+    highWaterMark: 2,
+    write(frame: AgentFrame, _encoding, callback) {
+      frames.push(frame);
+      setTimeout(callback, delayMs);
+    },
+  });
+  return { stream, frames };
+}
+
+const chunk = (jobId: string, index: number): JobEvent => ({ jobId, chunk: { data: Buffer.from(`data: ${index}\n\n`) } });
+const eventsOf = (frames: AgentFrame[]) => frames.flatMap((frame) => (frame.jobEvent ? [frame.jobEvent] : frame.jobEvents!.events));
+
+describe('EventWriter', () => {
+  test('sends one event as jobEvent and events of the same turn as one batch', async () => {
+    const { stream, frames } = slowStream(0);
+    const writer = new EventWriter(stream);
+    writer.send(chunk('a', 0));
+    await writer.flushed();
+    writer.send(chunk('a', 1));
+    writer.send(chunk('b', 0));
+    writer.send(chunk('a', 2));
+    await writer.flushed();
+    expect(frames[0]).toEqual({ jobEvent: chunk('a', 0) });
+    expect(frames[1]).toEqual({ jobEvents: { events: [chunk('a', 1), chunk('b', 0), chunk('a', 2)] } });
+  });
+
+  test('hands back a promise while the stream is saturated and keeps the order', async () => {
+    const { stream, frames } = slowStream(5);
+    const writer = new EventWriter(stream);
+    let waits = 0;
+    let maxPending = 0;
+    for (let index = 0; index < 30; index += 1) {
+      const wait = writer.send(chunk('a', index));
+      maxPending = Math.max(maxPending, stream.writableLength);
+      if (wait) {
+        waits += 1;
+        await wait;
+      } else {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    }
+    await writer.flushed();
+    expect(waits).toBeGreaterThan(0);
+    expect(maxPending).toBeLessThanOrEqual(3);
+    expect(eventsOf(frames).map((event) => event.chunk!.data.toString())).toEqual(Array.from({ length: 30 }, (_, index) => `data: ${index}\n\n`));
+  });
+
+  test('close drops queued events and releases waiting engines', async () => {
+    const { stream, frames } = slowStream(1_000);
+    const writer = new EventWriter(stream);
+    let wait: Promise<void> | undefined;
+    for (let index = 0; index < 10 && !wait; index += 1) {
+      wait = writer.send(chunk('a', index));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(wait).toBeDefined();
+    writer.send(chunk('a', 99));
+    writer.close();
+    await wait;
+    await writer.flushed();
+    expect(eventsOf(frames).some((event) => event.chunk!.data.toString().includes('99'))).toBe(false);
+    stream.destroy();
+  });
+});
