@@ -101,7 +101,10 @@ export class ReplicaManager {
     for (const deployment of await this.deployments.listActive()) {
       if (deployment.status === 'Paused') continue;
       try {
-        await this.ensure(deployment);
+        const restarting = deployment.provider === 'local' && deployment.status === 'Running'
+          ? await this.deployments.transition(deployment, 'Creating', 'restarting replicas after a server restart')
+          : deployment;
+        await this.ensure(restarting);
       } catch (error) {
         this.logger.error({ err: error, deploymentId: deployment.id }, 'could not place replicas');
       }
