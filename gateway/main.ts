@@ -13,7 +13,10 @@ async function main(): Promise<void> {
 
   let signals = 0;
   const shutdown = (signal: string) => {
-    if (++signals > 1) process.exit(130);
+    if (++signals > 1) {
+      controlPlane.localProvider?.killAll();
+      process.exit(130);
+    }
     logger.info({ signal }, 'shutting down: draining agents, stopping the database');
     server.stop().then(() => process.exit(0), (error) => {
       logger.error({ err: error }, 'shutdown failed');

@@ -22,6 +22,8 @@ export class AgentServer {
   private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
   private readonly byReplica = new Map<string, AgentConnection>();
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Replica status writes still running; stop() waits for them before the database closes. */
+  private readonly pendingWrites = new Set<Promise<void>>();
   port = 0;
 
   constructor(
@@ -50,9 +52,10 @@ export class AgentServer {
 
   async stop(): Promise<void> {
     clearInterval(this.sweepTimer);
-    for (const connection of this.byReplica.values()) connection.stream.end();
+    for (const connection of [...this.byReplica.values()]) this.onClosed(connection, 'the control plane shut down');
     await new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     this.server.forceShutdown();
+    await Promise.all(this.pendingWrites);
   }
 
   private onConnect(stream: Stream): void {
@@ -147,7 +150,10 @@ export class AgentServer {
     connection.close(message);
     this.dispatcher.unregister(connection);
     if (this.byReplica.get(connection.replicaId) === connection) this.byReplica.delete(connection.replicaId);
-    this.replicas.lost(connection.replicaId, message).catch((error) => this.logger.error({ err: error }, 'could not mark replica lost'));
+    const write = this.replicas.lost(connection.replicaId, message)
+      .catch((error) => this.logger.error({ err: error }, 'could not mark replica lost'))
+      .finally(() => this.pendingWrites.delete(write));
+    this.pendingWrites.add(write);
     connection.stream.end();
   }
 

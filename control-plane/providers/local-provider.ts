@@ -74,6 +74,14 @@ export class LocalProvider implements CapacityProvider {
     await Promise.all([...this.agents.keys()].map((replicaId) => this.terminate(replicaId)));
   }
 
+  /** Last resort on a forced exit: agents must not outlive the server that spawned them. */
+  killAll(): void {
+    for (const agent of this.agents.values()) {
+      agent.wanted = false;
+      agent.child.kill('SIGKILL');
+    }
+  }
+
   /** The agent process of a replica (tests kill it to simulate a crashed host). */
   processOf(replicaId: string): ChildProcess | undefined {
     return this.agents.get(replicaId)?.child;

@@ -45,6 +45,9 @@ export class GraphQLServer {
     this.apollo = new ApolloServer<GraphQLContext>({
       schema,
       introspection: true,
+      // Apollo would otherwise handle SIGINT/SIGTERM itself and re-raise them, killing the
+      // process before the server drains its agents and stops the database.
+      stopOnTerminationSignals: false,
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
     this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });

@@ -4,6 +4,8 @@ import { CpuEngine } from '../../worker-agent/engines/cpu-engine';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from '../../worker-agent/engines/cpu-engine-options';
 import type { Engine } from '../../worker-agent/engines/engine';
 import { countTokens } from '../../worker-agent/engines/cpu-tokenizer';
+import { OpenAiEngine } from '../../worker-agent/engines/openai-engine';
+import { startCpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
 import { FakeControlPlane, welcomeFrame, type HelloAnswer } from './support/fake-control-plane';
 import { sseEvents, streamedText } from './support/engine-harness';
 
@@ -14,10 +16,10 @@ afterEach(async () => {
 
 async function setup(
   options: Partial<AgentSessionOptions> = {}, engineOptions: Partial<CpuEngineOptions> = {}, answerHello?: HelloAnswer,
+  engine: Engine = new CpuEngine({ ...DEFAULT_CPU_ENGINE_OPTIONS, testControls: true, ...engineOptions }),
 ): Promise<{ plane: FakeControlPlane; session: AgentSession; engine: Engine }> {
   const plane = await FakeControlPlane.start({ answerHello });
   disposables.push(() => plane.close());
-  const engine = new CpuEngine({ ...DEFAULT_CPU_ENGINE_OPTIONS, testControls: true, ...engineOptions });
   const session = new AgentSession({
     options: {
       controlPlaneAddress: plane.address, joinToken: 'jt_secret', agentId: 'agt_test', maxConcurrency: 4,
@@ -40,6 +42,16 @@ function assign(body: Record<string, unknown>, overrides: Partial<Assign> = {}):
       stream: body.stream === true, includeUsage: false, model: 'catalog/model', ...overrides,
     },
   };
+}
+
+/** A streamed job at 20 tokens/s that has sent its first chunk: long enough to interrupt. */
+async function slowJobInFlight(options: Partial<AgentSessionOptions> = {}) {
+  const context = await setup(options, { tokensPerSecond: 20 });
+  const stream = await context.plane.stream(0);
+  const { assign: slow } = assign({ stream: true, max_tokens: 500 });
+  stream.send({ assign: slow });
+  await stream.until(() => stream.eventsOf(slow.jobId).find((event) => event.chunk));
+  return { ...context, stream, jobId: slow.jobId };
 }
 
 describe('AgentSession', () => {
@@ -82,6 +94,24 @@ describe('AgentSession', () => {
     expect(JSON.parse(output.data.toString())).toMatchObject({ object: 'chat.completion', model: 'catalog/model' });
   });
 
+  test('runs jobs through an OpenAI-compatible HTTP engine the same way', async () => {
+    const server = await startCpuEngineServer();
+    disposables.push(() => server.close());
+    const engine = new OpenAiEngine({ url: server.url, connections: 4, connectTimeoutMs: 1_000, healthIntervalMs: 60_000 });
+    disposables.push(() => engine.close());
+    await engine.start();
+    const { plane } = await setup({}, {}, undefined, engine);
+    const stream = await plane.stream(0);
+    expect(stream.hello?.engine).toEqual({ kind: 'openai', version: '', url: server.url });
+    expect(stream.hello?.models).toEqual(['cpu']);
+    const frame = assign({ stream: true, max_tokens: 6 }, { includeUsage: true });
+    stream.send(frame);
+    const terminal = await stream.terminal(frame.assign.jobId);
+    expect(terminal.completed?.usage).toEqual({ promptTokens: 2, completionTokens: 6, totalTokens: 8 });
+    const events = sseEvents(stream.chunkText(frame.assign.jobId));
+    expect(events.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 6 } });
+  });
+
   test('queues jobs beyond maxConcurrency in FIFO order', async () => {
     const { plane } = await setup({ maxConcurrency: 1 }, { ttftMs: 300 });
     const stream = await plane.stream(0);
@@ -100,18 +130,14 @@ describe('AgentSession', () => {
   });
 
   test('Cancel aborts the job and answers failed(canceled); unknown ids are ignored', async () => {
-    const { plane } = await setup({}, { tokensPerSecond: 20 });
-    const stream = await plane.stream(0);
-    const frame = assign({ stream: true, max_tokens: 500 });
-    stream.send(frame);
-    await stream.until(() => stream.eventsOf(frame.assign.jobId).find((event) => event.chunk));
+    const { stream, jobId } = await slowJobInFlight();
     stream.send({ cancel: { jobId: 'job_unknown', reason: 'client_disconnected' } });
-    stream.send({ cancel: { jobId: frame.assign.jobId, reason: 'client_disconnected' } });
-    const terminal = await stream.terminal(frame.assign.jobId);
+    stream.send({ cancel: { jobId, reason: 'client_disconnected' } });
+    const terminal = await stream.terminal(jobId);
     expect(terminal.failed).toMatchObject({ code: 'canceled' });
     await new Promise((resolve) => setTimeout(resolve, 150));
-    const afterTerminal = stream.eventsOf(frame.assign.jobId).slice(stream.eventsOf(frame.assign.jobId).indexOf(terminal) + 1);
-    expect(afterTerminal).toEqual([]);
+    const events = stream.eventsOf(jobId);
+    expect(events.slice(events.indexOf(terminal) + 1)).toEqual([]);
   });
 
   test('a passed deadline fails the job with deadline_exceeded', async () => {
@@ -150,13 +176,9 @@ describe('AgentSession', () => {
   });
 
   test('jobs still running at the drain timeout fail with agent_draining', async () => {
-    const { plane, session } = await setup({ drainTimeoutMs: 100 }, { tokensPerSecond: 20 });
-    const stream = await plane.stream(0);
-    const frame = assign({ stream: true, max_tokens: 500 });
-    stream.send(frame);
-    await stream.until(() => stream.eventsOf(frame.assign.jobId)[0]);
+    const { stream, session, jobId } = await slowJobInFlight({ drainTimeoutMs: 100 });
     const exit = session.stop('SIGTERM');
-    expect((await stream.terminal(frame.assign.jobId)).failed).toMatchObject({ code: 'agent_draining' });
+    expect((await stream.terminal(jobId)).failed).toMatchObject({ code: 'agent_draining' });
     expect((await exit).exitCode).toBe(0);
   });
 
@@ -175,17 +197,13 @@ describe('AgentSession', () => {
   });
 
   test('reconnects with the same agent id after the stream ends, aborting jobs of the lost stream', async () => {
-    const { plane } = await setup({}, { tokensPerSecond: 20 });
-    const first = await plane.stream(0);
-    const frame = assign({ stream: true, max_tokens: 500 });
-    first.send(frame);
-    await first.until(() => first.eventsOf(frame.assign.jobId).find((event) => event.chunk));
+    const { plane, stream: first, jobId } = await slowJobInFlight();
     first.end();
     const second = await plane.stream(1);
     expect(second.hello).toMatchObject({ agentId: 'agt_test', joinToken: 'jt_secret' });
     const heartbeat = await second.until(() => second.frames.find((candidate) => candidate.heartbeat)?.heartbeat);
     expect(heartbeat.inFlight).toBe(0);
-    expect(second.eventsOf(frame.assign.jobId)).toEqual([]);
+    expect(second.eventsOf(jobId)).toEqual([]);
   });
 
   test('keeps chunk order when the control plane reads slowly', async () => {

@@ -55,7 +55,7 @@ describe('EventWriter', () => {
   });
 
   test('close drops queued events and releases waiting engines', async () => {
-    const { stream, frames } = slowStream(1_000);
+    const { stream, frames } = slowStream(50);
     const writer = new EventWriter(stream);
     let wait: Promise<void> | undefined;
     for (let index = 0; index < 10 && !wait; index += 1) {

@@ -27,6 +27,22 @@ export function welcomeFrame(overrides: Partial<Welcome> = {}): ControlFrame {
   };
 }
 
+/** Resolves with the first truthy `probe()`, re-checked whenever a listener in `listeners` is called. */
+function waitUntil<T>(listeners: Set<() => void>, probe: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const check = () => {
+      const value = probe();
+      if (!value) return;
+      cleanup();
+      resolve(value);
+    };
+    const timer = setTimeout(() => { cleanup(); reject(new Error(`${what} not met within ${timeoutMs} ms`)); }, timeoutMs);
+    const cleanup = () => { clearTimeout(timer); listeners.delete(check); };
+    listeners.add(check);
+    check();
+  });
+}
+
 export class FakeAgentStream {
   readonly frames: AgentFrame[] = [];
   /** Every job event received, batches flattened, in arrival order. */
@@ -71,19 +87,8 @@ export class FakeAgentStream {
   }
 
   /** Resolves with the first truthy value of `probe`, re-checked after every received frame. */
-  async until<T>(probe: () => T | undefined | false, timeoutMs = DEFAULT_WAIT_MS): Promise<T> {
-    return await new Promise<T>((resolve, reject) => {
-      const check = () => {
-        const value = probe();
-        if (!value) return;
-        cleanup();
-        resolve(value);
-      };
-      const timer = setTimeout(() => { cleanup(); reject(new Error(`condition not met within ${timeoutMs} ms`)); }, timeoutMs);
-      const cleanup = () => { clearTimeout(timer); this.listeners.delete(check); };
-      this.listeners.add(check);
-      check();
-    });
+  until<T>(probe: () => T | undefined | false, timeoutMs = DEFAULT_WAIT_MS): Promise<T> {
+    return waitUntil(this.listeners, probe, timeoutMs, 'condition');
   }
 
   terminal(jobId: string, timeoutMs?: number): Promise<JobEvent> {
@@ -131,15 +136,7 @@ export class FakeControlPlane {
 
   /** The `index`-th agent stream (0-based), once it has sent its Hello. */
   async stream(index: number, timeoutMs = DEFAULT_WAIT_MS): Promise<FakeAgentStream> {
-    const stream = await new Promise<FakeAgentStream>((resolve, reject) => {
-      const check = () => {
-        if (this.streams[index]) { cleanup(); resolve(this.streams[index]); }
-      };
-      const timer = setTimeout(() => { cleanup(); reject(new Error(`no agent stream #${index} within ${timeoutMs} ms`)); }, timeoutMs);
-      const cleanup = () => { clearTimeout(timer); this.streamListeners.delete(check); };
-      this.streamListeners.add(check);
-      check();
-    });
+    const stream = await waitUntil(this.streamListeners, () => this.streams[index], timeoutMs, `agent stream #${index}`);
     await stream.until(() => stream.hello, timeoutMs);
     return stream;
   }

@@ -1,0 +1,21 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+
+/**
+ * `npm start`: runs the server in its own process group and forwards signals to it.
+ * A terminal's Ctrl-C signals the whole foreground group at once, which would stop the
+ * embedded PostgreSQL and the agents while the server still drains them and flushes usage.
+ * Detached, only the server hears the signal and shuts its children down in order.
+ */
+const server = spawn(process.execPath, [path.join(__dirname, 'main.js'), ...process.argv.slice(2)], { stdio: 'inherit', detached: true });
+// npm forwards the signal it got from the terminal too: one Ctrl-C must arrive once, or the
+// server would take it for the second, forcing one.
+let lastForwardedAt = 0;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    if (Date.now() - lastForwardedAt < 500) return;
+    lastForwardedAt = Date.now();
+    server.kill(signal);
+  });
+}
+server.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + 2 : 1)));

@@ -1,0 +1,70 @@
+/**
+ * Everything a worker agent is configured with. Each option names its flag (where it has one)
+ * and its environment variable; the control plane spawns local agents with the variables, so
+ * their names are part of the contract. Validated at boot: `main` exits with code 2 on error.
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { Gpu } from '../proto/worker/v1/index';
+import { cpuEngineOptionFields } from './engines/cpu-engine-options';
+import { parseGpuList } from './gpu-inventory';
+import { describe, integerOption, loadOptionFields, optionField, OptionsError, type OptionsOf } from './option-fields';
+
+const GPU_FORMAT = 'must be JSON like [{"name":"H100","memoryGiB":80}] or "name:memGiB,..."';
+
+export const agentOptionFields = {
+  /** Control plane's agent gRPC endpoint, `host:port`. Required. */
+  controlPlaneAddress: optionField(z.string().regex(/^\S+$/, 'must be host:port without spaces'), 'WORKER_CONTROL_PLANE', 'control-plane'),
+  /** Secret issued by the control plane for a replica or deployment. Required. */
+  joinToken: optionField(z.string().min(1), 'WORKER_JOIN_TOKEN', 'join-token'),
+  /** Stable id for this agent's lifetime; reconnects reuse it. @default random `agt_<hex>` */
+  agentId: optionField(
+    z.string().regex(/^[\w.-]{1,128}$/, 'letters, digits, "_", "." and "-" only').default(() => `agt_${randomBytes(8).toString('hex')}`),
+    'WORKER_AGENT_ID', 'agent-id'),
+  /** Engine adapter: the built-in `cpu` engine or an `openai`-compatible HTTP engine. @default cpu */
+  engineKind: optionField(z.enum(['cpu', 'openai']).default('cpu'), 'WORKER_ENGINE', 'engine'),
+  /** Engine base URL, with or without `/v1` (e.g. http://gpu-host:8000). Required for `openai`. */
+  engineUrl: optionField(z.url({ protocol: /^https?$/ }).optional(), 'WORKER_ENGINE_URL', 'engine-url'),
+  /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). @default the job's model */
+  engineModel: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_MODEL', 'engine-model'),
+  /** Bearer token for the engine; env only, so it never shows in `ps`. @default none */
+  engineApiKey: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_API_KEY'),
+  /** Engine calls run at once; further accepted jobs wait in a local FIFO queue. @default 64 */
+  maxConcurrency: optionField(integerOption(1, 100_000).default(64), 'WORKER_MAX_CONCURRENCY', 'max-concurrency'),
+  /** First reconnect delay ceiling, in milliseconds; doubles per failed attempt. @default 250 */
+  reconnectInitialMs: optionField(integerOption(1).default(250), 'WORKER_RECONNECT_INITIAL_MS'),
+  /** Largest reconnect delay ceiling, in milliseconds. @default 10000 */
+  reconnectMaxMs: optionField(integerOption(1).default(10_000), 'WORKER_RECONNECT_MAX_MS'),
+  /** On Drain or SIGTERM, how long in-flight jobs may still run before failing with `agent_draining`. @default 30000 */
+  drainTimeoutMs: optionField(integerOption(0).default(30_000), 'WORKER_DRAIN_TIMEOUT_MS'),
+  /** Connect timeout to the engine, and the timeout of each health probe, in milliseconds. @default 5000 */
+  engineConnectTimeoutMs: optionField(integerOption(1).default(5_000), 'WORKER_ENGINE_CONNECT_TIMEOUT_MS'),
+  /** How often the engine's health is probed (`GET /v1/models`), in milliseconds. @default 5000 */
+  engineHealthIntervalMs: optionField(integerOption(100).default(5_000), 'WORKER_ENGINE_HEALTH_INTERVAL_MS'),
+  /** GPUs reported in Hello: JSON or `name:memGiB,...`. @default none (the CPU engine has none) */
+  gpus: optionField(
+    z.string().refine((text) => parseGpuList(text) !== undefined, GPU_FORMAT).transform((text) => parseGpuList(text) as Gpu[]).default([]),
+    'WORKER_GPUS'),
+  /** pino log level; logs go to stderr as JSON lines. @default info */
+  logLevel: optionField(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'WORKER_LOG_LEVEL', 'log-level'),
+  ...cpuEngineOptionFields,
+};
+
+export type AgentOptions = OptionsOf<typeof agentOptionFields>;
+
+/** Reads flags from `argv` (without the node and script paths) and variables from `env`. */
+export function loadAgentOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): AgentOptions {
+  const options = loadOptionFields('worker agent', agentOptionFields, argv, env);
+  if (options.engineKind === 'openai' && !options.engineUrl) {
+    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.engineUrl)} is required with --engine openai`);
+  }
+  if (options.reconnectMaxMs < options.reconnectInitialMs) {
+    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.reconnectMaxMs)} must be >= ${describe(agentOptionFields.reconnectInitialMs)}`);
+  }
+  return options;
+}
+
+/** One line per option for `--help`. */
+export function agentOptionsUsage(): string {
+  return Object.entries(agentOptionFields).map(([name, field]) => `  ${describe(field).padEnd(52)} ${name}`).join('\n');
+}

@@ -1,0 +1,236 @@
+/**
+ * The agent side of `worker.v1` (proto/PROTOCOL.md): dial the control plane, Hello, Welcome or
+ * Reject, heartbeats, jobs, Drain, and reconnects with capped full-jitter backoff for as long
+ * as the agent lives. The control plane decides; this class executes and reports.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  loadWorkerService, PROTOCOL_VERSION,
+  type AgentFrame, type ControlFrame, type Gpu, type Hello, type Welcome,
+} from '../proto/worker/v1/index';
+import { silentLogger, type AgentLogger } from './agent-logger';
+import { Backoff } from './backoff';
+import type { Engine } from './engines/engine';
+import { EventWriter } from './event-writer';
+import { JobRunner } from './job-runner';
+
+export interface AgentSessionOptions {
+  readonly controlPlaneAddress: string;
+  readonly joinToken: string;
+  readonly agentId: string;
+  readonly maxConcurrency: number;
+  readonly reconnectInitialMs: number;
+  readonly reconnectMaxMs: number;
+  readonly drainTimeoutMs: number;
+  readonly gpus: readonly Gpu[];
+}
+
+export interface AgentSessionDependencies {
+  readonly options: AgentSessionOptions;
+  readonly engine: Engine;
+  readonly agentVersion: string;
+  readonly logger?: AgentLogger;
+  /** Jitter source for reconnect delays. */
+  readonly random?: () => number;
+}
+
+/** How the agent ended: 0 after a drain, 2 when the control plane refused it for good. */
+export interface AgentExit {
+  readonly exitCode: 0 | 2;
+  readonly reason: string;
+}
+
+/** Rejections that retrying with the same token and binary cannot fix (PROTOCOL.md). */
+const FATAL_REJECTIONS = new Set(['bad_token', 'unsupported_protocol']);
+const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+/** On drain, how long queued events may take to leave, and then the control plane to end its side. */
+const STREAM_END_GRACE_MS = 2_000;
+/** Assign bodies carry whole prompts (images included); gRPC's 4 MiB default is too small. */
+const MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+const KEEPALIVE_TIME_MS = 30_000;
+const KEEPALIVE_TIMEOUT_MS = 10_000;
+
+type WorkerCall = grpc.ClientDuplexStream<AgentFrame, ControlFrame>;
+
+interface Connection {
+  readonly call: WorkerCall;
+  readonly writer: EventWriter;
+  readonly closed: Promise<void>;
+  welcomed: boolean;
+  rejection?: { code: string; message: string };
+  heartbeat?: NodeJS.Timeout;
+}
+
+export class AgentSession {
+  private readonly service = loadWorkerService();
+  private readonly jobs: JobRunner;
+  private readonly backoff: Backoff;
+  private readonly logger: AgentLogger;
+  private readonly stopping = new AbortController();
+  private state: 'idle' | 'running' | 'draining' | 'stopped' = 'idle';
+  private connection: Connection | undefined;
+  private resolveExit!: (exit: AgentExit) => void;
+  /** Resolves once the agent has stopped for good; `main` exits with its code. */
+  readonly finished = new Promise<AgentExit>((resolve) => { this.resolveExit = resolve; });
+  /** The latest Welcome, once the control plane accepted the agent. */
+  welcome: Welcome | undefined;
+
+  constructor(private readonly dependencies: AgentSessionDependencies) {
+    const { options } = dependencies;
+    this.logger = dependencies.logger ?? silentLogger;
+    this.jobs = new JobRunner(dependencies.engine, options.maxConcurrency, this.logger);
+    this.backoff = new Backoff(options.reconnectInitialMs, options.reconnectMaxMs, dependencies.random);
+  }
+
+  start(): void {
+    if (this.state !== 'idle') return;
+    this.state = 'running';
+    void this.connectLoop();
+  }
+
+  /** Drains (new Assigns fail with `agent_draining`, in-flight jobs finish), ends the stream, stops. */
+  stop(reason = 'stopped'): Promise<AgentExit> {
+    if (this.state === 'idle' || this.state === 'running') {
+      this.state = 'draining';
+      void this.drainAndEnd(reason);
+    }
+    return this.finished;
+  }
+
+  private async connectLoop(): Promise<void> {
+    while (this.state === 'running') {
+      const connection = this.connect();
+      await connection.closed;
+      if (connection.rejection && FATAL_REJECTIONS.has(connection.rejection.code)) {
+        this.finish({ exitCode: 2, reason: `rejected by the control plane: ${connection.rejection.code}: ${connection.rejection.message}` });
+        return;
+      }
+      if (this.state !== 'running') return;
+      if (connection.welcomed) this.backoff.reset();
+      const delayMs = this.backoff.nextDelayMs();
+      this.logger.warn({ delayMs, rejection: connection.rejection?.code }, 'stream to the control plane ended; reconnecting');
+      await sleep(delayMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+    }
+  }
+
+  private connect(): Connection {
+    // A fresh channel per attempt: grpc-js's own channel backoff (up to minutes) would
+    // otherwise keep failing calls after the control plane is back.
+    const client = new this.service(this.dependencies.options.controlPlaneAddress, grpc.credentials.createInsecure(), {
+      'grpc.max_receive_message_length': MAX_RECEIVE_MESSAGE_BYTES,
+      // A retry could only replay a Hello on this long-lived stream, and the retry buffer
+      // (256 KiB per call) would acknowledge writes before HTTP/2 took them, hiding backpressure.
+      'grpc.enable_retries': 0,
+      // Heartbeats only tell the control plane that the agent lives; pings tell the agent that
+      // the control plane does, so a half-open connection is noticed in ~40 s, not minutes.
+      'grpc.keepalive_time_ms': KEEPALIVE_TIME_MS,
+      'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
+    });
+    const call = (client as unknown as { Connect(): WorkerCall }).Connect();
+    let markClosed!: () => void;
+    const connection: Connection = {
+      call, writer: new EventWriter(call), welcomed: false,
+      closed: new Promise<void>((resolve) => { markClosed = resolve; }),
+    };
+    let ended = false;
+    const end = (detail: string) => {
+      if (ended) return;
+      ended = true;
+      clearInterval(connection.heartbeat);
+      connection.writer.close();
+      this.jobs.abandon(connection.writer);
+      if (this.connection === connection) this.connection = undefined;
+      client.close();
+      this.logger.info({ detail }, 'stream to the control plane closed');
+      markClosed();
+    };
+    call.on('data', (frame: ControlFrame) => this.onFrame(connection, frame));
+    call.on('error', (error: Error) => end(error.message));
+    call.on('status', (status: grpc.StatusObject) => end(`status ${status.code} ${status.details}`));
+    this.connection = connection;
+    connection.writer.writeFrame({ hello: this.hello() });
+    return connection;
+  }
+
+  private onFrame(connection: Connection, frame: ControlFrame): void {
+    switch (frame.frame) {
+      case 'welcome':
+        return this.onWelcome(connection, frame.welcome as Welcome);
+      case 'reject':
+        connection.rejection = frame.reject;
+        this.logger.error({ code: frame.reject?.code, message: frame.reject?.message }, 'control plane rejected the agent');
+        // The control plane ends the stream after a Reject; do not depend on it.
+        connection.call.cancel();
+        return;
+      case 'assign':
+        return this.jobs.assign(frame.assign!, connection.writer);
+      case 'cancel':
+        return this.jobs.cancel(frame.cancel!.jobId, frame.cancel!.reason);
+      case 'drain':
+        void this.stop(`drain requested: ${frame.drain?.reason || 'no reason given'}`);
+        return;
+      default:
+        this.logger.warn({ frame: frame.frame }, 'ignoring an unknown control frame');
+    }
+  }
+
+  private onWelcome(connection: Connection, welcome: Welcome): void {
+    connection.welcomed = true;
+    this.welcome = welcome;
+    this.logger.info({ replicaId: welcome.replicaId, deploymentId: welcome.deploymentId, model: welcome.model }, 'welcomed by the control plane');
+    if (welcome.protocolVersion !== PROTOCOL_VERSION) {
+      this.logger.warn({ ours: PROTOCOL_VERSION, theirs: welcome.protocolVersion }, 'control plane speaks another worker protocol version');
+    }
+    const intervalMs = welcome.heartbeatIntervalMs > 0 ? welcome.heartbeatIntervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.sendHeartbeat(connection);
+    connection.heartbeat = setInterval(() => this.sendHeartbeat(connection), intervalMs);
+  }
+
+  private sendHeartbeat(connection: Connection): void {
+    const health = this.dependencies.engine.health();
+    connection.writer.writeFrame({
+      heartbeat: { inFlight: this.jobs.inFlight, queued: this.jobs.queued, engineHealth: health.status, detail: health.detail },
+    });
+  }
+
+  private hello(): Hello {
+    const { options, engine, agentVersion } = this.dependencies;
+    return {
+      protocolVersion: PROTOCOL_VERSION,
+      agentVersion,
+      joinToken: options.joinToken,
+      gpus: [...options.gpus],
+      engine: { kind: engine.kind, version: engine.version, url: engine.url },
+      models: [...engine.models()],
+      maxConcurrency: options.maxConcurrency,
+      agentId: options.agentId,
+    };
+  }
+
+  private async drainAndEnd(reason: string): Promise<void> {
+    this.logger.info({ reason, inFlight: this.jobs.inFlight, queued: this.jobs.queued }, 'draining');
+    this.stopping.abort();
+    await this.jobs.drain(this.dependencies.options.drainTimeoutMs);
+    const connection = this.connection;
+    if (connection) {
+      // Both waits are bounded: a control plane that stopped reading must not hold the exit.
+      await settlesWithin(connection.writer.flushed(), STREAM_END_GRACE_MS);
+      connection.call.end();
+      if (!(await settlesWithin(connection.closed, STREAM_END_GRACE_MS))) connection.call.cancel();
+    }
+    this.finish({ exitCode: 0, reason });
+  }
+
+  private finish(exit: AgentExit): void {
+    if (this.state === 'stopped') return;
+    this.state = 'stopped';
+    this.logger.info({ exitCode: exit.exitCode, reason: exit.reason }, 'agent stopped');
+    this.resolveExit(exit);
+  }
+}
+
+function settlesWithin(promise: Promise<void>, milliseconds: number): Promise<boolean> {
+  return Promise.race([promise.then(() => true), sleep(milliseconds, false, { ref: false })]);
+}

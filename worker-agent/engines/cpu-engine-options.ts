@@ -1,0 +1,46 @@
+import { booleanOption, integerOption, numberOption, loadOptionFields, optionField, type OptionsOf } from '../option-fields';
+
+/** Timing and failure switches of the built-in CPU engine; shared by the agent and the HTTP server. */
+export const cpuEngineOptionFields = {
+  /** Delay before the first token, in milliseconds. @default 0 */
+  cpuTtftMs: optionField(integerOption(0).default(0), 'WORKER_CPU_TTFT_MS'),
+  /** Generation speed per choice; 0 emits as fast as possible. @default 0 */
+  cpuTokensPerSecond: optionField(numberOption(0).default(0), 'WORKER_CPU_TOKENS_PER_SECOND'),
+  /** Fail every request with `engine_error` after this many tokens (tests). @default off */
+  cpuFailAfterTokens: optionField(integerOption(0).optional(), 'WORKER_CPU_FAIL_AFTER_TOKENS'),
+  /** Kill the whole process with SIGKILL after this many tokens, like an OOM kill (tests). @default off */
+  cpuCrashAfterTokens: optionField(integerOption(0).optional(), 'WORKER_CPU_CRASH_AFTER_TOKENS'),
+  /** Honour a per-request `cpu_engine: {ttft_ms, tokens_per_second, fail_after_tokens,
+   *  crash_after_tokens}` body field. Never enable where clients are untrusted. @default false */
+  cpuTestControls: optionField(booleanOption().default(false), 'WORKER_CPU_TEST_CONTROLS'),
+};
+
+export type CpuEngineOptionValues = OptionsOf<typeof cpuEngineOptionFields>;
+
+/** What one request runs with, after per-request test overrides. */
+export interface CpuEngineBehaviour {
+  readonly ttftMs: number;
+  readonly tokensPerSecond: number;
+  readonly failAfterTokens?: number;
+  readonly crashAfterTokens?: number;
+}
+
+export interface CpuEngineOptions extends CpuEngineBehaviour {
+  readonly testControls: boolean;
+}
+
+export const DEFAULT_CPU_ENGINE_OPTIONS: CpuEngineOptions = Object.freeze({ ttftMs: 0, tokensPerSecond: 0, testControls: false });
+
+export function cpuEngineOptionsFrom(values: CpuEngineOptionValues): CpuEngineOptions {
+  return Object.freeze({
+    ttftMs: values.cpuTtftMs,
+    tokensPerSecond: values.cpuTokensPerSecond,
+    failAfterTokens: values.cpuFailAfterTokens,
+    crashAfterTokens: values.cpuCrashAfterTokens,
+    testControls: values.cpuTestControls,
+  });
+}
+
+export function loadCpuEngineOptions(env: NodeJS.ProcessEnv = process.env): CpuEngineOptions {
+  return cpuEngineOptionsFrom(loadOptionFields('cpu engine', cpuEngineOptionFields, [], env));
+}

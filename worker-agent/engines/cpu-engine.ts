@@ -1,0 +1,45 @@
+/**
+ * The built-in engine that needs no weights: deterministic text from prompt and seed, with
+ * real token counts. In-process it produces the same SSE bytes its HTTP server would, and the
+ * agent forwards them through the same filter as any HTTP engine's.
+ */
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
+import { planCpuCompletion } from './cpu-request';
+import { cpuEventStream, cpuResponseBody } from './cpu-response';
+import { forwardEventStream, forwardJsonBody } from './engine-response';
+import { prepareEngineRequest } from './engine-request';
+
+export const CPU_ENGINE_VERSION = '1.0.0';
+
+const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
+
+export class CpuEngine implements Engine {
+  readonly kind = 'cpu';
+  readonly version = CPU_ENGINE_VERSION;
+  readonly url = '';
+
+  /** @param engineModel model name to answer with instead of the job's catalog model */
+  constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {}
+
+  async start(): Promise<void> {}
+
+  /** Serves any model name, so it reports none. */
+  models(): readonly string[] {
+    return [];
+  }
+
+  health(): EngineHealthReport {
+    return HEALTHY;
+  }
+
+  async run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult> {
+    const request = prepareEngineRequest(job, this.engineModel);
+    const plan = planCpuCompletion(request.payload, request.path, this.options);
+    const promptText = () => plan.promptText;
+    if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal), sink, job.includeUsage, promptText);
+    return await forwardJsonBody(await cpuResponseBody(plan, signal), sink, promptText);
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,105 @@
+/**
+ * Validates an OpenAI-style request for the CPU engine and decides the whole answer up
+ * front (generation is cheap), so streaming only has to pace it out.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CpuEngineBehaviour, CpuEngineOptions } from './cpu-engine-options';
+import { countTokens } from './cpu-tokenizer';
+import { generateChoice, type GeneratedChoice } from './cpu-text-generator';
+import { EngineFailure } from './engine-failure';
+import { isObject, type EngineRoutePath } from './engine-request';
+import { promptTextOf } from './prompt-text';
+
+const DEFAULT_MAX_TOKENS = 16;
+const MAX_MAX_TOKENS = 65_536;
+const MAX_CHOICES = 128;
+const DEFAULT_MODEL = 'cpu';
+
+export interface CpuCompletionPlan {
+  readonly kind: 'chat' | 'completion';
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  readonly promptText: string;
+  readonly choices: readonly GeneratedChoice[];
+  readonly usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  readonly behaviour: CpuEngineBehaviour;
+}
+
+/** Throws `EngineFailure('engine_rejected')` carrying a 400 OpenAI error body, as an HTTP engine would. */
+export function planCpuCompletion(payload: Record<string, unknown>, path: EngineRoutePath, options: CpuEngineOptions): CpuCompletionPlan {
+  const kind = path === '/v1/chat/completions' ? 'chat' : 'completion';
+  if (kind === 'chat' && (!Array.isArray(payload.messages) || payload.messages.length === 0)) {
+    throw invalidRequest('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
+  }
+  if (kind === 'completion' && typeof payload.prompt !== 'string' && !isStringArray(payload.prompt)) {
+    throw invalidRequest('prompt', '`prompt` must be a string or an array of strings', 'missing_required_parameter');
+  }
+  const maxTokens = integerParameter(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
+  const choiceCount = integerParameter(payload, 'n', 1, MAX_CHOICES) ?? 1;
+  const seed = integerParameter(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) ?? 0;
+  if (payload.model !== undefined && typeof payload.model !== 'string') throw invalidRequest('model', '`model` must be a string');
+  const promptText = promptTextOf(payload, path);
+  const generation = { promptText, seed, maxTokens, stop: stopSequences(payload.stop) };
+  const choices = Array.from({ length: choiceCount }, (_, index) => generateChoice(generation, index));
+  const promptTokens = countTokens(promptText);
+  const completionTokens = choices.reduce((sum, choice) => sum + choice.completionTokens, 0);
+  const streamOptions = isObject(payload.stream_options) ? payload.stream_options : {};
+  return {
+    kind,
+    id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`,
+    created: Math.floor(Date.now() / 1000),
+    model: (payload.model as string | undefined) ?? DEFAULT_MODEL,
+    stream: payload.stream === true,
+    includeUsage: payload.stream === true && streamOptions.include_usage === true,
+    promptText,
+    choices,
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    behaviour: behaviourOf(payload, options),
+  };
+}
+
+function behaviourOf(payload: Record<string, unknown>, options: CpuEngineOptions): CpuEngineBehaviour {
+  if (!options.testControls || !isObject(payload.cpu_engine)) return options;
+  const overrides = payload.cpu_engine;
+  return {
+    ttftMs: integerParameter(overrides, 'ttft_ms', 0) ?? options.ttftMs,
+    tokensPerSecond: numberParameter(overrides, 'tokens_per_second') ?? options.tokensPerSecond,
+    failAfterTokens: integerParameter(overrides, 'fail_after_tokens', 0) ?? options.failAfterTokens,
+    crashAfterTokens: integerParameter(overrides, 'crash_after_tokens', 0) ?? options.crashAfterTokens,
+  };
+}
+
+function stopSequences(stop: unknown): string[] {
+  if (stop === undefined || stop === null) return [];
+  if (typeof stop === 'string') return [stop];
+  if (isStringArray(stop)) return stop;
+  throw invalidRequest('stop', '`stop` must be a string or an array of strings');
+}
+
+function integerParameter(source: Record<string, unknown>, name: string, minimum: number, maximum = Number.MAX_SAFE_INTEGER): number | undefined {
+  const value = source[name];
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || (value as number) < minimum || (value as number) > maximum) {
+    throw invalidRequest(name, `\`${name}\` must be an integer from ${minimum} to ${maximum}`);
+  }
+  return value as number;
+}
+
+function numberParameter(source: Record<string, unknown>, name: string): number | undefined {
+  const value = source[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !(value >= 0)) throw invalidRequest(name, `\`${name}\` must be a number >= 0`);
+  return value;
+}
+
+function isStringArray(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((item) => typeof item === 'string');
+}
+
+function invalidRequest(param: string, message: string, code = 'invalid_value'): EngineFailure {
+  const body = { error: { message, type: 'invalid_request_error', param, code } };
+  return new EngineFailure('engine_rejected', message, { engineStatus: 400, engineBody: Buffer.from(JSON.stringify(body)) });
+}

@@ -1,0 +1,48 @@
+/**
+ * The CPU engine's wire format: `chat.completion` / `text_completion` bodies and their
+ * streamed `chat.completion.chunk` / `text_completion` events, field for field as OpenAI
+ * and vLLM emit them. Chunks are templated so a token costs one small string build.
+ */
+import type { CpuCompletionPlan } from './cpu-request';
+
+export const DONE_EVENT = 'data: [DONE]\n\n';
+
+export function renderCompletionBody(plan: CpuCompletionPlan): Buffer {
+  const choices = plan.choices.map((choice, index) => (plan.kind === 'chat'
+    ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
+    : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
+  const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
+  return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices, usage: plan.usage }));
+}
+
+export interface ChunkFormat {
+  /** Chat only: the first delta of a choice, `{role: 'assistant', content: ''}`. */
+  role(index: number): string;
+  content(index: number, piece: string): string;
+  finish(index: number, finishReason: string): string;
+  /** The usage-only chunk (`choices: []`) sent before `[DONE]` when include_usage is set. */
+  usage(): string;
+}
+
+export function chunkFormat(plan: CpuCompletionPlan): ChunkFormat {
+  const object = plan.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+  const head = `data: {"id":"${plan.id}","object":"${object}","created":${plan.created},"model":${JSON.stringify(plan.model)},"choices":[`;
+  // OpenAI sends `"usage":null` on every chunk once the client asked for usage.
+  const tail = plan.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
+  const event = (index: number, body: string, finishReason: string | null) =>
+    `${head}{"index":${index},${body},"logprobs":null,"finish_reason":${finishReason === null ? 'null' : `"${finishReason}"`}}${tail}`;
+  if (plan.kind === 'chat') {
+    return {
+      role: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
+      content: (index, piece) => event(index, `"delta":{"content":${JSON.stringify(piece)}}`, null),
+      finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
+      usage: () => `${head}],"usage":${JSON.stringify(plan.usage)}}\n\n`,
+    };
+  }
+  return {
+    role: () => '',
+    content: (index, piece) => event(index, `"text":${JSON.stringify(piece)}`, null),
+    finish: (index, finishReason) => event(index, '"text":""', finishReason),
+    usage: () => `${head}],"usage":${JSON.stringify(plan.usage)}}\n\n`,
+  };
+}

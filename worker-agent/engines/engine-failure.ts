@@ -1,0 +1,22 @@
+import type { JobFailureCode } from '../../proto/worker/v1/index';
+
+export interface EngineFailureDetails {
+  /** The engine's HTTP status when it answered with an error. */
+  readonly engineStatus?: number;
+  /** The engine's error body, passed on to the client for 4xx answers. */
+  readonly engineBody?: Buffer;
+  readonly cause?: unknown;
+}
+
+/** A job failure with a `Failed.code` from the closed vocabulary of PROTOCOL.md. */
+export class EngineFailure extends Error {
+  readonly engineStatus?: number;
+  readonly engineBody?: Buffer;
+
+  constructor(readonly code: JobFailureCode, message: string, details: EngineFailureDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = 'EngineFailure';
+    this.engineStatus = details.engineStatus;
+    this.engineBody = details.engineBody;
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Turns an assigned job into the body an OpenAI-compatible engine receives. The client's JSON
+ * is parsed once; only `model`, `stream` and `stream_options` are touched and every other
+ * field (unknown ones included) reaches the engine unchanged.
+ */
+import type { JobKind } from '../../proto/worker/v1/index';
+import type { EngineJob } from './engine';
+import { EngineFailure } from './engine-failure';
+
+export type EngineRoutePath = '/v1/chat/completions' | '/v1/completions';
+
+export interface EngineRequest {
+  readonly path: EngineRoutePath;
+  /** The rewritten body as an object (in-process engines use it without re-parsing). */
+  readonly payload: Record<string, unknown>;
+  /** `payload` serialised, for HTTP engines. */
+  readonly bytes: Buffer;
+}
+
+const ROUTE_BY_KIND: Partial<Record<JobKind, EngineRoutePath>> = {
+  JOB_KIND_CHAT_COMPLETION: '/v1/chat/completions',
+  JOB_KIND_COMPLETION: '/v1/completions',
+};
+
+export function prepareEngineRequest(job: EngineJob, engineModel: string | undefined): EngineRequest {
+  const path = ROUTE_BY_KIND[job.kind];
+  if (!path) throw new EngineFailure('invalid_job', `job kind ${job.kind} is not served by this engine`);
+  const payload = parseObject(job.body);
+  payload.model = engineModel ?? job.model;
+  payload.stream = job.stream;
+  if (job.stream) {
+    // Usage is always requested so billing never sees a $0 stream; the agent drops the
+    // usage-only chunk again when the client did not ask for it.
+    const existing = isObject(payload.stream_options) ? payload.stream_options : {};
+    payload.stream_options = { ...existing, include_usage: true };
+  } else {
+    // vLLM answers 400 to `stream_options` on a non-streamed request.
+    delete payload.stream_options;
+  }
+  return { path, payload, bytes: Buffer.from(JSON.stringify(payload)) };
+}
+
+function parseObject(body: Buffer): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new EngineFailure('invalid_job', 'job body is not valid JSON', { cause: error });
+  }
+  if (!isObject(parsed)) throw new EngineFailure('invalid_job', 'job body must be a JSON object');
+  return parsed;
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,63 @@
+/**
+ * What the agent needs from an inference engine. Adapters (an OpenAI-compatible HTTP engine,
+ * the built-in CPU engine) hand over bytes exactly as the engine produced them, so the agent
+ * never parses and re-serialises a token chunk; only usage and the finish reason are peeked.
+ */
+import type { EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
+
+/** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
+export interface EngineJob {
+  readonly jobId: string;
+  readonly kind: JobKind;
+  /** The client's JSON body, unknown fields included. */
+  readonly body: Buffer;
+  readonly stream: boolean;
+  /** The client asked for `stream_options.include_usage`; otherwise the usage chunk is dropped. */
+  readonly includeUsage: boolean;
+  /** Catalog model id; adapters send their configured engine model name instead when set. */
+  readonly model: string;
+}
+
+/**
+ * Receives a job's output. A returned promise means the consumer (the gRPC stream) is
+ * saturated: the engine must await it before reading more from upstream, which is what keeps
+ * the agent's memory bounded when the control plane reads slowly.
+ */
+export interface EngineSink {
+  /** One or more whole SSE events (`data: {...}\n\n`), never the engine's `data: [DONE]`. */
+  chunk(data: Buffer): Promise<void> | undefined;
+  /** A whole non-streamed response body. */
+  output(data: Buffer, contentType: string): Promise<void> | undefined;
+}
+
+export interface EngineResult {
+  readonly usage: Usage;
+  readonly finishReason: string;
+  /** True when the engine reported no usage and the agent estimated it. */
+  readonly usageEstimated: boolean;
+}
+
+export interface EngineHealthReport {
+  readonly status: EngineHealth;
+  /** Human-readable reason when not healthy. */
+  readonly detail: string;
+}
+
+export interface Engine {
+  /** `Hello.engine.kind`: "openai", "cpu". */
+  readonly kind: string;
+  readonly version: string;
+  /** Informational engine address; empty for in-process engines. */
+  readonly url: string;
+  /** Probes the engine once (bounded in time) and starts periodic health checks. */
+  start(): Promise<void>;
+  /** Model names the engine reported it serves; empty when unknown. */
+  models(): readonly string[];
+  health(): EngineHealthReport;
+  /**
+   * Runs one job. Resolves once the engine finished; throws `EngineFailure` with a protocol
+   * code otherwise. Aborting `signal` closes the upstream call at once.
+   */
+  run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult>;
+  close(): Promise<void>;
+}

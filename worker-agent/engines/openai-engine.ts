@@ -1,0 +1,98 @@
+/**
+ * Any OpenAI-compatible HTTP engine: vLLM, SGLang, llama.cpp server, TGI. Requests go through
+ * an undici `Pool` (not fetch: WHATWG streams cost a fifth of the CPU on this hot path, see
+ * PERF-NOTES.md) and response bytes are forwarded as they arrive.
+ */
+import { Pool, type Dispatcher } from 'undici';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import { EngineFailure } from './engine-failure';
+import { EngineHealthProbe } from './engine-health-probe';
+import { prepareEngineRequest } from './engine-request';
+import { forwardEventStream, forwardJsonBody } from './engine-response';
+import { promptTextOf } from './prompt-text';
+
+export interface OpenAiEngineOptions {
+  /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
+  readonly url: string;
+  /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). */
+  readonly engineModel?: string;
+  /** Bearer token for engines started with an API key. */
+  readonly apiKey?: string;
+  /** Connections kept to the engine; one per concurrent job plus the health probe. */
+  readonly connections: number;
+  readonly connectTimeoutMs: number;
+  readonly healthIntervalMs: number;
+}
+
+export class OpenAiEngine implements Engine {
+  readonly kind = 'openai';
+  readonly version = '';
+  readonly url: string;
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly headers: Record<string, string>;
+  private readonly probe: EngineHealthProbe;
+
+  constructor(private readonly options: OpenAiEngineOptions) {
+    const url = new URL(options.url);
+    this.url = options.url;
+    this.basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+    this.pool = new Pool(url.origin, { connections: options.connections + 1, connectTimeout: options.connectTimeoutMs });
+    this.headers = { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
+    this.probe = new EngineHealthProbe((signal) => this.listModels(signal), options.healthIntervalMs, options.connectTimeoutMs);
+  }
+
+  start(): Promise<void> {
+    return this.probe.start();
+  }
+
+  models(): readonly string[] {
+    return this.probe.models();
+  }
+
+  health(): EngineHealthReport {
+    return this.probe.health();
+  }
+
+  async run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult> {
+    const request = prepareEngineRequest(job, this.options.engineModel);
+    const response = await this.send('POST', request.path, request.bytes, signal);
+    const promptText = () => promptTextOf(request.payload, request.path);
+    if (response.statusCode >= 400) throw await this.failureOf(response);
+    if (job.stream) return await forwardEventStream(response.body, sink, job.includeUsage, promptText);
+    return await forwardJsonBody(await readBody(response), sink, promptText);
+  }
+
+  async close(): Promise<void> {
+    this.probe.stop();
+    await this.pool.destroy();
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, body: Buffer | undefined, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+    try {
+      return await this.pool.request({ method, path: this.basePath + path, headers: this.headers, body, signal });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      throw new EngineFailure('engine_unavailable', `engine at ${this.url} could not be reached: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  private async failureOf(response: Dispatcher.ResponseData): Promise<EngineFailure> {
+    const body = await readBody(response).catch(() => Buffer.alloc(0));
+    const status = response.statusCode;
+    const code = status < 500 ? 'engine_rejected' : 'engine_error';
+    return new EngineFailure(code, `engine answered ${status}`, { engineStatus: status, engineBody: body });
+  }
+
+  private async listModels(signal: AbortSignal): Promise<string[]> {
+    const response = await this.send('GET', '/v1/models', undefined, signal);
+    const body = await readBody(response);
+    if (response.statusCode >= 400) throw new Error(`GET /v1/models answered ${response.statusCode}`);
+    const data = (JSON.parse(body.toString('utf8')) as { data?: Array<{ id?: unknown }> }).data ?? [];
+    return data.map((model) => model.id).filter((id): id is string => typeof id === 'string');
+  }
+}
+
+async function readBody(response: Dispatcher.ResponseData): Promise<Buffer> {
+  return Buffer.from(await response.body.arrayBuffer());
+}

@@ -1,0 +1,145 @@
+/**
+ * Runs assigned jobs against the engine: at most `maxConcurrency` engine calls at once, the
+ * rest in a local FIFO queue (`accepted{queued: true}`), and exactly one terminal event per
+ * job whichever comes first: the engine's answer, Cancel, the deadline, or the drain timeout.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Assign, JobEvent, JobFailureCode } from '../proto/worker/v1/index';
+import type { AgentLogger } from './agent-logger';
+import type { Engine, EngineSink } from './engines/engine';
+import { EngineFailure } from './engines/engine-failure';
+import type { EventWriter } from './event-writer';
+import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
+
+interface TrackedJob {
+  readonly assign: Assign;
+  /** The stream the job arrived on; its events can only go back there. */
+  readonly writer: EventWriter;
+  readonly controller: AbortController;
+  running: boolean;
+  finished: boolean;
+  deadlineTimer?: NodeJS.Timeout;
+}
+
+export class JobRunner {
+  private readonly jobs = new Map<string, TrackedJob>();
+  private readonly waiting: TrackedJob[] = [];
+  private running = 0;
+  private draining = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly maxConcurrency: number,
+    private readonly logger: AgentLogger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Engine calls running now. */
+  get inFlight(): number {
+    return this.running;
+  }
+
+  /** Accepted jobs waiting for a concurrency slot. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  assign(assign: Assign, writer: EventWriter): void {
+    // A repeated Assign for a job this agent already owns changes nothing.
+    if (this.jobs.has(assign.jobId)) return;
+    if (this.draining) {
+      writer.send(failedEvent(assign.jobId, 'agent_draining', 'agent is draining and takes no new jobs'));
+      return;
+    }
+    const job: TrackedJob = { assign, writer, controller: new AbortController(), running: false, finished: false };
+    const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
+    if (remainingMs <= 0) {
+      writer.send(failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it'));
+      return;
+    }
+    this.jobs.set(assign.jobId, job);
+    if (Number.isFinite(remainingMs)) {
+      job.deadlineTimer = setTimeout(() => this.abort(job, 'deadline_exceeded', 'job deadline passed'), remainingMs);
+    }
+    const queued = this.running >= this.maxConcurrency;
+    writer.send(acceptedEvent(assign.jobId, queued));
+    if (queued) this.waiting.push(job);
+    else void this.run(job);
+  }
+
+  /** Unknown ids are ignored: the job may have just finished. */
+  cancel(jobId: string, reason: string): void {
+    const job = this.jobs.get(jobId);
+    if (job) this.abort(job, 'canceled', `canceled by the control plane: ${reason || 'no reason given'}`);
+  }
+
+  /** The stream these jobs came on dropped: nobody can receive their results, so stop them silently. */
+  abandon(writer: EventWriter): void {
+    for (const job of [...this.jobs.values()]) {
+      if (job.writer !== writer) continue;
+      job.controller.abort();
+      this.finish(job, undefined);
+    }
+  }
+
+  /** Stops taking jobs, lets running and queued ones finish, and fails what is left after `timeoutMs`. */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining = true;
+    if (this.jobs.size === 0) return;
+    const timeout = new AbortController();
+    const idle = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    const timedOut = await Promise.race([
+      idle.then(() => false),
+      sleep(timeoutMs, true, { signal: timeout.signal }).catch(() => false),
+    ]);
+    timeout.abort();
+    if (!timedOut) return;
+    for (const job of [...this.jobs.values()]) this.abort(job, 'agent_draining', `job still running after the ${timeoutMs} ms drain timeout`);
+  }
+
+  private abort(job: TrackedJob, code: JobFailureCode, message: string): void {
+    job.controller.abort(new EngineFailure(code, message));
+    this.finish(job, failedEvent(job.assign.jobId, code, message));
+  }
+
+  private async run(job: TrackedJob): Promise<void> {
+    job.running = true;
+    this.running += 1;
+    const { jobId } = job.assign;
+    const sink: EngineSink = {
+      chunk: (data) => (job.finished ? undefined : job.writer.send({ jobId, chunk: { data } })),
+      output: (data, contentType) => (job.finished ? undefined : job.writer.send({ jobId, output: { data, contentType, objectKey: '' } })),
+    };
+    try {
+      const result = await this.engine.run(job.assign, sink, job.controller.signal);
+      this.finish(job, completedEvent(jobId, result));
+    } catch (error) {
+      // A job already answered (canceled, deadline, drain, stream lost) unwinds here quietly.
+      if (job.finished) return;
+      if (!(error instanceof EngineFailure)) this.logger.warn({ jobId, err: error }, 'engine call failed unexpectedly');
+      this.finish(job, failedEventOf(jobId, error));
+    }
+  }
+
+  private removeFromQueue(job: TrackedJob): void {
+    const position = this.waiting.indexOf(job);
+    if (position !== -1) this.waiting.splice(position, 1);
+  }
+
+  private finish(job: TrackedJob, terminal: JobEvent | undefined): void {
+    if (job.finished) return;
+    job.finished = true;
+    clearTimeout(job.deadlineTimer);
+    this.jobs.delete(job.assign.jobId);
+    if (job.running) this.running -= 1;
+    else this.removeFromQueue(job);
+    if (terminal) job.writer.send(terminal);
+    while (this.running < this.maxConcurrency && this.waiting.length > 0) void this.run(this.waiting.shift() as TrackedJob);
+    if (this.jobs.size === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+  }
+}

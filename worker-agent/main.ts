@@ -1,0 +1,60 @@
+/**
+ * Worker agent entry point: `node dist/worker-agent/main.js --control-plane host:port
+ * --join-token X [--engine cpu|openai --engine-url URL]`. Only composes; exit codes: 0 after a
+ * drain, 1 on an unexpected error, 2 on bad options or a Reject that retrying cannot fix.
+ */
+import pino from 'pino';
+import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
+import { AgentSession } from './agent-session';
+import { readAgentVersion } from './agent-version';
+import { createEngine } from './engines/create-engine';
+import { OptionsError } from './option-fields';
+
+const EXIT_BAD_CONFIG = 2;
+const EXIT_FORCED = 130;
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (argv.includes('--help')) {
+    process.stdout.write(`usage: worker-agent [flags]; every option also has an environment variable:\n${agentOptionsUsage()}\n`);
+    return 0;
+  }
+  let options: AgentOptions;
+  try {
+    options = loadAgentOptions(argv, env);
+  } catch (error) {
+    if (!(error instanceof OptionsError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return EXIT_BAD_CONFIG;
+  }
+  // Synchronous so the last lines reach stderr before process.exit.
+  const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId } }, pino.destination({ dest: 2, sync: true }));
+  const engine = createEngine(options);
+  await engine.start();
+  // The CPU engine uses no GPU, so a GPU box running it for tests must not advertise its GPUs.
+  const gpus = engine.kind === 'cpu' ? [] : options.gpus;
+  const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals += 1;
+    if (signals > 1) {
+      logger.warn({ signal }, 'second signal: exiting without waiting for in-flight jobs');
+      process.exit(EXIT_FORCED);
+    }
+    void session.stop(`received ${signal}`);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  logger.info({ controlPlane: options.controlPlaneAddress, engine: engine.kind, maxConcurrency: options.maxConcurrency }, 'worker agent starting');
+  session.start();
+  const exit = await session.finished;
+  await engine.close();
+  return exit.exitCode;
+}
+
+main(process.argv.slice(2), process.env).then(
+  (exitCode) => process.exit(exitCode),
+  (error: unknown) => {
+    process.stderr.write(`worker agent failed: ${(error as Error)?.stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);
