@@ -62,11 +62,7 @@ export class DeploymentService {
 
   /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */
   async pause(workspaceId: string, id: string): Promise<Deployment> {
-    const current = await this.get(workspaceId, id);
-    assertTransition(current.status, 'Paused');
-    const deployment = await this.store.transition(current, 'Paused', 'paused by user');
-    await this.replicas.release(deployment, 'deployment paused');
-    return deployment;
+    return await this.stopServing(workspaceId, id, 'Paused', 'paused');
   }
 
   async resume(workspaceId: string, id: string): Promise<Deployment> {
@@ -77,11 +73,16 @@ export class DeploymentService {
     return resumed;
   }
 
+  /** Endpoint answers 404; replicas are released. */
   async delete(workspaceId: string, id: string): Promise<Deployment> {
+    return await this.stopServing(workspaceId, id, 'Deleted', 'deleted');
+  }
+
+  private async stopServing(workspaceId: string, id: string, to: 'Paused' | 'Deleted', verb: string): Promise<Deployment> {
     const current = await this.get(workspaceId, id);
-    assertTransition(current.status, 'Deleted');
-    const deployment = await this.store.transition(current, 'Deleted', 'deleted by user');
-    await this.replicas.release(deployment, 'deployment deleted');
+    assertTransition(current.status, to);
+    const deployment = await this.store.transition(current, to, `${verb} by user`);
+    await this.replicas.release(deployment, `deployment ${verb}`);
     return deployment;
   }
 }

