@@ -91,6 +91,8 @@ export class LocalProvider implements CapacityProvider {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
+      // Lets `NODE_OPTIONS=--cpu-prof npm start` profile the agents along with the server.
+      NODE_OPTIONS: process.env.NODE_OPTIONS,
       WORKER_CONTROL_PLANE: this.options.controlPlaneAddress(),
       WORKER_JOIN_TOKEN: joinToken,
       WORKER_AGENT_ID: `agt_local_${replicaId.slice(4, 16)}`,

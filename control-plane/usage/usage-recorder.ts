@@ -15,7 +15,7 @@ export class UsageRecorder {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(dataSource: DataSource, private readonly flushIntervalMs: number, private readonly logger: Logger) {
+  constructor(private readonly dataSource: DataSource, private readonly flushIntervalMs: number, private readonly logger: Logger) {
     this.records = dataSource.getRepository(UsageRecord);
   }
 
@@ -32,7 +32,7 @@ export class UsageRecorder {
     this.pending = [];
     this.flushing = this.flushing.then(async () => {
       try {
-        await this.records.insert(batch);
+        await this.insert(batch);
       } catch (error) {
         this.logger.error({ err: error, records: batch.length }, 'usage write failed; will retry');
         this.pending = batch.concat(this.pending);
@@ -40,6 +40,22 @@ export class UsageRecorder {
       }
     });
     await this.flushing;
+  }
+
+  /**
+   * One statement per batch with one array parameter per column: TypeORM's insert builder
+   * cost ~40 µs of gateway CPU per record (its parameter bookkeeping is quadratic-ish in rows).
+   */
+  private async insert(batch: UsageInput[]): Promise<void> {
+    const column = <K extends keyof UsageInput>(key: K) => batch.map((record) => record[key]);
+    await this.dataSource.query(
+      `INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, replica_id, endpoint, status, stream,
+         prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[],
+         $8::int[], $9::int[], $10::int[], $11::int[], $12::timestamptz[])`,
+      [column('workspaceId'), column('apiKeyId'), column('deploymentId'), column('replicaId'), column('endpoint'), column('status'),
+        column('stream'), column('promptTokens'), column('completionTokens'), column('totalTokens'), column('latencyMs'), column('createdAt')],
+    );
   }
 
   /** Tokens recorded for a key since `since` (TPD accounting). */
