@@ -58,6 +58,7 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
       maxConcurrency: config.localMaxConcurrency,
       restartDelayMs: config.localRestartDelayMs,
       extraEnv: config.localAgentEnv,
+      nodeArgs: config.localAgentNodeArgs,
       onAgentExit: (replicaId, reason) => void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit')),
     }, logger.child({ component: 'local-provider' }))
     : null;

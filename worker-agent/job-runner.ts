@@ -7,19 +7,28 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assign, JobEvent, JobFailureCode } from '../proto/worker/v1/index';
 import type { AgentLogger } from './agent-logger';
 import type { Engine, EngineSink } from './engines/engine';
-import { EngineFailure } from './engines/engine-failure';
+import { EngineFailure, withUsage } from './engines/engine-failure';
 import type { EventWriter } from './event-writer';
+import { JobCancellation } from './job-cancellation';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
 
 interface TrackedJob {
   readonly assign: Assign;
   /** The stream the job arrived on; its events can only go back there. */
   readonly writer: EventWriter;
-  readonly controller: AbortController;
+  readonly cancellation: JobCancellation;
   running: boolean;
   finished: boolean;
   deadlineTimer?: NodeJS.Timeout;
+  abortTimer?: NodeJS.Timeout;
 }
+
+/**
+ * After a cancel or deadline the engine call rejects at once with the usage it produced, so
+ * the terminal event can carry it; an engine that ignores the abort is not waited for longer.
+ */
+const ABORT_GRACE_MS = 1_000;
+const EMPTY_USAGE = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
 
 export class JobRunner {
   private readonly jobs = new Map<string, TrackedJob>();
@@ -52,7 +61,7 @@ export class JobRunner {
       writer.send(failedEvent(assign.jobId, 'agent_draining', 'agent is draining and takes no new jobs'));
       return;
     }
-    const job: TrackedJob = { assign, writer, controller: new AbortController(), running: false, finished: false };
+    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), running: false, finished: false };
     const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
     if (remainingMs <= 0) {
       writer.send(failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it'));
@@ -62,10 +71,13 @@ export class JobRunner {
     if (Number.isFinite(remainingMs)) {
       job.deadlineTimer = setTimeout(() => this.abort(job, 'deadline_exceeded', 'job deadline passed'), remainingMs);
     }
-    const queued = this.running >= this.maxConcurrency;
-    writer.send(acceptedEvent(assign.jobId, queued));
-    if (queued) this.waiting.push(job);
-    else void this.run(job);
+    // `accepted` is only worth a frame when the job has to wait; otherwise its output follows.
+    if (this.running >= this.maxConcurrency) {
+      writer.send(acceptedEvent(assign.jobId, true));
+      this.waiting.push(job);
+    } else {
+      void this.run(job);
+    }
   }
 
   /** Unknown ids are ignored: the job may have just finished. */
@@ -78,7 +90,7 @@ export class JobRunner {
   abandon(writer: EventWriter): void {
     for (const job of [...this.jobs.values()]) {
       if (job.writer !== writer) continue;
-      job.controller.abort();
+      job.cancellation.abort(new EngineFailure('canceled', 'the stream to the control plane dropped'));
       this.finish(job, undefined);
     }
   }
@@ -96,11 +108,18 @@ export class JobRunner {
     timeout.abort();
     if (!timedOut) return;
     for (const job of [...this.jobs.values()]) this.abort(job, 'agent_draining', `job still running after the ${timeoutMs} ms drain timeout`);
+    // Aborted jobs report (with their usage) within ABORT_GRACE_MS; the stream must stay open until then.
+    await idle;
   }
 
   private abort(job: TrackedJob, code: JobFailureCode, message: string): void {
-    job.controller.abort(new EngineFailure(code, message));
-    this.finish(job, failedEvent(job.assign.jobId, code, message));
+    if (job.finished || job.cancellation.aborted) return;
+    if (!job.running) {
+      this.finish(job, failedEvent(job.assign.jobId, code, message));
+      return;
+    }
+    job.cancellation.abort(new EngineFailure(code, message));
+    job.abortTimer = setTimeout(() => this.finish(job, failedEvent(job.assign.jobId, code, message)), ABORT_GRACE_MS);
   }
 
   private async run(job: TrackedJob): Promise<void> {
@@ -108,15 +127,22 @@ export class JobRunner {
     this.running += 1;
     const { jobId } = job.assign;
     const sink: EngineSink = {
-      chunk: (data) => (job.finished ? undefined : job.writer.send({ jobId, chunk: { data } })),
-      output: (data, contentType) => (job.finished ? undefined : job.writer.send({ jobId, output: { data, contentType, objectKey: '' } })),
+      chunk: (data) => (job.finished || job.cancellation.aborted ? undefined : job.writer.send({ jobId, chunk: { data } })),
+      output: (data, contentType) => (job.finished || job.cancellation.aborted ? undefined : job.writer.send({ jobId, output: { data, contentType, objectKey: '' } })),
     };
     try {
-      const result = await this.engine.run(job.assign, sink, job.controller.signal);
+      const result = await this.engine.run(job.assign, sink, job.cancellation);
       this.finish(job, completedEvent(jobId, result));
     } catch (error) {
       // A job already answered (canceled, deadline, drain, stream lost) unwinds here quietly.
       if (job.finished) return;
+      // Aborted: report why we aborted (engines may surface it as a generic AbortError),
+      // with whatever usage the engine counted before it stopped.
+      const reason = job.cancellation.reason;
+      if (reason instanceof EngineFailure) {
+        this.finish(job, failedEventOf(jobId, withUsage(reason, (error as EngineFailure).usage ?? EMPTY_USAGE)));
+        return;
+      }
       if (!(error instanceof EngineFailure)) this.logger.warn({ jobId, err: error }, 'engine call failed unexpectedly');
       this.finish(job, failedEventOf(jobId, error));
     }
@@ -131,6 +157,7 @@ export class JobRunner {
     if (job.finished) return;
     job.finished = true;
     clearTimeout(job.deadlineTimer);
+    clearTimeout(job.abortTimer);
     this.jobs.delete(job.assign.jobId);
     if (job.running) this.running -= 1;
     else this.removeFromQueue(job);

@@ -34,6 +34,8 @@ const shape = {
   localMaxConcurrency: intField(1).default(64),
   /** Local provider: delay before restarting an agent process that exited. @default 1000 */
   localRestartDelayMs: intField(0).default(1_000),
+  /** Local provider: extra `node` flags for agent processes, space-separated (profiling). */
+  localAgentNodeArgs: z.string().default('').transform((value) => value.split(/\s+/).filter(Boolean)),
   /** Local provider: spawn agents at all (off for control planes whose agents are remote). @default true */
   localAgents: boolField().default(true),
 };
@@ -45,7 +47,7 @@ const names = {
   defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY',
-  localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS',
+  localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
 } as const;
 
 export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {

@@ -15,6 +15,8 @@ export interface LocalProviderOptions {
   /** Grace period between SIGTERM (drain) and SIGKILL. */
   stopTimeoutMs?: number;
   extraEnv?: Record<string, string>;
+  /** Node flags for agent processes (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
+  nodeArgs?: readonly string[];
   /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
   onAgentExit?: (replicaId: string, reason: string) => void;
 }
@@ -91,8 +93,6 @@ export class LocalProvider implements CapacityProvider {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
-      // Lets `NODE_OPTIONS=--cpu-prof npm start` profile the agents along with the server.
-      NODE_OPTIONS: process.env.NODE_OPTIONS,
       WORKER_CONTROL_PLANE: this.options.controlPlaneAddress(),
       WORKER_JOIN_TOKEN: joinToken,
       WORKER_AGENT_ID: `agt_local_${replicaId.slice(4, 16)}`,
@@ -101,7 +101,7 @@ export class LocalProvider implements CapacityProvider {
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,
     };
-    const child = spawn(process.execPath, [this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });
     const forward = (chunk: Buffer) => {
       for (const line of chunk.toString('utf8').split('\n')) {

@@ -111,6 +111,10 @@ describe('openai engine adapter through the platform', () => {
       expect(Date.now() - startedWaiting).toBeLessThan(2_000);
       const records = test.server.controlPlane.dataSource.getRepository(UsageRecord);
       await waitFor(async () => (await records.count({ where: { deploymentId, status: 'canceled' } })) === 1, 5_000, 'the canceled usage record');
+      // Billed for what it produced before the client left, never as a free request.
+      const canceled = await records.findOneByOrFail({ deploymentId, status: 'canceled' });
+      expect(canceled.completionTokens).toBeGreaterThanOrEqual(2);
+      expect(canceled.totalTokens).toBeGreaterThan(canceled.completionTokens);
     });
   });
 });

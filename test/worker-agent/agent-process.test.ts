@@ -61,7 +61,7 @@ describe('worker agent process', () => {
     const stream = await plane.stream(0, 10_000);
     expect(stream.hello).toMatchObject({ agentId: 'agt_proc', engine: { kind: 'cpu' }, maxConcurrency: 64, agentVersion: expect.stringMatching(/^\d+\.\d+\.\d+/) });
     stream.send(assignFrame('job_slow', { stream: true, max_tokens: 5, cpu_engine: { ttft_ms: 400 } }));
-    await stream.until(() => stream.eventsOf('job_slow')[0]);
+    await stream.until(() => stream.frames.find((candidate) => (candidate.heartbeat?.inFlight ?? 0) > 0));
     agent.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 100));
     stream.send(assignFrame('job_late', {}));

@@ -1,3 +1,4 @@
+import { JobCancellation } from '../../worker-agent/job-cancellation';
 import { CpuEngine } from '../../worker-agent/engines/cpu-engine';
 import { countTokens } from '../../worker-agent/engines/cpu-tokenizer';
 import { EngineFailure } from '../../worker-agent/engines/engine-failure';
@@ -119,10 +120,10 @@ describe('CpuEngine', () => {
   });
 
   test('abort stops a slow generation at once', async () => {
-    const controller = new AbortController();
+    const cancellation = new JobCancellation();
     const engine = new CpuEngine({ ...DEFAULT_CPU_ENGINE_OPTIONS, tokensPerSecond: 20 });
     const startedAt = Date.now();
-    const run = await runEngine(engine, engineJob({ messages, stream: true, max_tokens: 100 }), controller.signal, () => controller.abort());
+    const run = await runEngine(engine, engineJob({ messages, stream: true, max_tokens: 100 }), cancellation, () => cancellation.abort(new EngineFailure('canceled', 'test abort')));
     expect(run.error).toBeDefined();
     expect(Date.now() - startedAt).toBeLessThan(500);
   });

@@ -1,3 +1,4 @@
+import { JobCancellation } from '../../worker-agent/job-cancellation';
 import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -114,9 +115,12 @@ describe('OpenAiEngine against the CPU engine server', () => {
   test('aborting closes the upstream request at once', async () => {
     const { server } = await cpuServer({ options: { tokensPerSecond: 20 } });
     const engine = await openAiEngine(server.url);
-    const controller = new AbortController();
-    const run = await runEngine(engine, engineJob({ messages, stream: true, max_tokens: 1000 }), controller.signal, () => controller.abort());
-    expect(run.error).toBeDefined();
+    const cancellation = new JobCancellation();
+    const run = await runEngine(engine, engineJob({ messages, stream: true, max_tokens: 1000 }), cancellation, () => cancellation.abort(new EngineFailure('canceled', 'test abort')));
+    expect(run.error).toBeInstanceOf(EngineFailure);
+    expect((run.error as EngineFailure).code).toBe('canceled');
+    // The abort still reports what was consumed, so a canceled stream is never metered as free.
+    expect((run.error as EngineFailure).usage!.totalTokens).toBeGreaterThan(0);
     const deadline = Date.now() + 1_000;
     while (server.activeRequests() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(server.activeRequests()).toBe(0);

@@ -3,6 +3,7 @@
  * real token counts. In-process it produces the same SSE bytes its HTTP server would, and the
  * agent forwards them through the same filter as any HTTP engine's.
  */
+import type { JobCancellation } from '../job-cancellation';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
 import { planCpuCompletion } from './cpu-request';
@@ -33,7 +34,8 @@ export class CpuEngine implements Engine {
     return HEALTHY;
   }
 
-  async run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult> {
+  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+    const signal = cancellation.signal;
     const request = prepareEngineRequest(job, this.engineModel);
     const plan = planCpuCompletion(request.payload, request.path, this.options);
     const promptText = () => plan.promptText;

@@ -4,30 +4,55 @@
  */
 import type { Usage } from '../../proto/worker/v1/index';
 import type { EngineResult, EngineSink } from './engine';
-import { EngineFailure } from './engine-failure';
+import { EngineFailure, withUsage } from './engine-failure';
 import { SseEventFilter } from './sse-event-filter';
 import { estimateTokensOfText, estimateUsage, usageFromOpenAi } from './usage-estimate';
 
-/** Forwards an SSE body as whole events, awaiting the sink so reads follow the stream's pace. */
+/**
+ * Forwards an engine's SSE bytes as whole events and keeps what billing needs (usage, the
+ * finish reason, content events for an estimate). Push-based, so an HTTP handler can feed it
+ * without an async iterator per chunk.
+ */
+export class StreamForwarder {
+  private readonly filter: SseEventFilter;
+
+  constructor(private readonly sink: EngineSink, includeUsage: boolean, private readonly promptText: () => string) {
+    this.filter = new SseEventFilter(includeUsage);
+  }
+
+  /** A promise means the sink is saturated: read no more until it settles. */
+  push(bytes: Buffer): Promise<void> | undefined {
+    const events = this.filter.push(bytes);
+    return events ? this.sink.chunk(events) : undefined;
+  }
+
+  async finish(): Promise<EngineResult> {
+    const tail = this.filter.end();
+    if (tail) await this.sink.chunk(tail);
+    if (!this.filter.sawDone && !this.filter.finishReason) {
+      throw new EngineFailure('engine_error', 'engine stream ended before the response finished', { usage: this.partialUsage() });
+    }
+    return resultOf(this.filter.usage, this.filter.finishReason, () => this.partialUsage());
+  }
+
+  /** What was consumed so far: the engine's own count if it sent one, else an estimate. */
+  partialUsage(): Usage {
+    return this.filter.usage ?? estimateUsage(this.promptText(), this.filter.contentEvents);
+  }
+}
+
+/** Forwards an SSE body (an async iterable, e.g. the in-process CPU engine) as whole events. */
 export async function forwardEventStream(
   source: AsyncIterable<Buffer>, sink: EngineSink, includeUsage: boolean, promptText: () => string,
 ): Promise<EngineResult> {
-  const filter = new SseEventFilter(includeUsage);
+  const forwarder = new StreamForwarder(sink, includeUsage, promptText);
   try {
-    for await (const bytes of source) {
-      const events = filter.push(bytes);
-      if (events) await sink.chunk(events);
-    }
+    for await (const bytes of source) await forwarder.push(bytes);
   } catch (error) {
-    if (error instanceof EngineFailure) throw error;
-    throw new EngineFailure('engine_error', `engine stream broke: ${(error as Error).message}`, { cause: error });
+    if (error instanceof EngineFailure) throw withUsage(error, forwarder.partialUsage());
+    throw new EngineFailure('engine_error', `engine stream broke: ${(error as Error).message}`, { cause: error, usage: forwarder.partialUsage() });
   }
-  const tail = filter.end();
-  if (tail) await sink.chunk(tail);
-  if (!filter.sawDone && !filter.finishReason) {
-    throw new EngineFailure('engine_error', 'engine stream ended before the response finished');
-  }
-  return resultOf(filter.usage, filter.finishReason, () => estimateUsage(promptText(), filter.contentEvents));
+  return await forwarder.finish();
 }
 
 /** Passes a whole JSON body on unchanged; parses it once for usage and the finish reason. */

@@ -4,6 +4,7 @@
  * never parses and re-serialises a token chunk; only usage and the finish reason are peeked.
  */
 import type { EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
+import type { JobCancellation } from '../job-cancellation';
 
 /** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
 export interface EngineJob {
@@ -56,8 +57,9 @@ export interface Engine {
   health(): EngineHealthReport;
   /**
    * Runs one job. Resolves once the engine finished; throws `EngineFailure` with a protocol
-   * code otherwise. Aborting `signal` closes the upstream call at once.
+   * code otherwise. Aborting `cancellation` closes the upstream call at once; the rejection
+   * then carries the usage produced so far (`EngineFailure.usage`), so it can be metered.
    */
-  run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult>;
+  run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult>;
   close(): Promise<void>;
 }

@@ -1,14 +1,16 @@
 /**
  * Any OpenAI-compatible HTTP engine: vLLM, SGLang, llama.cpp server, TGI. Requests go through
- * an undici `Pool` (not fetch: WHATWG streams cost a fifth of the CPU on this hot path, see
- * PERF-NOTES.md) and response bytes are forwarded as they arrive.
+ * an undici `Pool` on its dispatch API (engine-call.ts; not fetch: WHATWG streams cost a fifth
+ * of the CPU on this hot path, see PERF-NOTES.md) and response bytes are forwarded as they arrive.
  */
 import { Pool, type Dispatcher } from 'undici';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
 import { EngineFailure } from './engine-failure';
 import { EngineHealthProbe } from './engine-health-probe';
 import { prepareEngineRequest } from './engine-request';
-import { forwardEventStream, forwardJsonBody } from './engine-response';
+import { EngineCall } from './engine-call';
+import { StreamForwarder } from './engine-response';
+import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
 
 export interface OpenAiEngineOptions {
@@ -54,13 +56,16 @@ export class OpenAiEngine implements Engine {
     return this.probe.health();
   }
 
-  async run(job: EngineJob, sink: EngineSink, signal: AbortSignal): Promise<EngineResult> {
+  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     const request = prepareEngineRequest(job, this.options.engineModel);
-    const response = await this.send('POST', request.path, request.bytes, signal);
     const promptText = () => promptTextOf(request.payload, request.path);
-    if (response.statusCode >= 400) throw await this.failureOf(response);
-    if (job.stream) return await forwardEventStream(response.body, sink, job.includeUsage, promptText);
-    return await forwardJsonBody(await readBody(response), sink, promptText);
+    const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText) : null;
+    return await new Promise<EngineResult>((resolve, reject) => {
+      this.pool.dispatch(
+        { method: 'POST', path: this.basePath + request.path, headers: this.headers, body: request.bytes },
+        new EngineCall(forwarder, sink, cancellation, promptText, this.url, resolve, reject),
+      );
+    });
   }
 
   async close(): Promise<void> {
@@ -75,13 +80,6 @@ export class OpenAiEngine implements Engine {
       if (signal.aborted) throw error;
       throw new EngineFailure('engine_unavailable', `engine at ${this.url} could not be reached: ${(error as Error).message}`, { cause: error });
     }
-  }
-
-  private async failureOf(response: Dispatcher.ResponseData): Promise<EngineFailure> {
-    const body = await readBody(response).catch(() => Buffer.alloc(0));
-    const status = response.statusCode;
-    const code = status < 500 ? 'engine_rejected' : 'engine_error';
-    return new EngineFailure(code, `engine answered ${status}`, { engineStatus: status, engineBody: body });
   }
 
   private async listModels(signal: AbortSignal): Promise<string[]> {

@@ -1,4 +1,5 @@
 /** Runs an engine adapter directly and records what it hands the agent. */
+import { JobCancellation } from '../../../worker-agent/job-cancellation';
 import type { Engine, EngineJob, EngineResult, EngineSink } from '../../../worker-agent/engines/engine';
 import type { JobKind } from '../../../proto/worker/v1/index';
 
@@ -24,7 +25,7 @@ export function engineJob(body: unknown, overrides: Partial<EngineJob> = {}): En
   };
 }
 
-export async function runEngine(engine: Engine, job: EngineJob, signal = new AbortController().signal, onChunk?: (data: Buffer) => void): Promise<EngineRun> {
+export async function runEngine(engine: Engine, job: EngineJob, cancellation = new JobCancellation(), onChunk?: (data: Buffer) => void): Promise<EngineRun> {
   const chunks: Buffer[] = [];
   const outputs: Array<{ data: Buffer; contentType: string }> = [];
   const sink: EngineSink = {
@@ -32,7 +33,7 @@ export async function runEngine(engine: Engine, job: EngineJob, signal = new Abo
     output: (data, contentType) => { outputs.push({ data, contentType }); return undefined; },
   };
   try {
-    const result = await engine.run(job, sink, signal);
+    const result = await engine.run(job, sink, cancellation);
     return { chunks, outputs, result, text: Buffer.concat(chunks).toString('utf8') };
   } catch (error) {
     return { chunks, outputs, error, text: Buffer.concat(chunks).toString('utf8') };
