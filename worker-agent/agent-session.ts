@@ -166,6 +166,9 @@ export class AgentSession {
         return;
       case 'assign':
         return this.jobs.assign(frame.assign!, connection.writer);
+      case 'assignBatch':
+        for (const assign of frame.assignBatch!.assigns) this.jobs.assign(assign, connection.writer);
+        return;
       case 'cancel':
         return this.jobs.cancel(frame.cancel!.jobId, frame.cancel!.reason);
       case 'drain':

@@ -1,5 +1,5 @@
 import type * as grpc from '@grpc/grpc-js';
-import type { AgentFrame, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
+import type { AgentFrame, Assign, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
 import type { Job, JobCarrier } from './job';
 
 type Stream = grpc.ServerDuplexStream<AgentFrame, ControlFrame>;
@@ -20,6 +20,7 @@ export class AgentConnection implements JobCarrier {
   closed = false;
   lastSeenAt = Date.now();
   heartbeat: Heartbeat | null = null;
+  private pendingAssigns: Assign[] = [];
 
   constructor(
     readonly stream: Stream,
@@ -36,22 +37,33 @@ export class AgentConnection implements JobCarrier {
   }
 
   send(frame: ControlFrame): void {
+    // Assigns still waiting for their batch go first, so a Cancel never overtakes its job.
+    if (this.pendingAssigns.length > 0) this.flushAssigns();
     if (!this.closed) this.stream.write(frame);
   }
 
+  /**
+   * Queues the job's Assign; every Assign made in this event-loop turn leaves as one frame
+   * (setImmediate runs right after the I/O phase that produced them, adding no wait).
+   */
   assign(job: Job): void {
     this.jobs.set(job.id, job);
     this.inFlight++;
     job.carrier = this;
     const request = job.request;
-    this.send({
-      frame: 'assign',
-      assign: {
-        jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
-        stream: request.stream, includeUsage: request.includeUsage, model: request.model,
-      },
+    this.pendingAssigns.push({
+      jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
+      stream: request.stream, includeUsage: request.includeUsage, model: request.model,
     });
+    if (this.pendingAssigns.length === 1) setImmediate(this.flushAssigns);
   }
+
+  private readonly flushAssigns = (): void => {
+    const assigns = this.pendingAssigns;
+    if (assigns.length === 0 || this.closed) return;
+    this.pendingAssigns = [];
+    this.stream.write(assigns.length === 1 ? { frame: 'assign', assign: assigns[0] } : { frame: 'assignBatch', assignBatch: { assigns } });
+  };
 
   cancelJob(job: Job, reason: string): void {
     if (this.jobs.has(job.id)) this.send({ frame: 'cancel', cancel: { jobId: job.id, reason } });

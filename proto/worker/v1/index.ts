@@ -98,9 +98,10 @@ export interface Assign {
 }
 
 export interface ControlFrame {
-  frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject';
+  frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject' | 'assignBatch';
   welcome?: Welcome;
   assign?: Assign;
+  assignBatch?: { assigns: Assign[] };
   cancel?: { jobId: string; reason: string };
   drain?: { reason: string };
   reject?: { code: string; message: string };
