@@ -1,5 +1,4 @@
 import pino, { type Logger } from 'pino';
-import type { DataSource } from 'typeorm';
 import { loadControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/config/control-plane-config';
 import { openDatabase } from '../control-plane/database/data-source';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
@@ -31,7 +30,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
 
   let embedded: EmbeddedDatabase | null = null;
-  let dataSource: DataSource | null = null;
+  let dataSource: Awaited<ReturnType<typeof openDatabase>> | null = null;
   let controlPlane: ControlPlane | null = null;
   try {
     if (!controlPlaneConfig.databaseUrl) {
