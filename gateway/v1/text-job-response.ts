@@ -13,7 +13,7 @@ export interface TextJobCallbacks {
   meter(outcome: JobOutcome, usage: Usage | undefined): void;
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' };
+const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];
 const DONE = Buffer.from('data: [DONE]\n\n');
 
 /**
@@ -29,7 +29,7 @@ export class TextJobResponse implements JobListener {
   constructor(
     private readonly response: ServerResponse,
     private readonly stream: boolean,
-    private readonly headers: Record<string, string>,
+    private readonly headers: string[],
     private readonly callbacks: TextJobCallbacks,
   ) {}
 
@@ -56,7 +56,7 @@ export class TextJobResponse implements JobListener {
       this.response.end(DONE);
     } else {
       const body = this.output ?? Buffer.from('{}');
-      this.start({ 'content-type': 'application/json', 'content-length': String(body.length) });
+      this.start(['content-type', 'application/json', 'content-length', String(body.length)]);
       this.response.end(body);
     }
     this.callbacks.respond();
@@ -86,8 +86,9 @@ export class TextJobResponse implements JobListener {
     this.callbacks.respond();
   }
 
-  private start(contentHeaders: Record<string, string>): void {
+  private start(contentHeaders: string[]): void {
     this.started = true;
-    this.response.writeHead(200, { ...this.headers, ...contentHeaders });
+    this.headers.push(...contentHeaders);
+    this.response.writeHead(200, this.headers);
   }
 }
