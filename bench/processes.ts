@@ -1,0 +1,92 @@
+/** CPU time and memory of processes, read from /proc (Linux), and process-tree helpers. */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+
+const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+
+/** utime + stime of a process, in microseconds (0 once it has gone). */
+export function cpuMicros(pid: number): number {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+export function rssBytes(pid: number): number {
+  try {
+    const line = fs.readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((entry) => entry.startsWith('VmRSS:'));
+    return line ? Number(line.split(/\s+/)[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export function commandOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** Every process below `pid` (children, grandchildren, …). */
+export function descendants(pid: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+      parents.set(Number(entry), ppid);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const found: number[] = [];
+  const queue = [pid];
+  while (queue.length) {
+    const current = queue.shift()!;
+    for (const [child, parent] of parents) if (parent === current) { found.push(child); queue.push(child); }
+  }
+  return found;
+}
+
+/** Pins processes (all their threads) to a CPU list such as "1"; a no-op when `cpus` is null. */
+export function pin(pids: number[], cpus: string | null): void {
+  if (!cpus) return;
+  for (const pid of pids) {
+    try {
+      execFileSync('taskset', ['-a', '-c', '-p', cpus, String(pid)], { stdio: 'ignore' });
+    } catch {
+      // gone already
+    }
+  }
+}
+
+/** Spawns a command, optionally under `taskset -c cpus`. */
+export function spawnPinned(cpus: string | null, command: string, args: string[], options: Parameters<typeof spawn>[2] = {}): ChildProcess {
+  return cpus ? spawn('taskset', ['-c', cpus, command, ...args], options) : spawn(command, args, options);
+}
+
+/** Runs a command to completion and returns its stdout. */
+export function run(cpus: string | null, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawnPinned(cpus, command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (part) => (stdout += part));
+    child.stderr!.on('data', (part) => (stderr += part));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} exited ${code}: ${stderr.slice(-500)}`))));
+  });
+}
+
+export function hasCommand(command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}

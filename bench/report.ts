@@ -1,0 +1,86 @@
+/** Medians of repeated runs, the Markdown tables, and the check against the issue's targets. */
+import type { RunResult } from './scenario';
+
+export interface Summary {
+  scenario: string;
+  target: string;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  addedP50Ms: number | null;
+  addedP99Ms: number | null;
+  ttfbP50Ms: number | null;
+  addedTtfbP50Ms: number | null;
+  cpuMicrosPerRequest: Record<string, number>;
+  rssMiB: Record<string, number>;
+  failed: number;
+}
+
+export function median(values: number[]): number {
+  const sorted = values.filter((value) => Number.isFinite(value)).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** Medians per scenario and target; "added" compares each run to direct in the same repetition. */
+export function summarize(runs: RunResult[]): Summary[] {
+  const keys = [...new Set(runs.map((run) => `${run.scenario}|${run.target}`))];
+  return keys.map((key) => {
+    const [scenario, target] = key.split('|');
+    const mine = runs.filter((run) => run.scenario === scenario && run.target === target);
+    const direct = (run: RunResult) => runs.find((other) => other.scenario === scenario && other.target === 'direct' && other.repetition === run.repetition);
+    const added = (pick: (run: RunResult) => number | null) => target === 'direct' ? null
+      : median(mine.map((run) => { const base = direct(run); return base && pick(run) !== null && pick(base) !== null ? pick(run)! - pick(base)! : NaN; }));
+    const roles = [...new Set(mine.flatMap((run) => Object.keys(run.cpuMicrosPerRequest)))];
+    return {
+      scenario, target,
+      requestsPerSecond: median(mine.map((run) => run.requestsPerSecond)),
+      p50Ms: median(mine.map((run) => run.p50Ms)), p99Ms: median(mine.map((run) => run.p99Ms)),
+      addedP50Ms: added((run) => run.p50Ms), addedP99Ms: added((run) => run.p99Ms),
+      ttfbP50Ms: mine[0].ttfbP50Ms === null ? null : median(mine.map((run) => run.ttfbP50Ms ?? NaN)),
+      addedTtfbP50Ms: mine[0].ttfbP50Ms === null ? null : added((run) => run.ttfbP50Ms),
+      cpuMicrosPerRequest: Object.fromEntries(roles.map((role) => [role, median(mine.map((run) => run.cpuMicrosPerRequest[role] ?? NaN))])),
+      rssMiB: Object.fromEntries(roles.map((role) => [role, median(mine.map((run) => run.rssMiB[role] ?? NaN))])),
+      failed: mine.reduce((sum, run) => sum + run.failed, 0),
+    };
+  });
+}
+
+const number = (value: number | null, digits = 2) => (value === null || !Number.isFinite(value) ? '–' : value.toFixed(digits));
+
+export function markdownTables(summaries: Summary[]): string {
+  const lines: string[] = [];
+  for (const scenario of [...new Set(summaries.map((summary) => summary.scenario))]) {
+    lines.push(`### ${scenario}`, '', '| target | req/s | p50 ms | p99 ms | added p50 / p99 ms | TTFB p50 ms (added) | CPU µs/request | RSS MiB | failed |', '|---|---:|---:|---:|---|---|---|---|---:|');
+    for (const summary of summaries.filter((candidate) => candidate.scenario === scenario)) {
+      const cpu = Object.entries(summary.cpuMicrosPerRequest).map(([role, value]) => `${role} ${number(value, 0)}`).join(', ');
+      const rss = Object.entries(summary.rssMiB).filter(([role]) => role !== 'upstream').map(([role, value]) => `${role} ${number(value, 1)}`).join(', ');
+      const ttfb = summary.ttfbP50Ms === null ? '–' : `${number(summary.ttfbP50Ms)} (${summary.addedTtfbP50Ms === null ? '–' : `+${number(summary.addedTtfbP50Ms)}`})`;
+      const added = summary.addedP50Ms === null ? '–' : `+${number(summary.addedP50Ms)} / +${number(summary.addedP99Ms)}`;
+      lines.push(`| ${summary.target} | ${number(summary.requestsPerSecond, 0)} | ${number(summary.p50Ms)} | ${number(summary.p99Ms)} | ${added} | ${ttfb} | ${cpu} | ${rss || '–'} | ${summary.failed} |`);
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+/** The issue's targets, each PASS or FAIL against the medians. */
+export function targetsCheck(summaries: Summary[]): string {
+  const ours = (scenario: string) => summaries.find((summary) => summary.scenario === scenario && summary.target === 'ours');
+  const rows: Array<[string, number | null | undefined, (value: number) => boolean, string]> = [
+    ['gateway CPU per non-streamed request (c=64)', ours('json c=64')?.cpuMicrosPerRequest.gateway, (value) => value <= 150, '≤ 150 µs'],
+    ['gateway CPU per 20-chunk stream (c=64)', ours('stream c=64')?.cpuMicrosPerRequest.gateway, (value) => value <= 200, '≤ 200 µs'],
+    ['agent CPU per non-streamed request (c=64)', ours('json c=64')?.cpuMicrosPerRequest.agent, (value) => value <= 100, '≤ 100 µs'],
+    ['agent CPU per 20-chunk stream (c=64)', ours('stream c=64')?.cpuMicrosPerRequest.agent, (value) => value <= 100, '≤ 100 µs'],
+    ['added p50 latency over direct, c=8', ours('json c=8')?.addedP50Ms, (value) => value <= 1.5, '≤ 1.5 ms'],
+    ['added p99 latency over direct, c=8', ours('json c=8')?.addedP99Ms, (value) => value <= 4, '≤ 4 ms'],
+    ['added TTFB p50 for streams, paced', ours('stream paced')?.addedTtfbP50Ms, (value) => value <= 1, '≤ 1 ms'],
+    ['throughput non-streaming, c=64', ours('json c=64')?.requestsPerSecond, (value) => value >= 4000, '≥ 4,000 req/s'],
+  ];
+  const lines = ['| target | measured | goal | result |', '|---|---:|---|---|'];
+  for (const [name, value, passes, goal] of rows) {
+    lines.push(`| ${name} | ${value === undefined || value === null ? 'not measured' : number(value, value > 100 ? 0 : 2)} | ${goal} | ${value === undefined || value === null ? '–' : passes(value) ? 'PASS' : 'FAIL'} |`);
+  }
+  return lines.join('\n');
+}
