@@ -15,6 +15,7 @@ export interface FrameStream {
 // Keeps each frame well below gRPC's default 4 MiB receive limit on the control plane.
 const MAX_BATCH_BYTES = 1024 * 1024;
 const EVENT_OVERHEAD_BYTES = 32;
+const MAX_MERGED_CHUNK_BYTES = 64 * 1024;
 
 export class EventWriter {
   private pending: JobEvent[] = [];
@@ -28,6 +29,13 @@ export class EventWriter {
   /** Queues `event` for this turn's batch; returns a promise while the stream is saturated. */
   send(event: JobEvent): Promise<void> | undefined {
     if (this.closed) return undefined;
+    // Consecutive chunks of one job in the same batch travel as one event: one protobuf object
+    // here and one client write at the gateway instead of one per engine read.
+    const last = this.pending[this.pending.length - 1];
+    if (event.chunk && last?.chunk && last.jobId === event.jobId && last.chunk.data.length < MAX_MERGED_CHUNK_BYTES) {
+      last.chunk = { data: Buffer.concat([last.chunk.data, event.chunk.data]) };
+      return this.blocked;
+    }
     this.pending.push(event);
     if (!this.flushScheduled && !this.blocked) {
       this.flushScheduled = true;

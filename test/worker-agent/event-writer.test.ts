@@ -33,6 +33,22 @@ describe('EventWriter', () => {
     expect(frames[1]).toEqual({ jobEvents: { events: [chunk('a', 1), chunk('b', 0), chunk('a', 2)] } });
   });
 
+  test('merges consecutive chunks of one job in a batch, never across jobs or other events', async () => {
+    const { stream, frames } = slowStream(0);
+    const writer = new EventWriter(stream);
+    writer.send(chunk('a', 0));
+    writer.send(chunk('a', 1));
+    writer.send(chunk('b', 0));
+    writer.send(chunk('a', 2));
+    writer.send({ jobId: 'a', completed: { finishReason: 'stop' } });
+    writer.send(chunk('a', 3));
+    await writer.flushed();
+    const events = eventsOf(frames);
+    expect(events.map((event) => [event.jobId, event.chunk?.data.toString() ?? 'completed'])).toEqual([
+      ['a', 'data: 0\n\ndata: 1\n\n'], ['b', 'data: 0\n\n'], ['a', 'data: 2\n\n'], ['a', 'completed'], ['a', 'data: 3\n\n'],
+    ]);
+  });
+
   test('hands back a promise while the stream is saturated and keeps the order', async () => {
     const { stream, frames } = slowStream(5);
     const writer = new EventWriter(stream);

@@ -1,0 +1,65 @@
+/**
+ * `npm run bench:soak`: our path alone under a steady moderate load (paced, half streams) for
+ * 10 minutes by default, sampling RSS of the server and agent every 10 s. Passes when neither
+ * grows more than 10 % from the first sample after a 1-minute warm-up to the last.
+ * Flags: --minutes 10 --rate 300 --warmup-minutes 1
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { describeMachine } from './machine';
+import type { PacedResult } from './paced-client';
+import { rssBytes, run } from './processes';
+import { oursTarget, PROJECT_ROOT, startUpstreamProcess } from './targets';
+
+interface Sample { atSeconds: number; gatewayMiB: number; agentMiB: number }
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { minutes: { type: 'string', default: '10' }, rate: { type: 'string', default: '300' }, 'warmup-minutes': { type: 'string', default: '1' } } });
+  const seconds = Number(values.minutes) * 60;
+  const warmupSeconds = Math.min(seconds / 2, Number(values['warmup-minutes']) * 60);
+  const upstream = await startUpstreamProcess(null);
+  const ours = await oursTarget(upstream, null);
+  const samples: Sample[] = [];
+  let result: PacedResult;
+  try {
+    const startedAt = Date.now();
+    const sampler = setInterval(() => {
+      const roles = ours.processes();
+      const mib = (pids: number[]) => Math.round(pids.reduce((sum, pid) => sum + rssBytes(pid), 0) / 1024 / 102.4) / 10;
+      samples.push({ atSeconds: Math.round((Date.now() - startedAt) / 1000), gatewayMiB: mib(roles.gateway), agentMiB: mib(roles.agent) });
+    }, 10_000);
+    result = JSON.parse(await run(null, process.execPath, [path.join(__dirname, 'paced-client.js'), ours.url, '--rate', values.rate, '--seconds', String(seconds), '--key', ours.key, '--stream-ratio', '0.5'])) as PacedResult;
+    clearInterval(sampler);
+  } finally {
+    await ours.stop();
+    await upstream.stop();
+  }
+  const steady = samples.filter((sample) => sample.atSeconds >= warmupSeconds);
+  const growth = (pick: (sample: Sample) => number) => steady.length < 2 ? NaN : ((pick(steady.at(-1)!) - pick(steady[0])) / pick(steady[0])) * 100;
+  const gatewayGrowth = growth((sample) => sample.gatewayMiB);
+  const agentGrowth = growth((sample) => sample.agentMiB);
+  const passed = gatewayGrowth <= 10 && agentGrowth <= 10 && result.failed === 0;
+  const machine = describeMachine();
+  const stamp = `soak-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`;
+  const directory = path.join(PROJECT_ROOT, 'bench/results');
+  fs.mkdirSync(directory, { recursive: true });
+  fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ machine, minutes: Number(values.minutes), rate: Number(values.rate), result, samples, gatewayGrowth, agentGrowth, passed }, null, 2));
+  const markdown = [
+    `# Soak ${stamp}`, '',
+    `Machine: ${machine.cpu}, ${machine.cores} cores; Node ${machine.node}. Load: ${values.rate} req/s paced for ${values.minutes} min, every other request a 20-chunk stream.`, '',
+    `Requests: ${result.completed} completed, ${result.failed} failed; p50 ${result.p50Ms.toFixed(2)} ms, p99 ${result.p99Ms.toFixed(2)} ms.`,
+    `RSS after ${warmupSeconds} s warm-up → end: gateway ${steady[0]?.gatewayMiB} → ${steady.at(-1)?.gatewayMiB} MiB (${gatewayGrowth.toFixed(1)} %), agent ${steady[0]?.agentMiB} → ${steady.at(-1)?.agentMiB} MiB (${agentGrowth.toFixed(1)} %).`,
+    `Result: ${passed ? 'PASS' : 'FAIL'} (target: no growth beyond 10 %, no failed request).`, '',
+    '| s | gateway MiB | agent MiB |', '|---:|---:|---:|',
+    ...samples.map((sample) => `| ${sample.atSeconds} | ${sample.gatewayMiB} | ${sample.agentMiB} |`), '',
+  ].join('\n');
+  fs.writeFileSync(path.join(directory, `${stamp}.md`), markdown);
+  console.log(markdown);
+  process.exit(passed ? 0 : 1);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
