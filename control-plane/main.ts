@@ -7,10 +7,13 @@ import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
 import { AgentServer } from './dispatch/agent-server';
 import { Dispatcher } from './dispatch/dispatcher';
+import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
 import type { CapacityProvider } from './providers/capacity-provider';
+import { Lifecycle } from './lifecycle';
 import { LocalProvider } from './providers/local-provider';
-import { RateLimiter } from './rate-limits/rate-limiter';
+import { createRateLimiter } from './rate-limits/create-rate-limiter';
+import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import { ReplicaManager } from './replicas/replica-manager';
 import { UsageRecorder } from './usage/usage-recorder';
 import { WorkspaceService } from './workspaces/workspace.service';
@@ -21,6 +24,7 @@ export interface ControlPlane {
   readonly dataSource: DataSource;
   readonly catalog: Catalog;
   readonly events: ControlPlaneEvents;
+  readonly notifier: ClusterNotifier;
   readonly workspaces: WorkspaceService;
   readonly apiKeys: ApiKeyService;
   readonly deploymentStore: DeploymentStore;
@@ -38,13 +42,25 @@ export interface ControlPlane {
 
 /** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
 export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger): Promise<ControlPlane> {
+  const lifecycle = new Lifecycle(logger);
+  try {
+    return await compose(config, dataSource, logger, lifecycle);
+  } catch (error) {
+    await lifecycle.stopAll();
+    throw error;
+  }
+}
+
+async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle): Promise<ControlPlane> {
   const catalog = Catalog.load();
   const events = new ControlPlaneEvents();
+  const notifier = await ClusterNotifier.start(databaseUrlOf(dataSource), dataSource, logger.child({ component: 'cluster' }));
+  lifecycle.add('cluster notifier', () => notifier.stop());
   const workspaces = new WorkspaceService(dataSource);
   const apiKeys = new ApiKeyService(dataSource, {
     cacheTtlMs: config.apiKeyCacheTtlMs, defaultRpmLimit: config.defaultRpmLimit, defaultTpdLimit: config.defaultTpdLimit,
-  });
-  const deploymentStore = new DeploymentStore(dataSource, events);
+  }, notifier);
+  const deploymentStore = new DeploymentStore(dataSource, events, notifier);
   const dispatcher = new Dispatcher();
   const providers = new Map<string, CapacityProvider>();
   let grpcAddress = '';
@@ -66,24 +82,30 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
   replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
-  const rateLimiter = new RateLimiter((apiKeyId, since) => usage.tokensSince(apiKeyId, since));
+  lifecycle.add('usage recorder', () => usage.stop());
+  const rateLimiter = await createRateLimiter(config, (apiKeyId, since) => usage.tokensSince(apiKeyId, since), logger.child({ component: 'rate-limits' }));
+  lifecycle.add('rate limiter', () => rateLimiter.close?.());
   const agentServer = new AgentServer({
     host: config.grpcHost, port: config.grpcPort,
     helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }));
   const port = await agentServer.start();
+  lifecycle.add('agent server', () => agentServer.stop());
   grpcAddress = `127.0.0.1:${port}`;
+  // Local agents are our children: SIGTERM drains them. Remote agents are not told to
+  // drain; their streams just end and they reconnect to the next control plane.
+  if (localProvider) lifecycle.add('local agents', () => localProvider.stopAll());
   await replicas.reconcile();
 
   return {
-    config, dataSource, catalog, events, workspaces, apiKeys, deploymentStore, deployments, replicas,
+    config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
-    async stop() {
-      // Local agents are our children: SIGTERM drains them. Remote agents are not told to
-      // drain; their streams just end and they reconnect to the next control plane.
-      await localProvider?.stopAll();
-      await agentServer.stop();
-      await usage.stop();
-    },
+    stop: () => lifecycle.stopAll(),
   };
+}
+
+function databaseUrlOf(dataSource: DataSource): string {
+  const url = (dataSource.options as { url?: string }).url;
+  if (!url) throw new Error('the control plane needs a DataSource opened from a URL');
+  return url;
 }

@@ -1,6 +1,7 @@
 import type { DataSource, Repository } from 'typeorm';
 import { IsNull } from 'typeorm';
 import { AppError } from '../errors/app-error';
+import type { ClusterNotifier } from '../events/cluster-notifier';
 import { newId } from '../ids';
 import { hashSecret, newSecret, sameHash } from '../secrets';
 import { Workspace } from '../workspaces/workspace.entity';
@@ -44,14 +45,22 @@ export class ApiKeyService {
   private readonly workspaces: Repository<Workspace>;
   private readonly cache = new Map<string, CacheEntry>();
 
-  constructor(dataSource: DataSource, private readonly options: ApiKeyServiceOptions, private readonly now: () => number = Date.now) {
+  constructor(
+    dataSource: DataSource,
+    private readonly options: ApiKeyServiceOptions,
+    private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset'>,
+    private readonly now: () => number = Date.now,
+  ) {
     this.keys = dataSource.getRepository(ApiKey);
     this.workspaces = dataSource.getRepository(Workspace);
+    notifier.on('api-key', (hash) => (hash === '*' ? this.cache.clear() : this.cache.delete(hash)));
+    notifier.onReset(() => this.cache.clear());
   }
 
-  /** Forgets cached lookups (after a workspace's credit changes, for instance). */
+  /** Forgets cached lookups on every server (after a workspace's credit changes, for instance). */
   clearCache(): void {
     this.cache.clear();
+    this.notifier.publish('api-key', '*');
   }
 
   async create(workspaceId: string, name: string, limits: KeyLimits = {}): Promise<{ apiKey: ApiKey; plaintext: string }> {
@@ -83,7 +92,7 @@ export class ApiKeyService {
     apiKey.displayPrefix = plaintext.slice(0, 7);
     apiKey.regeneratedAt = new Date(this.now());
     await this.keys.save(apiKey);
-    this.cache.delete(oldHash);
+    this.forget(oldHash);
     return { apiKey, plaintext };
   }
 
@@ -91,7 +100,7 @@ export class ApiKeyService {
     const apiKey = await this.owned(workspaceId, id);
     apiKey.revokedAt = new Date(this.now());
     await this.keys.save(apiKey);
-    this.cache.delete(apiKey.keyHash);
+    this.forget(apiKey.keyHash);
     return apiKey;
   }
 
@@ -100,7 +109,7 @@ export class ApiKeyService {
     apiKey.rpmLimit = validLimit(limits.rpmLimit, 'rpmLimit') ?? apiKey.rpmLimit;
     apiKey.tpdLimit = validLimit(limits.tpdLimit, 'tpdLimit') ?? apiKey.tpdLimit;
     await this.keys.save(apiKey);
-    this.cache.delete(apiKey.keyHash);
+    this.forget(apiKey.keyHash);
     return apiKey;
   }
 
@@ -122,6 +131,12 @@ export class ApiKeyService {
     if (this.options.cacheTtlMs > 0) this.cache.set(hash, { key, expiresAt: now + this.options.cacheTtlMs });
     if (this.cache.size > 100_000) this.cache.clear();
     return key;
+  }
+
+  /** Drops a key from this server's cache at once and from every other server's. */
+  private forget(hash: string): void {
+    this.cache.delete(hash);
+    this.notifier.publish('api-key', hash);
   }
 
   private async owned(workspaceId: string, id: string): Promise<ApiKey> {

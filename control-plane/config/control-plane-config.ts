@@ -26,6 +26,10 @@ const shape = {
   defaultTpdLimit: intField(1).default(1_000_000),
   /** Usage records are written in batches at most this far apart. @default 250 */
   usageFlushIntervalMs: intField(1).default(250),
+  /** Redis shared by every server instance for rate limits; unset keeps limits in this process. */
+  redisUrl: z.string().url().optional(),
+  /** Prefix of every Redis key the server writes (several installations can share one Redis). @default inference: */
+  redisKeyPrefix: z.string().default('inference:'),
   /** Local provider: engine kind for spawned agents (`cpu`, or `openai` with localEngineUrl). @default cpu */
   localEngine: z.enum(['cpu', 'openai']).default('cpu'),
   /** Local provider: engine URL when localEngine is `openai`. */
@@ -45,7 +49,7 @@ const names = {
   grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
   defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
-  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', localEngine: 'LOCAL_ENGINE',
+  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
 } as const;

@@ -1,19 +1,28 @@
 import type { DataSource, Repository } from 'typeorm';
 import { Not } from 'typeorm';
+import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { Deployment, type DeploymentStatus } from './deployment.entity';
 import { assertTransition } from './deployment-transitions';
 
 /**
  * Deployment rows plus the slug cache the request path reads. Every status change goes
- * through `transition`, which checks the table, clears the cache and tells subscribers.
+ * through `transition`, which checks the table, clears the cache and tells subscribers, on
+ * this server at once and on the others through the cluster notifier.
  */
 export class DeploymentStore {
   private readonly deployments: Repository<Deployment>;
   private readonly bySlug = new Map<string, { deployment: Deployment | null; expiresAt: number }>();
 
-  constructor(dataSource: DataSource, private readonly events: ControlPlaneEvents, private readonly cacheTtlMs = 2_000) {
+  constructor(
+    dataSource: DataSource,
+    private readonly events: ControlPlaneEvents,
+    private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset'>,
+    private readonly cacheTtlMs = 2_000,
+  ) {
     this.deployments = dataSource.getRepository(Deployment);
+    notifier.on('deployment', (id) => void this.changedElsewhere(id));
+    notifier.onReset(() => this.bySlug.clear());
   }
 
   get repository(): Repository<Deployment> {
@@ -61,6 +70,15 @@ export class DeploymentStore {
   }
 
   private changed(deployment: Deployment): void {
+    this.bySlug.delete(deployment.slug);
+    this.events.emit('deploymentUpdated', deployment);
+    this.notifier.publish('deployment', deployment.id);
+  }
+
+  /** Another server changed the deployment: forget it here and tell this server's subscribers. */
+  private async changedElsewhere(id: string): Promise<void> {
+    const deployment = await this.find(id).catch(() => null);
+    if (!deployment) return;
     this.bySlug.delete(deployment.slug);
     this.events.emit('deploymentUpdated', deployment);
   }

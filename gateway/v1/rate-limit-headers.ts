@@ -1,4 +1,4 @@
-import type { RateLimitDecision } from '../../control-plane/rate-limits/rate-limiter';
+import type { RateLimitDecision } from '../../control-plane/rate-limits/rate-limit-decision';
 
 /**
  * SPEC.md's `X-RateLimit-Remaining` / `X-RateLimit-Reset` describe the RPM window (requests

@@ -48,6 +48,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       localAgentEnv: { ...FAST_AGENT_ENV, ...options.controlPlane?.localAgentEnv },
     },
     gateway: { host: '127.0.0.1', port: 0, logLevel: 'silent', ...options.gateway },
+  }).catch(async (error) => {
+    if (!options.databaseUrl) await dropTestDatabase(databaseUrl);
+    throw error;
   });
   const { controlPlane, gateway } = server;
   return {

@@ -1,13 +1,13 @@
 import { AppError } from '../../control-plane/errors/app-error';
-import { RateLimiter } from '../../control-plane/rate-limits/rate-limiter';
+import { LocalRateLimiter } from '../../control-plane/rate-limits/local-rate-limiter';
 
-describe('RateLimiter', () => {
+describe('LocalRateLimiter', () => {
   const key = { id: 'key_1', workspaceId: 'ws_1', rpmLimit: 100, tpdLimit: 1_000, creditExhausted: false };
 
   it('loads the day\'s recorded tokens once, adds new usage, and resets at 00:00 UTC', async () => {
     let now = Date.UTC(2026, 10, 22, 23, 59, 0);
     const loads: Date[] = [];
-    const limiter = new RateLimiter(async (_id, since) => {
+    const limiter = new LocalRateLimiter(async (_id, since) => {
       loads.push(since);
       return 900;
     }, () => now);
@@ -27,7 +27,7 @@ describe('RateLimiter', () => {
 
   it('shares one usage load between concurrent first requests', async () => {
     let loads = 0;
-    const limiter = new RateLimiter(async () => {
+    const limiter = new LocalRateLimiter(async () => {
       loads++;
       await new Promise((resolve) => setTimeout(resolve, 10));
       return 0;

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import type { DataSource } from 'typeorm';
+import type { Logger } from 'pino';
+
+/** What changed somewhere in the cluster: an API key (by hash, or `*` for all) or a deployment (by id). */
+export type ClusterTopic = 'api-key' | 'deployment';
+
+const CHANNEL = 'platform_cluster';
+
+export interface ClusterNotifierOptions {
+  /** Delay before the listening connection is re-established after it broke. @default 1000 */
+  reconnectDelayMs?: number;
+}
+
+/**
+ * Tells every server instance on the same database that cached state changed, over
+ * PostgreSQL LISTEN/NOTIFY: a key regenerated on one server stops working on all of them at
+ * once, not after their cache TTL, and subscribers anywhere hear of deployment changes. No
+ * extra component: the database is already shared. Own notifications are ignored (the
+ * publisher has already updated itself).
+ */
+export class ClusterNotifier {
+  readonly instanceId = randomBytes(6).toString('hex');
+  private readonly handlers = new Map<ClusterTopic, Set<(payload: string) => void>>();
+  private readonly resetHandlers = new Set<() => void>();
+  private listener: Client | null = null;
+  private stopped = false;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    private readonly databaseUrl: string,
+    private readonly dataSource: DataSource,
+    private readonly logger: Logger,
+    private readonly options: Required<ClusterNotifierOptions>,
+  ) {}
+
+  static async start(databaseUrl: string, dataSource: DataSource, logger: Logger, options: ClusterNotifierOptions = {}): Promise<ClusterNotifier> {
+    const notifier = new ClusterNotifier(databaseUrl, dataSource, logger, { reconnectDelayMs: options.reconnectDelayMs ?? 1_000 });
+    await notifier.listen();
+    return notifier;
+  }
+
+  on(topic: ClusterTopic, handler: (payload: string) => void): void {
+    const set = this.handlers.get(topic) ?? new Set();
+    set.add(handler);
+    this.handlers.set(topic, set);
+  }
+
+  /** Called after the listening connection came back: notifications may have been missed. */
+  onReset(handler: () => void): void {
+    this.resetHandlers.add(handler);
+  }
+
+  publish(topic: ClusterTopic, payload: string): void {
+    this.dataSource.query('SELECT pg_notify($1, $2)', [CHANNEL, `${this.instanceId}|${topic}|${payload}`])
+      .catch((error) => this.logger.warn({ err: error, topic }, 'could not notify other servers of a change'));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    await this.listener?.end().catch(() => {});
+    this.listener = null;
+  }
+
+  private async listen(): Promise<void> {
+    const client = new Client({ connectionString: this.databaseUrl });
+    client.on('notification', (message) => this.deliver(message.payload ?? ''));
+    client.on('error', (error) => this.lost(client, error));
+    client.on('end', () => this.lost(client, new Error('connection ended')));
+    await client.connect();
+    await client.query(`LISTEN ${CHANNEL}`);
+    this.listener = client;
+  }
+
+  private deliver(message: string): void {
+    const [origin, topic, ...rest] = message.split('|');
+    if (origin === this.instanceId) return;
+    const payload = rest.join('|');
+    for (const handler of this.handlers.get(topic as ClusterTopic) ?? []) handler(payload);
+  }
+
+  private lost(client: Client, error: Error): void {
+    if (this.stopped || this.listener !== client) return;
+    this.listener = null;
+    this.logger.warn({ err: error }, 'lost the cluster notification connection; reconnecting');
+    client.end().catch(() => {});
+    const retry = () => {
+      this.reconnectTimer = setTimeout(() => {
+        this.listen().then(() => {
+          for (const handler of this.resetHandlers) handler();
+        }, () => retry());
+      }, this.options.reconnectDelayMs);
+      this.reconnectTimer.unref();
+    };
+    retry();
+  }
+}

@@ -1,0 +1,43 @@
+import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import { AppError } from '../errors/app-error';
+
+export interface RateLimitDecision {
+  /** Requests left in the current minute window. */
+  remainingRequests: number;
+  /** Seconds until the oldest request in the window leaves it. */
+  resetRequestsSeconds: number;
+  remainingTokens: number;
+  /** Seconds until the UTC day (and the TPD budget) resets. */
+  resetTokensSeconds: number;
+}
+
+/** RPM and TPD per API key: admit a request before it runs, count its tokens after. */
+export interface RateLimiter {
+  /** Admits one request or throws a 429 `rate_limit_error` with Retry-After. */
+  admit(key: AuthenticatedKey): Promise<RateLimitDecision>;
+  /** Adds a finished request's usage tokens to the key's day total. */
+  addTokens(apiKeyId: string, tokens: number): void;
+  close?(): Promise<void>;
+}
+
+/** Reads the tokens a key used since `since` from recorded usage (TPD survives restarts). */
+export type TokensSince = (apiKeyId: string, since: Date) => Promise<number>;
+
+export const MINUTE_MS = 60_000;
+export const DAY_MS = 86_400_000;
+
+/** Milliseconds until the next 00:00 UTC, when the TPD budget resets. */
+export function msUntilNextUtcDay(now: number): number {
+  return (Math.floor(now / DAY_MS) + 1) * DAY_MS - now;
+}
+
+export function tokensPerDayExceeded(used: number, limit: number, resetMs: number): AppError {
+  return new AppError('rate_limit_error',
+    `tokens per day limit reached: ${used} of ${limit} tokens used today (UTC); resets in ${Math.ceil(resetMs / 1000)} s`,
+    { retryAfterSeconds: Math.ceil(resetMs / 1000) });
+}
+
+export function requestsPerMinuteExceeded(limit: number, resetMs: number): AppError {
+  return new AppError('rate_limit_error', `requests per minute limit reached: ${limit} requests in the last 60 s`,
+    { retryAfterSeconds: Math.max(1, Math.ceil(resetMs / 1000)) });
+}

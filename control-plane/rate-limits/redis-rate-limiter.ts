@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import {
+  DAY_MS, MINUTE_MS, msUntilNextUtcDay, requestsPerMinuteExceeded, tokensPerDayExceeded,
+  type RateLimitDecision, type RateLimiter, type TokensSince,
+} from './rate-limit-decision';
+
+/**
+ * One round trip decides both limits atomically. KEYS[1]: the key's request log (a sorted
+ * set of admission times), KEYS[2]: the key's token counter for the UTC day. Time comes from
+ * Redis (TIME), so servers with skewed clocks still share one exact window.
+ * Returns {-1} when the day counter is not loaded yet; {0, 1, used} over TPD;
+ * {0, 2, resetMs} over RPM; {1, remaining, resetMs, used} admitted.
+ */
+const ADMIT_SCRIPT = `
+local used = redis.call('GET', KEYS[2])
+if not used then return {-1} end
+used = tonumber(used)
+if used >= tonumber(ARGV[2]) then return {0, 1, used} end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local window = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[1])
+if count >= limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, 2, tonumber(oldest[2]) + window - now}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], window)
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {1, limit - count - 1, tonumber(oldest[2]) + window - now, used}
+`;
+
+/** Adds tokens only to a loaded counter: an absent one is loaded from recorded usage instead. */
+const ADD_TOKENS_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end
+return -1
+`;
+
+interface LimiterCommands {
+  admitRequest(requestLog: string, dayTokens: string, rpmLimit: number, tpdLimit: number, windowMs: number, member: string): Promise<number[]>;
+  addDayTokens(dayTokens: string, tokens: number): Promise<number>;
+}
+
+export interface RedisRateLimiterOptions {
+  /** Prefix of every key this limiter writes. @default "rl:" */
+  keyPrefix?: string;
+  /** RPM window; tests shorten it. @default 60000 */
+  windowMs?: number;
+}
+
+/**
+ * RPM and TPD shared by every server instance through Redis: a burst spread over several
+ * gateways is limited exactly as if it hit one. When Redis cannot be reached, each server
+ * falls back to its own in-process limiter (logged), so an outage degrades limits, not traffic.
+ */
+export class RedisRateLimiter implements RateLimiter {
+  private readonly commands: LimiterCommands;
+  private readonly memberPrefix = randomBytes(6).toString('hex');
+  private sequence = 0;
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly keyPrefix: string;
+  private readonly windowMs: number;
+  private lastWarningAt = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly tokensSince: TokensSince,
+    private readonly fallback: RateLimiter,
+    private readonly logger: Logger,
+    options: RedisRateLimiterOptions = {},
+  ) {
+    this.keyPrefix = options.keyPrefix ?? 'rl:';
+    this.windowMs = options.windowMs ?? MINUTE_MS;
+    redis.defineCommand('admitRequest', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
+    redis.defineCommand('addDayTokens', { numberOfKeys: 1, lua: ADD_TOKENS_SCRIPT });
+    this.commands = redis as unknown as LimiterCommands;
+  }
+
+  async admit(key: AuthenticatedKey): Promise<RateLimitDecision> {
+    const now = Date.now();
+    const dayKey = this.dayKey(key.id, now);
+    let result: number[];
+    try {
+      result = await this.run(key, dayKey);
+      if (result[0] === -1) {
+        await this.loadDay(key.id, dayKey, now);
+        result = await this.run(key, dayKey);
+      }
+    } catch (error) {
+      this.warn(error);
+      return await this.fallback.admit(key);
+    }
+    const resetTokensMs = msUntilNextUtcDay(now);
+    if (result[0] === 0 && result[1] === 1) throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
+    if (result[0] === 0) throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
+    return {
+      remainingRequests: result[1],
+      resetRequestsSeconds: Math.max(0, Math.ceil(result[2] / 1000)),
+      remainingTokens: Math.max(0, key.tpdLimit - (result[3] ?? 0)),
+      resetTokensSeconds: Math.ceil(resetTokensMs / 1000),
+    };
+  }
+
+  addTokens(apiKeyId: string, tokens: number): void {
+    if (tokens <= 0) return;
+    this.fallback.addTokens(apiKeyId, tokens);
+    this.commands.addDayTokens(this.dayKey(apiKeyId, Date.now()), tokens).catch((error) => this.warn(error));
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  private run(key: AuthenticatedKey, dayKey: string): Promise<number[]> {
+    const member = `${this.memberPrefix}:${(this.sequence++).toString(36)}`;
+    return this.commands.admitRequest(`${this.keyPrefix}{${key.id}}:rpm`, dayKey, key.rpmLimit, key.tpdLimit, this.windowMs, member);
+  }
+
+  /**
+   * Seeds the day counter from recorded usage (SET NX: the first server to load wins, later
+   * loads change nothing). Until it exists addTokens leaves it alone, so history is never
+   * overwritten by a partial count; the price is that a request finishing during the load,
+   * whose usage record is not flushed yet, can be missed: at most one flush interval's
+   * tokens, once per key and day.
+   */
+  private loadDay(apiKeyId: string, dayKey: string, now: number): Promise<void> {
+    let loading = this.loading.get(dayKey);
+    if (!loading) {
+      const dayStart = new Date(Math.floor(now / DAY_MS) * DAY_MS);
+      loading = this.tokensSince(apiKeyId, dayStart)
+        .then(async (tokens) => {
+          await this.redis.set(dayKey, tokens, 'PX', 2 * DAY_MS, 'NX');
+        })
+        .finally(() => this.loading.delete(dayKey));
+      this.loading.set(dayKey, loading);
+    }
+    return loading;
+  }
+
+  private dayKey(apiKeyId: string, now: number): string {
+    return `${this.keyPrefix}{${apiKeyId}}:tpd:${Math.floor(now / DAY_MS)}`;
+  }
+
+  private warn(error: unknown): void {
+    if (Date.now() - this.lastWarningAt < 10_000) return;
+    this.lastWarningAt = Date.now();
+    this.logger.warn({ err: error }, 'Redis rate-limit store unavailable; limiting in this process until it returns');
+  }
+}

@@ -1,0 +1,124 @@
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { describeWithRedis, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
+import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+
+/**
+ * Two server processes' worth of state (two gateways + control planes) on one database, as
+ * behind a load balancer: changes made through one are seen by the other at once, not after
+ * a cache TTL. Server B runs no agents (local agents belong to the server that placed them).
+ */
+describe('several servers on one database', () => {
+  let serverA: TestServer;
+  let serverB: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: { id: string; slug: string; baseUrl: string };
+
+  const chat = (server: TestServer, apiKey: string) => fetch(`${server.url}/d/${deployment.slug}/v1/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
+  });
+  const statusOf = async (server: TestServer, apiKey: string) => {
+    const response = await chat(server, apiKey);
+    await response.arrayBuffer();
+    return response.status;
+  };
+
+  beforeAll(async () => {
+    // Caches far longer than the test: a change seen on B can only have come by notification.
+    serverA = await startTestServer({ controlPlane: { apiKeyCacheTtlMs: 600_000 } });
+    serverB = await startTestServer({ databaseUrl: serverA.databaseUrl, controlPlane: { apiKeyCacheTtlMs: 600_000, localAgents: false } });
+    workspace = await serverA.createWorkspace();
+    deployment = await serverA.createDeployment(workspace);
+    await serverA.waitForReplicas(deployment.id, 1);
+  });
+
+  afterAll(async () => {
+    await serverB?.stop();
+    await serverA?.stop();
+  });
+
+  it('a key regenerated on one server stops working on the other at once, though B had it cached', async () => {
+    const { plaintext } = await serverA.server.controlPlane.apiKeys.create(workspace.workspaceId, 'rotating');
+    expect(await statusOf(serverB, plaintext)).toBe(503); // authenticated (and cached); B has no replica
+    const keyId = (await serverA.server.controlPlane.apiKeys.list(workspace.workspaceId)).find((key) => key.name === 'rotating')!.id;
+    const regenerated = await serverA.server.controlPlane.apiKeys.regenerate(workspace.workspaceId, keyId);
+    const changedAt = Date.now();
+    await waitFor(async () => (await statusOf(serverB, plaintext)) === 401, 1_000, 'the old key refused on server B');
+    expect(Date.now() - changedAt).toBeLessThan(1_000);
+    expect(await statusOf(serverB, regenerated.plaintext)).toBe(503);
+    expect(await statusOf(serverA, regenerated.plaintext)).toBe(200);
+  });
+
+  it('a deployment paused on one server answers 503 paused on the other and reaches its subscribers', async () => {
+    const other = await serverA.createDeployment(workspace);
+    await serverA.waitForReplicas(other.id, 1);
+    const client = createClient({ url: `${serverB.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
+    const seen: string[] = [];
+    const subscription = client.iterate<{ deploymentUpdated: { id: string; status: string } }>({ query: 'subscription { deploymentUpdated { id status } }' });
+    const collecting = (async () => {
+      for await (const event of subscription) if (event.data?.deploymentUpdated.id === other.id) seen.push(event.data.deploymentUpdated.status);
+    })().catch(() => {});
+    try {
+      const before = await fetch(`${serverB.url}/d/${other.slug}/v1/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+      expect(before.status).toBe(200); // B has the deployment in its slug cache now
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await serverA.server.controlPlane.deployments.pause(workspace.workspaceId, other.id);
+      await waitFor(() => seen.includes('Paused'), 1_000, 'the Paused event on server B\'s subscription');
+      const response = await fetch(`${serverB.url}/d/${other.slug}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }] }),
+      });
+      expect(response.status).toBe(503);
+      expect((await response.json()).error.code).toBe('deployment_paused');
+    } finally {
+      await subscription.return?.();
+      await client.dispose();
+      await collecting;
+    }
+  });
+});
+
+describeWithRedis('several servers sharing rate limits through Redis', () => {
+  let serverA: TestServer;
+  let serverB: TestServer;
+
+  beforeAll(async () => {
+    const shared = { redisUrl: TEST_REDIS_URL, redisKeyPrefix: testRedisPrefix() };
+    serverA = await startTestServer({ controlPlane: shared });
+    serverB = await startTestServer({ databaseUrl: serverA.databaseUrl, controlPlane: { ...shared, localAgents: false } });
+  });
+
+  afterAll(async () => {
+    await serverB?.stop();
+    await serverA?.stop();
+  });
+
+  it('admits exactly RPM requests in total, wherever they land', async () => {
+    const workspace = await serverA.createWorkspace({ rpmLimit: 4 });
+    const deployment = await serverA.createDeployment(workspace);
+    await serverA.waitForReplicas(deployment.id, 1);
+    const call = async (server: TestServer) => {
+      const response = await fetch(`${server.url}/d/${deployment.slug}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
+      });
+      await response.arrayBuffer();
+      return { status: response.status, remaining: response.headers.get('x-ratelimit-remaining') };
+    };
+    // Admitted on B means 503 (B has no replica): the limit was passed, dispatch was not.
+    const results = [await call(serverA), await call(serverB), await call(serverA), await call(serverB), await call(serverA), await call(serverB)];
+    expect(results.map((result) => result.status)).toEqual([200, 503, 200, 503, 429, 429]);
+    expect(results[0].remaining).toBe('3');
+    expect(results[2].remaining).toBe('1');
+  });
+});
+
+describe('start-up with an unreachable REDIS_URL', () => {
+  it('fails with a message naming the variable and leaves nothing running', async () => {
+    const started = Date.now();
+    await expect(startTestServer({ controlPlane: { redisUrl: 'redis://:secret@127.0.0.1:1' } }))
+      .rejects.toThrow(/REDIS_URL: cannot connect to Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
