@@ -12,6 +12,18 @@ import { ControlPlaneEvents } from './events/control-plane-events';
 import type { CapacityProvider } from './providers/capacity-provider';
 import { Lifecycle } from './lifecycle';
 import { LocalProvider } from './providers/local-provider';
+import { PublicUrl } from './public-url';
+import { MediaJobs } from './requests/media-jobs';
+import { OutputDestinations } from './requests/output-destinations';
+import { OutputRetention } from './requests/output-retention';
+import { RequestRecords } from './requests/request-records';
+import { RequestScheduler } from './requests/request-scheduler';
+import { RequestService } from './requests/request-service';
+import { systemResolver } from './webhooks/webhook-url';
+import { createManagedObjectStore } from './storage/managed-object-store';
+import type { ObjectStore } from './storage/object-store';
+import { StorageCredentialService } from './storage/storage-credential.service';
+import { resolveStorageKey } from './storage/storage-keys';
 import { createRateLimiter } from './rate-limits/create-rate-limiter';
 import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import { ReplicaManager } from './replicas/replica-manager';
@@ -35,6 +47,14 @@ export interface ControlPlane {
   readonly usage: UsageRecorder;
   readonly rateLimiter: RateLimiter;
   readonly localProvider: LocalProvider | null;
+  /** Set by the gateway once it listens; signed file links are built on it. */
+  readonly publicUrl: PublicUrl;
+  /** Managed output storage (local files by default, or the platform's S3 bucket). */
+  readonly managedStore: ObjectStore;
+  readonly storageCredentials: StorageCredentialService;
+  readonly requestRecords: RequestRecords;
+  readonly requests: RequestService;
+  readonly retention: OutputRetention;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   stop(): Promise<void>;
@@ -71,7 +91,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
       engine: config.localEngine,
       engineUrl: config.localEngineUrl,
-      maxConcurrency: config.localMaxConcurrency,
+      maxConcurrency: (deployment) => {
+        const model = catalog.find(deployment.modelId);
+        if (!model || model.modality === 'text') return config.localMaxConcurrency;
+        return config.localMediaMaxConcurrency ?? model.targetConcurrency;
+      },
       restartDelayMs: config.localRestartDelayMs,
       extraEnv: config.localAgentEnv,
       nodeArgs: config.localAgentNodeArgs,
@@ -79,6 +103,19 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     }, logger.child({ component: 'local-provider' }))
     : null;
   if (localProvider) providers.set('local', localProvider);
+
+  const publicUrl = new PublicUrl();
+  const storage = config.storage;
+  const managedStore = createManagedObjectStore(storage, {
+    dataDir: config.dataDir, publicUrl: () => publicUrl.get(),
+    signingKey: resolveStorageKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key'),
+  });
+  const storageCredentials = new StorageCredentialService(dataSource, {
+    encryptionKey: resolveStorageKey(storage.storageEncryptionKey, 'STORAGE_ENCRYPTION_KEY', config.dataDir, 'storage-encryption.key'),
+  });
+  const destinations = new OutputDestinations(managedStore, storageCredentials, {
+    managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
+  });
   replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
@@ -94,12 +131,36 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   grpcAddress = `127.0.0.1:${port}`;
   // Local agents are our children: SIGTERM drains them. Remote agents are not told to
   // drain; their streams just end and they reconnect to the next control plane.
+
+  const requestConfig = config.requests;
+  const requestRecords = new RequestRecords(dataSource);
+  const mediaJobs = new MediaJobs(requestRecords, dispatcher, destinations, events, {
+    imageTimeoutMs: requestConfig.imageTimeoutMs, videoTimeoutMs: requestConfig.videoTimeoutMs,
+    managedRetentionMs: requestConfig.managedRetentionDays * 86_400_000,
+    // A sync call's managed link is its only way to the file: keep it as long as the link lives, plus a margin.
+    syncManagedRetentionMs: (storage.outputUrlTtlSeconds + 600) * 1000,
+    progressWriteIntervalMs: 1_000,
+  }, logger.child({ component: 'media-jobs' }));
+  const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, {
+    leaseMs: requestConfig.leaseMs, sweepIntervalMs: requestConfig.sweepIntervalMs, queueTtlMs: requestConfig.queueTtlMs,
+  }, logger.child({ component: 'request-scheduler' }));
+  const requests = new RequestService(requestRecords, scheduler, mediaJobs, destinations, dispatcher, events, {
+    idempotencyTtlMs: requestConfig.idempotencyTtlHours * 3_600_000, maxQueuedPerDeployment: requestConfig.maxQueuedPerDeployment,
+    webhookUrls: { resolve: systemResolver, allowInsecureLoopback: requestConfig.webhookAllowInsecureLoopback },
+  }, logger.child({ component: 'requests' }));
+  const retention = new OutputRetention(dataSource, destinations, { intervalMs: requestConfig.retentionIntervalMs }, logger.child({ component: 'retention' }));
+  scheduler.start();
+  lifecycle.add('request scheduler', () => scheduler.stop());
+  retention.start();
+  lifecycle.add('output retention', () => retention.stop());
+
   if (localProvider) lifecycle.add('local agents', () => localProvider.stopAll());
   await replicas.reconcile();
 
   return {
     config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
+    publicUrl, managedStore, storageCredentials, requestRecords, requests, retention,
     stop: () => lifecycle.stopAll(),
   };
 }

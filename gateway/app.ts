@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { ControlPlane } from '../control-plane/main';
 import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
+import { LocalObjectStore } from '../control-plane/storage/local-object-store';
+import { fileLinkRoute } from './files/file-link.route';
 import { errorMiddleware } from './http/error-middleware';
 import { v1Router } from './v1/v1-router';
 
@@ -32,8 +34,16 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
     if (context.path !== '/healthz') return await next();
     context.body = { status: 'ok' };
   });
+  // Signed links of the local object store (agents upload there, clients download): no API key.
+  if (controlPlane.managedStore instanceof LocalObjectStore) {
+    app.use(fileLinkRoute({ stores: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
+  }
   app.use(graphql.middleware());
-  app.use(v1Router(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }));
+  const requests = controlPlane.config.requests;
+  app.use(v1Router(controlPlane, {
+    maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
+    maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
+  }));
   server.on('request', app.callback());
 
   await new Promise<void>((resolve, reject) => {
@@ -43,6 +53,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   const { port } = server.address() as net.AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   publicUrl = (config.publicUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  controlPlane.publicUrl.set(publicUrl);
 
   return {
     server, url, publicUrl,

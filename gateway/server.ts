@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { loadControlPlaneConfig, type ControlPlaneConfig } from '../control-plane/config/control-plane-config';
+import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/config/control-plane-config';
 import { openDatabase } from '../control-plane/database/data-source';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
@@ -8,7 +8,7 @@ import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
 export interface ServerOptions {
   env?: NodeJS.ProcessEnv;
-  controlPlane?: Partial<ControlPlaneConfig>;
+  controlPlane?: ControlPlaneOverrides;
   gateway?: Partial<GatewayConfig>;
   logger?: Logger;
 }
@@ -25,7 +25,13 @@ export interface Server {
 /** Gateway + control plane in one process, on an external or an embedded PostgreSQL. */
 export async function startServer(options: ServerOptions = {}): Promise<Server> {
   const env = options.env ?? process.env;
-  const controlPlaneConfig = { ...loadControlPlaneConfig(env), ...options.controlPlane } as ControlPlaneConfig;
+  const defaults = loadFullControlPlaneConfig(env);
+  const overrides = options.controlPlane ?? {};
+  const controlPlaneConfig: ControlPlaneConfig = {
+    ...defaults, ...overrides,
+    storage: { ...defaults.storage, ...overrides.storage },
+    requests: { ...defaults.requests, ...overrides.requests },
+  };
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
 

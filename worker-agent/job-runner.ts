@@ -11,6 +11,7 @@ import { EngineFailure, withUsage } from './engines/engine-failure';
 import type { EventWriter } from './event-writer';
 import { JobCancellation } from './job-cancellation';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
+import { isMediaJob, runMediaJob } from './media-job-runner';
 
 interface TrackedJob {
   readonly assign: Assign;
@@ -29,6 +30,8 @@ interface TrackedJob {
  */
 const ABORT_GRACE_MS = 1_000;
 const EMPTY_USAGE = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
+/** Media jobs are billed by GPU time, not tokens. */
+const MEDIA_RESULT = Object.freeze({ usage: EMPTY_USAGE, finishReason: 'stop', usageEstimated: false });
 
 export class JobRunner {
   private readonly jobs = new Map<string, TrackedJob>();
@@ -131,6 +134,11 @@ export class JobRunner {
       output: (data, contentType) => (job.finished || job.cancellation.aborted ? undefined : job.writer.send({ jobId, output: { data, contentType, objectKey: '' } })),
     };
     try {
+      if (isMediaJob(job.assign)) {
+        await runMediaJob(this.engine, job.assign, { send: (event) => (job.finished ? undefined : job.writer.send(event)) }, job.cancellation);
+        this.finish(job, completedEvent(jobId, MEDIA_RESULT));
+        return;
+      }
       const result = await this.engine.run(job.assign, sink, job.cancellation);
       this.finish(job, completedEvent(jobId, result));
     } catch (error) {

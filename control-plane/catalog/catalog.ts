@@ -18,6 +18,8 @@ const modelSchema = z.object({
   sizes: z.array(z.string().regex(/^\d+x\d+$/)),
   /** Pinned native clip spec of a video model; absent when any duration x fps is honoured. */
   videoSpec: z.object({ durationSeconds: z.number().positive(), fps: z.number().int().positive() }).optional(),
+  /** Typical seconds one image/video job takes on one replica (the async acknowledgement's estimate). */
+  jobSeconds: z.number().positive().optional(),
   /** In-flight requests one replica is sized for (the autoscaler's target). */
   targetConcurrency: z.number().int().positive(),
   sharedPricing: z.object({ inputPerMillion: z.number().nonnegative(), outputPerMillion: z.number().nonnegative() }).optional(),

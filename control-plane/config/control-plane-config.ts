@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { PROJECT_ROOT } from '../project-root';
+import { loadRequestConfig, type RequestConfig } from '../requests/request-config';
+import { loadStorageConfig, type StorageConfig } from '../storage/storage-config';
 import { boolField, intField, loadEnv } from './env-fields';
 
 const shape = {
@@ -34,8 +36,10 @@ const shape = {
   localEngine: z.enum(['cpu', 'openai']).default('cpu'),
   /** Local provider: engine URL when localEngine is `openai`. */
   localEngineUrl: z.string().url().optional(),
-  /** Local provider: max concurrency of each spawned agent. @default 64 */
+  /** Local provider: max concurrency of each spawned agent of a text model. @default 64 */
   localMaxConcurrency: intField(1).default(64),
+  /** Local provider: concurrency of agents of image/video models; unset = the model's targetConcurrency. */
+  localMediaMaxConcurrency: intField(1).optional(),
   /** Local provider: delay before restarting an agent process that exited. @default 1000 */
   localRestartDelayMs: intField(0).default(1_000),
   /** Local provider: extra `node` flags for agent processes, space-separated (profiling). */
@@ -50,11 +54,15 @@ const names = {
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
   defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
-  localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY',
+  localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
 } as const;
 
 export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
+  /** Object storage (managed outputs, customer buckets). */
+  storage: StorageConfig;
+  /** Image/video request records. */
+  requests: RequestConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -65,5 +73,16 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('control plane', shape, names, env);
 }
 
+/** Every control-plane setting, each concern validated by its own loader. */
+export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
+  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env) };
+}
+
 /** The compiled agent; tests and `npm start` build it first. */
 export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');
+
+/** What a caller (tests, `startServer`) may override; nested concerns field by field. */
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests'>> & {
+  storage?: Partial<StorageConfig>;
+  requests?: Partial<RequestConfig>;
+};

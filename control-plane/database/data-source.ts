@@ -3,12 +3,16 @@ import { DataSource } from 'typeorm';
 import { ApiKey } from '../api-keys/api-key.entity';
 import { Deployment } from '../deployments/deployment.entity';
 import { Replica } from '../replicas/replica.entity';
+import { RequestRecord } from '../requests/request-record.entity';
+import { StorageCredential } from '../storage/storage-credential.entity';
 import { UsageRecord } from '../usage/usage-record.entity';
 import { Workspace } from '../workspaces/workspace.entity';
 import { InitialSchema1763800000000 } from './migrations/1763800000000-initial-schema';
+import { StorageCredentials1763900000000 } from './migrations/1763900000000-storage-credentials';
+import { RequestRecords1764000000000 } from './migrations/1764000000000-request-records';
 
-export const ENTITIES = [Workspace, ApiKey, Deployment, Replica, UsageRecord];
-export const MIGRATIONS = [InitialSchema1763800000000];
+export const ENTITIES = [Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord];
+export const MIGRATIONS = [InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */
 export function createDataSource(url: string): DataSource {

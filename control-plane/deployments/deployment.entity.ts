@@ -25,6 +25,8 @@ export class Deployment {
   @Column('text') provider: ProviderKind;
   /** SHA-256 of the token external agents join with (null for local deployments). */
   @Index({ unique: true }) @Column('text', { name: 'join_token_hash', nullable: true }) joinTokenHash: string | null;
+  /** Default output bucket of an image/video deployment (a verified storage credential); null = Managed. */
+  @Column('integer', { name: 'storage_credential_id', nullable: true }) storageCredentialId: number | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

@@ -31,9 +31,17 @@ export class AgentConnection implements JobCarrier {
     private readonly owner: ConnectionOwner,
   ) {}
 
+  /** Slots set aside by a scheduler that is claiming work for this connection. */
+  reserved = 0;
+
   /** Load as a fraction of the agent's concurrency; the dispatcher picks the smallest. */
   get load(): number {
     return this.inFlight / this.maxConcurrency;
+  }
+
+  /** Jobs this agent can still start now without queueing locally. */
+  get freeSlots(): number {
+    return this.draining || this.closed ? 0 : this.maxConcurrency - this.inFlight - this.reserved;
   }
 
   send(frame: ControlFrame): void {
@@ -54,6 +62,7 @@ export class AgentConnection implements JobCarrier {
     this.pendingAssigns.push({
       jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
       stream: request.stream, includeUsage: request.includeUsage, model: request.model,
+      inputs: request.inputs, uploads: request.uploads, inlineOutputs: request.inlineOutputs,
     });
     if (this.pendingAssigns.length === 1) setImmediate(this.flushAssigns);
   }

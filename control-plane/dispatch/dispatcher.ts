@@ -12,11 +12,18 @@ export class Dispatcher implements ConnectionOwner {
   private readonly idPrefix = `job_${randomBytes(4).toString('hex')}`;
   private sequence = 0;
   private rotation = 0;
+  private readonly capacityListeners: Array<(deploymentId: string) => void> = [];
+
+  /** Called whenever a deployment may have gained a free slot (an agent joined, a job left). */
+  onCapacity(listener: (deploymentId: string) => void): void {
+    this.capacityListeners.push(listener);
+  }
 
   register(connection: AgentConnection): void {
     const pool = this.pools.get(connection.deploymentId) ?? [];
     pool.push(connection);
     this.pools.set(connection.deploymentId, pool);
+    this.capacityChanged(connection.deploymentId);
   }
 
   unregister(connection: AgentConnection): void {
@@ -42,9 +49,7 @@ export class Dispatcher implements ConnectionOwner {
     if (!connection) {
       throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
     }
-    const job = new Job(`${this.idPrefix}${(this.sequence++).toString(36)}`, request, listener, connection);
-    connection.assign(job);
-    return job;
+    return this.dispatchTo(connection, request, listener);
   }
 
   retry(job: Job, from: AgentConnection): void {
@@ -58,7 +63,29 @@ export class Dispatcher implements ConnectionOwner {
     next.assign(job);
   }
 
-  released(): void {}
+  released(connection: AgentConnection): void {
+    if (this.capacityListeners.length > 0) this.capacityChanged(connection.deploymentId);
+  }
+
+  /** Sends the job to this connection (a scheduler that claimed work for it chose it). */
+  dispatchTo(connection: AgentConnection, request: DispatchRequest, listener: JobListener): Job {
+    const job = new Job(`${this.idPrefix}${(this.sequence++).toString(36)}`, request, listener, connection);
+    connection.assign(job);
+    return job;
+  }
+
+  /** The connection with the most free slots, or null when every replica is busy or none is ready. */
+  freeConnection(deploymentId: string): AgentConnection | null {
+    let best: AgentConnection | null = null;
+    for (const connection of this.pools.get(deploymentId) ?? []) {
+      if (connection.freeSlots > 0 && (!best || connection.freeSlots > best.freeSlots)) best = connection;
+    }
+    return best;
+  }
+
+  private capacityChanged(deploymentId: string): void {
+    for (const listener of this.capacityListeners) listener(deploymentId);
+  }
 
   drainAll(reason: string): void {
     for (const connection of this.connections()) connection.drain(reason);

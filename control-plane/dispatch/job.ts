@@ -1,4 +1,4 @@
-import type { JobKind, Usage } from '../../proto/worker/v1';
+import type { InputFile, JobKind, UploadTarget, Usage } from '../../proto/worker/v1';
 
 export interface DispatchRequest {
   deploymentId: string;
@@ -9,6 +9,10 @@ export interface DispatchRequest {
   includeUsage: boolean;
   model: string;
   deadlineUnixMs: number;
+  /** Media jobs: presigned inputs and upload targets, and whether outputs also come back inline. */
+  inputs?: InputFile[];
+  uploads?: UploadTarget[];
+  inlineOutputs?: boolean;
 }
 
 export interface JobFailure {

@@ -3,8 +3,8 @@ import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 
-/** What changed somewhere in the cluster: an API key (by hash, or `*` for all) or a deployment (by id). */
-export type ClusterTopic = 'api-key' | 'deployment';
+/** What changed somewhere in the cluster: an API key (by hash, or `*` for all), a deployment (by id), or a deployment got queued work. */
+export type ClusterTopic = 'api-key' | 'deployment' | 'request-queued';
 
 const CHANNEL = 'platform_cluster';
 

@@ -1,8 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { Deployment } from '../deployments/deployment.entity';
+import type { RequestRecord } from '../requests/request-record.entity';
 
 interface EventMap {
   deploymentUpdated: [Deployment];
+  /** A request record changed status or progress (on this server). */
+  requestUpdated: [RequestRecord];
 }
 
 /**

@@ -10,7 +10,8 @@ export interface LocalProviderOptions {
   agentEntry: string;
   engine: 'cpu' | 'openai';
   engineUrl?: string;
-  maxConcurrency: number;
+  /** Concurrency of a deployment's agents (text engines batch many requests; a diffusion model runs one or two). */
+  maxConcurrency: (deployment: Deployment) => number;
   restartDelayMs: number;
   /** Grace period between SIGTERM (drain) and SIGKILL. */
   stopTimeoutMs?: number;
@@ -49,7 +50,7 @@ export class LocalProvider implements CapacityProvider {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = Date.now();
-      agent.child = this.spawnAgent(replica.id, joinToken, (line) => (agent.lastLine = line));
+      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
         const how = signal ? `killed by ${signal}` : `exited with code ${code}`;
@@ -89,7 +90,7 @@ export class LocalProvider implements CapacityProvider {
     return this.agents.get(replicaId)?.child;
   }
 
-  private spawnAgent(replicaId: string, joinToken: string, onLine: (line: string) => void): ChildProcess {
+  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, onLine: (line: string) => void): ChildProcess {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
@@ -97,7 +98,7 @@ export class LocalProvider implements CapacityProvider {
       WORKER_JOIN_TOKEN: joinToken,
       WORKER_AGENT_ID: `agt_local_${replicaId.slice(4, 16)}`,
       WORKER_ENGINE: this.options.engine,
-      WORKER_MAX_CONCURRENCY: String(this.options.maxConcurrency),
+      WORKER_MAX_CONCURRENCY: String(maxConcurrency),
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,
     };

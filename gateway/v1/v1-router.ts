@@ -3,8 +3,16 @@ import type { Deployment } from '../../control-plane/deployments/deployment.enti
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { authenticate } from './authenticate';
+import { ImagesRoute, type MediaRouteOptions } from './media/images.route';
+import { RequestsRoute } from './media/requests.route';
+import { VideosRoute } from './media/videos.route';
 import { listModels, retrieveModel } from './models.route';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
+
+export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
+
+/** `/requests/{id}[/cancel]`, `/videos/{id}[/content|/cancel]`. */
+const RECORD_PATH = /^\/(requests|videos)\/([^/]+)(\/content|\/cancel)?$/;
 
 /** `/d/<slug>/v1/<rest>`: each deployment's own OpenAI-compatible base URL. */
 const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
@@ -15,8 +23,11 @@ const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
  * The `/v1` surface. A plain match instead of a router table: this runs on every request
  * and there are few routes. Auth runs before the deployment lookup so a bad key is always 401.
  */
-export function v1Router(controlPlane: ControlPlane, options: TextRouteOptions) {
+export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
   const text = new TextCompletionRoute(controlPlane, options);
+  const images = new ImagesRoute(controlPlane, options);
+  const videos = new VideosRoute(controlPlane, options);
+  const requests = new RequestsRoute(controlPlane);
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -37,6 +48,23 @@ export function v1Router(controlPlane: ControlPlane, options: TextRouteOptions) 
     if (rest === '/completions' && method === 'POST') return await text.handle(context, deployment, key, 'completions');
     if (rest === '/models' && method === 'GET') return json(context, listModels(deployment));
     if (rest.startsWith('/models/') && method === 'GET') return json(context, retrieveModel(deployment, decodeURIComponent(rest.slice(8))));
+    if (method === 'POST') {
+      if (rest === '/images/generations') return await images.handle(context, deployment, key, 'generation');
+      if (rest === '/images/edits') return await images.handle(context, deployment, key, 'edit');
+      if (rest === '/videos') return await videos.create(context, deployment, key, 'videos');
+      if (rest === '/videos/generations') return await videos.create(context, deployment, key, 'videos/generations');
+    }
+    if (rest === '/requests' && method === 'GET') return await requests.list(context, deployment);
+    if (rest === '/videos' && method === 'GET') return await videos.list(context, deployment);
+    const record = RECORD_PATH.exec(rest);
+    if (record) {
+      const [, collection, id, action] = record;
+      if (collection === 'requests' && !action && method === 'GET') return await requests.retrieve(context, key, id);
+      if (collection === 'requests' && action === '/cancel' && method === 'POST') return await requests.cancel(context, key, id);
+      if (collection === 'videos' && !action && method === 'GET') return await videos.retrieve(context, key, id);
+      if (collection === 'videos' && action === '/content' && method === 'GET') return await videos.content(context, key, id);
+      if (collection === 'videos' && action === '/cancel' && method === 'POST') return await videos.cancel(context, key, id);
+    }
     throw unknownRoute(method, rest, deployment);
   };
 }
@@ -47,6 +75,8 @@ function json(context: Context, body: unknown): void {
 }
 
 function unknownRoute(method: string, rest: string, deployment: Deployment): AppError {
-  return new AppError('not_found', `${method} /v1${rest} is not an endpoint of this deployment (${deployment.modelId}); `
-    + 'available: POST /v1/chat/completions, POST /v1/completions, GET /v1/models');
+  return new AppError('not_found', `${method} /v1${rest} is not an endpoint of this deployment (${deployment.modelId}); available: `
+    + 'POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /v1/images/generations, POST /v1/images/edits, '
+    + 'POST /v1/videos, POST /v1/videos/generations, GET /v1/videos/{id}[/content], POST /v1/videos/{id}/cancel, '
+    + 'GET /v1/requests, GET /v1/requests/{id}, POST /v1/requests/{id}/cancel');
 }

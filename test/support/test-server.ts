@@ -1,15 +1,20 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
-import type { ControlPlaneConfig } from '../../control-plane/config/control-plane-config';
+import type { ControlPlaneOverrides } from '../../control-plane/config/control-plane-config';
 import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
 import type { GatewayConfig } from '../../gateway/gateway-config';
 import { startServer, type Server } from '../../gateway/server';
 import { createTestDatabase, dropTestDatabase } from './test-database';
 
 export interface TestServerOptions {
-  controlPlane?: Partial<ControlPlaneConfig>;
+  controlPlane?: ControlPlaneOverrides;
   gateway?: Partial<GatewayConfig>;
   /** Reuse a database (restart tests); otherwise a fresh one is created and dropped. */
   databaseUrl?: string;
+  /** Reuse a data directory (storage keys, local objects); otherwise a temporary one is made and removed. */
+  dataDir?: string;
 }
 
 export interface TestWorkspace {
@@ -22,10 +27,12 @@ export interface TestServer {
   server: Server;
   url: string;
   databaseUrl: string;
+  dataDir: string;
   createWorkspace(limits?: { rpmLimit?: number; tpdLimit?: number }): Promise<TestWorkspace>;
   createDeployment(workspace: TestWorkspace, input?: Partial<CreateDeploymentInput>): Promise<{ id: string; slug: string; baseUrl: string }>;
   waitForReplicas(deploymentId: string, count: number, timeoutMs?: number): Promise<void>;
-  stop(options?: { keepDatabase?: boolean }): Promise<void>;
+  /** Drops the database and removes the data directory it created, unless asked to keep them (restart tests). */
+  stop(options?: { keepDatabase?: boolean; keepData?: boolean }): Promise<void>;
 }
 
 /** Test agents reconnect and restart within milliseconds instead of seconds. */
@@ -38,11 +45,12 @@ export const FAST_AGENT_ENV = {
 /** A whole server (gateway + control plane + real agent processes) on port 0 and its own database. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const databaseUrl = options.databaseUrl ?? await createTestDatabase();
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'inference-test-data-'));
   const server = await startServer({
     env: {},
     logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     controlPlane: {
-      databaseUrl, grpcHost: '127.0.0.1', grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
+      databaseUrl, dataDir, grpcHost: '127.0.0.1', grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
       usageFlushIntervalMs: 20, apiKeyCacheTtlMs: 5_000,
       ...options.controlPlane,
       localAgentEnv: { ...FAST_AGENT_ENV, ...options.controlPlane?.localAgentEnv },
@@ -50,6 +58,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     gateway: { host: '127.0.0.1', port: 0, logLevel: 'silent', ...options.gateway },
   }).catch(async (error) => {
     if (!options.databaseUrl) await dropTestDatabase(databaseUrl);
+    if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     throw error;
   });
   const { controlPlane, gateway } = server;
@@ -57,6 +66,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     server,
     url: gateway.url,
     databaseUrl,
+    dataDir,
     async createWorkspace(limits = {}) {
       const workspace = await controlPlane.workspaces.create('test');
       const { apiKey, plaintext } = await controlPlane.apiKeys.create(workspace.id, 'test key', limits);
@@ -74,6 +84,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     async stop(stopOptions = {}) {
       await server.stop();
       if (!stopOptions.keepDatabase && !options.databaseUrl) await dropTestDatabase(databaseUrl);
+      if (!stopOptions.keepData && !options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -4,7 +4,8 @@
  * agent forwards them through the same filter as any HTTP engine's.
  */
 import type { JobCancellation } from '../job-cancellation';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob, ProgressReporter } from './engine';
+import { generateCpuMedia } from './cpu-media';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
 import { planCpuCompletion } from './cpu-request';
 import { cpuEventStream, cpuResponseBody } from './cpu-response';
@@ -41,6 +42,10 @@ export class CpuEngine implements Engine {
     const promptText = () => plan.promptText;
     if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal), sink, job.includeUsage, promptText);
     return await forwardJsonBody(await cpuResponseBody(plan, signal), sink, promptText);
+  }
+
+  async generateMedia(job: MediaJob, progress: ProgressReporter, cancellation: JobCancellation): Promise<MediaFiles> {
+    return await generateCpuMedia(job, progress, cancellation, this.options.testControls);
   }
 
   async close(): Promise<void> {}

@@ -44,6 +44,26 @@ export interface EngineHealthReport {
   readonly detail: string;
 }
 
+/** An image or video job as the engine sees it: the job body and its input files, fetched. */
+export interface MediaJob {
+  readonly jobId: string;
+  readonly kind: JobKind;
+  readonly model: string;
+  /** The normalised job parameters the control plane sent (prompt, size, n, fps, frames, …). */
+  readonly params: Record<string, unknown>;
+  /** Input files by name: `image`, `mask`, `input_reference`. */
+  readonly inputs: ReadonlyMap<string, Buffer>;
+}
+
+/** The files a media job produced, in output order (the agent uploads and reports them). */
+export interface MediaFiles {
+  readonly files: Buffer[];
+  readonly contentType: string;
+}
+
+/** Reports 0–99 % while a media job works; never awaited (progress is advisory). */
+export type ProgressReporter = (percent: number, stage: string) => void;
+
 export interface Engine {
   /** `Hello.engine.kind`: "openai", "cpu". */
   readonly kind: string;
@@ -61,5 +81,10 @@ export interface Engine {
    * then carries the usage produced so far (`EngineFailure.usage`), so it can be metered.
    */
   run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult>;
+  /**
+   * Runs an image or video job; absent on text-only engines (their media jobs fail with
+   * `invalid_job`). Throws `EngineFailure` (`vram_exceeded`, `engine_rejected`, …) otherwise.
+   */
+  generateMedia?(job: MediaJob, progress: ProgressReporter, cancellation: JobCancellation): Promise<MediaFiles>;
   close(): Promise<void>;
 }

@@ -87,6 +87,9 @@ export interface Welcome {
   heartbeatIntervalMs: number;
 }
 
+export interface InputFile { name: string; url: string; contentType: string }
+export interface UploadTarget { url: string; headers: Record<string, string>; objectKey: string; contentType: string }
+
 export interface Assign {
   jobId: string;
   kind: JobKind;
@@ -95,6 +98,10 @@ export interface Assign {
   stream: boolean;
   includeUsage: boolean;
   model: string;
+  /** Media jobs only (absent or empty for text). */
+  inputs?: InputFile[];
+  uploads?: UploadTarget[];
+  inlineOutputs?: boolean;
 }
 
 export interface ControlFrame {

@@ -1,0 +1,35 @@
+import type { Catalog, CatalogModel } from '../catalog/catalog';
+import type { Deployment } from '../deployments/deployment.entity';
+import { AppError } from '../errors/app-error';
+
+/**
+ * The model a media call names, checked in SPEC.md's order: unknown id 404 `model_not_found`,
+ * a model of another modality 400 `wrong_modality`, then a model other than the endpoint's 400.
+ */
+export function resolveMediaModel(catalog: Catalog, deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
+  if (requested === undefined) throw new AppError('invalid_request', `model is required: this endpoint serves '${deployment.modelId}'`, { param: 'model' });
+  const model = catalog.find(requested);
+  if (!model) throw new AppError('model_not_found', `model '${requested}' does not exist; this endpoint serves '${deployment.modelId}'`, { param: 'model' });
+  if (model.modality !== modality) {
+    throw new AppError('wrong_modality', `'${model.id}' is a ${model.modality} model, not a ${modality} model`, { param: 'model' });
+  }
+  if (model.id !== deployment.modelId) {
+    throw new AppError('model_mismatch', `model '${model.id}' is not served here; this endpoint serves '${deployment.modelId}'`, { param: 'model' });
+  }
+  return model;
+}
+
+/** `WIDTHxHEIGHT` sizes sorted by width, then height, as SPEC.md's error messages list them. */
+export function sortedSizes(sizes: readonly string[]): string[] {
+  const dimensions = (size: string) => size.split('x').map(Number);
+  return [...sizes].sort((left, right) => {
+    const [leftWidth, leftHeight] = dimensions(left);
+    const [rightWidth, rightHeight] = dimensions(right);
+    return leftWidth - rightWidth || leftHeight - rightHeight;
+  });
+}
+
+export function parseSize(size: string): { width: number; height: number } | null {
+  const match = /^(\d{1,5})x(\d{1,5})$/.exec(size);
+  return match ? { width: Number(match[1]), height: Number(match[2]) } : null;
+}

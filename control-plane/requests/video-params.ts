@@ -1,0 +1,92 @@
+import type { CatalogModel } from '../catalog/catalog';
+import { AppError } from '../errors/app-error';
+import type { FieldReader } from './field-reader';
+import { parseSize, sortedSizes } from './media-model';
+
+/** The job body of a video generation, as the agent receives it. */
+export interface VideoJobParams {
+  prompt: string;
+  width: number;
+  height: number;
+  /** The size the client asked for (the Video object reports it). */
+  size: string;
+  fps: number;
+  frames: number;
+  /** The duration the client asked for, as a string (the Video object's `seconds`). */
+  seconds: string;
+  negative_prompt?: string;
+  seed?: number;
+  steps?: number;
+  has_input_reference: boolean;
+}
+
+export const DURATION_TOLERANCE_SECONDS = 0.5;
+const DEFAULT_FPS = 24;
+const MAX_SECONDS = 120;
+
+export type VideoRoute = 'videos' | 'videos/generations';
+
+/**
+ * SPEC.md's video rules: (1) size in the model's list, else 422 `resolution_not_supported`
+ * listing the sorted options; (2) a pinned model takes its native duration ±0.5 s and exactly
+ * its native fps; (3) otherwise duration × fps is honoured with the frame count snapped to the
+ * nearest 4n+1 (at least 5), and the JSON route also snaps width and height down to multiples
+ * of 32. A pinned model's fps defaults to its native fps (the SPEC's default 24 would refuse
+ * every call that leaves fps out).
+ */
+export function readVideoParams(fields: FieldReader, model: CatalogModel, route: VideoRoute, hasInputReference: boolean): VideoJobParams {
+  const prompt = fields.string('prompt', { required: true })!;
+  const sizeField = route === 'videos' ? 'size' : 'resolution';
+  const durationField = route === 'videos' ? 'seconds' : 'duration';
+  const requestedSize = route === 'videos' ? fields.string('size', { required: true, maxLength: 32 })! : fields.string('resolution', { maxLength: 32 }) ?? '720x1280';
+  const requestedSeconds = route === 'videos'
+    ? fields.decimal('seconds', 0.1, MAX_SECONDS, { required: true })!
+    : fields.decimal('duration', 0.1, MAX_SECONDS) ?? 5.0;
+  const pinned = model.videoSpec;
+  const fps = fields.integer('fps', 1, 120) ?? pinned?.fps ?? DEFAULT_FPS;
+
+  const dimensions = parseSize(requestedSize);
+  if (!dimensions || !model.sizes.includes(requestedSize)) {
+    throw new AppError('resolution_not_supported', `${sizeField} '${requestedSize}' is not supported by ${model.id}; supported: ${sortedSizes(model.sizes).join(', ')}`, { param: sizeField });
+  }
+  if (pinned && Math.abs(requestedSeconds - pinned.durationSeconds) > DURATION_TOLERANCE_SECONDS) {
+    throw new AppError('duration_mismatch',
+      `${model.id} generates ${pinned.durationSeconds} s clips: ${durationField} must be within ${DURATION_TOLERANCE_SECONDS} s of ${pinned.durationSeconds} (got ${requestedSeconds})`,
+      { param: durationField });
+  }
+  if (pinned && fps !== pinned.fps) {
+    throw new AppError('fps_mismatch', `${model.id} generates at ${pinned.fps} fps: fps must be ${pinned.fps} (got ${fps})`, { param: 'fps' });
+  }
+  const clipSeconds = pinned ? pinned.durationSeconds : requestedSeconds;
+  const snapToGrid = route === 'videos/generations';
+  const params: VideoJobParams = {
+    prompt,
+    width: snapToGrid ? snapDown32(dimensions.width) : dimensions.width,
+    height: snapToGrid ? snapDown32(dimensions.height) : dimensions.height,
+    size: requestedSize,
+    fps,
+    frames: snapFrameCount(clipSeconds * fps),
+    seconds: formatSeconds(requestedSeconds),
+    has_input_reference: hasInputReference,
+  };
+  const negativePrompt = fields.string('negative_prompt');
+  if (negativePrompt !== undefined) params.negative_prompt = negativePrompt;
+  const seed = fields.integer('seed', 0, 2 ** 53 - 1);
+  if (seed !== undefined) params.seed = seed;
+  const steps = fields.integer('steps', 1, 500);
+  if (steps !== undefined) params.steps = steps;
+  return params;
+}
+
+/** Nearest frame count of the form 4n+1, at least 5 (ties round up). */
+export function snapFrameCount(frames: number): number {
+  return Math.max(5, 4 * Math.round((frames - 1) / 4) + 1);
+}
+
+export function snapDown32(pixels: number): number {
+  return Math.max(32, Math.floor(pixels / 32) * 32);
+}
+
+function formatSeconds(seconds: number): string {
+  return Number.isInteger(seconds) ? String(seconds) : String(Math.round(seconds * 1000) / 1000);
+}

@@ -1,0 +1,32 @@
+/** What an agent needs to upload one file without holding bucket credentials. */
+export interface PresignedUpload {
+  url: string;
+  method: 'PUT';
+  /** Headers the upload must carry exactly (the content type is part of an S3 signature). */
+  headers: Record<string, string>;
+}
+
+/**
+ * Where image/video outputs live: the managed store (local files or the platform's S3 bucket)
+ * or a customer's bucket. Keys look like `<workspaceId>/<requestId>/<n>.png` and are checked
+ * with `assertObjectKey` by every implementation.
+ */
+export interface ObjectStore {
+  /** SPEC's `storage_provider`: `local` or `s3`. */
+  readonly provider: string;
+  /** SPEC's `output_bucket`. */
+  readonly bucket: string;
+  put(key: string, data: Buffer, contentType: string): Promise<void>;
+  /** The object, or null when there is none. */
+  get(key: string): Promise<{ data: Buffer; contentType: string } | null>;
+  head(key: string): Promise<{ size: number; contentType: string } | null>;
+  /** Idempotent: deleting a missing object succeeds. */
+  delete(key: string): Promise<void>;
+  presignPut(key: string, contentType: string, expiresInSeconds: number): Promise<PresignedUpload>;
+  presignGet(key: string, expiresInSeconds: number): Promise<string>;
+  /** Releases pooled connections; a store built for one request (a customer bucket) is closed after it. */
+  close?(): void;
+}
+
+/** Content type stored when an upload names none. */
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';

@@ -1,0 +1,52 @@
+import net from 'node:net';
+
+/**
+ * Addresses a webhook must never reach: loopback, private, link-local (cloud metadata lives
+ * at 169.254.169.254 and fd00:ec2::254), CGNAT, multicast, documentation and reserved
+ * ranges. IPv4 embedded in IPv6 (mapped, NAT64) is checked as the IPv4 it carries.
+ */
+const BLOCKED = new net.BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15],
+  ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) BLOCKED.addSubnet(network, prefix, 'ipv4');
+for (const [network, prefix] of [
+  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32],
+  ['100::', 64], ['2001::', 23],
+] as const) BLOCKED.addSubnet(network, prefix, 'ipv6');
+
+/** True when `address` (an IP literal) is not publicly routable. */
+export function isPrivateAddress(address: string): boolean {
+  const family = net.isIP(address);
+  if (family === 4) return BLOCKED.check(address, 'ipv4');
+  if (family !== 6) return true;
+  const embedded = embeddedIpv4(address);
+  if (embedded) return BLOCKED.check(embedded, 'ipv4');
+  return BLOCKED.check(address, 'ipv6');
+}
+
+/** The IPv4 inside ::ffff:a.b.c.d, ::a.b.c.d and 64:ff9b::/96, else null. */
+function embeddedIpv4(address: string): string | null {
+  const words = expandIpv6(address);
+  if (!words) return null;
+  const mapped = words.slice(0, 5).every((word) => word === 0) && (words[5] === 0xffff || words[5] === 0);
+  const nat64 = words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((word) => word === 0);
+  if (!mapped && !nat64) return null;
+  return [words[6] >> 8, words[6] & 0xff, words[7] >> 8, words[7] & 0xff].join('.');
+}
+
+function expandIpv6(address: string): number[] | null {
+  let text = address.toLowerCase().replace(/^\[|\]$/g, '').split('%')[0];
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    const parts = dotted[1].split('.').map(Number);
+    text = text.slice(0, -dotted[1].length) + `${((parts[0] << 8) | parts[1]).toString(16)}:${((parts[2] << 8) | parts[3]).toString(16)}`;
+  }
+  const [head, tail] = text.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail !== undefined && tail !== '' ? tail.split(':') : [];
+  const missing = 8 - left.length - right.length;
+  if (text.includes('::') ? missing < 0 : left.length !== 8) return null;
+  return [...left, ...Array(text.includes('::') ? missing : 0).fill('0'), ...right].map((word) => parseInt(word, 16));
+}

@@ -1,0 +1,88 @@
+import type { IncomingMessage } from 'node:http';
+import busboy from 'busboy';
+import { AppError } from '../../control-plane/errors/app-error';
+
+export interface UploadedFile {
+  data: Buffer;
+  filename: string;
+  contentType: string;
+}
+
+export interface MultipartForm {
+  fields: Record<string, string>;
+  files: Map<string, UploadedFile[]>;
+}
+
+const MAX_FIELDS = 64;
+const MAX_FIELD_BYTES = 64 * 1024;
+
+export function isMultipart(request: IncomingMessage): boolean {
+  return /^multipart\/form-data/i.test(request.headers['content-type'] ?? '');
+}
+
+/**
+ * Reads a multipart/form-data body (image edits, videos) into memory up to `limit` bytes in
+ * all. Fields arrive as strings; files by field name (`image` and `image[]` are the same field).
+ */
+export function readMultipart(request: IncomingMessage, limit: number): Promise<MultipartForm> {
+  const declared = Number(request.headers['content-length']);
+  if (declared > limit) return Promise.reject(tooLarge(limit));
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: request.headers, limits: { fileSize: limit, fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files: 8 } });
+    } catch (error) {
+      reject(new AppError('invalid_request', `malformed multipart/form-data request: ${(error as Error).message}`, { cause: error }));
+      return;
+    }
+    const form: MultipartForm = { fields: {}, files: new Map() };
+    let total = 0;
+    let failed = false;
+    const fail = (error: AppError) => {
+      if (failed) return;
+      failed = true;
+      request.unpipe(parser);
+      request.resume();
+      reject(error);
+    };
+    parser.on('field', (name, value, info) => {
+      if (info.valueTruncated) return fail(new AppError('invalid_request', `form field ${name} is longer than ${MAX_FIELD_BYTES} bytes`, { param: name }));
+      total += value.length;
+      form.fields[name.replace(/\[\]$/, '')] = value;
+    });
+    parser.on('file', (name, stream, info) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => {
+        total += chunk.length;
+        if (total > limit) return fail(tooLarge(limit));
+        chunks.push(chunk);
+      });
+      stream.on('limit', () => fail(tooLarge(limit)));
+      stream.on('end', () => {
+        const field = name.replace(/\[\]$/, '');
+        const files = form.files.get(field) ?? [];
+        files.push({ data: Buffer.concat(chunks), filename: info.filename ?? field, contentType: info.mimeType || 'application/octet-stream' });
+        form.files.set(field, files);
+      });
+    });
+    parser.on('fieldsLimit', () => fail(new AppError('invalid_request', `a form may have at most ${MAX_FIELDS} fields`)));
+    parser.on('filesLimit', () => fail(new AppError('invalid_request', 'a form may carry at most 8 files')));
+    parser.on('error', (error: Error) => fail(new AppError('invalid_request', `malformed multipart/form-data request: ${error.message}`, { cause: error })));
+    parser.on('close', () => {
+      if (!failed) resolve(form);
+    });
+    request.pipe(parser);
+  });
+}
+
+function tooLarge(limit: number): AppError {
+  return new AppError('body_too_large', `request body is larger than the limit of ${limit} bytes`);
+}
+
+/** PNG, JPEG or WebP, by their magic bytes: the image formats media engines take. */
+export function imageContentType(data: Buffer): string | null {
+  if (data.length >= 8 && data.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return 'image/png';
+  if (data.length >= 3 && data[0] === 0xff && data[1] === 0xd8 && data[2] === 0xff) return 'image/jpeg';
+  if (data.length >= 12 && data.toString('latin1', 0, 4) === 'RIFF' && data.toString('latin1', 8, 12) === 'WEBP') return 'image/webp';
+  return null;
+}

@@ -1,0 +1,42 @@
+import type { Context } from 'koa';
+import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
+import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
+import { AppError } from '../../../control-plane/errors/app-error';
+import type { ControlPlane } from '../../../control-plane/main';
+import { REQUEST_STATUSES, type RequestStatus } from '../../../control-plane/requests/request-record.entity';
+import { requestObject } from './media-objects';
+
+export const DEFAULT_LIST_LIMIT = 50;
+export const MAX_LIST_LIMIT = 200;
+
+/** `GET /v1/requests`, `GET /v1/requests/{id}`, `POST /v1/requests/{id}/cancel`. */
+export class RequestsRoute {
+  constructor(private readonly controlPlane: ControlPlane) {}
+
+  /** Newest first, this deployment's records, without output_urls. */
+  async list(context: Context, deployment: Deployment): Promise<void> {
+    const { status, limit } = context.query;
+    if (status !== undefined && !REQUEST_STATUSES.includes(status as RequestStatus)) {
+      throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${JSON.stringify(status)}`, { param: 'status' });
+    }
+    const count = limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit);
+    if (!Number.isInteger(count) || count < 1 || count > MAX_LIST_LIMIT || (typeof limit === 'string' && !/^\d+$/.test(limit))) {
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${JSON.stringify(limit)}`, { param: 'limit' });
+    }
+    const records = await this.controlPlane.requests.list(deployment.id, status as RequestStatus | undefined, count);
+    context.body = { object: 'list', data: records.map((record) => requestObject(record)) };
+  }
+
+  async retrieve(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
+    const requests = this.controlPlane.requests;
+    const record = await requests.get(key.workspaceId, id);
+    context.body = requestObject(record, await requests.outputUrls(record));
+  }
+
+  /** 200 with the canceled record when it was queued; 409 `request_not_cancellable` otherwise. */
+  async cancel(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
+    const { record, canceled } = await this.controlPlane.requests.cancel(key.workspaceId, id);
+    if (!canceled) throw new AppError('request_not_cancellable', `request ${id} is ${record.status}; only queued requests can be canceled`);
+    context.body = requestObject(record, null);
+  }
+}
