@@ -8,6 +8,7 @@ import { GraphQLServer } from './graphql/graphql-server';
 import { LocalObjectStore } from '../control-plane/storage/local-object-store';
 import { fileLinkRoute } from './files/file-link.route';
 import { errorMiddleware } from './http/error-middleware';
+import { textFastLane } from './v1/text-fast-lane';
 import { v1Router } from './v1/v1-router';
 
 export interface Gateway {
@@ -44,7 +45,11 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
   }));
-  server.on('request', app.callback());
+  const koa = app.callback();
+  const fastLane = textFastLane(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }, logger);
+  server.on('request', (request, response) => {
+    if (!fastLane(request, response)) void koa(request, response);
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

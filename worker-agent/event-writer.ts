@@ -19,6 +19,9 @@ const MAX_MERGED_CHUNK_BYTES = 64 * 1024;
 
 export class EventWriter {
   private pending: JobEvent[] = [];
+  /** Chunk bytes merged into the last pending event, joined once at flush (not once per send). */
+  private mergedParts: Buffer[] | null = null;
+  private mergedBytes = 0;
   private flushScheduled = false;
   private blocked: Promise<void> | undefined;
   private unblock: (() => void) | undefined;
@@ -32,11 +35,15 @@ export class EventWriter {
     // Consecutive chunks of one job in the same batch travel as one event: one protobuf object
     // here and one client write at the gateway instead of one per engine read.
     const last = this.pending[this.pending.length - 1];
-    if (event.chunk && last?.chunk && last.jobId === event.jobId && last.chunk.data.length < MAX_MERGED_CHUNK_BYTES) {
-      last.chunk = { data: Buffer.concat([last.chunk.data, event.chunk.data]) };
+    if (event.chunk && last?.chunk && last.jobId === event.jobId && this.mergedBytes < MAX_MERGED_CHUNK_BYTES) {
+      this.mergedParts ??= [last.chunk.data];
+      this.mergedParts.push(event.chunk.data);
+      this.mergedBytes += event.chunk.data.length;
       return this.blocked;
     }
+    this.joinMerged();
     this.pending.push(event);
+    this.mergedBytes = event.chunk?.data.length ?? 0;
     if (!this.flushScheduled && !this.blocked) {
       this.flushScheduled = true;
       setImmediate(this.flush);
@@ -60,12 +67,14 @@ export class EventWriter {
   close(): void {
     this.closed = true;
     this.pending = [];
+    this.mergedParts = null;
     this.release();
   }
 
   private readonly flush = (): void => {
     this.flushScheduled = false;
     if (this.closed || this.blocked || this.pending.length === 0) return;
+    this.joinMerged();
     const events = this.pending;
     this.pending = [];
     let writable = true;
@@ -81,6 +90,13 @@ export class EventWriter {
     }
     if (!writable) this.waitForDrain();
   };
+
+  private joinMerged(): void {
+    if (!this.mergedParts) return;
+    const last = this.pending[this.pending.length - 1];
+    last.chunk = { data: Buffer.concat(this.mergedParts) };
+    this.mergedParts = null;
+  }
 
   private waitForDrain(): void {
     this.blocked = new Promise((resolve) => { this.unblock = resolve; });

@@ -1,4 +1,4 @@
-import type { Context } from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import type { Deployment } from '../../control-plane/deployments/deployment.entity';
 import { AppError } from '../../control-plane/errors/app-error';
@@ -21,11 +21,15 @@ export interface TextRouteOptions {
 export class TextCompletionRoute {
   constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions) {}
 
-  async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint): Promise<void> {
+  /**
+   * Answers on the raw response (the gateway's fast lane calls this without Koa); an error
+   * thrown before the first byte is the caller's to render.
+   */
+  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint): Promise<void> {
     const startedAt = Date.now();
-    const body = await readBody(context.req, this.options.maxBodyBytes);
-    const request = parseTextRequest(body, endpoint);
-    this.checkModel(deployment, request.model, endpoint);
+    const body = await readBody(request, this.options.maxBodyBytes);
+    const textRequest = parseTextRequest(body, endpoint);
+    this.checkModel(deployment, textRequest.model, endpoint);
     if (key.creditExhausted) {
       throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
     }
@@ -42,36 +46,32 @@ export class TextCompletionRoute {
       this.controlPlane.rateLimiter.addTokens(key.id, total);
       this.controlPlane.usage.record({
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, replicaId: job.replicaId,
-        endpoint, status: outcome, stream: request.stream, promptTokens: usage?.promptTokens ?? 0,
+        endpoint, status: outcome, stream: textRequest.stream, promptTokens: usage?.promptTokens ?? 0,
         completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt),
       });
     };
-    const response = new TextJobResponse(context.res, request.stream, headers, { respond: (error) => settle(error), meter });
+    const jobResponse = new TextJobResponse(response, textRequest.stream, headers, { respond: (error) => settle(error), meter });
     const job = this.controlPlane.dispatcher.dispatch({
       deploymentId: deployment.id,
       kind: endpoint === 'chat.completions' ? 'JOB_KIND_CHAT_COMPLETION' : 'JOB_KIND_COMPLETION',
-      body, stream: request.stream, includeUsage: request.includeUsage, model: deployment.modelId,
+      body, stream: textRequest.stream, includeUsage: textRequest.includeUsage, model: deployment.modelId,
       deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
-    }, response);
+    }, jobResponse);
 
-    context.respond = false;
     const timer = setTimeout(() => {
-      response.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
+      jobResponse.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
       job.cancel('deadline');
     }, this.options.requestTimeoutMs);
     const onClose = () => {
-      if (response.isEnded) return;
-      response.abandon();
+      if (jobResponse.isEnded) return;
+      jobResponse.abandon();
       job.cancel('client_disconnected');
     };
-    context.res.once('close', onClose);
+    response.once('close', onClose);
 
     const error = await settled;
     clearTimeout(timer);
-    if (error) {
-      context.respond = true;
-      throw error;
-    }
+    if (error) throw error;
   }
 
   private checkModel(deployment: Deployment, model: string | undefined, endpoint: TextEndpoint): void {

@@ -3,11 +3,12 @@ import type { Deployment } from '../../control-plane/deployments/deployment.enti
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { authenticate } from './authenticate';
+import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { ImagesRoute, type MediaRouteOptions } from './media/images.route';
 import { RequestsRoute } from './media/requests.route';
 import { VideosRoute } from './media/videos.route';
 import { listModels, retrieveModel } from './models.route';
-import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
+import type { TextRouteOptions } from './text-completion.route';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -20,11 +21,10 @@ const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
 const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
 
 /**
- * The `/v1` surface. A plain match instead of a router table: this runs on every request
- * and there are few routes. Auth runs before the deployment lookup so a bad key is always 401.
+ * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
+ * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
 export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
-  const text = new TextCompletionRoute(controlPlane, options);
   const images = new ImagesRoute(controlPlane, options);
   const videos = new VideosRoute(controlPlane, options);
   const requests = new RequestsRoute(controlPlane);
@@ -37,15 +37,9 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
       await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
       throw new AppError('not_found', 'the shared endpoint is not enabled on this server');
     }
-    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
-    const deployment = await controlPlane.deploymentStore.findBySlug(match[1]);
-    if (!deployment || deployment.workspaceId !== key.workspaceId) {
-      throw new AppError('deployment_not_found', `no deployment endpoint at /d/${match[1]}/v1 for this API key`);
-    }
+    const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
     const rest = match[2];
     const method = context.method;
-    if (rest === '/chat/completions' && method === 'POST') return await text.handle(context, deployment, key, 'chat.completions');
-    if (rest === '/completions' && method === 'POST') return await text.handle(context, deployment, key, 'completions');
     if (rest === '/models' && method === 'GET') return json(context, listModels(deployment));
     if (rest.startsWith('/models/') && method === 'GET') return json(context, retrieveModel(deployment, decodeURIComponent(rest.slice(8))));
     if (method === 'POST') {
