@@ -18,6 +18,9 @@ const CHUNKS = Array.from({ length: 1_000 }, (_, index) => chunk(index));
 const LAST = Buffer.from('data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n');
 const USAGE = Buffer.from('data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32}}\n\n');
 const DONE = Buffer.from('data: [DONE]\n\n');
+/** A 1×1 PNG: image jobs measure the platform's queue and upload path, not rendering. */
+const PIXEL = '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4e00000000049454e44ae426082';
+const imagesBody = (count: number) => Buffer.from(JSON.stringify({ created: 1_700_000_000, data: Array.from({ length: count }, () => ({ b64_json: Buffer.from(PIXEL, 'hex').toString('base64') })) }));
 
 export function startUpstream(port = 0, host = '127.0.0.1'): Promise<{ url: string; server: http.Server }> {
   const server = http.createServer({ keepAliveTimeout: 120_000 }, (request, response) => {
@@ -30,6 +33,12 @@ export function startUpstream(port = 0, host = '127.0.0.1'): Promise<{ url: stri
         return;
       }
       const body = parts.length ? JSON.parse(Buffer.concat(parts).toString('utf8')) : {};
+      if (request.url?.startsWith('/v1/images/')) {
+        const images = imagesBody(Number(body.n) || 1);
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': images.length });
+        response.end(images);
+        return;
+      }
       if (!body.stream) {
         response.writeHead(200, { 'content-type': 'application/json', 'content-length': BODY.length });
         response.end(BODY);

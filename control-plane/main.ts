@@ -57,6 +57,8 @@ export interface ControlPlane {
   readonly retention: OutputRetention;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
+  /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
+  drainAgents(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -117,21 +119,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
   });
   replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
-  const deployments = new DeploymentService(deploymentStore, replicas, catalog);
+  const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
   const rateLimiter = await createRateLimiter(config, (apiKeyId, since) => usage.tokensSince(apiKeyId, since), logger.child({ component: 'rate-limits' }));
   lifecycle.add('rate limiter', () => rateLimiter.close?.());
-  const agentServer = new AgentServer({
-    host: config.grpcHost, port: config.grpcPort,
-    helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
-  }, dispatcher, replicas, logger.child({ component: 'agent-server' }));
-  const port = await agentServer.start();
-  lifecycle.add('agent server', () => agentServer.stop());
-  grpcAddress = `127.0.0.1:${port}`;
-  // Local agents are our children: SIGTERM drains them. Remote agents are not told to
-  // drain; their streams just end and they reconnect to the next control plane.
-
   const requestConfig = config.requests;
   const requestRecords = new RequestRecords(dataSource);
   const mediaJobs = new MediaJobs(requestRecords, dispatcher, destinations, events, {
@@ -141,7 +133,17 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     syncManagedRetentionMs: (storage.outputUrlTtlSeconds + 600) * 1000,
     progressWriteIntervalMs: 1_000,
   }, logger.child({ component: 'media-jobs' }));
-  const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, {
+  // Stops after the agent server: jobs whose streams it ends still write their outcome.
+  lifecycle.add('media jobs', () => mediaJobs.settle());
+  const agentServer = new AgentServer({
+    host: config.grpcHost, port: config.grpcPort,
+    helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
+  }, dispatcher, replicas, logger.child({ component: 'agent-server' }));
+  const port = await agentServer.start();
+  lifecycle.add('agent server', () => agentServer.stop());
+  grpcAddress = `127.0.0.1:${port}`;
+
+  const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, events, {
     leaseMs: requestConfig.leaseMs, sweepIntervalMs: requestConfig.sweepIntervalMs, queueTtlMs: requestConfig.queueTtlMs,
   }, logger.child({ component: 'request-scheduler' }));
   const requests = new RequestService(requestRecords, scheduler, mediaJobs, destinations, dispatcher, events, {
@@ -154,6 +156,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   retention.start();
   lifecycle.add('output retention', () => retention.stop());
 
+  // Local agents are our children: SIGTERM drains them. Remote agents are not told to
+  // drain; their streams just end and they reconnect to the next control plane.
   if (localProvider) lifecycle.add('local agents', () => localProvider.stopAll());
   await replicas.reconcile();
 
@@ -161,6 +165,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention,
+    drainAgents: async () => {
+      // No new claims while agents drain: queued work stays queued for the next server.
+      await scheduler.stop();
+      await localProvider?.stopAll();
+    },
     stop: () => lifecycle.stopAll(),
   };
 }

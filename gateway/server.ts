@@ -51,6 +51,8 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
       controlPlane: running, gateway, logger, embeddedDatabase: embedded !== null,
       stop() {
         stopping ??= (async () => {
+          // Agents first: their last jobs may still upload outputs through the gateway's file links.
+          await running.drainAgents();
           await gateway.stop();
           await running.stop();
           await dataSource!.destroy();

@@ -15,6 +15,13 @@ export interface CreateDeploymentInput {
   maxReplicas: number;
   autoscale: boolean;
   provider?: ProviderKind;
+  /** Image/video models: default output bucket (a verified storage credential); null or absent = Managed. */
+  storageCredentialId?: number | null;
+}
+
+/** Checks that a storage credential is a verified one of the workspace (422 otherwise). */
+export interface StorageCheck {
+  check(workspaceId: string, storageCredentialId: number | null): Promise<void>;
 }
 
 /** Upper bounds that keep a typo from renting a fleet. */
@@ -26,19 +33,25 @@ export class DeploymentService {
     private readonly store: DeploymentStore,
     private readonly replicas: ReplicaManager,
     private readonly catalog: Catalog,
+    private readonly storage: StorageCheck,
   ) {}
 
   /** Creates the deployment and places its minimum replicas; `joinToken` only for external ones. */
   async create(workspaceId: string, input: CreateDeploymentInput): Promise<{ deployment: Deployment; joinToken: string | null }> {
     const model = this.catalog.get(input.modelId);
     validateSettings(input);
+    const storageCredentialId = input.storageCredentialId ?? null;
+    if (storageCredentialId !== null && model.modality === 'text') {
+      throw new AppError('invalid_request', 'storageCredentialId applies to image and video models only', { param: 'storageCredentialId' });
+    }
+    await this.storage.check(workspaceId, storageCredentialId);
     const provider = input.provider ?? 'local';
     const joinToken = provider === 'external' ? newSecret('jt-') : null;
     const deployment = await this.store.insert(this.store.repository.create({
       id: newId('dep'), workspaceId, modelId: model.id, slug: slugFor(model.id), status: 'Creating',
       statusReason: provider === 'external' ? 'waiting for an agent to join with the deployment token' : 'placing replicas',
       priceCapPerHour: input.priceCapPerHour, minReplicas: input.minReplicas, maxReplicas: input.maxReplicas,
-      autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null,
+      autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
     }));
     await this.replicas.ensure(deployment);
     return { deployment, joinToken };

@@ -41,6 +41,8 @@ export class MediaJobListener implements JobListener {
   private readonly issuedKeys: Set<string>;
   private settling = false;
   private lastProgressWriteAt = 0;
+  /** The engine reported progress: the job started, so it is never put back in the queue. */
+  private started = false;
 
   constructor(
     private readonly record: RequestRecord,
@@ -61,6 +63,7 @@ export class MediaJobListener implements JobListener {
 
   onProgress(percent: number): void {
     if (this.settling) return;
+    this.started = true;
     const progress = Math.max(0, Math.min(99, Math.floor(percent)));
     this.record.progress = progress;
     this.dependencies.events.emit('requestUpdated', this.record);
@@ -76,6 +79,11 @@ export class MediaJobListener implements JobListener {
   }
 
   onFailed(failure: JobFailure): void {
+    if (failure.code === 'agent_draining' && !this.record.sync && !this.started && this.outputs.length === 0) {
+      // Refused by a draining agent before anything ran: back to the queue for another replica (or server).
+      this.settle(async () => (await this.dependencies.records.requeue(this.record.id)) ?? await this.fail('upstream_error', failure.message));
+      return;
+    }
     this.settle(() => this.fail(ERROR_CODES[failure.code] ?? 'upstream_error', failure.message || failure.code));
   }
 

@@ -64,6 +64,11 @@ export class MediaJobs {
     return [...this.running.keys()];
   }
 
+  /** Resolves once every job this server started has recorded its outcome (shutdown waits for it). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.running.values()].map((running) => running.listener.settled));
+  }
+
   /**
    * Dispatches a `running` record to `connection`, whose slot the caller reserved (released
    * here once the job is on the agent). Resolves when the record is terminal.

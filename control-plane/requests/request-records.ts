@@ -78,8 +78,8 @@ export class RequestRecords {
   async claim(deploymentId: string, options: ClaimOptions): Promise<RequestRecord | null> {
     const rows: Array<{ id: string }> = await this.dataSource.query(`
       UPDATE request_records SET status = 'running', started_at = clock_timestamp(), replica_id = $2, lease_owner = $3,
-        lease_expires_at = clock_timestamp() + $4 * interval '1 millisecond',
-        deadline_at = clock_timestamp() + (CASE WHEN modality = 'video' THEN $5 ELSE $6 END) * interval '1 millisecond'
+        lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
+        deadline_at = clock_timestamp() + (CASE WHEN modality = 'video' THEN $5::bigint ELSE $6::bigint END) * interval '1 millisecond'
       WHERE id = (SELECT id FROM request_records WHERE deployment_id = $1 AND status = 'queued'
                   ORDER BY queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
       RETURNING id`,
@@ -103,6 +103,17 @@ export class RequestRecords {
     });
   }
 
+  /**
+   * Puts a running record back in the queue: only for a job an agent refused before its
+   * engine saw it (the agent was draining), so it is not run twice by being run again.
+   */
+  async requeue(id: string): Promise<RequestRecord | null> {
+    const result = await this.repository.update({ id, status: 'running', sync: false }, {
+      status: 'queued', startedAt: null, replicaId: null, leaseOwner: null, leaseExpiresAt: null, deadlineAt: null, progress: 0,
+    });
+    return result.affected ? await this.find(id) : null;
+  }
+
   async setProgress(id: string, progress: number): Promise<void> {
     await this.repository.update({ id, status: 'running' }, { progress });
   }
@@ -111,7 +122,7 @@ export class RequestRecords {
   async renewLeases(owner: string, ids: string[], leaseMs: number): Promise<void> {
     if (ids.length === 0) return;
     await this.dataSource.query(
-      `UPDATE request_records SET lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+      `UPDATE request_records SET lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
        WHERE id = ANY($2) AND status = 'running' AND lease_owner = $1`, [owner, ids, leaseMs]);
   }
 
@@ -121,7 +132,7 @@ export class RequestRecords {
       SELECT id, CASE WHEN status = 'queued' THEN 'queue' WHEN deadline_at < clock_timestamp() THEN 'deadline' ELSE 'lease' END AS reason
       FROM request_records
       WHERE (status = 'running' AND (lease_expires_at < clock_timestamp() OR deadline_at < clock_timestamp()))
-         OR (status = 'queued' AND queued_at < clock_timestamp() - $1 * interval '1 millisecond')
+         OR (status = 'queued' AND queued_at < clock_timestamp() - $1::bigint * interval '1 millisecond')
       LIMIT $2`, [queueTtlMs, limit]);
     const pick = (reason: string) => rows.filter((row) => row.reason === reason).map((row) => row.id);
     return { leaseLost: pick('lease'), deadlinePassed: pick('deadline'), expiredInQueue: pick('queue') };

@@ -3,6 +3,7 @@ import { AppError } from '../errors/app-error';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { ClusterNotifier } from '../events/cluster-notifier';
+import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { MediaJobs, MediaOutcome } from './media-jobs';
 import type { RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
@@ -35,18 +36,24 @@ export class RequestScheduler {
     private readonly dispatcher: Dispatcher,
     private readonly jobs: MediaJobs,
     private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'instanceId'>,
+    private readonly events: ControlPlaneEvents,
     private readonly options: RequestSchedulerOptions,
     private readonly logger: Logger,
   ) {}
 
   start(): void {
     this.notifier.on('request-queued', (deploymentId) => this.queued(deploymentId, false));
+    // A record put back in the queue (refused by a draining agent) is claimable again.
+    this.events.on('requestUpdated', (record) => {
+      if (record.status === 'queued') this.queued(record.deploymentId, false);
+    });
     this.dispatcher.onCapacity((deploymentId) => this.wake(deploymentId));
     this.sweepTimer = setInterval(() => void this.sweep(), this.options.sweepIntervalMs);
     this.sweepTimer.unref();
     void this.sweep();
   }
 
+  /** Claims nothing more and stops sweeping (shutdown: before agents drain, so queued work stays queued). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);

@@ -5,8 +5,10 @@ import { buildSchemaSync, type ContainerType } from 'type-graphql';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
 import { CatalogResolver } from './resolvers/catalog.resolver';
 import { DeploymentResolver } from './resolvers/deployment.resolver';
+import { RequestResolver } from './resolvers/request.resolver';
+import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 
-export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver] as const;
+export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */
 export function buildGatewaySchema(options: { container?: ContainerType; pubSub?: PubSub } = {}): GraphQLSchema {

@@ -17,6 +17,8 @@ import type { GraphQLContext } from './graphql-context';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
 import { CatalogResolver } from './resolvers/catalog.resolver';
 import { DEPLOYMENT_UPDATED, DeploymentResolver } from './resolvers/deployment.resolver';
+import { REQUEST_UPDATED, RequestResolver } from './resolvers/request.resolver';
+import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -36,11 +38,18 @@ export class GraphQLServer {
       [CatalogResolver, new CatalogResolver(controlPlane)],
       [ApiKeyResolver, new ApiKeyResolver(controlPlane)],
       [DeploymentResolver, new DeploymentResolver(controlPlane, publicUrl)],
+      [StorageCredentialResolver, new StorageCredentialResolver(controlPlane)],
+      [RequestResolver, new RequestResolver(controlPlane)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
+    const forwardRequest = (record: unknown) => pubSub.publish(REQUEST_UPDATED, record as never);
     controlPlane.events.on('deploymentUpdated', forward);
-    this.unsubscribe = () => controlPlane.events.off('deploymentUpdated', forward);
+    controlPlane.events.on('requestUpdated', forwardRequest);
+    this.unsubscribe = () => {
+      controlPlane.events.off('deploymentUpdated', forward);
+      controlPlane.events.off('requestUpdated', forwardRequest);
+    };
 
     this.apollo = new ApolloServer<GraphQLContext>({
       schema,

@@ -4,7 +4,8 @@
  * of the CPU on this hot path, see PERF-NOTES.md) and response bytes are forwarded as they arrive.
  */
 import { Pool, type Dispatcher } from 'undici';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob } from './engine';
+import { generateOpenAiImages } from './openai-media';
 import { EngineFailure } from './engine-failure';
 import { EngineHealthProbe } from './engine-health-probe';
 import { prepareEngineRequest } from './engine-request';
@@ -66,6 +67,14 @@ export class OpenAiEngine implements Engine {
         new EngineCall(forwarder, sink, cancellation, promptText, this.url, resolve, reject),
       );
     });
+  }
+
+  /** Image jobs on the engine's OpenAI image endpoints (no progress: those APIs report none). */
+  async generateMedia(job: MediaJob, _progress: unknown, cancellation: JobCancellation): Promise<MediaFiles> {
+    return await generateOpenAiImages({
+      request: (options) => this.pool.request(options), basePath: this.basePath, headers: this.headers,
+      engineModel: this.options.engineModel, url: this.url,
+    }, job, cancellation);
   }
 
   async close(): Promise<void> {

@@ -58,9 +58,9 @@ export class DeploymentResolver {
   }
 
   private toType(deployment: Deployment): DeploymentType {
-    const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, createdAt, updatedAt } = deployment;
+    const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, storageCredentialId, createdAt, updatedAt } = deployment;
     return {
-      id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, createdAt, updatedAt,
+      id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, storageCredentialId, createdAt, updatedAt,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     };
   }

@@ -28,6 +28,8 @@ export class DeploymentType {
   @Field(() => Int) maxReplicas: number;
   @Field() autoscale: boolean;
   @Field({ description: 'local (agents on this host) or external (agents join with a token)' }) provider: string;
+  @Field(() => Int, { nullable: true, description: 'Image/video models: the default output bucket (a storage credential); null = Managed' })
+  storageCredentialId: number | null;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
 }
@@ -47,4 +49,6 @@ export class CreateDeploymentInput {
   @Field(() => Int, { defaultValue: 1 }) maxReplicas: number;
   @Field({ defaultValue: false }) autoscale: boolean;
   @Field({ defaultValue: 'local' }) provider: string;
+  @Field(() => Int, { nullable: true, description: 'Image/video models: a verified storage credential as the default output bucket' })
+  storageCredentialId?: number | null;
 }

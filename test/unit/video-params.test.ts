@@ -1,0 +1,34 @@
+import { Catalog } from '../../control-plane/catalog/catalog';
+import { AppError } from '../../control-plane/errors/app-error';
+import { FieldReader } from '../../control-plane/requests/field-reader';
+import { readVideoParams, snapDown32, snapFrameCount } from '../../control-plane/requests/video-params';
+
+const catalog = Catalog.load();
+const pinned = catalog.get('Wan-AI/Wan2.1-T2V-1.3B');
+const unpinned = catalog.get('Lightricks/LTX-Video');
+
+describe('video parameter rules', () => {
+  it.each([[1, 5], [4, 5], [5, 5], [6, 5], [7, 9], [8, 9], [20, 21], [48, 49], [80, 81], [119, 121], [120.5, 121]])('snaps %d frames to %d (4n+1, min 5)', (frames, snapped) => {
+    expect(snapFrameCount(frames)).toBe(snapped);
+  });
+
+  it.each([[720, 704], [1280, 1280], [481, 480], [31, 32], [64, 64]])('snaps %d px down to %d (multiple of 32, min 32)', (pixels, snapped) => {
+    expect(snapDown32(pixels)).toBe(snapped);
+  });
+
+  it('a pinned model accepts its native duration ±0.5 s and exactly its fps, and defaults fps to it', () => {
+    const ok = readVideoParams(new FieldReader({ prompt: 'x', seconds: '5.5', size: '832x480' }, true), pinned, 'videos', false);
+    expect(ok).toMatchObject({ fps: 16, frames: 81, width: 832, height: 480, seconds: '5.5' });
+    const tooLong = () => readVideoParams(new FieldReader({ prompt: 'x', seconds: '5.6', size: '832x480' }, true), pinned, 'videos', false);
+    expect(tooLong).toThrow(expect.objectContaining({ code: 'duration_mismatch' }) as unknown as AppError);
+    const wrongFps = () => readVideoParams(new FieldReader({ prompt: 'x', seconds: '5', size: '832x480', fps: '15' }, true), pinned, 'videos', false);
+    expect(wrongFps).toThrow(expect.objectContaining({ code: 'fps_mismatch' }) as unknown as AppError);
+  });
+
+  it('an unpinned model honours duration × fps; the JSON route snaps the resolution and defaults to 720x1280, 5 s, 24 fps', () => {
+    expect(readVideoParams(new FieldReader({ prompt: 'x', seconds: 3, size: '1280x720', fps: 30 }, false), unpinned, 'videos', false))
+      .toMatchObject({ width: 1280, height: 720, fps: 30, frames: 89 });
+    expect(readVideoParams(new FieldReader({ prompt: 'x' }, false), unpinned, 'videos/generations', false))
+      .toMatchObject({ width: 704, height: 1280, size: '720x1280', fps: 24, frames: 121, seconds: '5' });
+  });
+});
