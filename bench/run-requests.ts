@@ -51,8 +51,10 @@ async function main(): Promise<void> {
     const created = await graphql(baseUrl, key, `mutation { createDeployment(input: {modelId: "${MODEL}", priceCapPerHour: 2, minReplicas: ${values.replicas}, maxReplicas: ${values.replicas}}) { deployment { id slug } } }`);
     const deployment = created.createDeployment.deployment as { id: string; slug: string };
     const endpoint = `${baseUrl}/d/${deployment.slug}/v1`;
-    await until(async () => (await submit(endpoint, key)).status === 202, 60_000, 'the image deployment');
     await database.connect();
+    // Warm: the deployment's agents have joined once a job has gone all the way through.
+    const first = await submit(endpoint, key);
+    await until(async () => (await database.query(`SELECT status FROM request_records WHERE id = $1`, [first.id])).rows[0]?.status === 'succeeded', 60_000, 'a first job to succeed');
 
     console.log(`paced: ${values.rate} jobs/s for ${values.seconds} s`);
     const paced = await pacedPhase(endpoint, key, Number(values.rate), Number(values.seconds));
@@ -166,7 +168,7 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs: number,
 }
 
 function write(results: any): void {
-  const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;
+  const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}-${results.database.startsWith('embedded') ? 'embedded' : 'external'}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.writeFileSync(path.join(directory, `requests-${stamp}.json`), JSON.stringify(results, null, 2));
   const row = (name: string, stats: { p50: number; p90: number; p99: number; max: number; count: number }) => `| ${name} | ${stats.count} | ${stats.p50} | ${stats.p90} | ${stats.p99} | ${stats.max} |`;
