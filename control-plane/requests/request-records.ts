@@ -76,17 +76,28 @@ export class RequestRecords {
    * claimers (other servers, other replicas) each get a different row, never the same one.
    */
   async claim(deploymentId: string, options: ClaimOptions): Promise<RequestRecord | null> {
-    const rows: Array<{ id: string }> = await this.dataSource.query(`
+    const rows: Array<Record<string, unknown>> = await this.dataSource.query(`
       UPDATE request_records SET status = 'running', started_at = clock_timestamp(), replica_id = $2, lease_owner = $3,
         lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
         deadline_at = clock_timestamp() + (CASE WHEN modality = 'video' THEN $5::bigint ELSE $6::bigint END) * interval '1 millisecond'
       WHERE id = (SELECT id FROM request_records WHERE deployment_id = $1 AND status = 'queued'
                   ORDER BY queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
-      RETURNING id`,
+      RETURNING *`,
     [deploymentId, options.replicaId, options.leaseOwner, options.leaseMs,
       options.timeoutMs({ modality: 'video' }), options.timeoutMs({ modality: 'image' })]);
-    const [claimed] = Array.isArray(rows[0]) ? rows[0] : rows;
-    return claimed ? await this.find(claimed.id) : null;
+    const [claimed] = (Array.isArray(rows[0]) ? rows[0] : rows) as Array<Record<string, unknown>>;
+    return claimed ? this.fromRow(claimed) : null;
+  }
+
+  /** An entity from a raw `RETURNING *` row (column names and transformers from the entity's metadata). */
+  private fromRow(row: Record<string, unknown>): RequestRecord {
+    const record = this.repository.create();
+    for (const column of this.repository.metadata.columns) {
+      const value = row[column.databaseName];
+      const transformer = column.transformer as { from(value: unknown): unknown } | undefined;
+      (record as unknown as Record<string, unknown>)[column.propertyName] = transformer && !Array.isArray(transformer) ? transformer.from(value) : value;
+    }
+    return record;
   }
 
   /** Moves a record from one of `from` to a terminal status; null when it had already left `from`. */

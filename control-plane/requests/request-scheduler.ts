@@ -111,7 +111,11 @@ export class RequestScheduler {
       .catch((error) => this.logger.error({ err: error, deploymentId }, 'claiming queued requests failed'))
       .finally(() => {
         this.claiming.delete(deploymentId);
-        if (state.again) this.wake(deploymentId);
+        if (!state.again) return;
+        // Woken while claiming: the loop may have just found the queue empty and forgotten
+        // the deployment, so remember it again before looking once more.
+        this.pending.add(deploymentId);
+        this.wake(deploymentId);
       });
   }
 

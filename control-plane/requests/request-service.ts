@@ -61,11 +61,12 @@ export class RequestService {
   /** Queues the job (202); a repeated Idempotency-Key with the same request returns the first record. */
   async submit(submission: MediaSubmission): Promise<{ record: RequestRecord; created: boolean }> {
     await this.admit(submission);
-    if (await this.records.countQueued(submission.deployment.id) >= this.options.maxQueuedPerDeployment) {
+    const queued = await this.records.countQueued(submission.deployment.id);
+    if (queued >= this.options.maxQueuedPerDeployment) {
       throw new AppError('replica_saturated', `this deployment already has ${this.options.maxQueuedPerDeployment} queued requests; retry later`, { retryAfterSeconds: 30 });
     }
     const record = this.newRecord(submission, 'queued');
-    record.estimatedSeconds = await this.estimateSeconds(submission);
+    record.estimatedSeconds = this.estimateSeconds(submission, queued);
     await this.storeInputs(record, submission);
     const inserted = await this.insertOnce(record);
     if (!inserted.created) {
@@ -214,12 +215,11 @@ export class RequestService {
     }
   }
 
-  private async estimateSeconds(submission: MediaSubmission): Promise<number> {
+  private estimateSeconds(submission: MediaSubmission, ahead: number): number {
     const perJob = submission.model.jobSeconds ?? DEFAULT_JOB_SECONDS[submission.model.modality as 'image' | 'video'];
     const capacity = this.dispatcher.connections(submission.deployment.id)
       .filter((connection) => !connection.draining && !connection.closed)
       .reduce((sum, connection) => sum + connection.maxConcurrency, 0);
-    const ahead = await this.records.countQueued(submission.deployment.id);
     return Math.max(1, Math.ceil(perJob * (Math.floor(ahead / Math.max(1, capacity)) + 1)));
   }
 }

@@ -151,6 +151,22 @@ describe('output storage destinations', () => {
     expect((await fetch(url)).status).toBe(200);
   });
 
+  it('a bucket that refuses the upload gives 502 storage_upload_failed (sync) and a failed record (async)', async () => {
+    const doomed = await startS3rver([CUSTOMER_BUCKET]);
+    const created = await graphql(`mutation($input: CreateStorageCredentialInput!) { createStorageCredential(input: $input) { id } }`, {
+      input: { name: 'doomed', endpoint: doomed.endpoint, region: 'us-east-1', bucket: CUSTOMER_BUCKET, accessKeyId: S3RVER_ACCESS_KEY_ID, secretAccessKey: S3RVER_SECRET_ACCESS_KEY },
+    });
+    const id = created.data.createStorageCredential.id;
+    expect((await graphql('mutation($id: Int!) { verifyStorageCredential(id: $id) { status } }', { id })).data.verifyStorageCredential.status).toBe('verified');
+    await doomed.stop();
+    const sync = await client.post('/images/generations', { model: IMAGE_MODEL, prompt: 'nowhere to go', size: '512x512', storage_credential_id: id });
+    expect(sync.status).toBe(502);
+    expect(sync.body.error.code).toBe('storage_upload_failed');
+    const submitted = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'nowhere to go', size: '512x512', storage_credential_id: id });
+    const record = await client.waitForRecord(submitted.body.id);
+    expect(record).toMatchObject({ status: 'failed', error_code: 'storage_upload_failed', output_object_key: null });
+  });
+
   it('with STORAGE_PROVIDER=s3 the managed store is an S3 bucket: agents upload to presigned S3 URLs', async () => {
     const s3Managed = await startTestServer({
       controlPlane: {
