@@ -23,7 +23,7 @@ import { systemResolver } from './webhooks/webhook-url';
 import { createManagedObjectStore } from './storage/managed-object-store';
 import type { ObjectStore } from './storage/object-store';
 import { StorageCredentialService } from './storage/storage-credential.service';
-import { resolveStorageKey } from './storage/storage-keys';
+import { resolveServerKey } from './server-keys';
 import { createRateLimiter } from './rate-limits/create-rate-limiter';
 import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import { ReplicaManager } from './replicas/replica-manager';
@@ -108,12 +108,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
 
   const publicUrl = new PublicUrl();
   const storage = config.storage;
+  const secretsKey = resolveServerKey(config.secretsEncryptionKey, 'SECRETS_ENCRYPTION_KEY', config.dataDir, 'secrets-encryption.key');
   const managedStore = createManagedObjectStore(storage, {
     dataDir: config.dataDir, publicUrl: () => publicUrl.get(),
-    signingKey: resolveStorageKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key'),
+    signingKey: resolveServerKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key'),
   });
   const storageCredentials = new StorageCredentialService(dataSource, {
-    encryptionKey: resolveStorageKey(storage.storageEncryptionKey, 'STORAGE_ENCRYPTION_KEY', config.dataDir, 'storage-encryption.key'),
+    encryptionKey: secretsKey,
   });
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,

@@ -28,6 +28,8 @@ const shape = {
   defaultTpdLimit: intField(1).default(1_000_000),
   /** Usage records are written in batches at most this far apart. @default 250 */
   usageFlushIntervalMs: intField(1).default(250),
+  /** AES-256-GCM key sealing secrets the platform must read back (customers' bucket secrets, webhook signing secrets); 64 hex characters or base64 of 32 bytes. Unset: `<dataDir>/secrets-encryption.key`, created once. */
+  secretsEncryptionKey: z.string().optional(),
   /** Redis shared by every server instance for rate limits; unset keeps limits in this process. */
   redisUrl: z.string().url().optional(),
   /** Prefix of every Redis key the server writes (several installations can share one Redis). @default inference: */
@@ -53,7 +55,7 @@ const names = {
   grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
   defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
-  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
+  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
 } as const;

@@ -28,8 +28,6 @@ const shape = {
     .transform(normalizeKeyPrefix),
   /** HMAC key of local-store links, 64 hex characters or base64 of 32 bytes; shared by every instance. Unset: `<dataDir>/storage-signing.key`, created once. */
   storageSigningKey: z.string().optional(),
-  /** AES-256-GCM key sealing customer bucket secrets, same formats. Unset: `<dataDir>/storage-encryption.key`, created once. Losing it loses every stored secret. */
-  storageEncryptionKey: z.string().optional(),
   /** Lifetime of links to managed outputs (SPEC: about 1 hour). @default 3600 */
   outputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(3600),
   /** Lifetime of links to outputs in a customer bucket (SPEC: about 7 days; SigV4's maximum). @default 604800 */
@@ -43,7 +41,7 @@ const shape = {
 const names = {
   storageProvider: 'STORAGE_PROVIDER', outputBucket: 'OUTPUT_BUCKET', s3Endpoint: 'S3_ENDPOINT', s3Region: 'S3_REGION',
   s3AccessKeyId: 'S3_ACCESS_KEY_ID', s3SecretAccessKey: 'S3_SECRET_ACCESS_KEY', s3ForcePathStyle: 'S3_FORCE_PATH_STYLE',
-  s3KeyPrefix: 'S3_KEY_PREFIX', storageSigningKey: 'STORAGE_SIGNING_KEY', storageEncryptionKey: 'STORAGE_ENCRYPTION_KEY',
+  s3KeyPrefix: 'S3_KEY_PREFIX', storageSigningKey: 'STORAGE_SIGNING_KEY',
   outputUrlTtlSeconds: 'OUTPUT_URL_TTL_SECONDS', customerOutputUrlTtlSeconds: 'CUSTOMER_OUTPUT_URL_TTL_SECONDS',
   uploadUrlTtlSeconds: 'UPLOAD_URL_TTL_SECONDS', maxUploadBytes: 'MAX_UPLOAD_BYTES',
 } as const;

@@ -4,7 +4,7 @@ import { IsNull } from 'typeorm';
 import { AppError } from '../errors/app-error';
 import type { ObjectStore } from './object-store';
 import { describeS3Error, S3ObjectStore, type S3ObjectStoreOptions } from './s3-object-store';
-import { SecretBox } from './secret-box';
+import { SecretBox } from '../secret-box';
 import { validateStorageCredentialInput, type StorageCredentialInput } from './storage-credential-input';
 import { StorageCredential } from './storage-credential.entity';
 

@@ -6,7 +6,7 @@ import { LocalObjectStore } from '../../control-plane/storage/local-object-store
 import { createManagedObjectStore } from '../../control-plane/storage/managed-object-store';
 import { S3ObjectStore } from '../../control-plane/storage/s3-object-store';
 import { loadStorageConfig } from '../../control-plane/storage/storage-config';
-import { resolveStorageKey } from '../../control-plane/storage/storage-keys';
+import { resolveServerKey } from '../../control-plane/server-keys';
 
 describe('storage configuration', () => {
   let dataDir: string;
@@ -36,16 +36,16 @@ describe('storage configuration', () => {
 
   it('takes keys from env as hex or base64, else creates one file per key and reuses it', () => {
     const key = randomBytes(32);
-    expect(resolveStorageKey(key.toString('hex'), 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key').equals(key)).toBe(true);
-    expect(resolveStorageKey(key.toString('base64'), 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key').equals(key)).toBe(true);
-    expect(() => resolveStorageKey('too-short', 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key')).toThrow('STORAGE_SIGNING_KEY must be 32 bytes');
+    expect(resolveServerKey(key.toString('hex'), 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key').equals(key)).toBe(true);
+    expect(resolveServerKey(key.toString('base64'), 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key').equals(key)).toBe(true);
+    expect(() => resolveServerKey('too-short', 'STORAGE_SIGNING_KEY', dataDir, 'storage-signing.key')).toThrow('STORAGE_SIGNING_KEY must be 32 bytes');
     expect(fs.existsSync(path.join(dataDir, 'storage-signing.key'))).toBe(false);
 
-    const created = resolveStorageKey(undefined, 'STORAGE_ENCRYPTION_KEY', dataDir, 'storage-encryption.key');
-    const file = path.join(dataDir, 'storage-encryption.key');
+    const created = resolveServerKey(undefined, 'SECRETS_ENCRYPTION_KEY', dataDir, 'secrets-encryption.key');
+    const file = path.join(dataDir, 'secrets-encryption.key');
     expect(created.length).toBe(32);
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
-    expect(resolveStorageKey(undefined, 'STORAGE_ENCRYPTION_KEY', dataDir, 'storage-encryption.key').equals(created)).toBe(true);
+    expect(resolveServerKey(undefined, 'SECRETS_ENCRYPTION_KEY', dataDir, 'secrets-encryption.key').equals(created)).toBe(true);
   });
 
   it('builds the managed store the provider names', () => {

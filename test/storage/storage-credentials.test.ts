@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { SecretBox } from '../../control-plane/storage/secret-box';
+import { SecretBox } from '../../control-plane/secret-box';
 import { StorageCredentialService } from '../../control-plane/storage/storage-credential.service';
 import type { StorageCredentialInput } from '../../control-plane/storage/storage-credential-input';
 import { CUSTOMER_BUCKET as BUCKET, startCredentialFixture, type CredentialFixture } from './credential-fixture';

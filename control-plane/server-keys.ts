@@ -5,11 +5,11 @@ import path from 'node:path';
 const KEY_BYTES = 32;
 
 /**
- * A 32-byte key from its env value (64 hex characters, or base64 of 32 bytes), or, when unset,
+ * A 32-byte server key (link signing, secret sealing) from its env value (64 hex characters, or base64 of 32 bytes), or, when unset,
  * from `<dataDir>/<fileName>`, generated on first start. The file keeps a single embedded server's
  * links and sealed secrets valid across restarts; several instances must share the env value.
  */
-export function resolveStorageKey(value: string | undefined, envName: string, dataDir: string, fileName: string): Buffer {
+export function resolveServerKey(value: string | undefined, envName: string, dataDir: string, fileName: string): Buffer {
   if (value) return parseKey(value, envName);
   const file = path.resolve(dataDir, fileName);
   try {
