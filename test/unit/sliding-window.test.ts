@@ -27,3 +27,17 @@ describe('SlidingWindowLog', () => {
     expect(window.tryAcquire(3, 5).remaining).toBe(2);
   });
 });
+
+describe('SlidingWindowLog memory', () => {
+  it('holds as many slots as requests in the window, not as many as the limit allows', () => {
+    const window = new SlidingWindowLog(10_000_000, 60_000);
+    for (let index = 0; index < 100; index++) expect(window.tryAcquire(index, 10_000_000).allowed).toBe(true);
+    expect((window as unknown as { times: Float64Array }).times.length).toBe(128);
+    // Exactness survives growth and a lower limit: the 40 most recent (at 60…99 ms) are kept,
+    // so nothing is admitted until the one at 60 ms leaves the window at 60 060 ms.
+    expect(window.tryAcquire(200, 40).allowed).toBe(false);
+    expect(window.tryAcquire(60_059, 40).allowed).toBe(false);
+    expect(window.tryAcquire(60_060, 40).allowed).toBe(true);
+    expect(window.tryAcquire(60_060, 40).allowed).toBe(false);
+  });
+});
