@@ -19,7 +19,8 @@ import { OutputRetention } from './requests/output-retention';
 import { RequestRecords } from './requests/request-records';
 import { RequestScheduler } from './requests/request-scheduler';
 import { RequestService } from './requests/request-service';
-import { systemResolver } from './webhooks/webhook-url';
+import { SecretBox } from './secret-box';
+import { startWebhooks, type Webhooks } from './webhooks/start-webhooks';
 import { createManagedObjectStore } from './storage/managed-object-store';
 import type { ObjectStore } from './storage/object-store';
 import { StorageCredentialService } from './storage/storage-credential.service';
@@ -55,6 +56,7 @@ export interface ControlPlane {
   readonly requestRecords: RequestRecords;
   readonly requests: RequestService;
   readonly retention: OutputRetention;
+  readonly webhooks: Webhooks;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
@@ -116,6 +118,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const storageCredentials = new StorageCredentialService(dataSource, {
     encryptionKey: secretsKey,
   });
+  const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }));
+  lifecycle.add('webhook delivery', () => webhooks.loop.stop());
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
   });
@@ -127,6 +131,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('rate limiter', () => rateLimiter.close?.());
   const requestConfig = config.requests;
   const requestRecords = new RequestRecords(dataSource);
+  requestRecords.onTerminal(webhooks.outbox.onRequestTerminal);
   const mediaJobs = new MediaJobs(requestRecords, dispatcher, destinations, events, {
     imageTimeoutMs: requestConfig.imageTimeoutMs, videoTimeoutMs: requestConfig.videoTimeoutMs,
     managedRetentionMs: requestConfig.managedRetentionDays * 86_400_000,
@@ -149,7 +154,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, logger.child({ component: 'request-scheduler' }));
   const requests = new RequestService(requestRecords, scheduler, mediaJobs, destinations, dispatcher, events, {
     idempotencyTtlMs: requestConfig.idempotencyTtlHours * 3_600_000, maxQueuedPerDeployment: requestConfig.maxQueuedPerDeployment,
-    webhookUrls: { resolve: systemResolver, allowInsecureLoopback: requestConfig.webhookAllowInsecureLoopback },
+    webhookUrls: webhooks.urlPolicy,
   }, logger.child({ component: 'requests' }));
   const retention = new OutputRetention(dataSource, destinations, { intervalMs: requestConfig.retentionIntervalMs }, logger.child({ component: 'retention' }));
   scheduler.start();
@@ -165,7 +170,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   return {
     config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
-    publicUrl, managedStore, storageCredentials, requestRecords, requests, retention,
+    publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

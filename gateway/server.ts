@@ -31,6 +31,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     ...defaults, ...overrides,
     storage: { ...defaults.storage, ...overrides.storage },
     requests: { ...defaults.requests, ...overrides.requests },
+    webhooks: { ...defaults.webhooks, ...overrides.webhooks },
   };
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { PROJECT_ROOT } from '../project-root';
 import { loadRequestConfig, type RequestConfig } from '../requests/request-config';
 import { loadStorageConfig, type StorageConfig } from '../storage/storage-config';
+import { loadWebhookConfig, type WebhookConfig } from '../webhooks/webhook-config';
 import { boolField, intField, loadEnv } from './env-fields';
 
 const shape = {
@@ -65,6 +66,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   storage: StorageConfig;
   /** Image/video request records. */
   requests: RequestConfig;
+  /** Webhook delivery. */
+  webhooks: WebhookConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -77,14 +80,15 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
 
 /** Every control-plane setting, each concern validated by its own loader. */
 export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
-  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env) };
+  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env) };
 }
 
 /** The compiled agent; tests and `npm start` build it first. */
 export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
+  webhooks?: Partial<WebhookConfig>;
 };

@@ -3,10 +3,23 @@ import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 
-/** What changed somewhere in the cluster: an API key (by hash, or `*` for all), a deployment (by id), or a deployment got queued work. */
-export type ClusterTopic = 'api-key' | 'deployment' | 'request-queued';
+/**
+ * What changed somewhere in the cluster: an API key (by hash, or `*` for all), a deployment
+ * (by id), a deployment got queued work, webhook deliveries are due, a delivery attempt was
+ * logged (by id, for subscribers on every server).
+ */
+export type ClusterTopic = 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt';
 
-const CHANNEL = 'platform_cluster';
+export const CLUSTER_CHANNEL = 'platform_cluster';
+const CHANNEL = CLUSTER_CHANNEL;
+
+/**
+ * A notification sent from inside a transaction with `SELECT pg_notify(CLUSTER_CHANNEL, …)`
+ * (delivered on commit, to every server including the sender's).
+ */
+export function clusterMessage(topic: ClusterTopic, payload = ''): string {
+  return `tx|${topic}|${payload}`;
+}
 
 export interface ClusterNotifierOptions {
   /** Delay before the listening connection is re-established after it broke. @default 1000 */

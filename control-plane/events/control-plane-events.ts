@@ -1,11 +1,14 @@
 import { EventEmitter } from 'node:events';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { RequestRecord } from '../requests/request-record.entity';
+import type { WebhookAttempt } from '../webhooks/webhook.entities';
 
 interface EventMap {
   deploymentUpdated: [Deployment];
   /** A request record changed status or progress (on this server). */
   requestUpdated: [RequestRecord];
+  /** A webhook delivery attempt was logged (on any server: relayed by the cluster notifier). */
+  webhookAttemptLogged: [WebhookAttempt];
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolField, intField, loadEnv } from '../config/env-fields';
+import { intField, loadEnv } from '../config/env-fields';
 
 const shape = {
   /** A running job's server renews its claim within this; a server that stops renewing loses its jobs (`pod_crash`). @default 30000 */
@@ -24,8 +24,6 @@ const shape = {
   maxQueuedPerDeployment: intField(1).default(1_000),
   /** Largest multipart body (image edits, videos with a reference image). @default 52428800 (50 MiB) */
   maxMediaBodyBytes: intField(1024).default(50 * 1024 * 1024),
-  /** Development and tests only: accept plain-HTTP webhook receivers on loopback. @default false */
-  webhookAllowInsecureLoopback: boolField().default(false),
 };
 
 const names = {
@@ -33,7 +31,7 @@ const names = {
   imageTimeoutMs: 'IMAGE_JOB_TIMEOUT_MS', videoTimeoutMs: 'VIDEO_JOB_TIMEOUT_MS', syncImageBudgetMs: 'SYNC_IMAGE_BUDGET_MS',
   managedRetentionDays: 'MANAGED_RETENTION_DAYS', retentionIntervalMs: 'RETENTION_INTERVAL_MS',
   idempotencyTtlHours: 'IDEMPOTENCY_TTL_HOURS', maxQueuedPerDeployment: 'MAX_QUEUED_PER_DEPLOYMENT',
-  maxMediaBodyBytes: 'MAX_MEDIA_BODY_BYTES', webhookAllowInsecureLoopback: 'WEBHOOK_ALLOW_INSECURE_LOOPBACK',
+  maxMediaBodyBytes: 'MAX_MEDIA_BODY_BYTES',
 } as const;
 
 export type RequestConfig = ReturnType<typeof loadRequestConfig>;

@@ -7,8 +7,9 @@ import { CatalogResolver } from './resolvers/catalog.resolver';
 import { DeploymentResolver } from './resolvers/deployment.resolver';
 import { RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
+import { WebhookResolver } from './resolvers/webhook.resolver';
 
-export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver] as const;
+export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */
 export function buildGatewaySchema(options: { container?: ContainerType; pubSub?: PubSub } = {}): GraphQLSchema {

@@ -19,6 +19,7 @@ import { CatalogResolver } from './resolvers/catalog.resolver';
 import { DEPLOYMENT_UPDATED, DeploymentResolver } from './resolvers/deployment.resolver';
 import { REQUEST_UPDATED, RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
+import { WEBHOOK_ATTEMPT_LOGGED, WebhookResolver } from './resolvers/webhook.resolver';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -40,15 +41,19 @@ export class GraphQLServer {
       [DeploymentResolver, new DeploymentResolver(controlPlane, publicUrl)],
       [StorageCredentialResolver, new StorageCredentialResolver(controlPlane)],
       [RequestResolver, new RequestResolver(controlPlane)],
+      [WebhookResolver, new WebhookResolver(controlPlane)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
     const forwardRequest = (record: unknown) => pubSub.publish(REQUEST_UPDATED, record as never);
+    const forwardAttempt = (attempt: unknown) => pubSub.publish(WEBHOOK_ATTEMPT_LOGGED, attempt as never);
     controlPlane.events.on('deploymentUpdated', forward);
     controlPlane.events.on('requestUpdated', forwardRequest);
+    controlPlane.events.on('webhookAttemptLogged', forwardAttempt);
     this.unsubscribe = () => {
       controlPlane.events.off('deploymentUpdated', forward);
       controlPlane.events.off('requestUpdated', forwardRequest);
+      controlPlane.events.off('webhookAttemptLogged', forwardAttempt);
     };
 
     this.apollo = new ApolloServer<GraphQLContext>({

@@ -1,0 +1,58 @@
+import { IsNull, type EntityManager } from 'typeorm';
+import { CLUSTER_CHANNEL, clusterMessage } from '../events/cluster-notifier';
+import { newId } from '../ids';
+import type { RequestRecord, RequestStatus } from '../requests/request-record.entity';
+import { WebhookDelivery, WebhookEndpoint, WebhookEvent, type WebhookEventType } from './webhook.entities';
+
+const EVENT_TYPES: Partial<Record<RequestStatus, WebhookEventType>> = {
+  succeeded: 'request.completed',
+  failed: 'request.failed',
+  canceled: 'request.canceled',
+};
+
+/**
+ * Writes webhook events and their deliveries in the transaction of the state change that
+ * causes them (a transactional outbox): a record is terminal if and only if its event exists,
+ * whatever crashes afterwards. Bodies carry object keys, never links (links expire; fetch the
+ * record for fresh ones).
+ */
+export class WebhookOutbox {
+  /** The terminal hook of request records (RequestRecords.onTerminal). */
+  readonly onRequestTerminal = async (manager: EntityManager, record: RequestRecord): Promise<void> => {
+    const type = EVENT_TYPES[record.status];
+    if (!type) return;
+    const endpoints = await manager.find(WebhookEndpoint, { where: { workspaceId: record.workspaceId, enabled: true, deletedAt: IsNull() } });
+    const targets: Array<Pick<WebhookDelivery, 'target' | 'endpointId' | 'url'>> = endpoints.map((endpoint) => ({ target: 'endpoint', endpointId: endpoint.id, url: endpoint.url }));
+    if (record.webhookUrl) targets.push({ target: 'request_url', endpointId: null, url: record.webhookUrl });
+    if (targets.length === 0) return;
+    await this.enqueue(manager, record.workspaceId, type, record.id, {
+      id: record.id, status: record.status, modality: record.modality,
+      output_object_key: record.outputObjectKey, error_code: record.errorCode, error_message: record.errorMessage,
+    }, targets);
+  };
+
+  /** A `webhook.test` event to one endpoint (enabled or not); it never counts toward auto-disable. */
+  async enqueueTest(manager: EntityManager, endpoint: WebhookEndpoint): Promise<WebhookDelivery> {
+    const [delivery] = await this.enqueue(manager, endpoint.workspaceId, 'webhook.test', null, {
+      endpoint_id: endpoint.id, message: 'a test delivery from the console; no request is involved',
+    }, [{ target: 'test', endpointId: endpoint.id, url: endpoint.url }]);
+    return delivery;
+  }
+
+  private async enqueue(
+    manager: EntityManager, workspaceId: string, type: WebhookEventType, requestId: string | null,
+    data: Record<string, unknown>, targets: Array<Pick<WebhookDelivery, 'target' | 'endpointId' | 'url'>>,
+  ): Promise<WebhookDelivery[]> {
+    const eventId = newId('evt');
+    const now = new Date();
+    await manager.insert(WebhookEvent, { id: eventId, workspaceId, type, requestId, body: JSON.stringify({ id: eventId, type, data }), createdAt: now });
+    const deliveries = targets.map((target) => manager.create(WebhookDelivery, {
+      id: newId('whd'), eventId, workspaceId, ...target, status: 'pending', attempts: 0, nextAttemptAt: now,
+      leaseExpiresAt: null, lastStatusCode: null, lastError: null, createdAt: now, completedAt: null,
+    }));
+    await manager.insert(WebhookDelivery, deliveries);
+    // Inside the transaction: every server's delivery loop wakes when (and only if) it commits.
+    await manager.query('SELECT pg_notify($1, $2)', [CLUSTER_CHANNEL, clusterMessage('webhook-due')]);
+    return deliveries;
+  }
+}
