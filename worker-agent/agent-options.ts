@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
+import { llamaCppOptionFields } from './engines/llama-cpp-options';
 import { parseGpuList } from './gpu-inventory';
 import { describe, integerOption, loadOptionFields, optionField, OptionsError, type OptionsOf } from './option-fields';
 
@@ -21,8 +22,8 @@ export const agentOptionFields = {
   agentId: optionField(
     z.string().regex(/^[\w.-]{1,128}$/, 'letters, digits, "_", "." and "-" only').default(() => `agt_${randomBytes(8).toString('hex')}`),
     'WORKER_AGENT_ID', 'agent-id'),
-  /** Engine adapter: the built-in `cpu` engine or an `openai`-compatible HTTP engine. @default cpu */
-  engineKind: optionField(z.enum(['cpu', 'openai']).default('cpu'), 'WORKER_ENGINE', 'engine'),
+  /** Engine adapter: the built-in `cpu` engine, an `openai`-compatible HTTP engine, or `llama-cpp` (a GGUF file on the CPU). @default cpu */
+  engineKind: optionField(z.enum(['cpu', 'openai', 'llama-cpp']).default('cpu'), 'WORKER_ENGINE', 'engine'),
   /** Engine base URL, with or without `/v1` (e.g. http://gpu-host:8000). Required for `openai`. */
   engineUrl: optionField(z.url({ protocol: /^https?$/ }).optional(), 'WORKER_ENGINE_URL', 'engine-url'),
   /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). @default the job's model */
@@ -48,6 +49,7 @@ export const agentOptionFields = {
   /** pino log level; logs go to stderr as JSON lines. @default info */
   logLevel: optionField(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'WORKER_LOG_LEVEL', 'log-level'),
   ...cpuEngineOptionFields,
+  ...llamaCppOptionFields,
 };
 
 export type AgentOptions = OptionsOf<typeof agentOptionFields>;
@@ -57,6 +59,9 @@ export function loadAgentOptions(argv: readonly string[], env: NodeJS.ProcessEnv
   const options = loadOptionFields('worker agent', agentOptionFields, argv, env);
   if (options.engineKind === 'openai' && !options.engineUrl) {
     throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.engineUrl)} is required with --engine openai`);
+  }
+  if (options.engineKind === 'llama-cpp' && !options.llamaModelPath) {
+    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.llamaModelPath)} is required with --engine llama-cpp`);
   }
   if (options.reconnectMaxMs < options.reconnectInitialMs) {
     throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.reconnectMaxMs)} must be >= ${describe(agentOptionFields.reconnectInitialMs)}`);

@@ -1,16 +1,19 @@
 /**
  * Worker agent entry point: `node dist/worker-agent/main.js --control-plane host:port
- * --join-token X [--engine cpu|openai --engine-url URL]`. Only composes; exit codes: 0 after a
- * drain, 1 on an unexpected error, 2 on bad options or a Reject that retrying cannot fix.
+ * --join-token X [--engine cpu|openai|llama-cpp --engine-url URL --model-path FILE]`. Only
+ * composes; exit codes: 0 after a drain, 1 on an unexpected error, 2 on bad options or a
+ * Reject that retrying cannot fix, 3 when the engine cannot start (e.g. a model that does not load).
  */
 import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
 import { AgentSession } from './agent-session';
 import { readAgentVersion } from './agent-version';
 import { createEngine } from './engines/create-engine';
+import { EngineStartError } from './engines/engine-start-error';
 import { OptionsError } from './option-fields';
 
 const EXIT_BAD_CONFIG = 2;
+const EXIT_ENGINE_START_FAILED = 3;
 const EXIT_FORCED = 130;
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -28,10 +31,18 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
   // Synchronous so the last lines reach stderr before process.exit.
   const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId } }, pino.destination({ dest: 2, sync: true }));
-  const engine = createEngine(options);
-  await engine.start();
-  // The CPU engine uses no GPU, so a GPU box running it for tests must not advertise its GPUs.
-  const gpus = engine.kind === 'cpu' ? [] : options.gpus;
+  const engine = createEngine(options, logger);
+  try {
+    await engine.start();
+  } catch (error) {
+    if (!(error instanceof EngineStartError)) throw error;
+    // One plain line, last: the local provider shows an agent's last line on its replica.
+    logger.error({ err: error }, 'engine failed to start');
+    process.stderr.write(`worker agent: engine ${engine.kind} failed to start: ${error.message}\n`);
+    return EXIT_ENGINE_START_FAILED;
+  }
+  // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
+  const gpus = engine.kind === 'cpu' || engine.kind === 'llama-cpp' ? [] : options.gpus;
   const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {

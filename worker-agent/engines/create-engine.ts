@@ -1,11 +1,15 @@
+import type { AgentLogger } from '../agent-logger';
+import { silentLogger } from '../agent-logger';
 import type { AgentOptions } from '../agent-options';
 import { cpuEngineOptionsFrom } from './cpu-engine-options';
 import { CpuEngine } from './cpu-engine';
 import type { Engine } from './engine';
+import { LlamaCppEngine } from './llama-cpp-engine';
+import { defaultLlamaThreads } from './llama-cpp-options';
 import { OpenAiEngine } from './openai-engine';
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
-export function createEngine(options: AgentOptions): Engine {
+export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {
   if (options.engineKind === 'openai') {
     return new OpenAiEngine({
       // loadAgentOptions guarantees the URL for the openai engine.
@@ -16,6 +20,16 @@ export function createEngine(options: AgentOptions): Engine {
       connectTimeoutMs: options.engineConnectTimeoutMs,
       healthIntervalMs: options.engineHealthIntervalMs,
     });
+  }
+  if (options.engineKind === 'llama-cpp') {
+    return new LlamaCppEngine({
+      // loadAgentOptions guarantees the model path for the llama-cpp engine.
+      modelPath: options.llamaModelPath as string,
+      threads: options.llamaThreads ?? defaultLlamaThreads(),
+      contextSize: options.llamaContextSize,
+      parallel: options.llamaParallel,
+      engineModel: options.engineModel,
+    }, logger);
   }
   return new CpuEngine(cpuEngineOptionsFrom(options), options.engineModel);
 }

@@ -1,0 +1,128 @@
+/**
+ * The compiled agent with `--engine llama-cpp` on a tiny GGUF model written at test time,
+ * against an in-test control plane over real gRPC: Hello, real generation, cancellation, and
+ * clear failures for model files that do not load.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FakeControlPlane, type FakeAgentStream } from '../worker-agent/support/fake-control-plane';
+import { tinyGguf, writeTinyGguf } from '../../worker-agent/llama/tiny-gguf';
+import { withU32 } from './support/tiny-model';
+
+const AGENT_ENTRY = path.resolve(__dirname, '../../dist/worker-agent/main.js');
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-agent-test-'));
+const modelPath = writeTinyGguf(path.join(directory, 'tiny.gguf'), { contextLength: 4096 });
+const disposables: Array<() => Promise<unknown>> = [];
+
+afterEach(async () => {
+  for (const dispose of disposables.splice(0).reverse()) await dispose();
+});
+
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }));
+
+beforeAll(() => {
+  if (!fs.existsSync(AGENT_ENTRY)) throw new Error(`${AGENT_ENTRY} is missing: run npx tsc -p tsconfig.json first`);
+});
+
+function spawnAgent(env: Record<string, string>) {
+  const child = spawn(process.execPath, [AGENT_ENTRY], {
+    env: {
+      PATH: process.env.PATH ?? '', WORKER_LOG_LEVEL: 'warn', WORKER_JOIN_TOKEN: 'jt', WORKER_ENGINE: 'llama-cpp',
+      WORKER_LLAMA_THREADS: '1', WORKER_LLAMA_CONTEXT_SIZE: '2048', WORKER_LLAMA_PARALLEL: '2', ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (data: Buffer) => { stderr += data.toString(); });
+  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
+  disposables.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  return { child, exited, stderr: () => stderr, lastLine: () => stderr.trim().split('\n').pop() ?? '' };
+}
+
+async function connectedAgent(): Promise<FakeAgentStream> {
+  const plane = await FakeControlPlane.start();
+  disposables.push(() => plane.close());
+  spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_LLAMA_MODEL_PATH: modelPath });
+  return await plane.stream(0, 15_000);
+}
+
+function assign(jobId: string, body: Record<string, unknown>, kind: 'JOB_KIND_CHAT_COMPLETION' | 'JOB_KIND_COMPLETION' = 'JOB_KIND_CHAT_COMPLETION') {
+  return {
+    assign: {
+      jobId, kind, deadlineUnixMs: Date.now() + 30_000, includeUsage: false, model: 'local/tiny',
+      stream: body.stream === true, body: Buffer.from(JSON.stringify(body)),
+    },
+  };
+}
+
+describe('worker agent with the llama-cpp engine', () => {
+  it('says Hello as llama-cpp with its version and no GPUs, and generates real tokens', async () => {
+    const stream = await connectedAgent();
+    expect(stream.hello).toMatchObject({ engine: { kind: 'llama-cpp', version: expect.stringMatching(/^node-llama-cpp 3\.22\.1 \(llama\.cpp \S+\)$/) }, gpus: [] });
+    stream.send(assign('job_plain', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 12, temperature: 0 }));
+    const terminal = await stream.terminal('job_plain', 10_000);
+    const output = stream.eventsOf('job_plain').find((event) => event.output)!.output!;
+    const body = JSON.parse(output.data.toString('utf8'));
+    expect(body).toMatchObject({ object: 'chat.completion', model: 'local/tiny', choices: [{ index: 0, finish_reason: 'length', message: { role: 'assistant' } }] });
+    expect(body.choices[0].message.content).toHaveLength(12);
+    // BOS + "<|im_start|>" + "user\nHi" + "<|im_end|>" + "\n" + "<|im_start|>" + "assistant\n": bytes plus four control tokens.
+    expect(body.usage).toEqual({ prompt_tokens: 1 + 1 + 7 + 1 + 1 + 1 + 10, completion_tokens: 12, total_tokens: 34 });
+    expect(terminal.completed?.usage).toEqual({ promptTokens: 22, completionTokens: 12, totalTokens: 34 });
+  });
+
+  it('stops generating at once when the job is canceled, and reports the tokens it made', async () => {
+    const stream = await connectedAgent();
+    stream.send(assign('job_long', { messages: [{ role: 'user', content: 'go on' }], max_tokens: 2000, stream: true }));
+    await stream.until(() => stream.chunkText('job_long').split('"content"').length > 5);
+    stream.send({ cancel: { jobId: 'job_long', reason: 'client went away' } });
+    const canceled = await stream.terminal('job_long');
+    expect(canceled.failed?.code).toBe('canceled');
+    const generated = canceled.failed!.usage!.completionTokens;
+    expect(generated).toBeGreaterThan(3);
+    expect(generated).toBeLessThan(2000);
+    // Both sequences are free again at once: a request needing both is answered right away.
+    const startedAt = Date.now();
+    stream.send(assign('job_both', { messages: [{ role: 'user', content: 'two' }], max_tokens: 4, n: 2 }));
+    expect((await stream.terminal('job_both', 5_000)).completed?.usage?.completionTokens).toBe(8);
+    expect(Date.now() - startedAt).toBeLessThan(1_000);
+  });
+
+  it('exits with code 3 and one clear line when the model file is missing', async () => {
+    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: path.join(directory, 'missing.gguf') });
+    expect(await agent.exited).toEqual({ code: 3, signal: null });
+    expect(agent.lastLine()).toBe(`worker agent: engine llama-cpp failed to start: model file ${path.join(directory, 'missing.gguf')} cannot be read: no such file`);
+  });
+
+  it('exits with code 3 when the file is not a GGUF model or is cut short', async () => {
+    const notGguf = path.join(directory, 'not-a-model.gguf');
+    fs.writeFileSync(notGguf, 'this is not a model\n'.repeat(100));
+    const truncated = path.join(directory, 'truncated.gguf');
+    const bytes = tinyGguf();
+    fs.writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    for (const file of [notGguf, truncated]) {
+      const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: file });
+      expect(await agent.exited).toEqual({ code: 3, signal: null });
+      expect(agent.lastLine()).toMatch(new RegExp(`^worker agent: engine llama-cpp failed to start: model file ${file} is not a loadable GGUF model: .+`));
+    }
+  });
+
+  it('dies by SIGABRT with llama.cpp\'s assertion as its last line when a malformed file aborts it', async () => {
+    const aborting = path.join(directory, 'aborting.gguf');
+    fs.writeFileSync(aborting, withU32(tinyGguf(), 'llama.attention.head_count', 0));
+    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: aborting });
+    expect(await agent.exited).toEqual({ code: null, signal: 'SIGABRT' });
+    expect(agent.lastLine()).toMatch(/GGML_ASSERT\(.+\) failed$/);
+  });
+
+  it('refuses --engine llama-cpp without a model path (exit 2)', async () => {
+    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1' });
+    expect((await agent.exited).code).toBe(2);
+    expect(agent.stderr()).toContain('--model-path / WORKER_LLAMA_MODEL_PATH is required with --engine llama-cpp');
+  });
+});

@@ -1,0 +1,176 @@
+/**
+ * Real inference on the CPU: a GGUF model run by llama.cpp (through node-llama-cpp) inside
+ * the agent's process. It answers with the same OpenAI bytes an HTTP engine would and feeds
+ * them through the same forwarding path, so usage, the finish reason and the include_usage
+ * filter work exactly as for vLLM. Loading happens in `start()`, before the agent says Hello:
+ * a replica is Running only once its model is loaded.
+ */
+import path from 'node:path';
+import type { Token } from 'node-llama-cpp';
+import type { Usage } from '../../proto/worker/v1/index';
+import type { AgentLogger } from '../agent-logger';
+import type { JobCancellation } from '../job-cancellation';
+import { generateChoice, type ChoiceProgress, type ChoiceRequest, type ChoiceResult } from '../llama/choice-generator';
+import { choiceSeed, invalidRequestFailure, planLlamaRequest, type LlamaRequestPlan } from '../llama/llama-request';
+import { chunkFormat, completionBody, DONE_EVENT, type OpenAiUsage } from '../llama/llama-response-format';
+import { LlamaRuntime, type RenderedPrompt } from '../llama/llama-runtime';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import { EngineFailure } from './engine-failure';
+import { prepareEngineRequest } from './engine-request';
+import { forwardJsonBody, StreamForwarder } from './engine-response';
+import { DEFAULT_LLAMA_CONTEXT_SIZE } from './llama-cpp-options';
+
+export interface LlamaCppEngineOptions {
+  readonly modelPath: string;
+  readonly threads: number;
+  /** Tokens per sequence; undefined = 4096 or the model's training context if smaller. */
+  readonly contextSize?: number;
+  readonly parallel: number;
+  /** Model name to answer with instead of the job's catalog model. */
+  readonly engineModel?: string;
+}
+
+const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
+const NOT_LOADED: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_UNHEALTHY', detail: 'model not loaded' });
+
+interface PlannedChoice extends ChoiceRequest {
+  /** Completions with `echo`: the prompt text the choice starts with. */
+  readonly echo: string;
+}
+
+export class LlamaCppEngine implements Engine {
+  readonly kind = 'llama-cpp';
+  readonly url = '';
+  version = '';
+  private runtime: LlamaRuntime | null = null;
+
+  constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {}
+
+  /** Throws `EngineStartError` when the model cannot be served. */
+  async start(): Promise<void> {
+    const startedAt = Date.now();
+    this.runtime = await LlamaRuntime.load({
+      modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
+      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel,
+      log: (level, message) => this.logger[level]({ llamaCpp: message }, 'llama.cpp'),
+    });
+    this.version = this.runtime.version;
+    this.logger.info({
+      modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel,
+      threads: this.options.threads, chatFormat: this.runtime.chatFormat, loadMs: Date.now() - startedAt, version: this.version,
+    }, 'llama.cpp model loaded');
+  }
+
+  models(): readonly string[] {
+    return [path.basename(this.options.modelPath, '.gguf')];
+  }
+
+  health(): EngineHealthReport {
+    return this.runtime ? HEALTHY : NOT_LOADED;
+  }
+
+  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+    const runtime = this.runtime;
+    if (!runtime) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
+    const request = prepareEngineRequest(job, this.options.engineModel);
+    const plan = planLlamaRequest(request.payload, request.path);
+    const choices = this.planChoices(runtime, plan);
+    const promptTokens = plan.kind === 'chat' ? choices[0].promptTokens.length : sumPromptTokens(choices, plan.n);
+    const progress: ChoiceProgress[] = choices.map(() => ({ tokens: 0 }));
+    const usage = (): OpenAiUsage => {
+      const completion = progress.reduce((sum, choice) => sum + choice.tokens, 0);
+      return { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
+    };
+    // One signal for the whole request: the job's cancellation, or the first choice that fails.
+    const failed = new AbortController();
+    const signal = AbortSignal.any([cancellation.signal, failed.signal]);
+    const sequences = await runtime.sequences.acquire(choices.length, signal).catch((error: unknown) => {
+      throw failureOf(error, usage());
+    });
+    const idle: Array<Promise<unknown>> = [];
+    const generate = (index: number, onText: (text: string) => Promise<void> | undefined) =>
+      generateChoice(runtime, sequences[index], choices[index], progress[index], onText, signal, idle).catch((error: unknown) => {
+        failed.abort(error);
+        throw error;
+      });
+    try {
+      if (plan.stream) return await streamChoices(plan, choices, job.includeUsage, sink, generate, usage);
+      const results = await Promise.all(choices.map((_, index) => generate(index, () => undefined)));
+      const body = completionBody(plan, results.map((result, index) => ({ ...result, text: choices[index].echo + result.text })), usage());
+      return await forwardJsonBody(body, sink, () => '');
+    } catch (error) {
+      throw failureOf(signal.aborted ? signal.reason : error, usage());
+    } finally {
+      void Promise.all(idle).then(() => runtime.sequences.release(sequences));
+    }
+  }
+
+  async close(): Promise<void> {
+    const runtime = this.runtime;
+    this.runtime = null;
+    await runtime?.close();
+  }
+
+  /** One choice per prompt and `n`, each with its token budget; a 400 when they cannot fit. */
+  private planChoices(runtime: LlamaRuntime, plan: LlamaRequestPlan): PlannedChoice[] {
+    const rendered: Array<RenderedPrompt & { echo: string }> = plan.kind === 'chat'
+      ? [{ ...runtime.renderChat(plan.messages), echo: '' }]
+      : plan.prompts.map((prompt) => {
+        const tokens = runtime.tokenizePrompt(prompt);
+        const echo = !plan.echo ? '' : 'text' in prompt ? prompt.text : runtime.detokenize(tokens);
+        return { tokens, stopTokens: new Set<Token>(), stopTexts: [], echo };
+      });
+    const total = rendered.length * plan.n;
+    if (total > runtime.sequences.size) {
+      throw invalidRequestFailure('n', `this llama-cpp replica decodes at most ${runtime.sequences.size} choices at once; asked for ${total}`);
+    }
+    const contextSize = runtime.contextSize;
+    return rendered.flatMap((prompt, promptIndex) => {
+      const param = plan.kind === 'chat' ? 'messages' : 'prompt';
+      if (prompt.tokens.length === 0) throw invalidRequestFailure(param, `\`${param}\` must not be empty`);
+      const maxTokens = plan.maxTokens ?? contextSize - prompt.tokens.length;
+      if (prompt.tokens.length + maxTokens > contextSize || maxTokens < 1) {
+        throw invalidRequestFailure(param,
+          `This model's maximum context length is ${contextSize} tokens. However, you requested ${prompt.tokens.length + Math.max(1, maxTokens)} tokens ` +
+          `(${prompt.tokens.length} in the ${plan.kind === 'chat' ? 'messages' : 'prompt'}, ${Math.max(1, maxTokens)} in the completion). ` +
+          'Please reduce the length of the messages or completion.', 'context_length_exceeded');
+      }
+      return Array.from({ length: plan.n }, (_, choice) => ({
+        promptTokens: prompt.tokens, maxTokens, sampling: plan.sampling, seed: choiceSeed(plan.sampling, promptIndex * plan.n + choice),
+        stopTexts: [...plan.stop, ...prompt.stopTexts], stopTokens: prompt.stopTokens, echo: prompt.echo,
+      }));
+    });
+  }
+}
+
+/** SSE chunks as tokens arrive: every choice's text, its finish, then usage and `[DONE]`. */
+async function streamChoices(
+  plan: LlamaRequestPlan, choices: readonly PlannedChoice[], includeUsage: boolean, sink: EngineSink,
+  generate: (index: number, onText: (text: string) => Promise<void> | undefined) => Promise<ChoiceResult>, usage: () => OpenAiUsage,
+): Promise<EngineResult> {
+  const format = chunkFormat(plan);
+  const forwarder = new StreamForwarder(sink, includeUsage, () => '');
+  const send = (text: string) => (text ? forwarder.push(Buffer.from(text)) : undefined);
+  await send(choices.map((choice, index) => format.start(index) + (choice.echo ? format.content(index, choice.echo) : '')).join(''));
+  await Promise.all(choices.map(async (_, index) => {
+    const result = await generate(index, (text) => send(format.content(index, text)));
+    await send(format.finish(index, result.finishReason));
+  }));
+  await send(format.usage(usage()) + DONE_EVENT);
+  return await forwarder.finish();
+}
+
+/** Prompt tokens of a completions request: each prompt once, however many choices it has. */
+function sumPromptTokens(choices: readonly PlannedChoice[], n: number): number {
+  return choices.reduce((sum, choice, index) => (index % n === 0 ? sum + choice.promptTokens.length : sum), 0);
+}
+
+/** A failure with the request's usage so far: canceled and failed requests are still metered. */
+function failureOf(error: unknown, usage: OpenAiUsage): EngineFailure {
+  const metered: Usage = { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, totalTokens: usage.total_tokens };
+  if (error instanceof EngineFailure) {
+    if (error.code === 'engine_rejected') return error;
+    return new EngineFailure(error.code, error.message, { cause: error, usage: metered, engineStatus: error.engineStatus, engineBody: error.engineBody });
+  }
+  return new EngineFailure('engine_error', `llama.cpp failed: ${(error as Error)?.message ?? String(error)}`, { cause: error, usage: metered });
+}

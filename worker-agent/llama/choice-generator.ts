@@ -1,0 +1,134 @@
+/**
+ * Generates one choice on one context sequence, token by token: sampling as the request
+ * asked, text decoded as soon as it is whole UTF-8, stop sequences held back and cut, and
+ * every sampled token counted (the usage is what the model actually computed).
+ */
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import type { LlamaRuntime } from './llama-runtime';
+import type { SamplingSettings } from './llama-request';
+import { StopMatcher } from './stop-matcher';
+
+/** Longest UTF-8 sequence; a byte-level vocabulary may split one character over this many tokens. */
+const MAX_UTF8_BYTES = 4;
+/** Context for detokenising the next piece (SentencePiece drops a leading space without it). */
+const DETOKENIZE_CONTEXT = 8;
+
+export interface ChoiceRequest {
+  readonly promptTokens: Token[];
+  readonly maxTokens: number;
+  readonly seed: number;
+  readonly sampling: SamplingSettings;
+  /** The request's stop sequences plus the chat template's textual turn markers. */
+  readonly stopTexts: readonly string[];
+  readonly stopTokens: ReadonlySet<Token>;
+}
+
+export interface ChoiceProgress {
+  /** Tokens sampled so far (the choice's completion tokens, even if it is aborted). */
+  tokens: number;
+}
+
+export interface ChoiceResult {
+  readonly text: string;
+  readonly finishReason: 'stop' | 'length';
+}
+
+/**
+ * Resolves when the choice is finished; rejects with the signal's reason as soon as it aborts.
+ * `idle` gets a promise (at once) that resolves when the sequence may be used again, which
+ * after an abort is once llama.cpp has finished the step it was computing.
+ */
+export async function generateChoice(
+  runtime: LlamaRuntime, sequence: LlamaContextSequence, request: ChoiceRequest, progress: ChoiceProgress,
+  onText: (text: string) => Promise<void> | undefined, signal: AbortSignal, idle: Array<Promise<unknown>>,
+): Promise<ChoiceResult> {
+  let markIdle = () => {};
+  idle.push(new Promise<void>((resolve) => { markIdle = resolve; }));
+  let iterator: AsyncGenerator<Token, void, void | Token | Token[]> | undefined;
+  try {
+    await sequence.clearHistory();
+    signal.throwIfAborted();
+    const generated: Token[] = [];
+    iterator = startEvaluation(runtime, sequence, request, generated);
+    return await generateTokens(runtime, iterator, request, generated, progress, onText, signal);
+  } finally {
+    // Returning the generator waits for the step llama.cpp is computing; the caller does not.
+    if (iterator) void iterator.return(undefined).catch(() => undefined).then(markIdle);
+    else markIdle();
+  }
+}
+
+/** Starts sampling after the prompt; the penalties read the answer so far from `generated`. */
+function startEvaluation(runtime: LlamaRuntime, sequence: LlamaContextSequence, request: ChoiceRequest, generated: readonly Token[]) {
+  const { sampling } = request;
+  const penalised = sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || sampling.repetitionPenalty !== 1;
+  return sequence.evaluate(request.promptTokens, {
+    temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, minP: sampling.minP, seed: request.seed,
+    // OpenAI's penalties count the answer so far (vLLM does the same); llama.cpp applies
+    // presence and frequency exactly as OpenAI defines them.
+    repeatPenalty: penalised ? {
+      punishTokens: () => generated as Token[], maxPunishTokens: request.maxTokens,
+      penalty: sampling.repetitionPenalty, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty,
+    } : undefined,
+    tokenBias: runtime.tokenBias(sampling.logitBias),
+    yieldEogToken: true,
+  });
+}
+
+/** Reads tokens until a stop token, a stop sequence or the token budget; every token is counted. */
+async function generateTokens(
+  runtime: LlamaRuntime, iterator: AsyncGenerator<Token, void, void | Token | Token[]>, request: ChoiceRequest, generated: Token[],
+  progress: ChoiceProgress, onText: (text: string) => Promise<void> | undefined, signal: AbortSignal,
+): Promise<ChoiceResult> {
+  const matcher = new StopMatcher(request.stopTexts);
+  let text = '';
+  let pending: Token[] = [];
+  let context: Token[] = [];
+  const emit = async (piece: string) => {
+    if (!piece) return;
+    text += piece;
+    await onText(piece);
+  };
+  /** Moves the pending tokens into the detokenising context; `piece` is their text. */
+  const takePending = (piece = runtime.detokenize(pending, context)) => {
+    context = [...context, ...pending].slice(-DETOKENIZE_CONTEXT);
+    pending = [];
+    return piece;
+  };
+  while (true) {
+    const step = await abortable(iterator.next(), signal);
+    // The sequence is full: cannot happen within the planned budget, but end cleanly if it does.
+    if (step.done) break;
+    const token = step.value;
+    progress.tokens += 1;
+    generated.push(token);
+    if (runtime.isEndOfGeneration(token) || request.stopTokens.has(token)) {
+      await emit(matcher.push(takePending()).text + matcher.flush());
+      return { text, finishReason: 'stop' };
+    }
+    pending.push(token);
+    const piece = runtime.detokenize(pending, context);
+    // An incomplete UTF-8 character decodes to U+FFFD: wait for the tokens that complete it.
+    if (!(piece.endsWith('\uFFFD') && pending.length < MAX_UTF8_BYTES)) {
+      const match = matcher.push(takePending(piece));
+      await emit(match.text);
+      if (match.stopped) return { text, finishReason: 'stop' };
+    }
+    if (progress.tokens >= request.maxTokens) break;
+  }
+  await emit(matcher.push(takePending()).text + matcher.flush());
+  return { text, finishReason: 'length' };
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (the step itself keeps running). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
+      (error) => { signal.removeEventListener('abort', onAbort); reject(error); },
+    );
+  });
+}

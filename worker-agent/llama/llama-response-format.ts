@@ -1,0 +1,60 @@
+/**
+ * The llama.cpp engine's wire format: `chat.completion` / `text_completion` bodies and their
+ * streamed chunks, field for field as OpenAI and vLLM emit them, so the agent forwards them
+ * through the same SSE filter as an HTTP engine's bytes.
+ */
+import type { LlamaRequestPlan } from './llama-request';
+
+export interface OpenAiUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface FinishedChoice {
+  readonly text: string;
+  readonly finishReason: 'stop' | 'length';
+}
+
+export const DONE_EVENT = 'data: [DONE]\n\n';
+
+export function completionBody(plan: LlamaRequestPlan, choices: readonly FinishedChoice[], usage: OpenAiUsage): Buffer {
+  const rendered = choices.map((choice, index) => (plan.kind === 'chat'
+    ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
+    : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
+  const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
+  return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices: rendered, usage }));
+}
+
+export interface ChunkFormat {
+  /** Chat: the first delta of a choice (`role`); completions: nothing. */
+  start(index: number): string;
+  content(index: number, text: string): string;
+  finish(index: number, finishReason: string): string;
+  /** The usage-only chunk (`choices: []`) before `[DONE]`. */
+  usage(usage: OpenAiUsage): string;
+}
+
+export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
+  const object = plan.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+  const head = `data: {"id":"${plan.id}","object":"${object}","created":${plan.created},"model":${JSON.stringify(plan.model)},"choices":[`;
+  // OpenAI sends `"usage":null` on every chunk once the client asked for usage.
+  const tail = plan.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
+  const event = (index: number, body: string, finishReason: string | null) =>
+    `${head}{"index":${index},${body},"logprobs":null,"finish_reason":${finishReason === null ? 'null' : JSON.stringify(finishReason)}}${tail}`;
+  const usage = (value: OpenAiUsage) => `${head}],"usage":${JSON.stringify(value)}}\n\n`;
+  if (plan.kind === 'chat') {
+    return {
+      start: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
+      content: (index, text) => event(index, `"delta":{"content":${JSON.stringify(text)}}`, null),
+      finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
+      usage,
+    };
+  }
+  return {
+    start: () => '',
+    content: (index, text) => event(index, `"text":${JSON.stringify(text)}`, null),
+    finish: (index, finishReason) => event(index, '"text":""', finishReason),
+    usage,
+  };
+}
