@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import { ApiKeyService } from './api-keys/api-key.service';
 import { Catalog } from './catalog/catalog';
+import { localGgufModel } from './catalog/local-gguf-model';
 import { DEFAULT_AGENT_ENTRY, type ControlPlaneConfig } from './config/control-plane-config';
 import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
@@ -11,6 +12,7 @@ import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
 import type { CapacityProvider } from './providers/capacity-provider';
 import { Lifecycle } from './lifecycle';
+import { localEngineEnv } from './providers/local-engine-env';
 import { LocalProvider } from './providers/local-provider';
 import { PublicUrl } from './public-url';
 import { MediaJobs } from './requests/media-jobs';
@@ -76,7 +78,7 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
 }
 
 async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle): Promise<ControlPlane> {
-  const catalog = Catalog.load();
+  const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
   const events = new ControlPlaneEvents();
   const notifier = await ClusterNotifier.start(databaseUrlOf(dataSource), dataSource, logger.child({ component: 'cluster' }));
   lifecycle.add('cluster notifier', () => notifier.stop());
@@ -95,6 +97,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
       engine: config.localEngine,
       engineUrl: config.localEngineUrl,
+      engineEnv: localEngineEnv(config, catalog),
       maxConcurrency: (deployment) => {
         const model = catalog.find(deployment.modelId);
         if (!model || model.modality === 'text') return config.localMaxConcurrency;

@@ -23,6 +23,12 @@ const modelSchema = z.object({
   /** In-flight requests one replica is sized for (the autoscaler's target). */
   targetConcurrency: z.number().int().positive(),
   sharedPricing: z.object({ inputPerMillion: z.number().nonnegative(), outputPerMillion: z.number().nonnegative() }).optional(),
+  /**
+   * Where the platform finds the weights. `gguf`: a local GGUF file (relative paths from the
+   * project root) that local agents serve with llama.cpp on the CPU. Absent: the engine
+   * loads the model by its id (vLLM and other engines on GPU hosts).
+   */
+  source: z.discriminatedUnion('kind', [z.object({ kind: z.literal('gguf'), path: z.string().min(1) })]).optional(),
 });
 
 export type CatalogModel = z.infer<typeof modelSchema>;
@@ -33,13 +39,27 @@ export const DEFAULT_CATALOG_PATH = path.join(PROJECT_ROOT, 'control-plane/catal
 export class Catalog {
   private readonly byId: Map<string, CatalogModel>;
 
-  constructor(readonly models: readonly CatalogModel[]) {
+  /** @param localModelId the model given at start-up (`LOCAL_MODEL_PATH`), which a first start deploys */
+  constructor(readonly models: readonly CatalogModel[], private readonly localModelId?: string) {
     this.byId = new Map(models.map((model) => [model.id, model]));
   }
 
   static load(file = DEFAULT_CATALOG_PATH): Catalog {
     const parsed = z.object({ models: z.array(modelSchema).min(1) }).parse(JSON.parse(fs.readFileSync(file, 'utf8')));
-    return new Catalog(parsed.models);
+    return new Catalog(parsed.models.map((model) => (model.source?.kind === 'gguf'
+      ? { ...model, source: { ...model.source, path: path.resolve(PROJECT_ROOT, model.source.path) } }
+      : model)));
+  }
+
+  /** This catalog plus a model given at start-up (a local GGUF file); unchanged without one. */
+  withLocalModel(model: CatalogModel | undefined): Catalog {
+    if (!model) return this;
+    return new Catalog([...this.models.filter((existing) => existing.id !== model.id), model], model.id);
+  }
+
+  /** The model given at start-up, if any. */
+  localModel(): CatalogModel | undefined {
+    return this.localModelId === undefined ? undefined : this.byId.get(this.localModelId);
   }
 
   find(id: string): CatalogModel | undefined {

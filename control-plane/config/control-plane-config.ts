@@ -35,10 +35,18 @@ const shape = {
   redisUrl: z.string().url().optional(),
   /** Prefix of every Redis key the server writes (several installations can share one Redis). @default inference: */
   redisKeyPrefix: z.string().default('inference:'),
-  /** Local provider: engine kind for spawned agents (`cpu`, or `openai` with localEngineUrl). @default cpu */
-  localEngine: z.enum(['cpu', 'openai']).default('cpu'),
+  /** Local provider: engine kind for spawned agents (`cpu`, `openai` with localEngineUrl, or `llama-cpp` serving localModelPath for every text model). @default cpu */
+  localEngine: z.enum(['cpu', 'openai', 'llama-cpp']).default('cpu'),
   /** Local provider: engine URL when localEngine is `openai`. */
   localEngineUrl: z.string().url().optional(),
+  /** Local provider: a GGUF file served with llama.cpp on the CPU, as catalog model `local/<file name>`; a first start deploys it. */
+  localModelPath: z.string().min(1).transform((file) => path.resolve(file)).optional(),
+  /** Local provider: CPU threads of each llama.cpp agent. @default half the cores, 1 to 4 (see worker-agent) */
+  localLlamaThreads: intField(1, 1024).optional(),
+  /** Local provider: tokens per sequence of llama.cpp agents. @default 4096, at most the model's training context */
+  localLlamaContextSize: intField(16, 1 << 20).optional(),
+  /** Local provider: sequences (parallel requests) of each llama.cpp agent. @default 2 */
+  localLlamaParallel: intField(1, 256).optional(),
   /** Local provider: max concurrency of each spawned agent of a text model. @default 64 */
   localMaxConcurrency: intField(1).default(64),
   /** Local provider: concurrency of agents of image/video models; unset = the model's targetConcurrency. */
@@ -58,6 +66,7 @@ const names = {
   defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
+  localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
 } as const;
 
@@ -75,7 +84,11 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
 };
 
 export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('control plane', shape, names, env);
+  const config = loadEnv('control plane', shape, names, env);
+  if (config.localEngine === 'llama-cpp' && !config.localModelPath) {
+    throw new Error('invalid control plane configuration: LOCAL_ENGINE=llama-cpp needs LOCAL_MODEL_PATH (the GGUF file to serve)');
+  }
+  return config;
 }
 
 /** Every control-plane setting, each concern validated by its own loader. */

@@ -8,7 +8,7 @@ export interface LocalProviderOptions {
   /** `host:port` the spawned agents dial. */
   controlPlaneAddress: () => string;
   agentEntry: string;
-  engine: 'cpu' | 'openai';
+  engine: 'cpu' | 'openai' | 'llama-cpp';
   engineUrl?: string;
   /** Concurrency of a deployment's agents (text engines batch many requests; a diffusion model runs one or two). */
   maxConcurrency: (deployment: Deployment) => number;
@@ -18,6 +18,8 @@ export interface LocalProviderOptions {
   extraEnv?: Record<string, string>;
   /** Node flags for agent processes (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
   nodeArgs?: readonly string[];
+  /** Engine variables of one deployment's agents over the defaults (a local GGUF model's agents run llama-cpp). */
+  engineEnv?: (deployment: Deployment) => Record<string, string>;
   /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
   onAgentExit?: (replicaId: string, reason: string) => void;
 }
@@ -50,13 +52,15 @@ export class LocalProvider implements CapacityProvider {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = Date.now();
-      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), (line) => (agent.lastLine = line));
+      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), this.options.engineEnv?.(deployment) ?? {}, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
-        const how = signal ? `killed by ${signal}` : `exited with code ${code}`;
-        this.options.onAgentExit?.(replica.id, `agent ${how}${agent.lastLine ? `: ${agent.lastLine}` : ''}; restarting`);
         agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
         const delayMs = Math.min(MAX_RESTART_DELAY_MS, this.options.restartDelayMs * 2 ** Math.max(0, agent.crashes - 1));
+        // SIGABRT is a native assertion (llama.cpp aborts on some malformed model files): its
+        // last line is the assertion, so say what kind of death it was.
+        const how = signal === 'SIGABRT' || code === 134 ? 'aborted in native code (SIGABRT, e.g. llama.cpp on a malformed model file)' : signal ? `killed by ${signal}` : `exited with code ${code}`;
+        this.options.onAgentExit?.(replica.id, `agent ${how}${agent.lastLine ? `: ${agent.lastLine}` : ''}; restarting in ${Math.ceil(delayMs / 1000)} s`);
         this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal, delayMs }, 'local agent exited; restarting');
         setTimeout(() => agent.wanted && agent.start(), delayMs).unref();
       });
@@ -90,7 +94,7 @@ export class LocalProvider implements CapacityProvider {
     return this.agents.get(replicaId)?.child;
   }
 
-  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, onLine: (line: string) => void): ChildProcess {
+  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, engineEnv: Record<string, string>, onLine: (line: string) => void): ChildProcess {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
@@ -101,6 +105,7 @@ export class LocalProvider implements CapacityProvider {
       WORKER_MAX_CONCURRENCY: String(maxConcurrency),
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,
+      ...engineEnv,
     };
     const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });

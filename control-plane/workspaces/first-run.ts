@@ -10,7 +10,8 @@ export type FirstRunResult =
 
 /**
  * A fresh install gets a `dev` workspace, one API key (plaintext returned here, shown once,
- * stored hashed) and one deployment of the default chat model. Later starts change nothing.
+ * stored hashed) and one deployment of the default chat model, or of the GGUF file given at
+ * start-up (`LOCAL_MODEL_PATH`). Later starts change nothing.
  */
 export async function ensureFirstRun(services: {
   workspaces: WorkspaceService; apiKeys: ApiKeyService; deployments: DeploymentService; catalog: Catalog;
@@ -20,7 +21,7 @@ export async function ensureFirstRun(services: {
   const workspace = await services.workspaces.create('dev');
   const { plaintext } = await services.apiKeys.create(workspace.id, 'first key');
   const { deployment } = await services.deployments.create(workspace.id, {
-    modelId: services.catalog.defaultChatModel().id, priceCapPerHour: 2, minReplicas: 1, maxReplicas: 1, autoscale: false,
+    modelId: (services.catalog.localModel() ?? services.catalog.defaultChatModel()).id, priceCapPerHour: 2, minReplicas: 1, maxReplicas: 1, autoscale: false,
   });
   return { created: true, apiKey: plaintext, deployment };
 }

@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import OpenAI from 'openai';
+import { Catalog } from '../../control-plane/catalog/catalog';
+import { loadControlPlaneConfig } from '../../control-plane/config/control-plane-config';
+import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
+import { firstRunBanner } from '../../gateway/first-run-banner';
+import { tinyGguf } from '../../worker-agent/llama/tiny-gguf';
+import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { modelDirectory, withU32, type ModelDirectory } from './support/tiny-model';
+
+/**
+ * `npm start` with a GGUF file (LOCAL_MODEL_PATH): the first run deploys it on llama.cpp
+ * agents, and a model file that is missing or malformed shows on the replica as a clear
+ * status (the agent's own line), with restarts backing off instead of looping hot.
+ */
+describe('serving a local GGUF file from start-up', () => {
+  let models: ModelDirectory;
+  let modelPath: string;
+  let test: TestServer;
+
+  beforeAll(async () => {
+    models = modelDirectory();
+    modelPath = models.write('tiny-startup.gguf');
+    test = await startTestServer({
+      controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: 512, localLlamaParallel: 1 },
+    });
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+    models?.remove();
+  });
+
+  /** Replaces the model file with a new inode: agents already running keep their mapped copy. */
+  const replaceModel = (bytes: Buffer | null) => {
+    const next = `${modelPath}.next`;
+    if (bytes) {
+      fs.writeFileSync(next, bytes);
+      fs.renameSync(next, modelPath);
+    } else {
+      fs.rmSync(modelPath);
+    }
+  };
+
+  const replicaOf = async (deploymentId: string) => (await test.server.controlPlane.replicas.list(deploymentId))[0];
+
+  it('first run deploys the GGUF model; the printed URL, key and model work with the SDK', async () => {
+    const first = await ensureFirstRun(test.server.controlPlane);
+    if (!first.created) throw new Error('expected a first run');
+    expect(first.deployment.modelId).toBe('local/tiny-startup');
+    const banner = firstRunBanner(first, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`);
+    const apiKey = /API key:\s+(mk-\S+)/.exec(banner)![1];
+    const baseUrl = /Base URL:\s+(\S+)/.exec(banner)![1];
+    const model = /model: '([^']+)'/.exec(banner)![1];
+    expect(model).toBe('local/tiny-startup');
+    await test.waitForReplicas(first.deployment.id, 1);
+    expect(await replicaOf(first.deployment.id)).toMatchObject({ status: 'Running', engineKind: 'llama-cpp' });
+    const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
+    const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello!' }] });
+    // No max_tokens: the answer may fill the rest of the 512-token context, never more.
+    expect(completion.choices[0].message.content!.length).toBeGreaterThan(0);
+    expect(completion.usage!.total_tokens).toBeLessThanOrEqual(512);
+  });
+
+  it('a missing model file: the replica says so (exit 3) and the deployment never turns Running', async () => {
+    replaceModel(null);
+    const workspace = await test.createWorkspace();
+    const deployment = await test.createDeployment(workspace, { modelId: 'local/tiny-startup' });
+    await waitFor(async () => (await replicaOf(deployment.id))?.status === 'Unhealthy', 20_000, 'the replica to turn Unhealthy');
+    expect((await replicaOf(deployment.id)).statusReason).toBe(
+      `agent exited with code 3: worker agent: engine llama-cpp failed to start: model file ${modelPath} cannot be read: no such file; restarting in 1 s`,
+    );
+    expect((await test.server.controlPlane.deployments.get(workspace.workspaceId, deployment.id)).status).toBe('Creating');
+    const refused = await fetch(`${deployment.baseUrl}/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'anyone?' }] }),
+    });
+    expect(refused.status).toBe(503);
+  });
+
+  it('a file that makes llama.cpp abort: a clear replica status and restarts that back off', async () => {
+    replaceModel(withU32(tinyGguf(), 'llama.attention.head_count', 0));
+    const workspace = await test.createWorkspace();
+    const deployment = await test.createDeployment(workspace, { modelId: 'local/tiny-startup' });
+    await waitFor(async () => /SIGABRT/.test((await replicaOf(deployment.id))?.statusReason ?? ''), 20_000, 'the aborted agent on the replica');
+    const replica = await replicaOf(deployment.id);
+    expect(replica.status).toBe('Unhealthy');
+    expect(replica.statusReason).toMatch(/^agent aborted in native code \(SIGABRT, e\.g\. llama\.cpp on a malformed model file\): .*GGML_ASSERT\(.+\) failed; restarting in \d+ s$/);
+    // Restarts back off (100 ms doubling here): a hot loop would start dozens of agents in two seconds.
+    const provider = test.server.controlPlane.localProvider!;
+    const pids = new Set<number | undefined>();
+    const until = Date.now() + 2_000;
+    while (Date.now() < until) {
+      pids.add(provider.processOf(replica.id)?.pid);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(pids.size).toBeLessThanOrEqual(6);
+    await test.server.controlPlane.deployments.delete(workspace.workspaceId, deployment.id);
+  });
+
+  it('config: LOCAL_MODEL_PATH is resolved to an absolute path; LOCAL_ENGINE=llama-cpp needs it; none leaves the default', () => {
+    expect(loadControlPlaneConfig({ LOCAL_MODEL_PATH: 'models/x.gguf' }).localModelPath).toBe(`${process.cwd()}/models/x.gguf`);
+    expect(() => loadControlPlaneConfig({ LOCAL_ENGINE: 'llama-cpp' })).toThrow('LOCAL_ENGINE=llama-cpp needs LOCAL_MODEL_PATH');
+    const plain = loadControlPlaneConfig({});
+    expect(plain.localEngine).toBe('cpu');
+    expect(plain.localModelPath).toBeUndefined();
+    const catalog = Catalog.load();
+    expect(catalog.withLocalModel(undefined)).toBe(catalog);
+    expect(catalog.localModel()).toBeUndefined();
+  });
+});
