@@ -7,7 +7,12 @@ import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
 import { LocalObjectStore } from '../control-plane/storage/local-object-store';
 import { fileLinkRoute } from './files/file-link.route';
+import { controlPlaneProbes } from '../control-plane/telemetry/readiness-probes';
 import { errorMiddleware } from './http/error-middleware';
+import { metricsRoute } from './http/metrics.route';
+import { Readiness, readinessRoute } from './http/readiness.route';
+import { RequestIds } from './http/request-id';
+import { requestTelemetry } from './http/request-telemetry';
 import { textFastLane } from './v1/text-fast-lane';
 import { v1Router } from './v1/v1-router';
 
@@ -16,10 +21,12 @@ export interface Gateway {
   readonly url: string;
   readonly publicUrl: string;
   baseUrl(slug: string): string;
+  /** `/readyz` answers 503 from now on, so load balancers stop sending requests while the server drains. */
+  beginShutdown(): void;
   stop(): Promise<void>;
 }
 
-/** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, on one port. */
+/** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, `/readyz`, `/metrics`, on one port. */
 export async function startGateway(controlPlane: ControlPlane, config: GatewayConfig, logger: Logger): Promise<Gateway> {
   // Koa 3 snapshots middleware in app.callback(): create the server first, attach the
   // callback only after every app.use().
@@ -28,13 +35,20 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, config.maxBodyBytes, logger.child({ component: 'graphql' }));
   await graphql.start();
 
+  const requestIds = new RequestIds();
+  const readiness = new Readiness(controlPlaneProbes({
+    dataSource: controlPlane.dataSource, grpcHost: controlPlane.config.grpcHost, agentServer: controlPlane.agentServer,
+  }), logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
+  app.use(requestTelemetry(controlPlane.metrics, requestIds, logger));
   app.use(errorMiddleware(logger));
   app.use(async (context, next) => {
     if (context.path !== '/healthz') return await next();
     context.body = { status: 'ok' };
   });
+  app.use(readinessRoute(readiness));
+  app.use(metricsRoute(controlPlane.metrics, config.metricsToken));
   // Signed links of the local object store (agents upload there, clients download): no API key.
   if (controlPlane.managedStore instanceof LocalObjectStore) {
     app.use(fileLinkRoute({ stores: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
@@ -46,7 +60,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
     maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
   }));
   const koa = app.callback();
-  const fastLane = textFastLane(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }, logger);
+  const fastLane = textFastLane(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }, logger, requestIds);
   server.on('request', (request, response) => {
     if (!fastLane(request, response)) void koa(request, response);
   });
@@ -63,7 +77,9 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   return {
     server, url, publicUrl,
     baseUrl: (slug) => `${publicUrl}/d/${slug}/v1`,
+    beginShutdown: () => readiness.beginShutdown(),
     async stop() {
+      readiness.beginShutdown();
       await graphql.stop();
       server.closeIdleConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

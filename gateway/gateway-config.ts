@@ -14,11 +14,16 @@ const shape = {
   requestTimeoutMs: intField(1).default(120_000),
   /** Log level of the server (pino). @default info */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * Bearer token `GET /metrics` requires; unset, only clients on this host (loopback, not
+   * proxied) may scrape. At least 16 characters.
+   */
+  metricsToken: z.string().min(16).optional(),
 };
 
 const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
-  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL',
+  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN',
 } as const;
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -52,6 +52,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
       controlPlane: running, gateway, logger, embeddedDatabase: embedded !== null,
       stop() {
         stopping ??= (async () => {
+          gateway.beginShutdown();
           // Agents first: their last jobs may still upload outputs through the gateway's file links.
           await running.drainAgents();
           await gateway.stop();

@@ -2,6 +2,7 @@ import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import { renderError } from '../errors/openai-error';
+import { requestIdOf } from './request-telemetry';
 
 /** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
 export function errorMiddleware(logger: Logger) {
@@ -12,7 +13,7 @@ export function errorMiddleware(logger: Logger) {
         throw new AppError('not_found', `${context.method} ${context.path} is not an endpoint; deployment endpoints live under /d/<slug>/v1`);
       }
     } catch (error) {
-      if (!(error instanceof AppError)) logger.error({ err: error, path: context.path }, 'unhandled error');
+      if (!(error instanceof AppError)) logger.error({ err: error, path: context.path, requestId: requestIdOf(context) }, 'unhandled error');
       if (context.headerSent || !context.writable) return;
       const rendered = renderError(error);
       context.respond = true;

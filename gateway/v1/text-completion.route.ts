@@ -5,6 +5,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
+import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from './rate-limit-headers';
 import { TextJobResponse, type JobOutcome } from './text-job-response';
 import { parseTextRequest, type TextEndpoint } from './text-request';
@@ -25,7 +26,7 @@ export class TextCompletionRoute {
    * Answers on the raw response (the gateway's fast lane calls this without Koa); an error
    * thrown before the first byte is the caller's to render.
    */
-  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint): Promise<void> {
+  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> {
     const startedAt = Date.now();
     const body = await readBody(request, this.options.maxBodyBytes);
     const textRequest = parseTextRequest(body, endpoint);
@@ -38,6 +39,7 @@ export class TextCompletionRoute {
     }
     const decision = await this.controlPlane.rateLimiter.admit(key);
     const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
+    headers.push('x-request-id', trace.id);
 
     let settle: (error?: AppError) => void = () => {};
     const settled = new Promise<AppError | undefined>((resolve) => (settle = resolve));
@@ -49,6 +51,7 @@ export class TextCompletionRoute {
         endpoint, status: outcome, stream: textRequest.stream, promptTokens: usage?.promptTokens ?? 0,
         completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt),
       });
+      if (usage) this.controlPlane.metrics.recordTokens(deployment.id, usage.promptTokens, usage.completionTokens);
     };
     const jobResponse = new TextJobResponse(response, textRequest.stream, headers, { respond: (error) => settle(error), meter });
     const job = this.controlPlane.dispatcher.dispatch({
@@ -71,6 +74,7 @@ export class TextCompletionRoute {
 
     const error = await settled;
     clearTimeout(timer);
+    if (jobResponse.firstByteAt) this.controlPlane.metrics.recordTimeToFirstToken(endpoint, (jobResponse.firstByteAt - trace.receivedAt) / 1000);
     if (error) throw error;
   }
 

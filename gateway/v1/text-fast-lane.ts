@@ -2,9 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
+import { NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
 import { renderError } from '../errors/openai-error';
+import type { RequestIds, RequestTrace } from '../http/request-id';
+import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
+import type { TextEndpoint } from './text-request';
 
 const TEXT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1\/(chat\/completions|completions)(?:\?|$)/;
 
@@ -14,22 +18,33 @@ const TEXT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1\/(chat\/completions|completions)(
  * response (Koa's share was ~30 µs of the gateway's ~150 µs per request; PERF-NOTES.md).
  * Returns false for every other request, which Koa then serves.
  */
-export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions, logger: Logger) {
+export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions, logger: Logger, requestIds: RequestIds) {
   const text = new TextCompletionRoute(controlPlane, options);
+  const metrics = controlPlane.metrics;
 
-  const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: string): Promise<void> => {
-    const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
-    await text.handle(request, response, deployment, key, endpoint === 'completions' ? 'completions' : 'chat.completions');
+  const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
+    let deploymentId = NO_DEPLOYMENT;
+    try {
+      const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
+      deploymentId = deployment.id;
+      await text.handle(request, response, deployment, key, endpoint, trace);
+    } catch (error) {
+      fail(response, error, trace.id);
+    }
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(deploymentId, endpoint, status, seconds);
+    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
   };
 
-  const fail = (response: ServerResponse, error: unknown): void => {
-    if (!(error instanceof AppError)) logger.error({ err: error }, 'unhandled error');
+  const fail = (response: ServerResponse, error: unknown, requestId: string): void => {
+    if (!(error instanceof AppError)) logger.error({ err: error, requestId }, 'unhandled error');
     if (response.headersSent || response.writableEnded) {
       response.end();
       return;
     }
     const rendered = renderError(error);
-    response.writeHead(rendered.status, { ...rendered.headers, 'content-length': String(rendered.body.length) });
+    response.writeHead(rendered.status, { ...rendered.headers, 'content-length': String(rendered.body.length), 'x-request-id': requestId });
     response.end(rendered.body);
   };
 
@@ -37,7 +52,9 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     if (request.method !== 'POST') return false;
     const match = TEXT_PATH.exec(request.url ?? '');
     if (!match) return false;
-    serve(request, response, match[1], match[2]).catch((error) => fail(response, error));
+    const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
+    serve(request, response, match[1], match[2] === 'completions' ? 'completions' : 'chat.completions', trace)
+      .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
     return true;
   };
 }

@@ -25,6 +25,8 @@ export class TextJobResponse implements JobListener {
   private started = false;
   private output: Buffer | null = null;
   private ended = false;
+  /** `performance.now()` when a stream's first byte was written; 0 before, and for non-streamed responses. */
+  firstByteAt = 0;
 
   constructor(
     private readonly response: ServerResponse,
@@ -88,6 +90,7 @@ export class TextJobResponse implements JobListener {
 
   private start(contentHeaders: string[]): void {
     this.started = true;
+    if (this.stream) this.firstByteAt = performance.now();
     this.headers.push(...contentHeaders);
     this.response.writeHead(200, this.headers);
   }

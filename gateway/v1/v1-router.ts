@@ -3,6 +3,7 @@ import type { Deployment } from '../../control-plane/deployments/deployment.enti
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { authenticate } from './authenticate';
+import { attributeDeployment } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { ImagesRoute, type MediaRouteOptions } from './media/images.route';
 import { RequestsRoute } from './media/requests.route';
@@ -38,10 +39,11 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
       throw new AppError('not_found', 'the shared endpoint is not enabled on this server');
     }
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
+    attributeDeployment(context, deployment.id);
     const rest = match[2];
     const method = context.method;
     if (rest === '/models' && method === 'GET') return json(context, listModels(deployment));
-    if (rest.startsWith('/models/') && method === 'GET') return json(context, retrieveModel(deployment, decodeURIComponent(rest.slice(8))));
+    if (rest.startsWith('/models/') && method === 'GET') return json(context, retrieveModel(deployment, decodePathSegment(rest.slice(8), 'model')));
     if (method === 'POST') {
       if (rest === '/images/generations') return await images.handle(context, deployment, key, 'generation');
       if (rest === '/images/edits') return await images.handle(context, deployment, key, 'edit');
@@ -61,6 +63,14 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
     }
     throw unknownRoute(method, rest, deployment);
   };
+}
+
+function decodePathSegment(segment: string, param: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new AppError('invalid_request', `the ${param} in the path is not valid percent-encoding`, { param });
+  }
 }
 
 function json(context: Context, body: unknown): void {

@@ -5,6 +5,7 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { REQUEST_STATUSES, type RequestStatus } from '../../../control-plane/requests/request-record.entity';
 import { requestObject } from './media-objects';
+import { attributeDeployment } from '../../http/request-telemetry';
 
 export const DEFAULT_LIST_LIMIT = 50;
 export const MAX_LIST_LIMIT = 200;
@@ -15,6 +16,7 @@ export class RequestsRoute {
 
   /** Newest first, this deployment's records, without output_urls. */
   async list(context: Context, deployment: Deployment): Promise<void> {
+    attributeDeployment(context, deployment.id);
     const { status, limit } = context.query;
     if (status !== undefined && !REQUEST_STATUSES.includes(status as RequestStatus)) {
       throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${JSON.stringify(status)}`, { param: 'status' });

@@ -1,0 +1,77 @@
+import type { Aggregator } from 'prom-client';
+
+/** One label value's observations: per-bucket (not cumulative) counts, the sum and the count. */
+export class HistogramSeries {
+  readonly bucketCounts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(private readonly bounds: readonly number[]) {
+    this.bucketCounts = new Float64Array(bounds.length);
+  }
+
+  observe(value: number): void {
+    const bounds = this.bounds;
+    let index = 0;
+    while (index < bounds.length && value > bounds[index]) index++;
+    if (index < bounds.length) this.bucketCounts[index]++;
+    this.sum += value;
+    this.count++;
+  }
+}
+
+interface ExportedValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName: string;
+}
+
+/**
+ * A histogram with one label whose series the request path adds to directly, exported in
+ * prom-client's collector shape (`get()` → name, type, values with `metricName`) so it sits
+ * in the same Registry as everything else. prom-client's own `Histogram.observe` re-hashes
+ * and re-validates the label object on every call, cached child or not: ~0.5 µs each, two
+ * per request, against a gateway budget of ~150 µs (PERF-NOTES.md).
+ */
+export class AccumulatedHistogram {
+  readonly type = 'histogram';
+  readonly aggregator: Aggregator = 'sum';
+  private readonly bySeries = new Map<string, HistogramSeries>();
+
+  constructor(readonly name: string, readonly help: string, private readonly labelName: string, private readonly bounds: readonly number[]) {}
+
+  /** The series of one label value; callers keep it and call `observe` on it. */
+  series(labelValue: string): HistogramSeries {
+    let series = this.bySeries.get(labelValue);
+    if (!series) {
+      series = new HistogramSeries(this.bounds);
+      this.bySeries.set(labelValue, series);
+    }
+    return series;
+  }
+
+  async get(): Promise<{ name: string; help: string; type: 'histogram'; aggregator: Aggregator; values: ExportedValue[] }> {
+    const values: ExportedValue[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const [labelValue, series] of this.bySeries) {
+      let cumulative = 0;
+      for (let index = 0; index < this.bounds.length; index++) {
+        cumulative += series.bucketCounts[index];
+        values.push({ labels: { [this.labelName]: labelValue, le: this.bounds[index] }, value: cumulative, metricName: bucket });
+      }
+      values.push({ labels: { [this.labelName]: labelValue, le: '+Inf' }, value: series.count, metricName: bucket });
+      values.push({ labels: { [this.labelName]: labelValue }, value: series.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: { [this.labelName]: labelValue }, value: series.count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  /** Registry.resetMetrics(): zeroes in place, so series already handed out stay exported. */
+  reset(): void {
+    for (const series of this.bySeries.values()) {
+      series.bucketCounts.fill(0);
+      series.sum = 0;
+      series.count = 0;
+    }
+  }
+}

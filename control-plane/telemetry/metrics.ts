@@ -1,0 +1,214 @@
+import type { Logger } from 'pino';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histogram';
+
+/**
+ * The `route` label: a closed set the gateway maps each request to, so neither a raw path nor
+ * user input ever becomes a label value (each value is a time series kept forever).
+ */
+export const ROUTE_LABELS = [
+  'chat.completions', 'completions', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
+  'requests', 'models', 'v1.other', 'shared', 'graphql', 'files', 'healthz', 'readyz', 'metrics', 'other',
+] as const;
+export type RouteLabel = (typeof ROUTE_LABELS)[number];
+
+/** The `deployment` label of requests answered before their deployment was resolved (bad key, unknown slug, …). */
+export const NO_DEPLOYMENT = 'none';
+
+export interface QueueDepth {
+  deployment: string;
+  depth: number;
+}
+
+export interface ReplicaCount {
+  deployment: string;
+  state: string;
+  count: number;
+}
+
+export interface MetricsOptions {
+  /** Read at scrape time: work waiting per deployment. Without it the gauge has no series. */
+  queueDepth?: () => Promise<QueueDepth[]>;
+  /** Read at scrape time: replicas per deployment and state. Without it the gauge has no series. */
+  replicas?: () => Promise<ReplicaCount[]>;
+  /** Where a failing scrape-time source is reported; the scrape still answers, without that gauge. */
+  logger?: Logger;
+}
+
+/** Text requests run up to the 120 s budget; media sync calls up to 30 s; async submissions take milliseconds. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const ROUTE_INDEX = new Map<string, number>(ROUTE_LABELS.map((route, index) => [route, index]));
+const OTHER_ROUTE = ROUTE_INDEX.get('other')!;
+const SCALING_ACTION = /^[a-z][a-z_]{0,31}$/;
+
+interface RequestCell {
+  readonly labels: { deployment: string; route: RouteLabel; status: string };
+  value: number;
+}
+
+class DeploymentSeries {
+  /** Keyed by `routeIndex * 1000 + status`: the label tuple as one number, so no string is built per request. */
+  readonly requests = new Map<number, RequestCell>();
+  tokensRecorded = false;
+  promptTokens = 0;
+  completionTokens = 0;
+
+  constructor(readonly deployment: string) {}
+}
+
+/**
+ * The platform's Prometheus metrics, on a Registry of its own (several servers share a test
+ * process). Request-path series are plain numbers behind cached Maps, handed to prom-client
+ * only when scraped: recording a request costs tens of nanoseconds, where prom-client's
+ * labelled children re-hash their labels on every `inc`/`observe` (~4 µs for one request's
+ * series, measured). Low-rate series (autoscaler, spend) use prom-client directly.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly deployments = new Map<string, DeploymentSeries>();
+  private readonly durations = new AccumulatedHistogram('inference_request_duration_seconds',
+    'Time from a request\'s arrival until it was answered (chat/completions: its last byte), by route.', 'route', DURATION_BUCKETS);
+  private readonly timesToFirstToken = new AccumulatedHistogram('inference_time_to_first_token_seconds',
+    'Streams: time from a request\'s arrival to its first byte written, by route.', 'route', TTFT_BUCKETS);
+  private readonly durationByRoute: HistogramSeries[] = [];
+  private readonly ttftByRoute: HistogramSeries[] = [];
+  private readonly scalingDecisions: Counter<'deployment' | 'action'>;
+  private readonly spend: Counter<'deployment'>;
+  private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas'>;
+  private readonly logger: Logger | undefined;
+
+  constructor(options: MetricsOptions = {}) {
+    this.sources = { queueDepth: options.queueDepth, replicas: options.replicas };
+    this.logger = options.logger;
+    const registers = [this.registry];
+    const requests: Counter<'deployment' | 'route' | 'status'> = new Counter({
+      name: 'inference_requests_total', help: 'HTTP requests answered, by deployment, route and status code.',
+      labelNames: ['deployment', 'route', 'status'], registers,
+      collect: () => {
+        requests.reset();
+        for (const series of this.deployments.values()) {
+          for (const cell of series.requests.values()) requests.inc(cell.labels, cell.value);
+        }
+      },
+    });
+    const tokens: Counter<'deployment' | 'kind'> = new Counter({
+      name: 'inference_tokens_total', help: 'Tokens metered on text requests, by deployment and kind (prompt, completion).',
+      labelNames: ['deployment', 'kind'], registers,
+      collect: () => {
+        tokens.reset();
+        for (const series of this.deployments.values()) {
+          if (!series.tokensRecorded) continue;
+          tokens.inc({ deployment: series.deployment, kind: 'prompt' }, series.promptTokens);
+          tokens.inc({ deployment: series.deployment, kind: 'completion' }, series.completionTokens);
+        }
+      },
+    });
+    // Not prom-client classes, but the collector shape its Registry reads (name, get, reset).
+    this.registry.registerMetric(this.durations as unknown as Metric);
+    this.registry.registerMetric(this.timesToFirstToken as unknown as Metric);
+    const queueDepth: Gauge<'deployment'> = new Gauge({
+      name: 'inference_queue_depth', help: 'Work waiting per deployment: text jobs queued on agents beyond their concurrency, plus queued request records.',
+      labelNames: ['deployment'], registers,
+      collect: () => this.collectGauge(queueDepth, this.sources.queueDepth, 'queue depth', (row) => queueDepth.set({ deployment: row.deployment }, row.depth)),
+    });
+    const replicas: Gauge<'deployment' | 'state'> = new Gauge({
+      name: 'inference_replicas', help: 'Replicas per deployment and state (terminated replicas are not counted).',
+      labelNames: ['deployment', 'state'], registers,
+      collect: () => this.collectGauge(replicas, this.sources.replicas, 'replicas', (row) => replicas.set({ deployment: row.deployment, state: row.state }, row.count)),
+    });
+    this.scalingDecisions = new Counter({
+      name: 'inference_autoscaler_decisions_total', help: 'Autoscaler decisions, by deployment and action.',
+      labelNames: ['deployment', 'action'], registers,
+    });
+    this.spend = new Counter({
+      name: 'inference_spend_usd_total', help: 'GPU spend metered, in US dollars, by deployment.',
+      labelNames: ['deployment'], registers,
+    });
+    collectDefaultMetrics({ register: this.registry, prefix: 'inference_' });
+  }
+
+  /** One answered HTTP request. `deploymentId` must be a resolved deployment's id, or NO_DEPLOYMENT. */
+  recordRequest(deploymentId: string, route: RouteLabel, status: number, durationSeconds: number): void {
+    const routeIndex = ROUTE_INDEX.get(route) ?? OTHER_ROUTE;
+    const code = status >= 100 && status <= 599 ? status : 0;
+    const requests = this.series(deploymentId).requests;
+    const key = routeIndex * 1000 + code;
+    const cell = requests.get(key);
+    if (cell) {
+      cell.value++;
+    } else {
+      requests.set(key, { labels: { deployment: deploymentId, route: ROUTE_LABELS[routeIndex], status: code === 0 ? 'other' : String(code) }, value: 1 });
+    }
+    if (durationSeconds >= 0) {
+      (this.durationByRoute[routeIndex] ??= this.durations.series(ROUTE_LABELS[routeIndex])).observe(durationSeconds);
+    }
+  }
+
+  /** A stream's first byte went out `seconds` after the request arrived. */
+  recordTimeToFirstToken(route: RouteLabel, seconds: number): void {
+    if (!(seconds >= 0)) return;
+    const routeIndex = ROUTE_INDEX.get(route) ?? OTHER_ROUTE;
+    (this.ttftByRoute[routeIndex] ??= this.timesToFirstToken.series(ROUTE_LABELS[routeIndex])).observe(seconds);
+  }
+
+  recordTokens(deploymentId: string, promptTokens: number, completionTokens: number): void {
+    const series = this.series(deploymentId);
+    series.tokensRecorded = true;
+    if (promptTokens > 0) series.promptTokens += promptTokens;
+    if (completionTokens > 0) series.completionTokens += completionTokens;
+  }
+
+  /**
+   * One autoscaler decision. `action` is a short snake_case word from a closed set
+   * (`scale_up`, `scale_down`, `hold`); anything else is counted as `other`.
+   */
+  recordScalingDecision(deploymentId: string, action: string): void {
+    this.scalingDecisions.inc({ deployment: deploymentId, action: SCALING_ACTION.test(action) ? action : 'other' });
+  }
+
+  /**
+   * GPU spend metered for a deployment, in US dollars. Counters only go up: a negative or
+   * non-finite amount throws (a refund is not spend). Record it where it is metered once in
+   * the cluster, so `sum()` over servers is the total.
+   */
+  recordSpend(deploymentId: string, usd: number): void {
+    if (!Number.isFinite(usd) || usd < 0) throw new RangeError(`spend must be a finite, non-negative number of dollars, got ${usd}`);
+    this.spend.inc({ deployment: deploymentId }, usd);
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /**
+   * Unregisters everything. prom-client's default GC metric keeps a process-wide
+   * PerformanceObserver pointing at the registry; emptied, it no longer holds the control plane.
+   */
+  close(): void {
+    this.registry.clear();
+    this.sources = {};
+  }
+
+  private series(deploymentId: string): DeploymentSeries {
+    let series = this.deployments.get(deploymentId);
+    if (!series) {
+      series = new DeploymentSeries(deploymentId);
+      this.deployments.set(deploymentId, series);
+    }
+    return series;
+  }
+
+  private async collectGauge<Row>(gauge: Gauge<string>, source: (() => Promise<Row[]>) | undefined, what: string, set: (row: Row) => void): Promise<void> {
+    let rows: Row[] = [];
+    try {
+      rows = source ? await source() : [];
+    } catch (error) {
+      this.logger?.warn({ err: error }, `could not read ${what} for /metrics; the gauge is left out of this scrape`);
+    }
+    // Reset and refill in one synchronous step: a concurrent scrape never sees half a gauge.
+    gauge.reset();
+    for (const row of rows) set(row);
+  }
+}

@@ -1,0 +1,58 @@
+import net from 'node:net';
+import type { DataSource } from 'typeorm';
+import { withTimeout } from './with-timeout';
+
+/** One dependency a server needs to take traffic; `check` rejects when it is not there. */
+export interface ReadinessProbe {
+  readonly name: string;
+  check(): Promise<void>;
+}
+
+export interface ControlPlaneProbeTargets {
+  dataSource: DataSource;
+  /** The interface the agent gRPC server was asked to bind (`GRPC_HOST`). */
+  grpcHost: string;
+  /** Read at probe time: 0 until the agent server listens. */
+  agentServer: { readonly port: number };
+}
+
+/** `database`: `SELECT 1` answers; `agent_server`: the agent gRPC port accepts a TCP connection. */
+export function controlPlaneProbes(targets: ControlPlaneProbeTargets, timeoutMs = 1_000): ReadinessProbe[] {
+  return [
+    { name: 'database', check: async () => void await withTimeout(targets.dataSource.query('SELECT 1'), timeoutMs, 'the database') },
+    {
+      name: 'agent_server',
+      check: async () => {
+        const port = targets.agentServer.port;
+        if (!port) throw new Error('the agent server has not started');
+        await connectOnce(probeHost(targets.grpcHost), port, timeoutMs);
+      },
+    },
+  ];
+}
+
+/** A wildcard bind is reached on loopback; a specific interface only on that address. */
+function probeHost(host: string): string {
+  if (host === '' || host === '0.0.0.0') return '127.0.0.1';
+  if (host === '::' || host === '[::]') return '::1';
+  return host.replace(/^\[(.*)\]$/, '$1');
+}
+
+function connectOnce(host: string, port: number, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const socket = net.connect({ host, port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no TCP connection to ${host}:${port} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve();
+    });
+    socket.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}

@@ -1,0 +1,53 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
+import type { Context, Next } from 'koa';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { Metrics } from '../../control-plane/telemetry/metrics';
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * `GET /metrics` in the Prometheus text format. With `METRICS_TOKEN` set, every scraper must
+ * send `Authorization: Bearer <token>`; without it, only clients on this host may scrape, and
+ * only directly: a request carrying `X-Forwarded-For`/`Forwarded` came through a proxy, whose
+ * loopback address says nothing about the real client.
+ */
+export function metricsRoute(metrics: Metrics, token: string | undefined) {
+  const expected = token ? digest(token) : null;
+
+  return async (context: Context, next: Next): Promise<void> => {
+    if (context.path !== '/metrics') return await next();
+    if (context.method !== 'GET') throw new AppError('not_found', `${context.method} /metrics is not an endpoint; scrape it with GET`);
+    authorizeScrape(context, expected);
+    const { contentType, body } = await metrics.render();
+    context.status = 200;
+    context.set({ 'content-type': contentType, 'cache-control': 'no-store' });
+    context.body = body;
+  };
+}
+
+function authorizeScrape(context: Context, expected: Buffer | null): void {
+  if (expected) {
+    const presented = BEARER.exec(context.get('authorization'))?.[1];
+    // Digests have one length, so the comparison takes the same time whatever was sent.
+    if (!presented || !timingSafeEqual(digest(presented), expected)) {
+      throw new AppError('invalid_api_key', 'GET /metrics needs Authorization: Bearer <METRICS_TOKEN>');
+    }
+    return;
+  }
+  const proxied = context.get('x-forwarded-for') !== '' || context.get('forwarded') !== '';
+  if (proxied || !isLoopbackAddress(context.req.socket.remoteAddress)) {
+    throw new AppError('permission_denied', 'GET /metrics is served only to clients on this host, not through a proxy; set METRICS_TOKEN to scrape from elsewhere');
+  }
+}
+
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false;
+  if (address === '::1') return true;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return net.isIPv4(v4) && v4.startsWith('127.');
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}

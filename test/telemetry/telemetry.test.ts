@@ -1,0 +1,148 @@
+import OpenAI from 'openai';
+import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { parsePrometheusText, sampleValue, type Sample } from './support/prometheus-text';
+
+const GENERATED_ID = /^req_[0-9a-f]{12}_[0-9a-z]+$/;
+
+/** /metrics, /readyz and X-Request-Id on a whole server: real agents, real gRPC, real PostgreSQL. */
+describe('telemetry on the serving path', () => {
+  let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: { id: string; slug: string; baseUrl: string };
+  let client: OpenAI;
+  let modelId: string;
+
+  const scrape = async (): Promise<Sample[]> => {
+    const response = await fetch(`${test.url}/metrics`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    return parsePrometheusText(await response.text());
+  };
+  const value = (samples: Sample[], name: string, labels: Record<string, string>) => sampleValue(samples, name, labels) ?? 0;
+  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = workspace.apiKey) => fetch(`${deployment.baseUrl}/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+  });
+
+  beforeAll(async () => {
+    test = await startTestServer();
+    workspace = await test.createWorkspace();
+    deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
+    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await test?.stop();
+  });
+
+  it('counts chat requests (plain, stream, 4xx) with their status, duration, first token and tokens', async () => {
+    const before = await scrape();
+    const plain = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: 'metrics please' }], max_tokens: 8 });
+    const stream = await client.chat.completions.create({
+      model: modelId, messages: [{ role: 'user', content: 'stream for metrics' }], max_tokens: 8, stream: true, stream_options: { include_usage: true },
+    });
+    let streamUsage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) if (chunk.usage) streamUsage = chunk.usage;
+    expect((await chat({ model: 'not-this-model', messages: [{ role: 'user', content: 'x' }] })).status).toBe(400);
+    expect((await chat({ messages: [] }, {}, 'sk-not-a-key')).status).toBe(401);
+
+    const ok = { deployment: deployment.id, route: 'chat.completions', status: '200' };
+    const delta = (after: Sample[], name: string, labels: Record<string, string>) => value(after, name, labels) - value(before, name, labels);
+    let after: Sample[] = [];
+    await waitFor(async () => {
+      after = await scrape();
+      return delta(after, 'inference_requests_total', ok) >= 2;
+    }, 5_000, 'the two answered chat requests in /metrics');
+    expect(delta(after, 'inference_requests_total', ok)).toBe(2);
+    expect(delta(after, 'inference_requests_total', { deployment: deployment.id, route: 'chat.completions', status: '400' })).toBe(1);
+    // A bad key is answered before any deployment is resolved: no deployment id in its labels.
+    expect(delta(after, 'inference_requests_total', { deployment: 'none', route: 'chat.completions', status: '401' })).toBe(1);
+    expect(delta(after, 'inference_request_duration_seconds_count', { route: 'chat.completions' })).toBe(4);
+    expect(delta(after, 'inference_request_duration_seconds_sum', { route: 'chat.completions' })).toBeGreaterThan(0);
+    expect(delta(after, 'inference_time_to_first_token_seconds_count', { route: 'chat.completions' })).toBe(1);
+    expect(delta(after, 'inference_tokens_total', { deployment: deployment.id, kind: 'prompt' }))
+      .toBe(plain.usage!.prompt_tokens + streamUsage!.prompt_tokens);
+    expect(delta(after, 'inference_tokens_total', { deployment: deployment.id, kind: 'completion' }))
+      .toBe(plain.usage!.completion_tokens + streamUsage!.completion_tokens);
+  });
+
+  it('counts errors the Koa routes render, labelled by route and (once resolved) deployment', async () => {
+    const before = await scrape();
+    const image = await fetch(`${deployment.baseUrl}/images/generations`, {
+      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a cat' }),
+    });
+    expect(image.status).toBe(400);
+    expect((await fetch(`${test.url}/no/such/path/${'x'.repeat(50)}`)).status).toBe(404);
+    const after = await scrape();
+    const delta = (labels: Record<string, string>) => value(after, 'inference_requests_total', labels) - value(before, 'inference_requests_total', labels);
+    expect(delta({ deployment: deployment.id, route: 'images.generations', status: '400' })).toBe(1);
+    expect(delta({ deployment: 'none', route: 'other', status: '404' })).toBe(1);
+    // No raw path ever becomes a label value.
+    expect(after.some((sample) => Object.values(sample.labels).some((label) => label.includes('/')))).toBe(false);
+  });
+
+  it('exposes queue depth and replicas per deployment, and the process metrics', async () => {
+    const samples = await scrape();
+    expect(sampleValue(samples, 'inference_queue_depth', { deployment: deployment.id })).toBe(0);
+    expect(sampleValue(samples, 'inference_replicas', { deployment: deployment.id, state: 'Running' })).toBe(1);
+    expect(sampleValue(samples, 'inference_process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('echoes a sane X-Request-Id and generates one otherwise, on answers, errors and streams', async () => {
+    const messages = [{ role: 'user', content: 'trace me' }];
+    const given = await chat({ messages, max_tokens: 2 }, { 'x-request-id': 'trace-0001' });
+    expect(given.status).toBe(200);
+    expect(given.headers.get('x-request-id')).toBe('trace-0001');
+    await given.arrayBuffer();
+
+    const first = await chat({ messages, max_tokens: 2 });
+    const second = await chat({ messages, max_tokens: 2 }, { 'x-request-id': 'x'.repeat(129) });
+    await Promise.all([first.arrayBuffer(), second.arrayBuffer()]);
+    expect(first.headers.get('x-request-id')).toMatch(GENERATED_ID);
+    expect(second.headers.get('x-request-id')).toMatch(GENERATED_ID);
+    expect(second.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
+
+    const streamed = await chat({ messages, max_tokens: 4, stream: true }, { 'x-request-id': 'stream-trace' });
+    expect(streamed.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(streamed.headers.get('x-request-id')).toBe('stream-trace');
+    expect(await streamed.text()).toContain('[DONE]');
+
+    const fastLaneError = await chat({ messages }, { 'x-request-id': 'bad-key-trace' }, 'sk-wrong');
+    expect(fastLaneError.status).toBe(401);
+    expect(fastLaneError.headers.get('x-request-id')).toBe('bad-key-trace');
+    // As in OpenAI's API, the id travels in the header, not in the error body.
+    expect(JSON.stringify(await fastLaneError.json())).not.toContain('bad-key-trace');
+
+    const koaError = await fetch(`${deployment.baseUrl}/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'x-request-id': 'koa-trace' } });
+    expect(koaError.status).toBe(404);
+    expect(koaError.headers.get('x-request-id')).toBe('koa-trace');
+    const models = await fetch(`${deployment.baseUrl}/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    expect(models.status).toBe(200);
+    expect(models.headers.get('x-request-id')).toMatch(GENERATED_ID);
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      expect((await fetch(`${test.url}${path}`)).headers.get('x-request-id')).toMatch(GENERATED_ID);
+    }
+    const graphql = await fetch(`${test.url}/graphql`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'graphql-trace' }, body: JSON.stringify({ query: '{ __typename }' }),
+    });
+    expect(graphql.headers.get('x-request-id')).toBe('graphql-trace');
+  });
+
+  it('answers /readyz 200 naming each check, and keeps /healthz', async () => {
+    const ready = await fetch(`${test.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { database: 'ok', agent_server: 'ok', shutdown: 'ok' } });
+    const health = await fetch(`${test.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: 'ok' });
+  });
+
+  it('serves /metrics only to direct local clients when no token is set', async () => {
+    const proxied = await fetch(`${test.url}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
+    expect(proxied.status).toBe(403);
+    expect((await proxied.json()).error.type).toBe('permission_error');
+    expect((await fetch(`${test.url}/metrics`, { headers: { forwarded: 'for=203.0.113.9' } })).status).toBe(403);
+    expect((await fetch(`${test.url}/metrics`, { method: 'POST' })).status).toBe(404);
+  });
+});
