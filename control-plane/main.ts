@@ -3,17 +3,18 @@ import type { Logger } from 'pino';
 import { ApiKeyService } from './api-keys/api-key.service';
 import { Catalog } from './catalog/catalog';
 import { localGgufModel } from './catalog/local-gguf-model';
-import { DEFAULT_AGENT_ENTRY, type ControlPlaneConfig } from './config/control-plane-config';
+import type { ControlPlaneConfig } from './config/control-plane-config';
 import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
 import { AgentServer } from './dispatch/agent-server';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
-import type { CapacityProvider } from './providers/capacity-provider';
+import { Autoscaler } from './autoscaling/autoscaler';
+import { CapacityLoop } from './capacity/capacity-loop';
+import { startCapacity, type Capacity } from './capacity/start-capacity';
 import { Lifecycle } from './lifecycle';
-import { localEngineEnv } from './providers/local-engine-env';
-import { LocalProvider } from './providers/local-provider';
+import type { LocalProvider } from './providers/local-provider';
 import { PublicUrl } from './public-url';
 import { MediaJobs } from './requests/media-jobs';
 import { OutputDestinations } from './requests/output-destinations';
@@ -29,9 +30,11 @@ import { StorageCredentialService } from './storage/storage-credential.service';
 import { resolveServerKey } from './server-keys';
 import { createRateLimiter } from './rate-limits/create-rate-limiter';
 import type { RateLimiter } from './rate-limits/rate-limit-decision';
-import { ReplicaManager } from './replicas/replica-manager';
+import type { ReplicaManager } from './replicas/replica-manager';
 import { UsageRecorder } from './usage/usage-recorder';
 import { WorkspaceService } from './workspaces/workspace.service';
+import { controlPlaneGauges } from './telemetry/control-plane-gauges';
+import { Metrics } from './telemetry/metrics';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -49,7 +52,13 @@ export interface ControlPlane {
   readonly agentServer: AgentServer;
   readonly usage: UsageRecorder;
   readonly rateLimiter: RateLimiter;
+  /** Prometheus metrics (`GET /metrics`): the gateway records requests into it, the autoscaler decisions, metering spend. */
+  readonly metrics: Metrics;
   readonly localProvider: LocalProvider | null;
+  /** Providers, placement, the market, static hosts and metering. */
+  readonly capacity: Capacity;
+  /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
+  readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
   readonly publicUrl: PublicUrl;
   /** Managed output storage (local files by default, or the platform's S3 bucket). */
@@ -88,28 +97,16 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, notifier);
   const deploymentStore = new DeploymentStore(dataSource, events, notifier);
   const dispatcher = new Dispatcher();
-  const providers = new Map<string, CapacityProvider>();
+  const metrics = new Metrics({ ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }) });
+  lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
-  let replicas: ReplicaManager | undefined;
-  const localProvider = config.localAgents
-    ? new LocalProvider({
-      controlPlaneAddress: () => grpcAddress,
-      agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
-      engine: config.localEngine,
-      engineUrl: config.localEngineUrl,
-      engineEnv: localEngineEnv(config, catalog),
-      maxConcurrency: (deployment) => {
-        const model = catalog.find(deployment.modelId);
-        if (!model || model.modality === 'text') return config.localMaxConcurrency;
-        return config.localMediaMaxConcurrency ?? model.targetConcurrency;
-      },
-      restartDelayMs: config.localRestartDelayMs,
-      extraEnv: config.localAgentEnv,
-      nodeArgs: config.localAgentNodeArgs,
-      onAgentExit: (replicaId, reason) => void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit')),
-    }, logger.child({ component: 'local-provider' }))
-    : null;
-  if (localProvider) providers.set('local', localProvider);
+  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger);
+  const { replicas, localProvider } = capacity;
+  capacity.metering.onCharges((charges) => {
+    for (const charge of charges) if (charge.amount > 0) metrics.recordSpend(charge.deploymentId, charge.amount);
+  });
+  capacity.metering.start();
+  lifecycle.add('metering', () => capacity.metering.stop());
 
   const publicUrl = new PublicUrl();
   const storage = config.storage;
@@ -126,7 +123,6 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
   });
-  replicas = new ReplicaManager(dataSource, deploymentStore, providers, logger.child({ component: 'replicas' }));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
@@ -167,17 +163,28 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
 
   // Local agents are our children: SIGTERM drains them. Remote agents are not told to
   // drain; their streams just end and they reconnect to the next control plane.
-  if (localProvider) lifecycle.add('local agents', () => localProvider.stopAll());
+  const capacityLoop = new CapacityLoop({
+    dataSource, deployments: deploymentStore, deploymentService: deployments, replicas, dispatcher, requestRecords,
+    providers: capacity.providers, catalog, autoscaler: new Autoscaler(),
+    onDecision: (decision) => metrics.recordScalingDecision(decision.deploymentId, decision.action),
+    logger: logger.child({ component: 'capacity-loop' }),
+  }, { intervalMs: config.capacityIntervalMs, replicaLostGraceMs: config.replicaLostGraceMs });
+  capacity.market?.onChange(() => capacityLoop.wake());
+  capacityLoop.start();
+  lifecycle.add('capacity loop', () => capacityLoop.stop());
+  lifecycle.add('local agents', () => capacity.stopAgents());
   await replicas.reconcile();
 
   return {
     config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, agentServer, usage, rateLimiter, localProvider, grpcAddress,
+    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
+    metrics,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();
-      await localProvider?.stopAll();
+      await capacityLoop.stop();
+      await capacity.stopAgents();
     },
     stop: () => lifecycle.stopAll(),
   };

@@ -14,7 +14,7 @@ async function main(): Promise<void> {
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {
-      controlPlane.localProvider?.killAll();
+      controlPlane.capacity.killAgents();
       process.exit(130);
     }
     logger.info({ signal }, 'shutting down: draining agents, stopping the database');

@@ -57,6 +57,24 @@ const shape = {
   localAgentNodeArgs: z.string().default('').transform((value) => value.split(/\s+/).filter(Boolean)),
   /** Local provider: spawn agents at all (off for control planes whose agents are remote). @default true */
   localAgents: boolField().default(true),
+  /** Local provider: what this machine offers placement (GPU name, memory, hourly price). @default cpu, 80 GB, $0 */
+  localGpuName: z.string().min(1).default('cpu'),
+  localGpuMemoryGb: z.coerce.number().positive().default(80),
+  localPricePerHour: z.coerce.number().min(0).default(0),
+  /** Market provider: seed of the simulated marketplace (same seed, same offers). @default 42 */
+  marketSeed: intField(0).default(42),
+  /** Market provider: prices take a random-walk step this often; 0 keeps them still. @default 60000 */
+  marketPriceDriftIntervalMs: intField(0).default(60_000),
+  /** Market provider: largest relative price change per step. @default 0.05 */
+  marketVolatility: z.coerce.number().min(0).max(1).default(0.05),
+  /** Running replicas are billed up to now this often (the ledger's granularity). @default 60000 */
+  meteringIntervalMs: intField(10).default(60_000),
+  /** How often each deployment is autoscaled and its missing replicas placed again. @default 5000 */
+  capacityIntervalMs: intField(10).default(5_000),
+  /** A replica whose agent stays gone this long loses its host and is replaced. @default 60000 */
+  replicaLostGraceMs: intField(0).default(60_000),
+  /** Bearer token of the operator API (static hosts, the market, catalog, credit); unset disables it. */
+  operatorToken: z.string().min(24).optional(),
 };
 
 const names = {
@@ -68,6 +86,10 @@ const names = {
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
+  localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
+  marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',
+  meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',
+  operatorToken: 'OPERATOR_TOKEN',
 } as const;
 
 export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {

@@ -5,6 +5,9 @@ import { Deployment } from '../deployments/deployment.entity';
 import { Replica } from '../replicas/replica.entity';
 import { RequestRecord } from '../requests/request-record.entity';
 import { StorageCredential } from '../storage/storage-credential.entity';
+import { LedgerEntry } from '../billing/ledger-entry.entity';
+import { GpuHost } from '../capacity/gpu-host.entity';
+import { ScalingDecisionRecord } from '../capacity/scaling-decision.entity';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSigningSecret } from '../webhooks/webhook.entities';
 import { UsageRecord } from '../usage/usage-record.entity';
 import { Workspace } from '../workspaces/workspace.entity';
@@ -12,12 +15,17 @@ import { InitialSchema1763800000000 } from './migrations/1763800000000-initial-s
 import { StorageCredentials1763900000000 } from './migrations/1763900000000-storage-credentials';
 import { RequestRecords1764000000000 } from './migrations/1764000000000-request-records';
 import { Webhooks1764100000000 } from './migrations/1764100000000-webhooks';
+import { CapacityAndBilling1764200000000 } from './migrations/1764200000000-capacity-and-billing';
 
 export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
+  GpuHost, LedgerEntry, ScalingDecisionRecord,
 ];
-export const MIGRATIONS = [InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000];
+export const MIGRATIONS = [
+  InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
+  CapacityAndBilling1764200000000,
+];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */
 export function createDataSource(url: string): DataSource {

@@ -3,8 +3,13 @@ import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColum
 export const DEPLOYMENT_STATUSES = ['Creating', 'Running', 'Paused', 'Deleted'] as const;
 export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
 
-/** Where a deployment's replicas come from: agents spawned on this host, or agents that join with a token. */
-export type ProviderKind = 'local' | 'external';
+/**
+ * Where a deployment's replicas come from: agents spawned on this host (`local`), a rented-GPU
+ * marketplace (`market`), operator-registered hosts (`static`), or agents that join with the
+ * deployment's token (`external`).
+ */
+export const PROVIDER_KINDS = ['local', 'market', 'static', 'external'] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
 
 const numeric = { to: (v: number) => v, from: (v: string) => Number(v) };
 
@@ -21,6 +26,8 @@ export class Deployment {
   @Column('numeric', { name: 'price_cap_per_hour', precision: 12, scale: 4, transformer: numeric }) priceCapPerHour: number;
   @Column('integer', { name: 'min_replicas' }) minReplicas: number;
   @Column('integer', { name: 'max_replicas' }) maxReplicas: number;
+  /** Replicas the deployment should have now: min when autoscale is off, else the autoscaler's choice within [min, max]. */
+  @Column('integer', { name: 'desired_replicas' }) desiredReplicas: number;
   @Column('boolean') autoscale: boolean;
   @Column('text') provider: ProviderKind;
   /** SHA-256 of the token external agents join with (null for local deployments). */

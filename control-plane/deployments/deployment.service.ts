@@ -4,7 +4,7 @@ import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import { hashSecret, newSecret } from '../secrets';
-import { Deployment, type ProviderKind } from './deployment.entity';
+import { Deployment, PROVIDER_KINDS, type ProviderKind } from './deployment.entity';
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
 
@@ -16,6 +16,15 @@ export interface CreateDeploymentInput {
   autoscale: boolean;
   provider?: ProviderKind;
   /** Image/video models: default output bucket (a verified storage credential); null or absent = Managed. */
+  storageCredentialId?: number | null;
+}
+
+export interface DeploymentChanges {
+  priceCapPerHour?: number;
+  minReplicas?: number;
+  maxReplicas?: number;
+  autoscale?: boolean;
+  /** null switches back to Managed storage. */
   storageCredentialId?: number | null;
 }
 
@@ -50,7 +59,7 @@ export class DeploymentService {
     const deployment = await this.store.insert(this.store.repository.create({
       id: newId('dep'), workspaceId, modelId: model.id, slug: slugFor(model.id), status: 'Creating',
       statusReason: provider === 'external' ? 'waiting for an agent to join with the deployment token' : 'placing replicas',
-      priceCapPerHour: input.priceCapPerHour, minReplicas: input.minReplicas, maxReplicas: input.maxReplicas,
+      priceCapPerHour: input.priceCapPerHour, minReplicas: input.minReplicas, maxReplicas: input.maxReplicas, desiredReplicas: input.minReplicas,
       autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
     }));
     await this.replicas.ensure(deployment);
@@ -71,6 +80,48 @@ export class DeploymentService {
       throw new AppError('permission_denied', `deployment '${id}' belongs to another workspace`, { param: 'id' });
     }
     return deployment;
+  }
+
+  /**
+   * Changes price cap, replica range, autoscale or default storage. In-flight requests are not
+   * touched: the replica count moves to the new range through placement (new replicas) and
+   * scale-down (surplus ones drain first); replicas already placed keep their offer.
+   */
+  async update(workspaceId: string, id: string, changes: DeploymentChanges): Promise<Deployment> {
+    const deployment = await this.get(workspaceId, id);
+    if (!['Creating', 'Running', 'Paused'].includes(deployment.status)) {
+      throw new AppError('invalid_state_transition', `a ${deployment.status} deployment cannot be edited`);
+    }
+    const next = {
+      modelId: deployment.modelId, autoscale: changes.autoscale ?? deployment.autoscale,
+      priceCapPerHour: changes.priceCapPerHour ?? deployment.priceCapPerHour,
+      minReplicas: changes.minReplicas ?? deployment.minReplicas, maxReplicas: changes.maxReplicas ?? deployment.maxReplicas,
+    };
+    validateSettings(next);
+    if (changes.storageCredentialId !== undefined) {
+      const model = this.catalog.get(deployment.modelId);
+      if (changes.storageCredentialId !== null && model.modality === 'text') {
+        throw new AppError('invalid_request', 'storageCredentialId applies to image and video models only', { param: 'storageCredentialId' });
+      }
+      await this.storage.check(workspaceId, changes.storageCredentialId);
+      deployment.storageCredentialId = changes.storageCredentialId;
+    }
+    Object.assign(deployment, next);
+    // Autoscale off pins the count at min; on, the autoscaler starts from the current count.
+    deployment.desiredReplicas = deployment.autoscale
+      ? Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, deployment.desiredReplicas))
+      : deployment.minReplicas;
+    const saved = await this.store.update(deployment);
+    if (saved.status !== 'Paused') await this.replicas.ensure(saved);
+    return saved;
+  }
+
+  /** The autoscaler's choice (within [min, max]); placement follows. */
+  async setDesiredReplicas(deployment: Deployment, desired: number): Promise<Deployment> {
+    const clamped = Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, desired));
+    if (clamped === deployment.desiredReplicas) return deployment;
+    deployment.desiredReplicas = clamped;
+    return await this.store.update(deployment);
   }
 
   /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */
@@ -100,7 +151,7 @@ export class DeploymentService {
   }
 }
 
-function validateSettings(input: CreateDeploymentInput): void {
+function validateSettings(input: Pick<CreateDeploymentInput, 'priceCapPerHour' | 'minReplicas' | 'maxReplicas' | 'provider'>): void {
   const { priceCapPerHour, minReplicas, maxReplicas } = input;
   if (!Number.isFinite(priceCapPerHour) || priceCapPerHour <= 0 || priceCapPerHour > MAX_PRICE_CAP_PER_HOUR) {
     throw new AppError('invalid_request', `priceCapPerHour must be a price per replica-hour above 0 and at most ${MAX_PRICE_CAP_PER_HOUR}, got ${priceCapPerHour}`, { param: 'priceCapPerHour' });
@@ -111,8 +162,8 @@ function validateSettings(input: CreateDeploymentInput): void {
   if (!Number.isInteger(maxReplicas) || maxReplicas < minReplicas || maxReplicas > MAX_REPLICAS) {
     throw new AppError('invalid_request', `maxReplicas must be an integer from minReplicas (${minReplicas}) to ${MAX_REPLICAS}, got ${maxReplicas}`, { param: 'maxReplicas' });
   }
-  if (input.provider !== undefined && input.provider !== 'local' && input.provider !== 'external') {
-    throw new AppError('invalid_request', `provider must be 'local' or 'external', got '${input.provider}'`, { param: 'provider' });
+  if (input.provider !== undefined && !PROVIDER_KINDS.includes(input.provider)) {
+    throw new AppError('invalid_request', `provider must be one of ${PROVIDER_KINDS.map((kind) => `'${kind}'`).join(', ')}, got '${input.provider}'`, { param: 'provider' });
   }
 }
 

@@ -18,6 +18,8 @@ export class AgentConnection implements JobCarrier {
   inFlight = 0;
   draining = false;
   closed = false;
+  /** The engine reported ready: the dispatcher routes work here. */
+  ready = false;
   lastSeenAt = Date.now();
   heartbeat: Heartbeat | null = null;
   private pendingAssigns: Assign[] = [];

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Hello } from '../../proto/worker/v1';
+import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Heartbeat, type Hello } from '../../proto/worker/v1';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import { AgentConnection } from './agent-connection';
 import type { Dispatcher } from './dispatcher';
@@ -124,7 +124,7 @@ export class AgentServer {
         protocolVersion: PROTOCOL_VERSION, heartbeatIntervalMs: this.options.heartbeatIntervalMs,
       },
     });
-    this.dispatcher.register(connection);
+    // Work is routed to it once its first heartbeat says the engine is ready (onHeartbeat).
     this.logger.info({ replicaId: result.replica.id, agentId: hello.agentId, engine: hello.engine?.kind }, 'agent joined');
     return connection;
   }
@@ -138,11 +138,41 @@ export class AgentServer {
         for (const event of frame.jobEvents!.events) connection.onJobEvent(event);
         return;
       case 'heartbeat':
-        connection.heartbeat = frame.heartbeat!;
+        this.onHeartbeat(connection, frame.heartbeat!);
         return;
       default:
         this.refuse(connection.stream, 'protocol_violation', 'a second Hello on the same stream');
     }
+  }
+
+  /**
+   * A replica takes work from its engine's first ready heartbeat on: an engine still loading
+   * its model (STARTING, with progress) or unreachable (UNHEALTHY) keeps the replica Creating.
+   */
+  private onHeartbeat(connection: AgentConnection, heartbeat: Heartbeat): void {
+    const previous = connection.heartbeat;
+    connection.heartbeat = heartbeat;
+    if (connection.ready || connection.closed) return;
+    const health = heartbeat.engineHealth;
+    if (health === 'ENGINE_HEALTH_STARTING' || health === 'ENGINE_HEALTH_UNHEALTHY') {
+      const percent = heartbeat.loadPercent ?? 0;
+      if (previous?.loadPercent !== percent || previous?.detail !== heartbeat.detail) {
+        this.track(this.replicas.reportProgress(connection.replicaId, percent, heartbeat.detail));
+      }
+      return;
+    }
+    connection.ready = true;
+    this.track(this.replicas.markReady(connection.replicaId).then(() => {
+      if (!connection.closed) this.dispatcher.register(connection);
+    }));
+  }
+
+  /** A replica write the shutdown must wait for before the database closes. */
+  private track(write: Promise<void>): void {
+    const tracked = write
+      .catch((error) => this.logger.error({ err: error }, 'could not record a replica change'))
+      .finally(() => this.pendingWrites.delete(tracked));
+    this.pendingWrites.add(tracked);
   }
 
   private onClosed(connection: AgentConnection, message: string): void {
@@ -150,10 +180,7 @@ export class AgentServer {
     connection.close(message);
     this.dispatcher.unregister(connection);
     if (this.byReplica.get(connection.replicaId) === connection) this.byReplica.delete(connection.replicaId);
-    const write = this.replicas.lost(connection.replicaId, message)
-      .catch((error) => this.logger.error({ err: error }, 'could not mark replica lost'))
-      .finally(() => this.pendingWrites.delete(write));
-    this.pendingWrites.add(write);
+    this.track(this.replicas.lost(connection.replicaId, message));
     connection.stream.end();
   }
 

@@ -1,15 +1,22 @@
-import type { Deployment } from '../deployments/deployment.entity';
+import type { GpuOffer } from '../capacity/gpu-offer';
+import type { Deployment, ProviderKind } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
 
 /**
- * Where replicas run. The foundation ships `local` (agents spawned on this host); the
- * price-capped GPU providers implement the same contract. A provider starts an agent that
- * dials back over gRPC with `joinToken`; the replica turns Running when that agent says Hello.
+ * Where replicas run: GPU capacity offered at a price. Placement picks an offer (the cheapest
+ * that fits the model under the deployment's price cap) and launches a replica on it; the
+ * provider starts an agent that dials back over gRPC with `joinToken`, and the replica turns
+ * Running when that agent's engine is ready.
  */
 export interface CapacityProvider {
-  readonly kind: string;
-  launch(deployment: Deployment, replica: Replica, joinToken: string): Promise<void>;
-  /** Stops the replica's agent (drain first); resolves when it has gone. */
+  readonly kind: ProviderKind;
+  /** What can be rented now, with prices (a marketplace's change over time). */
+  offers(): Promise<GpuOffer[]>;
+  launch(offer: GpuOffer, deployment: Deployment, replica: Replica, joinToken: string): Promise<void>;
+  /** Stops the replica's agent (drain first) and frees its capacity; resolves when it has gone. */
   terminate(replicaId: string): Promise<void>;
   stopAll(): Promise<void>;
 }
+
+/** Told when a provider loses a replica's host for good (a reclaimed machine, a removed host). */
+export type HostLostListener = (replicaId: string, reason: string) => void;

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
+import type { GpuOffer } from '../capacity/gpu-offer';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
 import type { CapacityProvider } from './capacity-provider';
@@ -22,6 +23,8 @@ export interface LocalProviderOptions {
   engineEnv?: (deployment: Deployment) => Record<string, string>;
   /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
   onAgentExit?: (replicaId: string, reason: string) => void;
+  /** What this machine offers placement: one offer, as many replicas as wanted. */
+  offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number };
 }
 
 interface LocalAgent {
@@ -48,11 +51,21 @@ export class LocalProvider implements CapacityProvider {
 
   constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
 
-  async launch(deployment: Deployment, replica: Replica, joinToken: string): Promise<void> {
+  async offers(): Promise<GpuOffer[]> {
+    const offer = this.options.offer ?? { gpuName: 'cpu', gpuMemoryGb: 80, pricePerHour: 0 };
+    return [{ id: 'local', provider: 'local', region: 'local', available: Infinity, ...offer }];
+  }
+
+  async launch(_offer: GpuOffer, deployment: Deployment, replica: Replica, joinToken: string): Promise<void> {
+    this.start(deployment, replica, joinToken, {});
+  }
+
+  /** Runs the replica's agent as a child process (the market provider's simulated hosts use this too). */
+  start(deployment: Deployment, replica: Replica, joinToken: string, extraEnv: Record<string, string>): void {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = Date.now();
-      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), this.options.engineEnv?.(deployment) ?? {}, (line) => (agent.lastLine = line));
+      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), { ...this.options.engineEnv?.(deployment), ...extraEnv }, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
         agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
@@ -94,7 +107,7 @@ export class LocalProvider implements CapacityProvider {
     return this.agents.get(replicaId)?.child;
   }
 
-  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, engineEnv: Record<string, string>, onLine: (line: string) => void): ChildProcess {
+  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, extraEnv: Record<string, string>, onLine: (line: string) => void): ChildProcess {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
@@ -105,7 +118,7 @@ export class LocalProvider implements CapacityProvider {
       WORKER_MAX_CONCURRENCY: String(maxConcurrency),
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,
-      ...engineEnv,
+      ...extraEnv,
     };
     const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });

@@ -2,6 +2,10 @@ import type { DataSource, Repository } from 'typeorm';
 import { In, Not } from 'typeorm';
 import type { Logger } from 'pino';
 import type { Hello } from '../../proto/worker/v1';
+import type { Metering } from '../billing/metering';
+import { chooseOffer } from '../capacity/placement';
+import type { StaticProvider } from '../capacity/static-provider';
+import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import { newId } from '../ids';
@@ -11,21 +15,33 @@ import { Replica } from './replica.entity';
 
 export type JoinResult =
   | { ok: true; replica: Replica; deployment: Deployment }
-  | { ok: false; code: 'bad_token' | 'capacity_full'; message: string };
+  | { ok: false; code: 'bad_token' | 'capacity_full' | 'host_idle'; message: string };
 
 const ACTIVE = Not(In(['Terminated']));
+/** Every reason placement gives for not placing contains this (and nothing else does). */
+const WAITING_FOR_CAPACITY = 'waiting for';
+
+/** Which replica to give up first when scaling down: one still starting, else the least loaded. */
+export type ReplicaLoad = (replicaId: string) => number;
 
 /**
- * Replica rows and their agents: places the replicas a deployment needs on its provider,
- * admits agents that present a join token, and releases replicas on pause or delete.
+ * Replica rows and their agents: places the replicas a deployment wants on the cheapest
+ * offer under its price cap, admits agents that present a join (or host) token, turns a
+ * replica Running when its engine is ready, and releases replicas on scale-down, pause or
+ * delete. Every exit from Running goes through Metering, which bills the last stretch.
  */
 export class ReplicaManager {
   private readonly replicas: Repository<Replica>;
+  /** Deployments being placed right now: concurrent ensure() calls for one deployment queue up. */
+  private readonly placing = new Map<string, Promise<void>>();
 
   constructor(
     dataSource: DataSource,
     private readonly deployments: DeploymentStore,
     private readonly providers: ReadonlyMap<string, CapacityProvider>,
+    private readonly catalog: Catalog,
+    private readonly metering: Metering,
+    private readonly staticHosts: StaticProvider | null,
     private readonly logger: Logger,
   ) {
     this.replicas = dataSource.getRepository(Replica);
@@ -39,26 +55,32 @@ export class ReplicaManager {
     return await this.replicas.find({ where: { deploymentId, status: ACTIVE }, order: { createdAt: 'ASC' } });
   }
 
-  /** Starts replicas until the deployment has its minimum (external agents join by themselves). */
-  async ensure(deployment: Deployment): Promise<void> {
-    const provider = this.providers.get(deployment.provider);
-    if (!provider) return;
-    const active = await this.listActive(deployment.id);
-    for (let count = active.length; count < deployment.minReplicas; count++) {
-      const joinToken = newSecret('jt-');
-      const replica = await this.replicas.save(this.replicas.create({
-        id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: 'starting agent',
-        provider: provider.kind, joinTokenHash: hashSecret(joinToken), gpus: [],
-      }));
-      await provider.launch(deployment, replica, joinToken);
-    }
+  /**
+   * Brings the deployment to its desired replica count: places missing replicas (saying on the
+   * deployment why when no offer qualifies) and releases surplus ones. Serialised per deployment.
+   */
+  ensure(deployment: Deployment, load: ReplicaLoad = () => 0): Promise<void> {
+    const previous = this.placing.get(deployment.id) ?? Promise.resolve();
+    const next = previous.then(() => this.place(deployment.id, load)).finally(() => {
+      if (this.placing.get(deployment.id) === next) this.placing.delete(deployment.id);
+    });
+    this.placing.set(deployment.id, next);
+    return next;
   }
 
-  /** Admits an agent's Hello: binds it to its replica (or a new replica of an external deployment). */
+  /** Admits an agent's Hello: binds it to its replica (a new one for an external deployment, the assigned one for a static host). */
   async join(joinToken: string, hello: Hello): Promise<JoinResult> {
     const tokenHash = hashSecret(joinToken);
     let replica = await this.replicas.findOne({ where: { joinTokenHash: tokenHash, status: ACTIVE } });
     let deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
+    if (!replica && this.staticHosts) {
+      const host = await this.staticHosts.hostByToken(tokenHash);
+      if (host && !host.replicaId) return { ok: false, code: 'host_idle', message: `host ${host.name} has no replica assigned yet; retry later` };
+      if (host?.replicaId) {
+        replica = await this.replicas.findOne({ where: { id: host.replicaId, status: ACTIVE } });
+        deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
+      }
+    }
     if (!replica) {
       deployment = await this.deployments.repository.findOne({ where: { joinTokenHash: tokenHash } });
       if (deployment && isServing(deployment)) replica = await this.externalReplica(deployment, tokenHash, hello);
@@ -69,39 +91,66 @@ export class ReplicaManager {
     if (!replica || !deployment || !isServing(deployment)) {
       return { ok: false, code: 'bad_token', message: 'unknown, revoked or released join token' };
     }
+    // The agent is connected; the replica turns Running once its engine reports ready (markReady).
     Object.assign(replica, {
-      status: 'Running', statusReason: null, agentId: hello.agentId, agentVersion: hello.agentVersion,
+      status: 'Creating', statusReason: 'engine starting', agentId: hello.agentId, agentVersion: hello.agentVersion,
       engineKind: hello.engine?.kind ?? null, engineVersion: hello.engine?.version ?? null,
       maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: new Date(),
-      startedAt: replica.startedAt ?? new Date(),
     });
     await this.replicas.save(replica);
-    if (deployment.status === 'Creating') deployment = await this.deployments.transition(deployment, 'Running');
     return { ok: true, replica, deployment };
   }
 
-  /** The agent's stream ended: the replica stays (its agent may reconnect) but takes no work. */
+  /** The replica's engine is ready: it takes work and its meter starts. */
+  async markReady(replicaId: string): Promise<void> {
+    await this.replicas.query(`
+      UPDATE replicas SET status = 'Running', status_reason = NULL, load_percent = 100,
+        started_at = COALESCE(started_at, statement_timestamp()), metered_until = statement_timestamp(), last_seen_at = statement_timestamp()
+      WHERE id = $1 AND status <> 'Terminated' AND status <> 'Running'`, [replicaId]);
+    const replica = await this.replicas.findOne({ where: { id: replicaId } });
+    const deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
+    if (deployment?.status === 'Creating') await this.deployments.transition(deployment, 'Running');
+  }
+
+  /** Model download / load progress while the engine starts. */
+  async reportProgress(replicaId: string, percent: number, stage: string): Promise<void> {
+    await this.replicas.update({ id: replicaId, status: 'Creating' }, { loadPercent: percent, statusReason: stage || `loading the model: ${percent} %` });
+  }
+
+  /** The agent's stream ended: the replica stays (its agent may reconnect) but takes no work and is not billed. */
   async lost(replicaId: string, reason: string): Promise<void> {
-    await this.replicas.update({ id: replicaId, status: Not('Terminated') }, { status: 'Unhealthy', statusReason: reason, lastSeenAt: new Date() });
+    await this.metering.leaveRunning([replicaId], 'Unhealthy', reason);
+  }
+
+  /** The replica's host is gone for good (reclaimed, removed, or silent too long): it is ended and a new one placed. */
+  async hostLost(replicaId: string, reason: string, load?: ReplicaLoad): Promise<void> {
+    const replica = await this.replicas.findOne({ where: { id: replicaId } });
+    if (!replica || replica.status === 'Terminated') return;
+    await this.metering.leaveRunning([replicaId], 'Terminated', reason);
+    await this.providers.get(replica.provider)?.terminate(replicaId).catch(() => {});
+    const deployment = await this.deployments.find(replica.deploymentId);
+    if (deployment && isServing(deployment)) await this.ensure(deployment, load);
   }
 
   /** Stops every replica of the deployment (pause, delete). */
   async release(deployment: Deployment, reason: string): Promise<void> {
     const replicas = await this.listActive(deployment.id);
-    await this.replicas.update({ deploymentId: deployment.id, status: ACTIVE }, { status: 'Terminated', statusReason: reason, terminatedAt: new Date() });
+    await this.metering.leaveRunning(replicas.map((replica) => replica.id), 'Terminated', reason);
     await Promise.all(replicas.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id)));
   }
 
   /**
-   * On start-up, replicas of local agents from a previous run are gone with that process:
-   * terminate their rows, then place fresh ones for every deployment that should be serving.
+   * On start-up, replicas of local agents (and market hosts simulated on this machine) from a
+   * previous run are gone with that process: end their rows, then place fresh ones for every
+   * deployment that should be serving.
    */
   async reconcile(): Promise<void> {
-    await this.replicas.update({ provider: 'local', status: ACTIVE }, { status: 'Terminated', statusReason: 'server restarted', terminatedAt: new Date() });
+    const orphans = await this.replicas.find({ where: { provider: In(['local', 'market']), status: ACTIVE } });
+    await this.metering.leaveRunning(orphans.map((replica) => replica.id), 'Terminated', 'server restarted');
     for (const deployment of await this.deployments.listActive()) {
       if (deployment.status === 'Paused') continue;
       try {
-        const restarting = deployment.provider === 'local' && deployment.status === 'Running'
+        const restarting = ['local', 'market'].includes(deployment.provider) && deployment.status === 'Running'
           ? await this.deployments.transition(deployment, 'Creating', 'restarting replicas after a server restart')
           : deployment;
         await this.ensure(restarting);
@@ -109,6 +158,53 @@ export class ReplicaManager {
         this.logger.error({ err: error, deploymentId: deployment.id }, 'could not place replicas');
       }
     }
+  }
+
+  private async place(deploymentId: string, load: ReplicaLoad): Promise<void> {
+    let deployment = await this.deployments.find(deploymentId);
+    if (!deployment || !isServing(deployment)) return;
+    const provider = this.providers.get(deployment.provider);
+    if (!provider) return; // external: agents join by themselves
+    const model = this.catalog.get(deployment.modelId);
+    const active = await this.listActive(deployment.id);
+    const wanted = Math.max(deployment.minReplicas, Math.min(deployment.maxReplicas, deployment.desiredReplicas));
+    for (let count = active.length; count < wanted; count++) {
+      const choice = await chooseOffer(provider, deployment, model);
+      if (!choice.offer) {
+        await this.deployments.transition(deployment, deployment.status, `${active.length === 0 && count === 0 ? '' : `${count} of ${wanted} replicas placed; `}${choice.reason}`);
+        return;
+      }
+      const joinToken = newSecret('jt-');
+      const offer = choice.offer;
+      const replica = await this.replicas.save(this.replicas.create({
+        id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: `starting on ${offer.gpuName} (${offer.region})`,
+        provider: provider.kind, joinTokenHash: hashSecret(joinToken), gpus: [], offerId: offer.id, gpuName: offer.gpuName,
+        gpuMemoryGb: offer.gpuMemoryGb, region: offer.region, pricePerHour: offer.pricePerHour, loadPercent: 0, meteredUntil: null,
+      }));
+      try {
+        await provider.launch(offer, deployment, replica, joinToken);
+      } catch (error) {
+        await this.metering.leaveRunning([replica.id], 'Terminated', `could not launch on ${offer.id}: ${(error as Error).message}`);
+        this.logger.warn({ err: error, deploymentId: deployment.id, offer: offer.id }, 'launch failed; placement retries on the next pass');
+        return;
+      }
+    }
+    if (active.length > wanted) await this.shrink(active, active.length - wanted, load);
+    // Every wanted replica is placed: a placement problem the deployment showed is over.
+    deployment = (await this.deployments.find(deployment.id)) ?? deployment;
+    if (deployment.statusReason?.includes(WAITING_FOR_CAPACITY)) {
+      await this.deployments.transition(deployment, deployment.status, deployment.status === 'Creating' ? 'replicas starting' : null);
+    }
+  }
+
+  /** Gives up `count` replicas: ones still starting first, then the least loaded (they drain, then stop). */
+  private async shrink(active: Replica[], count: number, load: ReplicaLoad): Promise<void> {
+    const victims = [...active]
+      .sort((left, right) => Number(left.status === 'Running') - Number(right.status === 'Running') || load(left.id) - load(right.id)
+        || right.createdAt.getTime() - left.createdAt.getTime())
+      .slice(0, count);
+    await this.metering.leaveRunning(victims.map((replica) => replica.id), 'Terminated', 'scaled down');
+    await Promise.all(victims.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id)));
   }
 
   private async externalReplica(deployment: Deployment, tokenHash: string, hello: Hello): Promise<Replica | null> {
@@ -119,7 +215,7 @@ export class ReplicaManager {
     if (existing) await this.replicas.delete({ id: existing.id });
     return await this.replicas.save(this.replicas.create({
       id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: null,
-      provider: 'external', joinTokenHash: agentTokenHash, gpus: [],
+      provider: 'external', joinTokenHash: agentTokenHash, gpus: [], pricePerHour: 0, meteredUntil: null,
     }));
   }
 }

@@ -3,6 +3,9 @@ import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm'
 export const REPLICA_STATUSES = ['Creating', 'Running', 'Unhealthy', 'Terminated'] as const;
 export type ReplicaStatus = (typeof REPLICA_STATUSES)[number];
 
+const numeric = { to: (value: number) => value, from: (value: string) => Number(value) };
+const nullableNumeric = { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) };
+
 /** One running copy of a deployment's model: a worker agent and its engine on one host. */
 @Entity('replicas')
 export class Replica {
@@ -19,6 +22,16 @@ export class Replica {
   @Column('text', { name: 'engine_version', nullable: true }) engineVersion: string | null;
   @Column('integer', { name: 'max_concurrency', nullable: true }) maxConcurrency: number | null;
   @Column('jsonb', { default: () => "'[]'" }) gpus: Array<{ name: string; memoryBytes: number; index: number }>;
+  /** The capacity offer the replica was placed on, and what it costs (null for external agents). */
+  @Column('text', { name: 'offer_id', nullable: true }) offerId: string | null;
+  @Column('text', { name: 'gpu_name', nullable: true }) gpuName: string | null;
+  @Column('numeric', { name: 'gpu_memory_gb', precision: 8, scale: 2, nullable: true, transformer: nullableNumeric }) gpuMemoryGb: number | null;
+  @Column('text', { nullable: true }) region: string | null;
+  @Column('numeric', { name: 'price_per_hour', precision: 12, scale: 4, transformer: numeric }) pricePerHour: number;
+  /** Model download / load progress the agent reported while its engine starts (0–100). */
+  @Column('integer', { name: 'load_percent', nullable: true }) loadPercent: number | null;
+  /** Billed up to here; the metering loop moves it forward while the replica runs. */
+  @Column('timestamptz', { name: 'metered_until', nullable: true }) meteredUntil: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @Column('timestamptz', { name: 'started_at', nullable: true }) startedAt: Date | null;
   @Column('timestamptz', { name: 'last_seen_at', nullable: true }) lastSeenAt: Date | null;

@@ -19,6 +19,11 @@ export async function startMockEngine(): Promise<{ url: string; requests: MockEn
     const chunks: Buffer[] = [];
     request.on('data', (chunk) => chunks.push(chunk));
     request.on('end', () => {
+      if (request.method === 'GET' && request.url === '/v1/models') {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ object: 'list', data: [{ id: 'mock-model', object: 'model', created: 1, owned_by: 'mock' }] }));
+        return;
+      }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
       let finished = false;
       let resolveClosed: () => void = () => {};

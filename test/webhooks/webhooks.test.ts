@@ -111,7 +111,7 @@ describe('webhooks', () => {
   });
 
   it('counts a handler slower than the attempt timeout as failed, and gives up after the last attempt', async () => {
-    const submitted = await submit('slow receiver', { webhook_url: `${receiver.base}/slow/1500` });
+    const submitted = await submit('slow receiver', { webhook_url: `${receiver.base}/slow/3000` });
     const [listed] = await (async () => {
       let deliveries: any[] = [];
       await waitFor(async () => (deliveries = (await graphql('query($id: ID!) { webhookDeliveries(requestId: $id) { id } }', { id: submitted.body.id })).data.webhookDeliveries).length === 1, 10_000, 'the delivery');
@@ -121,7 +121,8 @@ describe('webhooks', () => {
     await waitFor(async () => (log = await deliveryLog(listed.id)).status === 'failed', 10_000, 'the delivery to fail');
     expect(log.attempts).toBe(3);
     expect(log.attemptLog.every((attempt: any) => attempt.statusCode === null && attempt.error.includes('no answer within 600 ms'))).toBe(true);
-    expect(log.attemptLog.every((attempt: any) => attempt.latencyMs >= 590 && attempt.latencyMs < 1_500)).toBe(true);
+    // Each attempt gave up at the timeout, long before the handler's 3 s answer (a loaded machine adds some delay).
+    expect(log.attemptLog.every((attempt: any) => attempt.latencyMs >= 590 && attempt.latencyMs < 2_500)).toBe(true);
   });
 
   it('disables an endpoint after the configured number of failed deliveries in a row; test sends never count', async () => {

@@ -64,7 +64,7 @@ describe('AgentSession', () => {
       engine: { kind: 'cpu', version: expect.any(String), url: '' }, models: [], maxConcurrency: 4, agentId: 'agt_test',
     });
     const heartbeat = await stream.until(() => stream.frames.find((frame) => frame.heartbeat)?.heartbeat);
-    expect(heartbeat).toEqual({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });
+    expect(heartbeat).toMatchObject({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });
     expect(session.welcome?.replicaId).toBe('rep_test');
   });
 

@@ -50,7 +50,7 @@ export interface Hello {
   agentId: string;
 }
 
-export interface Heartbeat { inFlight: number; queued: number; engineHealth: EngineHealth; detail: string }
+export interface Heartbeat { inFlight: number; queued: number; engineHealth: EngineHealth; detail: string; loadPercent?: number }
 
 export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number }
 

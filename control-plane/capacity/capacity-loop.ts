@@ -1,0 +1,167 @@
+import type { DataSource, Repository } from 'typeorm';
+import type { Logger } from 'pino';
+import type { Autoscaler } from '../autoscaling/autoscaler';
+import { shouldRecord } from '../autoscaling/decision-recording';
+import type { ScalingDecision } from '../autoscaling/scaling-decision';
+import { newScalingState, type ScalingState } from '../autoscaling/scaling-state';
+import type { Catalog } from '../catalog/catalog';
+import type { Deployment } from '../deployments/deployment.entity';
+import type { DeploymentService } from '../deployments/deployment.service';
+import type { DeploymentStore } from '../deployments/deployment-store';
+import type { Dispatcher } from '../dispatch/dispatcher';
+import type { CapacityProvider } from '../providers/capacity-provider';
+import type { ReplicaManager } from '../replicas/replica-manager';
+import type { RequestRecords } from '../requests/request-records';
+import { ScalingDecisionRecord } from './scaling-decision.entity';
+
+export interface CapacityLoopOptions {
+  intervalMs: number;
+  /** An Unhealthy replica (agent gone) is replaced after this. */
+  replicaLostGraceMs: number;
+}
+
+export interface CapacityLoopDependencies {
+  dataSource: DataSource;
+  deployments: DeploymentStore;
+  deploymentService: DeploymentService;
+  replicas: ReplicaManager;
+  dispatcher: Dispatcher;
+  requestRecords: RequestRecords;
+  providers: ReadonlyMap<string, CapacityProvider>;
+  catalog: Catalog;
+  autoscaler: Autoscaler;
+  /** Told about every recorded decision (the autoscaler-decisions metric). */
+  onDecision?: (decision: ScalingDecision) => void;
+  logger: Logger;
+}
+
+/** Advisory-lock key: one server at a time runs the loop. */
+const LOOP_LOCK = 'capacity-loop';
+
+/**
+ * Every few seconds, per deployment: replace replicas whose host is gone, ask the autoscaler
+ * how many replicas the load needs (recording its decision with every input), and have
+ * placement reach that count on the cheapest offers under the price cap, retrying what could
+ * not be placed (a marketplace's offers change). Woken early when offers change.
+ */
+export class CapacityLoop {
+  private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null }>();
+  private readonly decisions: Repository<ScalingDecisionRecord>;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+
+  constructor(private readonly dependencies: CapacityLoopDependencies, private readonly options: CapacityLoopOptions) {
+    this.decisions = dependencies.dataSource.getRepository(ScalingDecisionRecord);
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.wake(), this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Runs a pass now (coalesced with one already running). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.runOnce().finally(() => {
+      this.running = null;
+      if (this.again) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** One pass over every deployment (tests call it to step the loop). */
+  async runOnce(): Promise<void> {
+    try {
+      await this.dependencies.dataSource.transaction(async (manager) => {
+        const [{ locked }] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked', [LOOP_LOCK]);
+        if (!locked) return;
+        for (const deployment of await this.dependencies.deployments.listActive()) {
+          if (this.stopped) return;
+          if (deployment.status !== 'Creating' && deployment.status !== 'Running') continue;
+          if (!this.dependencies.providers.has(deployment.provider)) continue;
+          await this.reconcile(deployment).catch((error) => this.dependencies.logger.error({ err: error, deploymentId: deployment.id }, 'capacity pass failed for a deployment'));
+        }
+      });
+    } catch (error) {
+      this.dependencies.logger.error({ err: error }, 'capacity pass failed');
+    }
+  }
+
+  private async reconcile(deployment: Deployment): Promise<void> {
+    const { replicas, dispatcher } = this.dependencies;
+    const cutoff = Date.now() - this.options.replicaLostGraceMs;
+    const load = (replicaId: string) => dispatcher.connections(deployment.id).find((connection) => connection.replicaId === replicaId)?.load ?? 0;
+    for (const replica of await replicas.listActive(deployment.id)) {
+      if (replica.status === 'Unhealthy' && (replica.lastSeenAt?.getTime() ?? 0) < cutoff) {
+        await replicas.hostLost(replica.id, `its agent was gone for more than ${Math.round(this.options.replicaLostGraceMs / 1000)} s: replaced`, load);
+      }
+    }
+    const scaled = await this.autoscale(deployment);
+    await replicas.ensure(scaled, load);
+  }
+
+  private async autoscale(deployment: Deployment): Promise<Deployment> {
+    const { dispatcher, catalog, requestRecords, autoscaler, deploymentService } = this.dependencies;
+    const model = catalog.get(deployment.modelId);
+    const connections = dispatcher.connections(deployment.id);
+    const active = await this.dependencies.replicas.listActive(deployment.id);
+    const mediaQueued = model.modality === 'text' ? 0 : await requestRecords.countQueued(deployment.id);
+    const entry = this.states.get(deployment.id) ?? { state: newScalingState(), lastRecorded: null };
+    this.states.set(deployment.id, entry);
+    const decision = autoscaler.decide(entry.state, {
+      deploymentId: deployment.id,
+      inFlight: connections.reduce((sum, connection) => sum + connection.inFlight, 0),
+      queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0) + mediaQueued,
+      currentReplicas: active.length,
+      readyReplicas: Math.min(active.length, connections.filter((connection) => connection.ready && !connection.draining).length),
+      targetConcurrency: model.targetConcurrency,
+      minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
+      capacityLimit: await this.capacityLimit(deployment, active.length),
+    }, Date.now());
+    if (shouldRecord(entry.lastRecorded, decision)) {
+      entry.lastRecorded = decision;
+      await this.record(deployment, decision);
+    }
+    return await deploymentService.setDesiredReplicas(deployment, decision.desiredReplicas);
+  }
+
+  /** Replicas the deployment could hold under its price cap: those it has plus what offers allow (null when unlimited). */
+  private async capacityLimit(deployment: Deployment, current: number): Promise<number | null> {
+    const provider = this.dependencies.providers.get(deployment.provider);
+    if (!provider) return null;
+    const model = this.dependencies.catalog.get(deployment.modelId);
+    const placeable = (await provider.offers())
+      .filter((offer) => offer.gpuMemoryGb >= model.gpuMemoryGb && offer.pricePerHour <= deployment.priceCapPerHour)
+      .reduce((sum, offer) => sum + offer.available, 0);
+    return Number.isFinite(placeable) ? current + placeable : null;
+  }
+
+  private async record(deployment: Deployment, decision: ScalingDecision): Promise<void> {
+    const inputs: Record<string, unknown> = {
+      inFlight: decision.inFlight, queued: decision.queued, readyReplicas: decision.readyReplicas, perReplicaLoad: decision.perReplicaLoad,
+      recommendedReplicas: decision.recommendedReplicas, minReplicas: decision.minReplicas, maxReplicas: decision.maxReplicas,
+      autoscale: decision.autoscale, capacityLimit: decision.capacityLimit,
+    };
+    await this.decisions.save(this.decisions.create({
+      deploymentId: deployment.id, workspaceId: deployment.workspaceId, decidedAt: new Date(decision.at), action: decision.action,
+      reason: decision.reason, explanation: decision.explanation, signal: decision.signal, targetConcurrency: decision.targetConcurrency,
+      currentReplicas: decision.currentReplicas, wantedReplicas: decision.wantedReplicas, desiredReplicas: decision.desiredReplicas,
+      inputs,
+    }));
+    this.dependencies.onDecision?.(decision);
+  }
+}

@@ -1,0 +1,87 @@
+import type { DataSource } from 'typeorm';
+import type { Logger } from 'pino';
+import { Metering } from '../billing/metering';
+import type { Catalog } from '../catalog/catalog';
+import { DEFAULT_AGENT_ENTRY, type ControlPlaneConfig } from '../config/control-plane-config';
+import type { Deployment } from '../deployments/deployment.entity';
+import type { DeploymentStore } from '../deployments/deployment-store';
+import type { CapacityProvider, HostLostListener } from '../providers/capacity-provider';
+import { localEngineEnv } from '../providers/local-engine-env';
+import { LocalProvider } from '../providers/local-provider';
+import { ReplicaManager } from '../replicas/replica-manager';
+import { MarketProvider } from './market-provider';
+import { StaticProvider } from './static-provider';
+
+export interface Capacity {
+  readonly providers: ReadonlyMap<string, CapacityProvider>;
+  /** Agents spawned on this machine for `local` deployments (null with LOCAL_AGENTS=false). */
+  readonly localProvider: LocalProvider | null;
+  /** The simulated marketplace (its machines are agent processes on this host). */
+  readonly market: MarketProvider | null;
+  readonly staticHosts: StaticProvider;
+  readonly metering: Metering;
+  readonly replicas: ReplicaManager;
+  /** Every agent process this server spawned, local and market (drained on shutdown). */
+  stopAgents(): Promise<void>;
+  killAgents(): void;
+}
+
+/** The GPU capacity side: providers and their offers, replica placement, and metering. */
+export function startCapacity(
+  config: ControlPlaneConfig, dataSource: DataSource, catalog: Catalog, deployments: DeploymentStore,
+  grpcAddress: () => string, logger: Logger,
+): Capacity {
+  let replicas: ReplicaManager | undefined;
+  // Hosts that disappear (reclaimed, removed) are replaced; an agent process that exits is
+  // restarted by its provider, and only marked lost meanwhile.
+  const hostLost: HostLostListener = (replicaId, reason) => {
+    void replicas?.hostLost(replicaId, reason).catch((error) => logger.error({ err: error, replicaId }, 'could not replace a lost replica'));
+  };
+  const agentExited = (replicaId: string, reason: string) => {
+    void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit'));
+  };
+  const agentProcesses = (component: string, offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number }) => new LocalProvider({
+    controlPlaneAddress: grpcAddress,
+    agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
+    engine: config.localEngine,
+    engineUrl: config.localEngineUrl,
+    engineEnv: localEngineEnv(config, catalog),
+    maxConcurrency: (deployment: Deployment) => {
+      const model = catalog.find(deployment.modelId);
+      if (!model || model.modality === 'text') return config.localMaxConcurrency;
+      return config.localMediaMaxConcurrency ?? model.targetConcurrency;
+    },
+    restartDelayMs: config.localRestartDelayMs,
+    extraEnv: config.localAgentEnv,
+    nodeArgs: config.localAgentNodeArgs,
+    onAgentExit: agentExited,
+    offer,
+  }, logger.child({ component }));
+
+  const providers = new Map<string, CapacityProvider>();
+  const localProvider = config.localAgents
+    ? agentProcesses('local-provider', { gpuName: config.localGpuName, gpuMemoryGb: config.localGpuMemoryGb, pricePerHour: config.localPricePerHour })
+    : null;
+  if (localProvider) providers.set('local', localProvider);
+  const market = config.localAgents
+    ? new MarketProvider(agentProcesses('market-hosts'), {
+      seed: config.marketSeed, priceDriftIntervalMs: config.marketPriceDriftIntervalMs, volatility: config.marketVolatility,
+    }, hostLost, logger.child({ component: 'market' }))
+    : null;
+  if (market) providers.set('market', market);
+  const staticHosts = new StaticProvider(dataSource, hostLost);
+  providers.set('static', staticHosts);
+
+  const metering = new Metering(dataSource, { intervalMs: config.meteringIntervalMs }, logger.child({ component: 'metering' }));
+  replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }));
+  return {
+    providers, localProvider, market, staticHosts, metering, replicas,
+    async stopAgents() {
+      await Promise.all([localProvider?.stopAll(), market?.stopAll()]);
+    },
+    killAgents() {
+      localProvider?.killAll();
+      market?.killAll();
+    },
+  };
+}
