@@ -2,6 +2,9 @@ import fs from 'node:fs';
 import OpenAI from 'openai';
 import { Catalog } from '../../control-plane/catalog/catalog';
 import { loadControlPlaneConfig } from '../../control-plane/config/control-plane-config';
+import type { Deployment } from '../../control-plane/deployments/deployment.entity';
+import { PROJECT_ROOT } from '../../control-plane/project-root';
+import { localEngineEnv } from '../../control-plane/providers/local-engine-env';
 import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
 import { firstRunBanner } from '../../gateway/first-run-banner';
 import { tinyGguf } from '../../worker-agent/llama/tiny-gguf';
@@ -107,5 +110,26 @@ describe('serving a local GGUF file from start-up', () => {
     const catalog = Catalog.load();
     expect(catalog.withLocalModel(undefined)).toBe(catalog);
     expect(catalog.localModel()).toBeUndefined();
+  });
+
+  it('catalog files may hold GGUF entries: paths from the project root, served by llama-cpp agents', () => {
+    const file = `${models.directory}/catalog.json`;
+    const entry = {
+      id: 'local/listed', name: 'Listed', modality: 'text', task: 'chat', engine: 'llama-cpp', official: false, gpuMemoryGb: 0.5,
+      inputModalities: ['text'], sizes: [], targetConcurrency: 2, source: { kind: 'gguf', path: 'models/listed.gguf' },
+    };
+    const image = { ...entry, id: 'image/model', modality: 'image', task: 'image-generation', engine: 'diffusers', sizes: ['512x512'], source: undefined };
+    fs.writeFileSync(file, JSON.stringify({ models: [entry, image] }));
+    const catalog = Catalog.load(file);
+    expect(catalog.get('local/listed').source).toEqual({ kind: 'gguf', path: `${PROJECT_ROOT}/models/listed.gguf` });
+    const envOf = localEngineEnv({ localEngine: 'cpu', localLlamaThreads: 1 }, catalog);
+    expect(envOf({ modelId: 'local/listed' } as Deployment)).toEqual({
+      WORKER_ENGINE: 'llama-cpp', WORKER_LLAMA_MODEL_PATH: `${PROJECT_ROOT}/models/listed.gguf`, WORKER_LLAMA_PARALLEL: '2', WORKER_MAX_CONCURRENCY: '2', WORKER_LLAMA_THREADS: '1',
+    });
+    expect(envOf({ modelId: 'image/model' } as Deployment)).toEqual({});
+    // LOCAL_ENGINE=llama-cpp: every text model runs the file; other models keep the CPU engine.
+    const everything = localEngineEnv({ localEngine: 'llama-cpp', localModelPath: '/m.gguf' }, Catalog.load());
+    expect(everything({ modelId: Catalog.load().defaultChatModel().id } as Deployment)).toMatchObject({ WORKER_ENGINE: 'llama-cpp', WORKER_LLAMA_MODEL_PATH: '/m.gguf' });
+    expect(everything({ modelId: 'black-forest-labs/FLUX.1-schnell' } as Deployment)).toEqual({ WORKER_ENGINE: 'cpu' });
   });
 });
