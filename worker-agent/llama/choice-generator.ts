@@ -95,8 +95,9 @@ async function generateTokens(
     pending = [];
     return piece;
   };
+  let next = nextToken(iterator);
   while (true) {
-    const step = await abortable(iterator.next(), signal);
+    const step = await abortable(next, signal);
     // The sequence is full: cannot happen within the planned budget, but end cleanly if it does.
     if (step.done) break;
     const token = step.value;
@@ -107,17 +108,33 @@ async function generateTokens(
       return { text, finishReason: 'stop' };
     }
     pending.push(token);
-    const piece = runtime.detokenize(pending, context);
+    let piece = runtime.detokenize(pending, context);
+    let stopped = false;
     // An incomplete UTF-8 character decodes to U+FFFD: wait for the tokens that complete it.
-    if (!(piece.endsWith('\uFFFD') && pending.length < MAX_UTF8_BYTES)) {
+    if (piece.endsWith('\uFFFD') && pending.length < MAX_UTF8_BYTES) {
+      piece = '';
+    } else {
       const match = matcher.push(takePending(piece));
-      await emit(match.text);
-      if (match.stopped) return { text, finishReason: 'stop' };
+      piece = match.text;
+      stopped = match.stopped;
     }
-    if (progress.tokens >= request.maxTokens) break;
+    const more = !stopped && progress.tokens < request.maxTokens;
+    // Everything that decides whether to go on is known: llama.cpp computes the next token
+    // while this one travels to the client (the penalties already see it in `generated`).
+    if (more) next = nextToken(iterator);
+    await emit(piece);
+    if (stopped) return { text, finishReason: 'stop' };
+    if (!more) break;
   }
   await emit(matcher.push(takePending()).text + matcher.flush());
   return { text, finishReason: 'length' };
+}
+
+/** Asks for the next token; a failure is seen when the step is awaited (or not at all, if the choice ended first). */
+function nextToken(iterator: AsyncGenerator<Token, void, void | Token | Token[]>): Promise<IteratorResult<Token, void>> {
+  const next = iterator.next();
+  next.catch(() => undefined);
+  return next;
 }
 
 /** `promise`, or the signal's reason as soon as it aborts (the step itself keeps running). */
