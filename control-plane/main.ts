@@ -1,7 +1,9 @@
 import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import { ApiKeyService } from './api-keys/api-key.service';
+import { BillingQueries } from './billing/billing-queries';
 import { Catalog } from './catalog/catalog';
+import { CatalogAdmin } from './catalog/catalog-admin';
 import { localGgufModel } from './catalog/local-gguf-model';
 import type { ControlPlaneConfig } from './config/control-plane-config';
 import { DeploymentService } from './deployments/deployment.service';
@@ -41,6 +43,8 @@ export interface ControlPlane {
   readonly config: ControlPlaneConfig;
   readonly dataSource: DataSource;
   readonly catalog: Catalog;
+  /** Operator changes to the catalog (registered and disabled models). */
+  readonly catalogAdmin: CatalogAdmin;
   readonly events: ControlPlaneEvents;
   readonly notifier: ClusterNotifier;
   readonly workspaces: WorkspaceService;
@@ -57,6 +61,8 @@ export interface ControlPlane {
   readonly localProvider: LocalProvider | null;
   /** Providers, placement, the market, static hosts and metering. */
   readonly capacity: Capacity;
+  /** Costs, usage and credit of workspaces. */
+  readonly billing: BillingQueries;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
@@ -88,6 +94,8 @@ export async function startControlPlane(config: ControlPlaneConfig, dataSource: 
 
 async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle): Promise<ControlPlane> {
   const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
+  const catalogAdmin = new CatalogAdmin(dataSource, catalog);
+  await catalogAdmin.load();
   const events = new ControlPlaneEvents();
   const notifier = await ClusterNotifier.start(databaseUrlOf(dataSource), dataSource, logger.child({ component: 'cluster' }));
   lifecycle.add('cluster notifier', () => notifier.stop());
@@ -143,9 +151,10 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const agentServer = new AgentServer({
     host: config.grpcHost, port: config.grpcPort,
     helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
-  }, dispatcher, replicas, logger.child({ component: 'agent-server' }));
+  }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
   const port = await agentServer.start();
   lifecycle.add('agent server', () => agentServer.stop());
+  replicas.setDrainer((replicaId, reason) => agentServer.connectionOf(replicaId)?.drain(reason));
   grpcAddress = `127.0.0.1:${port}`;
 
   const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, events, {
@@ -165,7 +174,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   // drain; their streams just end and they reconnect to the next control plane.
   const capacityLoop = new CapacityLoop({
     dataSource, deployments: deploymentStore, deploymentService: deployments, replicas, dispatcher, requestRecords,
-    providers: capacity.providers, catalog, autoscaler: new Autoscaler(),
+    providers: capacity.providers, catalog,
+    autoscaler: new Autoscaler({
+      windowMs: config.autoscaleWindowMs, scaleUpStabilizationMs: config.autoscaleScaleUpStabilizationMs,
+      scaleDownStabilizationMs: config.autoscaleScaleDownStabilizationMs,
+    }),
     onDecision: (decision) => metrics.recordScalingDecision(decision.deploymentId, decision.action),
     logger: logger.child({ component: 'capacity-loop' }),
   }, { intervalMs: config.capacityIntervalMs, replicaLostGraceMs: config.replicaLostGraceMs });
@@ -176,8 +189,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   await replicas.reconcile();
 
   return {
-    config, dataSource, catalog, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
+    config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
+    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, billing: new BillingQueries(dataSource),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics,
     drainAgents: async () => {

@@ -70,9 +70,12 @@ export class MarketProvider implements CapacityProvider {
     this.changed();
   }
 
-  /** The market takes back every machine of an offer: their replicas lose their hosts. */
+  /** The market takes back every machine of an offer (none is left for rent): their replicas lose their hosts. */
   async reclaim(id: string): Promise<string[]> {
     const offerId = id.startsWith('market:') ? id.slice(7) : id;
+    const spec = this.specs.find((candidate) => candidate.id === offerId);
+    if (!spec) throw new Error(`no market offer '${id}'`);
+    spec.count = 0;
     const replicaIds = [...this.rented].filter(([, rentedOffer]) => rentedOffer === offerId).map(([replicaId]) => replicaId);
     for (const replicaId of replicaIds) {
       this.hosts.processOf(replicaId)?.kill('SIGKILL');

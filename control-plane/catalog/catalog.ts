@@ -35,13 +35,49 @@ export type CatalogModel = z.infer<typeof modelSchema>;
 
 export const DEFAULT_CATALOG_PATH = path.join(PROJECT_ROOT, 'control-plane/catalog/models.json');
 
-/** The model catalog, loaded once from a checked-in file and validated. */
+/**
+ * The model catalog: the checked-in file, plus models an operator registered (kept in the
+ * database and applied at start). An operator can also disable a model: it leaves the
+ * catalog workspaces see and no new deployment can use it; existing deployments keep serving.
+ */
 export class Catalog {
   private readonly byId: Map<string, CatalogModel>;
+  private readonly disabled = new Set<string>();
 
   /** @param localModelId the model given at start-up (`LOCAL_MODEL_PATH`), which a first start deploys */
-  constructor(readonly models: readonly CatalogModel[], private readonly localModelId?: string) {
+  constructor(models: readonly CatalogModel[], private readonly localModelId?: string) {
     this.byId = new Map(models.map((model) => [model.id, model]));
+  }
+
+  /** Every model, disabled ones included. */
+  get models(): readonly CatalogModel[] {
+    return [...this.byId.values()];
+  }
+
+  /** The models new deployments may use. */
+  get enabledModels(): readonly CatalogModel[] {
+    return this.models.filter((model) => !this.disabled.has(model.id));
+  }
+
+  isEnabled(id: string): boolean {
+    return this.byId.has(id) && !this.disabled.has(id);
+  }
+
+  /** Adds or replaces a model (validated like the file's entries). */
+  register(model: unknown): CatalogModel {
+    const parsed = modelSchema.safeParse(model);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new AppError('invalid_request', `invalid catalog model: ${issue.path.join('.') || 'model'}: ${issue.message}`, { param: String(issue.path[0] ?? 'model') });
+    }
+    this.byId.set(parsed.data.id, parsed.data);
+    return parsed.data;
+  }
+
+  setEnabled(id: string, enabled: boolean): void {
+    this.get(id);
+    if (enabled) this.disabled.delete(id);
+    else this.disabled.add(id);
   }
 
   static load(file = DEFAULT_CATALOG_PATH): Catalog {

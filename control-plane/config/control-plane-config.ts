@@ -73,6 +73,12 @@ const shape = {
   capacityIntervalMs: intField(10).default(5_000),
   /** A replica whose agent stays gone this long loses its host and is replaced. @default 60000 */
   replicaLostGraceMs: intField(0).default(60_000),
+  /** Autoscaler: the load signal is averaged over this window. @default 10000 */
+  autoscaleWindowMs: intField(1).default(10_000),
+  /** Autoscaler: more replicas only when wanted for this long (0 = at once). @default 0 */
+  autoscaleScaleUpStabilizationMs: intField(0).default(0),
+  /** Autoscaler: fewer replicas only when wanted for this long. @default 300000 */
+  autoscaleScaleDownStabilizationMs: intField(0).default(300_000),
   /** Bearer token of the operator API (static hosts, the market, catalog, credit); unset disables it. */
   operatorToken: z.string().min(24).optional(),
 };
@@ -89,7 +95,8 @@ const names = {
   localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
   marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',
   meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',
-  operatorToken: 'OPERATOR_TOKEN',
+  operatorToken: 'OPERATOR_TOKEN', autoscaleWindowMs: 'AUTOSCALE_WINDOW_MS',
+  autoscaleScaleUpStabilizationMs: 'AUTOSCALE_SCALE_UP_STABILIZATION_MS', autoscaleScaleDownStabilizationMs: 'AUTOSCALE_SCALE_DOWN_STABILIZATION_MS',
 } as const;
 
 export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {

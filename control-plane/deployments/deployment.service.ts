@@ -48,6 +48,9 @@ export class DeploymentService {
   /** Creates the deployment and places its minimum replicas; `joinToken` only for external ones. */
   async create(workspaceId: string, input: CreateDeploymentInput): Promise<{ deployment: Deployment; joinToken: string | null }> {
     const model = this.catalog.get(input.modelId);
+    if (!this.catalog.isEnabled(model.id)) {
+      throw new AppError('model_not_found', `model '${model.id}' is disabled in the catalog; see the catalog query for the available models`, { param: 'modelId' });
+    }
     validateSettings(input);
     const storageCredentialId = input.storageCredentialId ?? null;
     if (storageCredentialId !== null && model.modality === 'text') {

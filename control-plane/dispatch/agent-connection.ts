@@ -31,6 +31,7 @@ export class AgentConnection implements JobCarrier {
     readonly deploymentId: string,
     readonly maxConcurrency: number,
     private readonly owner: ConnectionOwner,
+    readonly workspaceId = '',
   ) {}
 
   /** Slots set aside by a scheduler that is claiming work for this connection. */

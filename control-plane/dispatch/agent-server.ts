@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Heartbeat, type Hello } from '../../proto/worker/v1';
+import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import { AgentConnection } from './agent-connection';
 import type { Dispatcher } from './dispatcher';
@@ -31,6 +32,7 @@ export class AgentServer {
     private readonly dispatcher: Dispatcher,
     private readonly replicas: ReplicaManager,
     private readonly logger: Logger,
+    private readonly events?: ControlPlaneEvents,
   ) {
     const service = loadWorkerService();
     this.server.addService(service.service, { connect: (stream: Stream) => this.onConnect(stream) });
@@ -115,7 +117,7 @@ export class AgentServer {
       this.onClosed(previous, 'the agent reconnected on a new stream');
     }
     const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
-      Math.max(1, hello.maxConcurrency || 1), this.dispatcher);
+      Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId);
     this.byReplica.set(result.replica.id, connection);
     connection.send({
       frame: 'welcome',
@@ -152,6 +154,10 @@ export class AgentServer {
   private onHeartbeat(connection: AgentConnection, heartbeat: Heartbeat): void {
     const previous = connection.heartbeat;
     connection.heartbeat = heartbeat;
+    this.events?.emit('replicaLoad', {
+      replicaId: connection.replicaId, deploymentId: connection.deploymentId, workspaceId: connection.workspaceId, inFlight: connection.inFlight,
+      queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(),
+    });
     if (connection.ready || connection.closed) return;
     const health = heartbeat.engineHealth;
     if (health === 'ENGINE_HEALTH_STARTING' || health === 'ENGINE_HEALTH_UNHEALTHY') {

@@ -3,10 +3,22 @@ import type { Deployment } from '../deployments/deployment.entity';
 import type { RequestRecord } from '../requests/request-record.entity';
 import type { WebhookAttempt } from '../webhooks/webhook.entities';
 
+export interface ReplicaLoad {
+  replicaId: string;
+  deploymentId: string;
+  workspaceId: string;
+  inFlight: number;
+  queued: number;
+  engineHealth: string;
+  at: Date;
+}
+
 interface EventMap {
   deploymentUpdated: [Deployment];
   /** A request record changed status or progress (on this server). */
   requestUpdated: [RequestRecord];
+  /** A replica's agent reported its load (every heartbeat, on the server it is connected to). */
+  replicaLoad: [ReplicaLoad];
   /** A webhook delivery attempt was logged (on any server: relayed by the cluster notifier). */
   webhookAttemptLogged: [WebhookAttempt];
 }

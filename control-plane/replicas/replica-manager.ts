@@ -34,6 +34,8 @@ export class ReplicaManager {
   private readonly replicas: Repository<Replica>;
   /** Deployments being placed right now: concurrent ensure() calls for one deployment queue up. */
   private readonly placing = new Map<string, Promise<void>>();
+  /** Tells a replica's connected agent to stop taking work and leave (set once the agent server exists). */
+  private drain: (replicaId: string, reason: string) => void = () => {};
 
   constructor(
     dataSource: DataSource,
@@ -45,6 +47,11 @@ export class ReplicaManager {
     private readonly logger: Logger,
   ) {
     this.replicas = dataSource.getRepository(Replica);
+  }
+
+  /** An ended replica's agent may still be connected (static hosts, external agents): it is drained. */
+  setDrainer(drain: (replicaId: string, reason: string) => void): void {
+    this.drain = drain;
   }
 
   async list(deploymentId: string): Promise<Replica[]> {
@@ -126,17 +133,22 @@ export class ReplicaManager {
   async hostLost(replicaId: string, reason: string, load?: ReplicaLoad): Promise<void> {
     const replica = await this.replicas.findOne({ where: { id: replicaId } });
     if (!replica || replica.status === 'Terminated') return;
-    await this.metering.leaveRunning([replicaId], 'Terminated', reason);
-    await this.providers.get(replica.provider)?.terminate(replicaId).catch(() => {});
+    await this.end([replica], reason);
     const deployment = await this.deployments.find(replica.deploymentId);
     if (deployment && isServing(deployment)) await this.ensure(deployment, load);
   }
 
   /** Stops every replica of the deployment (pause, delete). */
   async release(deployment: Deployment, reason: string): Promise<void> {
-    const replicas = await this.listActive(deployment.id);
+    await this.end(await this.listActive(deployment.id), reason);
+  }
+
+  /** Ends replicas: their last running stretch is billed, their agents drained, their capacity given back. */
+  private async end(replicas: Replica[], reason: string): Promise<void> {
     await this.metering.leaveRunning(replicas.map((replica) => replica.id), 'Terminated', reason);
-    await Promise.all(replicas.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id)));
+    for (const replica of replicas) this.drain(replica.id, reason);
+    await Promise.all(replicas.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id).catch((error) =>
+      this.logger.warn({ err: error, replicaId: replica.id }, 'the provider could not release a replica'))));
   }
 
   /**
@@ -203,8 +215,7 @@ export class ReplicaManager {
       .sort((left, right) => Number(left.status === 'Running') - Number(right.status === 'Running') || load(left.id) - load(right.id)
         || right.createdAt.getTime() - left.createdAt.getTime())
       .slice(0, count);
-    await this.metering.leaveRunning(victims.map((replica) => replica.id), 'Terminated', 'scaled down');
-    await Promise.all(victims.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id)));
+    await this.end(victims, 'scaled down');
   }
 
   private async externalReplica(deployment: Deployment, tokenHash: string, hello: Hello): Promise<Replica | null> {

@@ -6,7 +6,7 @@ export class Workspace {
   @PrimaryColumn('text') id: string;
   @Column('text') name: string;
   /** Prepaid credit; null means no credit limit (postpaid). At or below 0 requests get 402. */
-  @Column('numeric', { name: 'credit_balance', precision: 14, scale: 4, nullable: true, transformer: { to: (v: number | null) => v, from: (v: string | null) => (v === null ? null : Number(v)) } })
+  @Column('numeric', { name: 'credit_balance', precision: 20, scale: 10, nullable: true, transformer: { to: (v: number | null) => v, from: (v: string | null) => (v === null ? null : Number(v)) } })
   creditBalance: number | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
 }

@@ -3,13 +3,17 @@ import type { GraphQLSchema } from 'graphql';
 import type { PubSub } from 'type-graphql';
 import { buildSchemaSync, type ContainerType } from 'type-graphql';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
+import { BillingResolver } from './resolvers/billing.resolver';
+import { CapacityResolver } from './resolvers/capacity.resolver';
 import { CatalogResolver } from './resolvers/catalog.resolver';
 import { DeploymentResolver } from './resolvers/deployment.resolver';
 import { RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 import { WebhookResolver } from './resolvers/webhook.resolver';
 
-export const RESOLVERS = [CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver] as const;
+export const RESOLVERS = [
+  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver,
+] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */
 export function buildGatewaySchema(options: { container?: ContainerType; pubSub?: PubSub } = {}): GraphQLSchema {

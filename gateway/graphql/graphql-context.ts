@@ -3,10 +3,19 @@ import { AppError } from '../../control-plane/errors/app-error';
 
 export interface GraphQLContext {
   key: AuthenticatedKey | null;
+  /** The caller presented the operator token (provider, catalog and credit administration). */
+  operator: boolean;
 }
 
 /** The caller's workspace; every resolver scopes its records by it. */
 export function workspaceOf(context: GraphQLContext): string {
   if (!context.key) throw new AppError('invalid_api_key', 'send "Authorization: Bearer <API_KEY>" (or connectionParams.authorization for subscriptions)');
   return context.key.workspaceId;
+}
+
+/** Operator-only operations: the operator token, never a workspace key. */
+export function requireOperator(context: GraphQLContext): void {
+  if (!context.operator) {
+    throw new AppError(context.key ? 'permission_denied' : 'invalid_api_key', 'this operation needs the operator token (OPERATOR_TOKEN) as the bearer token');
+  }
 }

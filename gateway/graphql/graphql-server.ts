@@ -2,7 +2,9 @@ import type http from 'node:http';
 import { ApolloServer, HeaderMap } from '@apollo/server';
 import { unwrapResolverError } from '@apollo/server/errors';
 import { createPubSub } from '@graphql-yoga/subscription';
-import type { GraphQLFormattedError } from 'graphql';
+import { specifiedRules, validate, type GraphQLFormattedError } from 'graphql';
+import { hashSecret, sameHash } from '../../control-plane/secrets';
+import { queryLimitRules } from './query-limits';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
@@ -15,8 +17,10 @@ import { readBody } from '../http/read-body';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
+import { BillingResolver } from './resolvers/billing.resolver';
+import { CapacityResolver } from './resolvers/capacity.resolver';
 import { CatalogResolver } from './resolvers/catalog.resolver';
-import { DEPLOYMENT_UPDATED, DeploymentResolver } from './resolvers/deployment.resolver';
+import { DEPLOYMENT_UPDATED, DeploymentResolver, REPLICA_LOAD } from './resolvers/deployment.resolver';
 import { REQUEST_UPDATED, RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 import { WEBHOOK_ATTEMPT_LOGGED, WebhookResolver } from './resolvers/webhook.resolver';
@@ -42,18 +46,23 @@ export class GraphQLServer {
       [StorageCredentialResolver, new StorageCredentialResolver(controlPlane)],
       [RequestResolver, new RequestResolver(controlPlane)],
       [WebhookResolver, new WebhookResolver(controlPlane)],
+      [CapacityResolver, new CapacityResolver(controlPlane)],
+      [BillingResolver, new BillingResolver(controlPlane)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
     const forwardRequest = (record: unknown) => pubSub.publish(REQUEST_UPDATED, record as never);
     const forwardAttempt = (attempt: unknown) => pubSub.publish(WEBHOOK_ATTEMPT_LOGGED, attempt as never);
+    const forwardLoad = (load: unknown) => pubSub.publish(REPLICA_LOAD, load as never);
     controlPlane.events.on('deploymentUpdated', forward);
     controlPlane.events.on('requestUpdated', forwardRequest);
     controlPlane.events.on('webhookAttemptLogged', forwardAttempt);
+    controlPlane.events.on('replicaLoad', forwardLoad);
     this.unsubscribe = () => {
       controlPlane.events.off('deploymentUpdated', forward);
       controlPlane.events.off('requestUpdated', forwardRequest);
       controlPlane.events.off('webhookAttemptLogged', forwardAttempt);
+      controlPlane.events.off('replicaLoad', forwardLoad);
     };
 
     this.apollo = new ApolloServer<GraphQLContext>({
@@ -62,19 +71,22 @@ export class GraphQLServer {
       // Apollo would otherwise handle SIGINT/SIGTERM itself and re-raise them, killing the
       // process before the server drains its agents and stops the database.
       stopOnTerminationSignals: false,
+      validationRules: queryLimitRules(),
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
     this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
-    const cleanup = useServer<Record<string, unknown>, { key?: GraphQLContext['key'] }>({
+    const limits = queryLimitRules();
+    const cleanup = useServer<Record<string, unknown>, { caller?: GraphQLContext }>({
       schema,
+      validate: (validatedSchema, document) => validate(validatedSchema, document, [...specifiedRules, ...limits]),
       onConnect: async (context) => {
         const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
-        const key = await this.keyFrom(typeof header === 'string' ? header : undefined);
-        if (!key) return false;
-        context.extra.key = key;
+        const caller = await this.callerFrom(typeof header === 'string' ? header : undefined);
+        if (!caller.key && !caller.operator) return false;
+        context.extra.caller = caller;
         return true;
       },
-      context: (context) => ({ key: context.extra.key ?? null }),
+      context: (context) => context.extra.caller ?? { key: null, operator: false },
     }, this.websockets);
     this.disposeWebsockets = async () => {
       await cleanup.dispose();
@@ -103,7 +115,7 @@ export class GraphQLServer {
       }
       const result = await this.apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
-        context: async () => ({ key: await this.keyFrom(context.get('authorization') || undefined) }),
+        context: () => this.callerFrom(context.get('authorization') || undefined),
       });
       for (const [name, value] of result.headers) context.set(name, value);
       context.status = result.status ?? 200;
@@ -124,9 +136,13 @@ export class GraphQLServer {
     await this.apollo.stop();
   }
 
-  private async keyFrom(header: string | undefined): Promise<GraphQLContext['key']> {
+  /** A workspace key, or the operator token (compared by hash, in constant time). */
+  private async callerFrom(header: string | undefined): Promise<GraphQLContext> {
     const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    return match ? await this.controlPlane.apiKeys.authenticate(match[1]) : null;
+    if (!match) return { key: null, operator: false };
+    const operatorToken = this.controlPlane.config.operatorToken;
+    if (operatorToken && sameHash(hashSecret(match[1]), hashSecret(operatorToken))) return { key: null, operator: true };
+    return { key: await this.controlPlane.apiKeys.authenticate(match[1]), operator: false };
   }
 }
 
@@ -135,6 +151,9 @@ function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, lo
   if (original instanceof AppError) {
     return { ...formatted, message: original.message, extensions: { code: ERROR_TABLE[original.code].graphql, param: original.param } };
   }
+  // Apollo files every validation error under GRAPHQL_VALIDATION_FAILED; the query limits keep their own code.
+  const limitCode = ((error as { originalError?: { extensions?: Record<string, unknown> } }).originalError?.extensions?.code);
+  if (typeof limitCode === 'string' && limitCode.startsWith('QUERY_TOO_')) return { ...formatted, extensions: { code: limitCode } };
   if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') return formatted;
   logger.error({ err: original }, 'graphql resolver failed');
   return { message: 'internal error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };

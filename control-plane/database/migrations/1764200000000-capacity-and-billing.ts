@@ -11,6 +11,8 @@ export class CapacityAndBilling1764200000000 implements MigrationInterface {
     await queryRunner.query(`
       ALTER TABLE deployments DROP CONSTRAINT IF EXISTS deployments_provider_check;
       ALTER TABLE deployments ADD CONSTRAINT deployments_provider_check CHECK (provider IN ('local', 'external', 'static', 'market'));
+      -- Debits of a fraction of a cent every metering pass must not round away.
+      ALTER TABLE workspaces ALTER COLUMN credit_balance TYPE numeric(20,10);
       ALTER TABLE deployments ADD COLUMN desired_replicas integer;
       UPDATE deployments SET desired_replicas = min_replicas;
       ALTER TABLE deployments ALTER COLUMN desired_replicas SET NOT NULL;
@@ -84,6 +86,7 @@ export class CapacityAndBilling1764200000000 implements MigrationInterface {
       ALTER TABLE replicas DROP COLUMN offer_id, DROP COLUMN gpu_name, DROP COLUMN gpu_memory_gb, DROP COLUMN region,
         DROP COLUMN price_per_hour, DROP COLUMN load_percent, DROP COLUMN metered_until;
       ALTER TABLE deployments DROP COLUMN desired_replicas;
+      ALTER TABLE workspaces ALTER COLUMN credit_balance TYPE numeric(14,4);
       ALTER TABLE deployments DROP CONSTRAINT deployments_provider_check;
       ALTER TABLE deployments ADD CONSTRAINT deployments_provider_check CHECK (provider IN ('local', 'external'));
     `);

@@ -10,6 +10,6 @@ export class CatalogResolver {
   @Query(() => [CatalogModelType], { description: 'Models deployments can be created from' })
   catalog(@Ctx() context: GraphQLContext): CatalogModelType[] {
     workspaceOf(context);
-    return this.controlPlane.catalog.models.map((model) => ({ ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] }));
+    return this.controlPlane.catalog.enabledModels.map((model) => ({ ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] }));
   }
 }

@@ -1,10 +1,18 @@
-import { Arg, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
+import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
+import type { ReplicaLoad } from '../../../control-plane/events/control-plane-events';
+import type { Replica } from '../../../control-plane/replicas/replica.entity';
+import { ScalingDecisionRecord } from '../../../control-plane/capacity/scaling-decision.entity';
+import { AppError } from '../../../control-plane/errors/app-error';
 import type { Deployment, ProviderKind } from '../../../control-plane/deployments/deployment.entity';
 import type { ControlPlane } from '../../../control-plane/main';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
-import { CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType } from '../types/deployment.type';
+import { ReplicaLoadType } from '../types/capacity.type';
+import {
+  CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, UpdateDeploymentInput,
+} from '../types/deployment.type';
 
 export const DEPLOYMENT_UPDATED = 'DEPLOYMENT_UPDATED';
+export const REPLICA_LOAD = 'REPLICA_LOAD';
 
 @Resolver(() => DeploymentType)
 export class DeploymentResolver {
@@ -20,9 +28,44 @@ export class DeploymentResolver {
     return this.toType(await this.controlPlane.deployments.get(workspaceOf(context), id));
   }
 
-  @FieldResolver(() => [ReplicaType])
+  @FieldResolver(() => [ReplicaType], { description: 'Every replica, terminated ones included, oldest first' })
   async replicas(@Root() deployment: DeploymentType): Promise<ReplicaType[]> {
-    return await this.controlPlane.replicas.list(deployment.id);
+    return (await this.controlPlane.replicas.list(deployment.id)).map(toReplicaType);
+  }
+
+  @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
+  async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new AppError('invalid_request', 'limit must be an integer from 1 to 500', { param: 'limit' });
+    const rows = await this.controlPlane.dataSource.getRepository(ScalingDecisionRecord)
+      .find({ where: { deploymentId: deployment.id }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
+    return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
+  }
+
+  @FieldResolver(() => Int, { nullable: true })
+  async progress(@Root() deployment: DeploymentType): Promise<number | null> {
+    if (deployment.status !== 'Creating') return null;
+    const starting = (await this.controlPlane.replicas.listActive(deployment.id)).filter((replica) => replica.status === 'Creating');
+    return starting.length === 0 ? null : Math.min(...starting.map((replica) => replica.loadPercent ?? 0));
+  }
+
+  @Mutation(() => DeploymentType, { description: 'Changes price cap, replica range, autoscale or default storage; in-flight requests are not dropped' })
+  async updateDeployment(@Arg('id', () => ID) id: string, @Arg('input') input: UpdateDeploymentInput, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
+    const { clearStorageCredential, storageCredentialId, ...settings } = input;
+    if (clearStorageCredential && storageCredentialId !== undefined) {
+      throw new AppError('invalid_request', 'send storageCredentialId or clearStorageCredential, not both', { param: 'clearStorageCredential' });
+    }
+    const changes = { ...settings, ...(clearStorageCredential ? { storageCredentialId: null } : storageCredentialId !== undefined ? { storageCredentialId } : {}) };
+    return this.toType(await this.controlPlane.deployments.update(workspaceOf(context), id, changes));
+  }
+
+  @Subscription(() => ReplicaLoadType, {
+    topics: REPLICA_LOAD,
+    description: 'Every load report (heartbeat) of the deployment\'s replicas',
+    filter: ({ payload, args, context }: { payload: ReplicaLoad; args: { deploymentId: string }; context: GraphQLContext }) =>
+      payload.deploymentId === args.deploymentId && payload.workspaceId === workspaceOf(context),
+  })
+  replicaLoad(@Root() load: ReplicaLoad, @Arg('deploymentId', () => ID) _deploymentId: string): ReplicaLoadType {
+    return load;
   }
 
   @Mutation(() => CreateDeploymentPayload, { description: 'Creates a deployment from the catalog and places its minimum replicas' })
@@ -58,10 +101,15 @@ export class DeploymentResolver {
   }
 
   private toType(deployment: Deployment): DeploymentType {
-    const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, storageCredentialId, createdAt, updatedAt } = deployment;
+    const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId, createdAt, updatedAt } = deployment;
     return {
-      id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, provider, storageCredentialId, createdAt, updatedAt,
+      id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
+      createdAt, updatedAt, progress: null, sharing: 'not_shared',
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     };
   }
+}
+
+function toReplicaType(replica: Replica): ReplicaType {
+  return replica;
 }

@@ -10,8 +10,15 @@ export class ReplicaType {
   @Field(() => String, { nullable: true }) engineKind: string | null;
   @Field(() => String, { nullable: true }) engineVersion: string | null;
   @Field(() => Int, { nullable: true }) maxConcurrency: number | null;
+  @Field(() => String, { nullable: true, description: 'The capacity offer it was placed on' }) offerId: string | null;
+  @Field(() => String, { nullable: true }) gpuName: string | null;
+  @Field(() => Float, { nullable: true }) gpuMemoryGb: number | null;
+  @Field(() => String, { nullable: true }) region: string | null;
+  @Field(() => Float, { description: 'What it costs per hour while Running (the offer\'s price when placed)' }) pricePerHour: number;
+  @Field(() => Int, { nullable: true, description: 'Model download / load progress while Creating, 0–100' }) loadPercent: number | null;
   @Field() createdAt: Date;
   @Field(() => Date, { nullable: true }) startedAt: Date | null;
+  @Field(() => Date, { nullable: true }) lastSeenAt: Date | null;
   @Field(() => Date, { nullable: true }) terminatedAt: Date | null;
 }
 
@@ -27,7 +34,10 @@ export class DeploymentType {
   @Field(() => Int) minReplicas: number;
   @Field(() => Int) maxReplicas: number;
   @Field() autoscale: boolean;
-  @Field({ description: 'local (agents on this host) or external (agents join with a token)' }) provider: string;
+  @Field(() => Int, { description: 'Replicas it should have now: min when autoscale is off, else the autoscaler\'s choice' }) desiredReplicas: number;
+  @Field({ description: 'local (agents on this host), market (rented GPUs), static (operator hosts) or external (agents join with a token)' }) provider: string;
+  @Field(() => Int, { nullable: true, description: 'While Creating: the least load progress (0–100) of the replicas starting' }) progress: number | null;
+  @Field({ description: 'Sharing of idle capacity: not_shared (sharing is not available yet)' }) sharing: string;
   @Field(() => Int, { nullable: true, description: 'Image/video models: the default output bucket (a storage credential); null = Managed' })
   storageCredentialId: number | null;
   @Field() createdAt: Date;
@@ -39,6 +49,31 @@ export class CreateDeploymentPayload {
   @Field(() => DeploymentType) deployment: DeploymentType;
   @Field(() => String, { nullable: true, description: 'For external deployments: the token agents join with, shown once' })
   joinToken: string | null;
+}
+
+@InputType({ description: 'Fields left out keep their value' })
+export class UpdateDeploymentInput {
+  @Field(() => Float, { nullable: true }) priceCapPerHour?: number;
+  @Field(() => Int, { nullable: true }) minReplicas?: number;
+  @Field(() => Int, { nullable: true }) maxReplicas?: number;
+  @Field({ nullable: true }) autoscale?: boolean;
+  @Field(() => Int, { nullable: true, description: 'A verified storage credential; send clearStorageCredential to go back to Managed' }) storageCredentialId?: number;
+  @Field({ nullable: true, description: 'true: outputs go to Managed storage again' }) clearStorageCredential?: boolean;
+}
+
+@ObjectType('ScalingDecision', { description: 'One autoscaler decision with every input it used' })
+export class ScalingDecisionType {
+  @Field() decidedAt: Date;
+  @Field({ description: 'scale_up, scale_down or hold' }) action: string;
+  @Field({ description: 'within_tolerance, scale_up, scale_down, stabilizing_up, stabilizing_down, step_limited, at_max, at_min, capped_by_price, autoscale_off' })
+  reason: string;
+  @Field() explanation: string;
+  @Field(() => Float, { description: 'Smoothed in-flight + queued requests' }) signal: number;
+  @Field(() => Int) targetConcurrency: number;
+  @Field(() => Int) currentReplicas: number;
+  @Field(() => Int, { description: 'What the load alone asks for' }) wantedReplicas: number;
+  @Field(() => Int, { description: 'What the deployment was set to' }) desiredReplicas: number;
+  @Field(() => String, { description: 'The raw observation and settings, as JSON' }) inputs: string;
 }
 
 @InputType()

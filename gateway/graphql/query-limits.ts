@@ -1,0 +1,92 @@
+import {
+  getNamedType, getNullableType, GraphQLError, GraphQLList, isCompositeType, isObjectType, isInterfaceType, Kind,
+  type ASTVisitor, type FieldNode, type FragmentDefinitionNode, type GraphQLCompositeType, type GraphQLSchema, type SelectionSetNode,
+  type ValidationContext,
+} from 'graphql';
+
+export interface QueryLimits {
+  /** Deepest selection allowed (fields nested in fields). @default 10 */
+  maxDepth: number;
+  /** Largest estimated cost: each field 1, times the `limit` argument (or 10) of every list above it. @default 20000 */
+  maxComplexity: number;
+}
+
+export const DEFAULT_QUERY_LIMITS: QueryLimits = { maxDepth: 10, maxComplexity: 20_000 };
+/** What a list field without a `limit` argument is assumed to return. */
+const DEFAULT_LIST_SIZE = 10;
+
+interface Walk {
+  schema: GraphQLSchema;
+  fragments: Map<string, FragmentDefinitionNode>;
+  visiting: Set<string>;
+}
+
+/**
+ * Validation rules that refuse queries too deep or too costly before they run (a console
+ * query is a few levels deep; a hostile one nests lists to make the server do the work).
+ * Errors carry `extensions.code` `QUERY_TOO_DEEP` / `QUERY_TOO_COMPLEX`.
+ */
+export function queryLimitRules(limits: QueryLimits = DEFAULT_QUERY_LIMITS) {
+  return [(context: ValidationContext): ASTVisitor => ({
+    OperationDefinition(operation) {
+      const schema = context.getSchema();
+      const root = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
+      if (!root) return;
+      const fragments = new Map<string, FragmentDefinitionNode>();
+      for (const definition of context.getDocument().definitions) {
+        if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+      }
+      const { depth, cost } = measure(operation.selectionSet, root, 1, { schema, fragments, visiting: new Set() });
+      if (depth > limits.maxDepth) {
+        context.reportError(new GraphQLError(`query is ${depth} levels deep; the limit is ${limits.maxDepth}`, { nodes: [operation], extensions: { code: 'QUERY_TOO_DEEP' } }));
+      } else if (cost > limits.maxComplexity) {
+        context.reportError(new GraphQLError(`query cost ${cost} is over the limit of ${limits.maxComplexity}; ask for fewer items (limit) or fewer nested fields`, {
+          nodes: [operation], extensions: { code: 'QUERY_TOO_COMPLEX' },
+        }));
+      }
+    },
+  })];
+}
+
+function measure(selectionSet: SelectionSetNode, parent: GraphQLCompositeType, multiplier: number, walk: Walk): { depth: number; cost: number } {
+  let depth = 0;
+  let cost = 0;
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      cost += multiplier;
+      const definition = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[selection.name.value] : undefined;
+      const named = definition ? getNamedType(definition.type) : undefined;
+      if (selection.selectionSet && named && isCompositeType(named)) {
+        const size = getNullableType(definition!.type) instanceof GraphQLList ? listSize(selection) : 1;
+        const inner = measure(selection.selectionSet, named, multiplier * size, walk);
+        depth = Math.max(depth, inner.depth + 1);
+        cost += inner.cost;
+      } else {
+        depth = Math.max(depth, 1);
+      }
+      continue;
+    }
+    const name = selection.kind === Kind.FRAGMENT_SPREAD ? selection.name.value : null;
+    // A fragment that spreads itself is refused by GraphQL's own rules; do not recurse into it.
+    if (name && walk.visiting.has(name)) continue;
+    const fragment = name ? walk.fragments.get(name) : null;
+    const nested = selection.kind === Kind.INLINE_FRAGMENT ? selection.selectionSet : fragment?.selectionSet;
+    if (!nested) continue;
+    const condition = selection.kind === Kind.INLINE_FRAGMENT ? selection.typeCondition : fragment?.typeCondition;
+    const conditionType = condition ? walk.schema.getType(condition.name.value) : parent;
+    const type = conditionType && isCompositeType(conditionType) ? conditionType : parent;
+    if (name) walk.visiting.add(name);
+    const inner = measure(nested, type, multiplier, walk);
+    if (name) walk.visiting.delete(name);
+    depth = Math.max(depth, inner.depth);
+    cost += inner.cost;
+  }
+  return { depth, cost };
+}
+
+/** A list returns its `limit` argument's count, or 10 when it has none: an upper bound, not a guess. */
+function listSize(field: FieldNode): number {
+  const limit = field.arguments?.find((argument) => argument.name.value === 'limit');
+  if (limit?.value.kind === Kind.INT) return Math.max(1, Number(limit.value.value));
+  return DEFAULT_LIST_SIZE;
+}

@@ -1,0 +1,36 @@
+import { Arg, Ctx, Float, Query, Resolver } from 'type-graphql';
+import { AppError } from '../../../control-plane/errors/app-error';
+import type { CostGrouping, UsageGrouping } from '../../../control-plane/billing/billing-queries';
+import type { ControlPlane } from '../../../control-plane/main';
+import { workspaceOf, type GraphQLContext } from '../graphql-context';
+import { CostRowType, UsageRowType } from '../types/capacity.type';
+
+/** GPU cost (the billing ledger), token usage and prepaid credit of the caller's workspace. */
+@Resolver()
+export class BillingResolver {
+  constructor(private readonly controlPlane: ControlPlane) {}
+
+  @Query(() => [CostRowType], { description: 'GPU-hours and cost between from (inclusive) and to, by day (UTC), deployment or replica' })
+  async costs(
+    @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
+  ): Promise<CostRowType[]> {
+    return await this.controlPlane.billing.costs(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'replica'] as const));
+  }
+
+  @Query(() => [UsageRowType], { description: 'Text requests and tokens between from and to, by day (UTC), deployment or api_key' })
+  async usage(
+    @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
+  ): Promise<UsageRowType[]> {
+    return await this.controlPlane.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key'] as const));
+  }
+
+  @Query(() => Float, { nullable: true, description: 'Prepaid credit left; null when the workspace is postpaid (no limit)' })
+  async creditBalance(@Ctx() context: GraphQLContext): Promise<number | null> {
+    return await this.controlPlane.billing.creditBalance(workspaceOf(context));
+  }
+}
+
+function oneOf<T extends CostGrouping | UsageGrouping>(value: string, allowed: readonly T[]): T {
+  if (!allowed.includes(value as T)) throw new AppError('invalid_request', `groupBy must be one of ${allowed.join(', ')}`, { param: 'groupBy' });
+  return value as T;
+}

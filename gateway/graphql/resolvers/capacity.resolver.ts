@@ -1,0 +1,113 @@
+import { GraphQLJSONObject } from 'graphql-scalars';
+import { Arg, Ctx, Float, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
+import type { GpuOffer } from '../../../control-plane/capacity/gpu-offer';
+import { AppError } from '../../../control-plane/errors/app-error';
+import type { ControlPlane } from '../../../control-plane/main';
+import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
+import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';
+import { CatalogModelType } from '../types/catalog-model.type';
+
+/** GPU offers (workspaces) and provider and catalog administration (the operator token). */
+@Resolver()
+export class CapacityResolver {
+  constructor(private readonly controlPlane: ControlPlane) {}
+
+  @Query(() => [GpuOfferType], { description: 'What a provider can rent out now, cheapest first' })
+  async gpuOffers(@Arg('provider', { defaultValue: 'market' }) provider: string, @Ctx() context: GraphQLContext): Promise<GpuOfferType[]> {
+    if (!context.operator) workspaceOf(context);
+    const source = this.controlPlane.capacity.providers.get(provider);
+    if (!source) throw new AppError('invalid_request', `provider must be one of ${[...this.controlPlane.capacity.providers.keys()].join(', ')}`, { param: 'provider' });
+    return (await source.offers()).sort((left, right) => left.pricePerHour - right.pricePerHour).map(toOffer);
+  }
+
+  @Query(() => [StaticHostType], { description: 'Operator: registered static hosts' })
+  async staticHosts(@Ctx() context: GraphQLContext): Promise<StaticHostType[]> {
+    requireOperator(context);
+    return await this.controlPlane.capacity.staticHosts.list();
+  }
+
+  @Mutation(() => RegisterStaticHostPayload, { description: 'Operator: registers a machine at a set price; its agent joins with the token shown once' })
+  async registerStaticHost(@Arg('input') input: StaticHostInput, @Ctx() context: GraphQLContext): Promise<RegisterStaticHostPayload> {
+    requireOperator(context);
+    return await this.controlPlane.capacity.staticHosts.register(input);
+  }
+
+  @Mutation(() => StaticHostType, { description: 'Operator: removes a host; a replica on it is replaced elsewhere' })
+  async removeStaticHost(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<StaticHostType> {
+    requireOperator(context);
+    return await this.controlPlane.capacity.staticHosts.remove(id);
+  }
+
+  @Mutation(() => [GpuOfferType], { description: 'Operator: replaces the simulated market (scripting a scenario)' })
+  async setMarketOffers(@Arg('offers', () => [MarketOfferInput]) offers: MarketOfferInput[], @Ctx() context: GraphQLContext): Promise<GpuOfferType[]> {
+    requireOperator(context);
+    const market = this.market();
+    market.setOffers(offers.map((offer) => {
+      if (!(offer.pricePerHour > 0) || !(offer.gpuMemoryGb > 0) || !Number.isInteger(offer.count) || offer.count < 0) {
+        throw new AppError('invalid_request', `offer ${offer.id}: pricePerHour and gpuMemoryGb must be above 0, count a whole number`, { param: 'offers' });
+      }
+      return offer;
+    }));
+    return (await market.offers()).map(toOffer);
+  }
+
+  @Mutation(() => [GpuOfferType], { description: 'Operator: changes one market offer\'s price or machine count' })
+  async updateMarketOffer(
+    @Arg('id') id: string, @Ctx() context: GraphQLContext,
+    @Arg('pricePerHour', () => Float, { nullable: true }) pricePerHour: number | null | undefined,
+    @Arg('count', () => Int, { nullable: true }) count: number | null | undefined,
+  ): Promise<GpuOfferType[]> {
+    requireOperator(context);
+    const market = this.market();
+    if (pricePerHour != null && !(pricePerHour > 0)) throw new AppError('invalid_request', 'pricePerHour must be above 0', { param: 'pricePerHour' });
+    if (count != null && !(Number.isInteger(count) && count >= 0)) throw new AppError('invalid_request', 'count must be a whole number', { param: 'count' });
+    try {
+      market.updateOffer(id, { ...(pricePerHour != null ? { pricePerHour } : {}), ...(count != null ? { count } : {}) });
+    } catch (error) {
+      throw new AppError('not_found', (error as Error).message, { param: 'id' });
+    }
+    return (await market.offers()).map(toOffer);
+  }
+
+  @Mutation(() => [String], { description: 'Operator: the market takes back an offer\'s machines (their replicas are replaced); returns the replica ids' })
+  async reclaimMarketOffer(@Arg('id') id: string, @Ctx() context: GraphQLContext): Promise<string[]> {
+    requireOperator(context);
+    try {
+      return await this.market().reclaim(id);
+    } catch (error) {
+      throw new AppError('not_found', (error as Error).message, { param: 'id' });
+    }
+  }
+
+  @Mutation(() => Float, { description: 'Operator: adds prepaid credit to a workspace; returns the new balance' })
+  async addCredit(@Arg('workspaceId', () => ID) workspaceId: string, @Arg('amount', () => Float) amount: number, @Ctx() context: GraphQLContext): Promise<number> {
+    requireOperator(context);
+    const balance = await this.controlPlane.billing.addCredit(workspaceId, amount);
+    this.controlPlane.apiKeys.clearCache();
+    return balance;
+  }
+
+  @Mutation(() => CatalogModelType, { description: 'Operator: adds (or replaces) a catalog model; the spec has the catalog file\'s fields' })
+  async registerCatalogModel(@Arg('spec', () => GraphQLJSONObject) spec: Record<string, unknown>, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
+    requireOperator(context);
+    const model = await this.controlPlane.catalogAdmin.register(spec);
+    return { ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] };
+  }
+
+  @Mutation(() => CatalogModelType, { description: 'Operator: a disabled model leaves the catalog for new deployments; existing ones keep serving' })
+  async setCatalogModelEnabled(@Arg('id') id: string, @Arg('enabled') enabled: boolean, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
+    requireOperator(context);
+    const model = await this.controlPlane.catalogAdmin.setEnabled(id, enabled);
+    return { ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] };
+  }
+
+  private market() {
+    const market = this.controlPlane.capacity.market;
+    if (!market) throw new AppError('invalid_request', 'the market provider is not running on this server (LOCAL_AGENTS=false)', { param: 'provider' });
+    return market;
+  }
+}
+
+function toOffer(offer: GpuOffer): GpuOfferType {
+  return { ...offer, available: Number.isFinite(offer.available) ? offer.available : null };
+}

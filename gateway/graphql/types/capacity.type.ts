@@ -1,0 +1,75 @@
+import { Field, Float, ID, InputType, Int, ObjectType } from 'type-graphql';
+
+@ObjectType('GpuOffer', { description: 'GPU capacity a provider can rent out now' })
+export class GpuOfferType {
+  @Field() id: string;
+  @Field() provider: string;
+  @Field() gpuName: string;
+  @Field(() => Float) gpuMemoryGb: number;
+  @Field() region: string;
+  @Field(() => Float) pricePerHour: number;
+  @Field(() => Int, { nullable: true, description: 'Machines left; null when unlimited (the local machine)' }) available: number | null;
+}
+
+@ObjectType('StaticHost', { description: 'A machine an operator registered at a set price' })
+export class StaticHostType {
+  @Field(() => ID) id: string;
+  @Field() name: string;
+  @Field() gpuName: string;
+  @Field(() => Float) gpuMemoryGb: number;
+  @Field() region: string;
+  @Field(() => Float) pricePerHour: number;
+  @Field(() => String, { nullable: true }) replicaId: string | null;
+  @Field() createdAt: Date;
+}
+
+@ObjectType()
+export class RegisterStaticHostPayload {
+  @Field(() => StaticHostType) host: StaticHostType;
+  @Field({ description: 'The agent on the host joins with this (WORKER_JOIN_TOKEN); shown once' }) hostToken: string;
+}
+
+@InputType()
+export class StaticHostInput {
+  @Field() name: string;
+  @Field() gpuName: string;
+  @Field(() => Float) gpuMemoryGb: number;
+  @Field() region: string;
+  @Field(() => Float) pricePerHour: number;
+}
+
+@InputType()
+export class MarketOfferInput {
+  @Field() id: string;
+  @Field() gpuName: string;
+  @Field(() => Float) gpuMemoryGb: number;
+  @Field() region: string;
+  @Field(() => Float) pricePerHour: number;
+  @Field(() => Int) count: number;
+}
+
+@ObjectType('CostRow', { description: 'GPU cost of a day, deployment or replica' })
+export class CostRowType {
+  @Field({ description: 'YYYY-MM-DD (UTC), deployment id or replica id' }) key: string;
+  @Field(() => Float) gpuHours: number;
+  @Field(() => Float, { description: 'In the price unit of the offers (USD)' }) amount: number;
+}
+
+@ObjectType('UsageRow', { description: 'Text requests and tokens of a day, deployment or API key' })
+export class UsageRowType {
+  @Field() key: string;
+  @Field(() => Int) requests: number;
+  @Field(() => Float) promptTokens: number;
+  @Field(() => Float) completionTokens: number;
+  @Field(() => Float) totalTokens: number;
+}
+
+@ObjectType('ReplicaLoad', { description: 'A replica\'s load as its agent reported it' })
+export class ReplicaLoadType {
+  @Field(() => ID) replicaId: string;
+  @Field(() => ID) deploymentId: string;
+  @Field(() => Int) inFlight: number;
+  @Field(() => Int) queued: number;
+  @Field() engineHealth: string;
+  @Field() at: Date;
+}
