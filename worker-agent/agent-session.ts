@@ -191,10 +191,19 @@ export class AgentSession {
     connection.heartbeat = setInterval(() => this.sendHeartbeat(connection), intervalMs);
   }
 
+  /** Sends a heartbeat now rather than at the next tick: load progress, and readiness the moment the model is loaded. */
+  heartbeatNow(): void {
+    const connection = this.connection;
+    if (connection?.welcomed) this.sendHeartbeat(connection);
+  }
+
   private sendHeartbeat(connection: Connection): void {
     const health = this.dependencies.engine.health();
     connection.writer.writeFrame({
-      heartbeat: { inFlight: this.jobs.inFlight, queued: this.jobs.queued, engineHealth: health.status, detail: health.detail },
+      heartbeat: {
+        inFlight: this.jobs.inFlight, queued: this.jobs.queued, engineHealth: health.status, detail: health.detail,
+        ...(health.loadPercent === undefined ? {} : { loadPercent: health.loadPercent }),
+      },
     });
   }
 

@@ -10,6 +10,7 @@ import { AgentSession } from './agent-session';
 import { readAgentVersion } from './agent-version';
 import { createEngine } from './engines/create-engine';
 import { EngineStartError } from './engines/engine-start-error';
+import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
 
 const EXIT_BAD_CONFIG = 2;
@@ -31,16 +32,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
   // Synchronous so the last lines reach stderr before process.exit.
   const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId } }, pino.destination({ dest: 2, sync: true }));
-  const engine = createEngine(options, logger);
-  try {
-    await engine.start();
-  } catch (error) {
-    if (!(error instanceof EngineStartError)) throw error;
-    // One plain line, last: the local provider shows an agent's last line on its replica.
-    logger.error({ err: error }, 'engine failed to start');
-    process.stderr.write(`worker agent: engine ${engine.kind} failed to start: ${error.message}\n`);
-    return EXIT_ENGINE_START_FAILED;
-  }
+  // Joins before the model is loaded, so the replica shows the download and load as they go.
+  const engine = new LoadingEngine(createEngine(options, logger), () => session.heartbeatNow());
   // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
   const gpus = engine.kind === 'cpu' || engine.kind === 'llama-cpp' ? [] : options.gpus;
   const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });
@@ -56,7 +49,23 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   logger.info({ controlPlane: options.controlPlaneAddress, engine: engine.kind, maxConcurrency: options.maxConcurrency }, 'worker agent starting');
-  session.start();
+  try {
+    await engine.prepare();
+    session.start();
+    // A drain (SIGTERM) while the model still loads ends the agent without waiting for the load.
+    const early = await Promise.race([engine.start().then(() => undefined), session.finished]);
+    if (early) {
+      await engine.close();
+      return early.exitCode;
+    }
+  } catch (error) {
+    if (!(error instanceof EngineStartError)) throw error;
+    // One plain line, last: the local provider shows an agent's last line on its replica.
+    // No drain: nothing was assigned before the engine was ready, and exiting ends the stream.
+    logger.error({ err: error }, 'engine failed to start');
+    process.stderr.write(`worker agent: engine ${engine.kind} failed to start: ${error.message}\n`);
+    return EXIT_ENGINE_START_FAILED;
+  }
   const exit = await session.finished;
   await engine.close();
   return exit.exitCode;

@@ -40,7 +40,9 @@ export function startCapacity(
   const agentExited = (replicaId: string, reason: string) => {
     void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit'));
   };
-  const agentProcesses = (component: string, offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number }) => new LocalProvider({
+  // The local provider is one machine with one weights cache; every market host starts empty.
+  const agentProcesses = (component: string, sharedModelCache: boolean, offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number }) => new LocalProvider({
+    modelDownloadMs: config.localModelDownloadMs, sharedModelCache,
     controlPlaneAddress: grpcAddress,
     agentEntry: config.agentEntry ?? DEFAULT_AGENT_ENTRY,
     engine: config.localEngine,
@@ -60,11 +62,11 @@ export function startCapacity(
 
   const providers = new Map<string, CapacityProvider>();
   const localProvider = config.localAgents
-    ? agentProcesses('local-provider', { gpuName: config.localGpuName, gpuMemoryGb: config.localGpuMemoryGb, pricePerHour: config.localPricePerHour })
+    ? agentProcesses('local-provider', true, { gpuName: config.localGpuName, gpuMemoryGb: config.localGpuMemoryGb, pricePerHour: config.localPricePerHour })
     : null;
   if (localProvider) providers.set('local', localProvider);
   const market = config.localAgents
-    ? new MarketProvider(agentProcesses('market-hosts'), {
+    ? new MarketProvider(agentProcesses('market-hosts', false), {
       seed: config.marketSeed, priceDriftIntervalMs: config.marketPriceDriftIntervalMs, volatility: config.marketVolatility,
     }, hostLost, logger.child({ component: 'market' }))
     : null;

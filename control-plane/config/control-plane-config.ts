@@ -51,6 +51,8 @@ const shape = {
   localMaxConcurrency: intField(1).default(64),
   /** Local provider: concurrency of agents of image/video models; unset = the model's targetConcurrency. */
   localMediaMaxConcurrency: intField(1).optional(),
+  /** Local and market providers: CPU-engine agents act out downloading their model for this long, reporting load progress (first agent of a model on this machine; every new market host). @default 0 */
+  localModelDownloadMs: intField(0).default(0),
   /** Local provider: delay before restarting an agent process that exited. @default 1000 */
   localRestartDelayMs: intField(0).default(1_000),
   /** Local provider: extra `node` flags for agent processes, space-separated (profiling). */
@@ -91,7 +93,7 @@ const names = {
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
-  localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
+  localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localModelDownloadMs: 'LOCAL_MODEL_DOWNLOAD_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
   localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
   marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',
   meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',

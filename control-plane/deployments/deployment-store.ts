@@ -69,6 +69,12 @@ export class DeploymentStore {
     return await this.update(deployment);
   }
 
+  /** One of its replicas changed (load progress, a replica ready): the deployment's subscribers re-read it. */
+  async replicasChanged(id: string): Promise<void> {
+    const deployment = await this.find(id);
+    if (deployment) this.changed(deployment);
+  }
+
   private changed(deployment: Deployment): void {
     this.bySlug.delete(deployment.slug);
     this.events.emit('deploymentUpdated', deployment);

@@ -163,7 +163,7 @@ export class AgentServer {
     if (health === 'ENGINE_HEALTH_STARTING' || health === 'ENGINE_HEALTH_UNHEALTHY') {
       const percent = heartbeat.loadPercent ?? 0;
       if (previous?.loadPercent !== percent || previous?.detail !== heartbeat.detail) {
-        this.track(this.replicas.reportProgress(connection.replicaId, percent, heartbeat.detail));
+        this.track(this.replicas.reportProgress(connection.replicaId, connection.deploymentId, percent, heartbeat.detail));
       }
       return;
     }
@@ -186,7 +186,9 @@ export class AgentServer {
     connection.close(message);
     this.dispatcher.unregister(connection);
     if (this.byReplica.get(connection.replicaId) === connection) this.byReplica.delete(connection.replicaId);
-    this.track(this.replicas.lost(connection.replicaId, message));
+    this.track(connection.ready
+      ? this.replicas.lost(connection.replicaId, message)
+      : this.replicas.disconnectedWhileStarting(connection.replicaId, `the agent disconnected before its engine was ready: ${message}`));
     connection.stream.end();
   }
 

@@ -21,6 +21,13 @@ export interface LocalProviderOptions {
   nodeArgs?: readonly string[];
   /** Engine variables of one deployment's agents over the defaults (a local GGUF model's agents run llama-cpp). */
   engineEnv?: (deployment: Deployment) => Record<string, string>;
+  /**
+   * CPU-engine agents act out a model download this long (WORKER_CPU_LOAD_MS), reporting progress.
+   * With `sharedModelCache` (one machine) only a model's first agent downloads; without it (every
+   * agent a fresh host) each does.
+   */
+  modelDownloadMs?: number;
+  sharedModelCache?: boolean;
   /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
   onAgentExit?: (replicaId: string, reason: string) => void;
   /** What this machine offers placement: one offer, as many replicas as wanted. */
@@ -48,6 +55,8 @@ const HEALTHY_RUN_MS = 10_000;
 export class LocalProvider implements CapacityProvider {
   readonly kind = 'local';
   private readonly agents = new Map<string, LocalAgent>();
+  /** Models whose simulated download already happened on this machine. */
+  private readonly downloaded = new Set<string>();
 
   constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
 
@@ -65,7 +74,8 @@ export class LocalProvider implements CapacityProvider {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = Date.now();
-      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), { ...this.options.engineEnv?.(deployment), ...extraEnv }, (line) => (agent.lastLine = line));
+      const env = { ...this.downloadEnv(deployment.modelId), ...this.options.engineEnv?.(deployment), ...extraEnv };
+      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
         agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
@@ -80,6 +90,13 @@ export class LocalProvider implements CapacityProvider {
     };
     this.agents.set(replica.id, agent);
     agent.start();
+  }
+
+  private downloadEnv(modelId: string): Record<string, string> {
+    const downloadMs = this.options.modelDownloadMs ?? 0;
+    if (downloadMs <= 0 || this.downloaded.has(modelId)) return {};
+    if (this.options.sharedModelCache) this.downloaded.add(modelId);
+    return { WORKER_CPU_LOAD_MS: String(downloadMs) };
   }
 
   async terminate(replicaId: string): Promise<void> {
@@ -122,11 +139,17 @@ export class LocalProvider implements CapacityProvider {
     };
     const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });
+    let plainSeen = false;
     const forward = (chunk: Buffer) => {
       for (const line of chunk.toString('utf8').split('\n')) {
-        if (!line.trim()) continue;
-        onLine(line.trim().slice(0, 500));
-        log.info({ agent: line.trim() }, 'agent output');
+        const text = line.trim();
+        if (!text) continue;
+        // An agent's last words are plain lines (a failed start, a native abort, a crash);
+        // its JSON log records, which go on while it connects, must not bury them.
+        const plain = !text.startsWith('{');
+        if (plain || !plainSeen) onLine(text.slice(0, 500));
+        plainSeen ||= plain;
+        log.info({ agent: text }, 'agent output');
       }
     };
     child.stdout?.on('data', forward);

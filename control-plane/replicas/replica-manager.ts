@@ -117,11 +117,22 @@ export class ReplicaManager {
     const replica = await this.replicas.findOne({ where: { id: replicaId } });
     const deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
     if (deployment?.status === 'Creating') await this.deployments.transition(deployment, 'Running');
+    else if (deployment) await this.deployments.replicasChanged(deployment.id);
   }
 
-  /** Model download / load progress while the engine starts. */
-  async reportProgress(replicaId: string, percent: number, stage: string): Promise<void> {
-    await this.replicas.update({ id: replicaId, status: 'Creating' }, { loadPercent: percent, statusReason: stage || `loading the model: ${percent} %` });
+  /** Model download / load progress while the engine starts; deployment subscribers see it. */
+  async reportProgress(replicaId: string, deploymentId: string, percent: number, stage: string): Promise<void> {
+    const result = await this.replicas.update({ id: replicaId, status: 'Creating' }, { loadPercent: percent, statusReason: stage || `loading the model: ${percent} %` });
+    if (result.affected) await this.deployments.replicasChanged(deploymentId);
+  }
+
+  /**
+   * The agent's stream ended before its engine was ready: nothing to bill or take work from,
+   * so only a Creating replica's reason changes. A provider that saw the agent exit says more
+   * (its last line) and moves the replica to Unhealthy, so its write wins in either order.
+   */
+  async disconnectedWhileStarting(replicaId: string, reason: string): Promise<void> {
+    await this.replicas.update({ id: replicaId, status: 'Creating' }, { statusReason: reason, loadPercent: null });
   }
 
   /** The agent's stream ended: the replica stays (its agent may reconnect) but takes no work and is not billed. */

@@ -42,14 +42,17 @@ function spawnAgent(env: Record<string, string>) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   });
-  return { child, exited, stderr: () => stderr, lastLine: () => stderr.trim().split('\n').pop() ?? '' };
+  // The last plain line: JSON log records (connection attempts) may follow it; the local provider reads the same.
+  return { child, exited, stderr: () => stderr, lastLine: () => stderr.trim().split('\n').filter((line) => !line.startsWith('{')).pop() ?? '' };
 }
 
 async function connectedAgent(): Promise<FakeAgentStream> {
   const plane = await FakeControlPlane.start();
   disposables.push(() => plane.close());
   spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_LLAMA_MODEL_PATH: modelPath });
-  return await plane.stream(0, 15_000);
+  const stream = await plane.stream(0, 15_000);
+  await stream.ready(15_000);
+  return stream;
 }
 
 function assign(jobId: string, body: Record<string, unknown>, kind: 'JOB_KIND_CHAT_COMPLETION' | 'JOB_KIND_COMPLETION' = 'JOB_KIND_CHAT_COMPLETION') {
@@ -65,6 +68,13 @@ describe('worker agent with the llama-cpp engine', () => {
   it('says Hello as llama-cpp with its version and no GPUs, and generates real tokens', async () => {
     const stream = await connectedAgent();
     expect(stream.hello).toMatchObject({ engine: { kind: 'llama-cpp', version: expect.stringMatching(/^node-llama-cpp 3\.22\.1 \(llama\.cpp \S+\)$/) }, gpus: [] });
+    // The agent joins before the model is loaded: until then it says so, with how far it is.
+    const beforeReady = stream.heartbeats.slice(0, stream.heartbeats.findIndex((heartbeat) => heartbeat.engineHealth === 'ENGINE_HEALTH_HEALTHY'));
+    for (const heartbeat of beforeReady) {
+      expect(heartbeat.engineHealth).toBe('ENGINE_HEALTH_STARTING');
+      expect(heartbeat.loadPercent).toBeLessThan(100);
+      expect(heartbeat.detail).toMatch(/^(starting the engine|loading the model weights|creating the context): \d+ %$/);
+    }
     stream.send(assign('job_plain', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 12, temperature: 0 }));
     const terminal = await stream.terminal('job_plain', 10_000);
     const output = stream.eventsOf('job_plain').find((event) => event.output)!.output!;

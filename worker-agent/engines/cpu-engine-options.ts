@@ -2,6 +2,8 @@ import { booleanOption, integerOption, numberOption, loadOptionFields, optionFie
 
 /** Timing and failure switches of the built-in CPU engine; shared by the agent and the HTTP server. */
 export const cpuEngineOptionFields = {
+  /** Simulated model download and load at start, in milliseconds, reported as load progress. @default 0 */
+  cpuLoadMs: optionField(integerOption(0).default(0), 'WORKER_CPU_LOAD_MS'),
   /** Delay before the first token, in milliseconds. @default 0 */
   cpuTtftMs: optionField(integerOption(0).default(0), 'WORKER_CPU_TTFT_MS'),
   /** Generation speed per choice; 0 emits as fast as possible. @default 0 */
@@ -27,6 +29,8 @@ export interface CpuEngineBehaviour {
 
 export interface CpuEngineOptions extends CpuEngineBehaviour {
   readonly testControls: boolean;
+  /** Simulated model download and load at start. */
+  readonly loadMs?: number;
 }
 
 export const DEFAULT_CPU_ENGINE_OPTIONS: CpuEngineOptions = Object.freeze({ ttftMs: 0, tokensPerSecond: 0, testControls: false });
@@ -38,6 +42,7 @@ export function cpuEngineOptionsFrom(values: CpuEngineOptionValues): CpuEngineOp
     failAfterTokens: values.cpuFailAfterTokens,
     crashAfterTokens: values.cpuCrashAfterTokens,
     testControls: values.cpuTestControls,
+    loadMs: values.cpuLoadMs,
   });
 }
 

@@ -3,8 +3,9 @@
  * real token counts. In-process it produces the same SSE bytes its HTTP server would, and the
  * agent forwards them through the same filter as any HTTP engine's.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCancellation } from '../job-cancellation';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob, ProgressReporter } from './engine';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { generateCpuMedia } from './cpu-media';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
 import { planCpuCompletion } from './cpu-request';
@@ -14,6 +15,7 @@ import { prepareEngineRequest } from './engine-request';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 
+const LOAD_STEPS = 20;
 const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
 
 export class CpuEngine implements Engine {
@@ -24,7 +26,16 @@ export class CpuEngine implements Engine {
   /** @param engineModel model name to answer with instead of the job's catalog model */
   constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {}
 
-  async start(): Promise<void> {}
+  /** With `loadMs`, behaves like an engine fetching and loading weights: 20 steps of progress. */
+  async start(progress?: LoadProgress): Promise<void> {
+    const loadMs = this.options.loadMs ?? 0;
+    if (loadMs <= 0) return;
+    for (let step = 0; step < LOAD_STEPS; step += 1) {
+      const percent = (step * 100) / LOAD_STEPS;
+      progress?.(percent, percent < 80 ? 'downloading the model weights' : 'loading the weights into memory');
+      await sleep(loadMs / LOAD_STEPS);
+    }
+  }
 
   /** Serves any model name, so it reports none. */
   models(): readonly string[] {

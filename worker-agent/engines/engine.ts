@@ -40,8 +40,10 @@ export interface EngineResult {
 
 export interface EngineHealthReport {
   readonly status: EngineHealth;
-  /** Human-readable reason when not healthy. */
+  /** Human-readable reason when not healthy; the current stage while starting. */
   readonly detail: string;
+  /** While STARTING: how far the model download / load is, 0–100. */
+  readonly loadPercent?: number;
 }
 
 /** An image or video job as the engine sees it: the job body and its input files, fetched. */
@@ -64,14 +66,26 @@ export interface MediaFiles {
 /** Reports 0–99 % while a media job works; never awaited (progress is advisory). */
 export type ProgressReporter = (percent: number, stage: string) => void;
 
+/** Reports how far a model download / load is (0–100, may be fractional) and what it is doing. */
+export type LoadProgress = (percent: number, stage: string) => void;
+
 export interface Engine {
   /** `Hello.engine.kind`: "openai", "cpu". */
   readonly kind: string;
   readonly version: string;
   /** Informational engine address; empty for in-process engines. */
   readonly url: string;
-  /** Probes the engine once (bounded in time) and starts periodic health checks. */
-  start(): Promise<void>;
+  /**
+   * What the agent's Hello needs, quickly, before it joins (llama-cpp: opens llama.cpp for its
+   * version and checks the model file). Throws `EngineStartError` when the engine cannot serve.
+   */
+  prepare?(): Promise<void>;
+  /**
+   * Gets the engine ready: loads its model (in-process engines, reporting `progress`) or probes
+   * it once, bounded in time, and starts periodic health checks. Throws `EngineStartError`
+   * when the engine cannot serve at all.
+   */
+  start(progress?: LoadProgress): Promise<void>;
   /** Model names the engine reported it serves; empty when unknown. */
   models(): readonly string[];
   health(): EngineHealthReport;

@@ -2,8 +2,8 @@
  * Real inference on the CPU: a GGUF model run by llama.cpp (through node-llama-cpp) inside
  * the agent's process. It answers with the same OpenAI bytes an HTTP engine would and feeds
  * them through the same forwarding path, so usage, the finish reason and the include_usage
- * filter work exactly as for vLLM. Loading happens in `start()`, before the agent says Hello:
- * a replica is Running only once its model is loaded.
+ * filter work exactly as for vLLM. Loading happens in `start()`, reported as load progress on
+ * the agent's heartbeats: a replica is Running only once its model is loaded.
  */
 import path from 'node:path';
 import type { Token } from 'node-llama-cpp';
@@ -13,8 +13,9 @@ import type { JobCancellation } from '../job-cancellation';
 import { generateChoice, type ChoiceProgress, type ChoiceRequest, type ChoiceResult } from '../llama/choice-generator';
 import { choiceSeed, invalidRequestFailure, planLlamaRequest, type LlamaRequestPlan } from '../llama/llama-request';
 import { chunkFormat, completionBody, DONE_EVENT, type OpenAiUsage } from '../llama/llama-response-format';
+import { LlamaBackend } from '../llama/llama-backend';
 import { LlamaRuntime, type RenderedPrompt } from '../llama/llama-runtime';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink } from './engine';
+import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress } from './engine';
 import { EngineFailure } from './engine-failure';
 import { prepareEngineRequest } from './engine-request';
 import { forwardJsonBody, StreamForwarder } from './engine-response';
@@ -42,19 +43,28 @@ export class LlamaCppEngine implements Engine {
   readonly kind = 'llama-cpp';
   readonly url = '';
   version = '';
+  private backend: LlamaBackend | null = null;
   private runtime: LlamaRuntime | null = null;
 
   constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {}
 
-  /** Throws `EngineStartError` when the model cannot be served. */
-  async start(): Promise<void> {
-    const startedAt = Date.now();
-    this.runtime = await LlamaRuntime.load({
-      modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
-      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel,
-      log: (level, message) => this.logger[level]({ llamaCpp: message }, 'llama.cpp'),
+  /** Opens llama.cpp (for Hello's version) and checks the model file; quick. Throws `EngineStartError`. */
+  async prepare(): Promise<void> {
+    await LlamaRuntime.checkModelFile(this.options.modelPath);
+    this.backend = await LlamaBackend.open({
+      threads: this.options.threads, log: (level, message) => this.logger[level]({ llamaCpp: message }, 'llama.cpp'),
     });
-    this.version = this.runtime.version;
+    this.version = this.backend.version;
+  }
+
+  /** Loads the model, reporting progress. Throws `EngineStartError` when it cannot be served. */
+  async start(progress?: LoadProgress): Promise<void> {
+    if (!this.backend) await this.prepare();
+    const startedAt = Date.now();
+    this.runtime = await LlamaRuntime.load(this.backend as LlamaBackend, {
+      progress, modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
+      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel,
+    });
     this.logger.info({
       modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel,
       threads: this.options.threads, chatFormat: this.runtime.chatFormat, loadMs: Date.now() - startedAt, version: this.version,

@@ -1,17 +1,15 @@
 /**
  * One GGUF model loaded with node-llama-cpp on the CPU: the model, one context whose
  * sequences are the parallel slots, and the chat wrapper that renders conversations with the
- * model's own template. node-llama-cpp is ESM, so it is loaded with a real `import()`, and
- * only when this engine starts (agents of other engines never load its 40 MB).
+ * model's own template, on a `LlamaBackend` (llama.cpp itself, opened before the agent joins).
  */
 import fs from 'node:fs';
 import type { ChatHistoryItem, ChatWrapper, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
 import { EngineStartError } from '../engines/engine-start-error';
+import { firstLine, type LlamaBackend, type NodeLlamaCpp } from './llama-backend';
 import type { ChatMessage, CompletionPrompt } from './llama-request';
 import { invalidRequestFailure } from './llama-request';
 import { SequencePool } from './sequence-pool';
-
-type NodeLlamaCpp = typeof import('node-llama-cpp');
 
 export interface LlamaRuntimeOptions {
   readonly modelPath: string;
@@ -22,8 +20,8 @@ export interface LlamaRuntimeOptions {
   readonly defaultContextSize: number;
   /** Sequences (parallel slots) of the context. */
   readonly parallel: number;
-  /** llama.cpp's own warnings and errors. */
-  readonly log: (level: 'error' | 'warn', message: string) => void;
+  /** How far loading is, 0–100, and the stage. */
+  readonly progress?: (percent: number, stage: string) => void;
 }
 
 export interface RenderedPrompt {
@@ -45,42 +43,31 @@ export class LlamaRuntime {
     readonly version: string,
   ) {}
 
-  static async load(options: LlamaRuntimeOptions): Promise<LlamaRuntime> {
-    const stat = await fs.promises.stat(options.modelPath).catch((error: NodeJS.ErrnoException) => {
-      throw new EngineStartError(`model file ${options.modelPath} cannot be read: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, { cause: error });
+  /** Checks the model file is there before the agent joins (a missing file fails at once, clearly). */
+  static async checkModelFile(modelPath: string): Promise<void> {
+    const stat = await fs.promises.stat(modelPath).catch((error: NodeJS.ErrnoException) => {
+      throw new EngineStartError(`model file ${modelPath} cannot be read: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, { cause: error });
     });
-    if (!stat.isFile()) throw new EngineStartError(`model file ${options.modelPath} is not a regular file`);
-    const library = await import('node-llama-cpp');
-    // llama.cpp says why a load failed only in its log ("error loading model: …"); the
-    // exception node-llama-cpp throws just says "Failed to load model".
-    let loadError = '';
-    const llama = await library.getLlama({
-      // CPU only, and never download or compile: a missing binary must fail now, not build for minutes.
-      gpu: false, build: 'never', maxThreads: options.threads, progressLogs: false,
-      logLevel: library.LlamaLogLevel.warn,
-      logger: (level, message) => {
-        const text = message.trim();
-        if (!text) return;
-        const reason = /error loading model: (.+)$/.exec(text);
-        if (reason) loadError = reason[1];
-        options.log(level === library.LlamaLogLevel.error || level === library.LlamaLogLevel.fatal ? 'error' : 'warn', text);
-      },
-    }).catch((error: Error) => {
-      throw new EngineStartError(`llama.cpp is not usable on this machine (${process.platform}-${process.arch}): ${firstLine(error)}`, { cause: error });
-    });
-    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 }).catch(async (error: Error) => {
-      // Log lines cross from llama.cpp's thread on their own schedule: give the last one a moment.
-      if (!loadError) await new Promise((resolve) => setTimeout(resolve, 50));
-      throw new EngineStartError(`model file ${options.modelPath} is not a loadable GGUF model: ${loadError || firstLine(error)}`, { cause: error });
+    if (!stat.isFile()) throw new EngineStartError(`model file ${modelPath} is not a regular file`);
+  }
+
+  static async load(backend: LlamaBackend, options: LlamaRuntimeOptions): Promise<LlamaRuntime> {
+    const { library, llama } = backend;
+    const model = await llama.loadModel({
+      modelPath: options.modelPath, gpuLayers: 0,
+      // The weights are most of the start-up; the context after them is quick.
+      onLoadProgress: (fraction) => options.progress?.(fraction * 95, 'loading the model weights'),
+    }).catch(async (error: Error) => {
+      throw new EngineStartError(`model file ${options.modelPath} is not a loadable GGUF model: ${(await backend.loadError()) || firstLine(error)}`, { cause: error });
     });
     const contextSize = options.contextSize ?? Math.min(options.defaultContextSize, model.trainContextSize);
+    options.progress?.(95, 'creating the context');
     const context = await model.createContext({ contextSize, sequences: options.parallel, threads: options.threads }).catch(async (error: Error) => {
       await model.dispose();
       throw new EngineStartError(`cannot create a ${contextSize}-token context with ${options.parallel} sequence(s) for ${options.modelPath}: ${firstLine(error)}`, { cause: error });
     });
     const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
-    const version = `node-llama-cpp ${await library.getModuleVersion()} (llama.cpp ${llama.llamaCppRelease.release})`;
-    return new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), new SequencePool(sequences), version);
+    return new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), new SequencePool(sequences), backend.version);
   }
 
   /** Tokens each sequence holds (prompt and answer together). */
@@ -163,6 +150,3 @@ function chooseChatWrapper(library: NodeLlamaCpp, model: LlamaModel): ChatWrappe
   return isControl('<|im_start|>') && isControl('<|im_end|>') ? new library.ChatMLChatWrapper() : resolved;
 }
 
-function firstLine(error: Error): string {
-  return String(error?.message ?? error).split('\n')[0];
-}

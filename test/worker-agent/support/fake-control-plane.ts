@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   loadWorkerService, PROTOCOL_VERSION,
-  type AgentFrame, type ControlFrame, type Hello, type JobEvent, type Welcome,
+  type AgentFrame, type ControlFrame, type Heartbeat, type Hello, type JobEvent, type Welcome,
 } from '../../../proto/worker/v1/index';
 
 export type HelloAnswer = (hello: Hello, stream: FakeAgentStream) => ControlFrame | undefined;
@@ -89,6 +89,16 @@ export class FakeAgentStream {
   /** Resolves with the first truthy value of `probe`, re-checked after every received frame. */
   until<T>(probe: () => T | undefined | false, timeoutMs = DEFAULT_WAIT_MS): Promise<T> {
     return waitUntil(this.listeners, probe, timeoutMs, 'condition');
+  }
+
+  /** Heartbeats received so far, in order. */
+  get heartbeats(): Heartbeat[] {
+    return this.frames.flatMap((frame) => (frame.heartbeat ? [frame.heartbeat] : []));
+  }
+
+  /** Resolves once the agent reports a healthy engine (a real control plane sends work only then). */
+  ready(timeoutMs?: number): Promise<Heartbeat> {
+    return this.until(() => this.heartbeats.find((heartbeat) => heartbeat.engineHealth === 'ENGINE_HEALTH_HEALTHY'), timeoutMs);
   }
 
   terminal(jobId: string, timeoutMs?: number): Promise<JobEvent> {
