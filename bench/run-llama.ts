@@ -13,7 +13,6 @@
  *        --tokens 256 --rounds 7 --threads 1 --context 2048 --prompt TEXT
  *        --database-url URL (default: embedded PostgreSQL)
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -23,7 +22,8 @@ import type { Token } from 'node-llama-cpp';
 import { writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
 import { describeMachine } from './machine';
 import { percentile } from './paced-client';
-import { freePort, PROJECT_ROOT } from './targets';
+import { ServerProcess, until } from './server-process';
+import { PROJECT_ROOT } from './targets';
 
 interface Run {
   readonly ttftMs: number;
@@ -57,7 +57,7 @@ async function main(): Promise<void> {
       feedForwardLength: Math.round((embedding * 8) / 3 / 64) * 64 || 128,
     });
   const direct = await DirectLlama.load(modelPath, threads, Number(values.context));
-  const platform = await PlatformServer.start({ modelPath, threads, context: Number(values.context), workDir, databaseUrl: values['database-url'] });
+  const platform = await PlatformServer.start({ modelPath, threads, context: Number(values.context), databaseUrl: values['database-url'] });
   try {
     const banned = direct.endOfGenerationTokens();
     console.log(`model ${path.basename(modelPath)}, ${tokens} tokens, ${rounds} rounds, ${threads} thread(s); warming up`);
@@ -141,27 +141,22 @@ class DirectLlama {
 
 /** A server process serving the model on one llama-cpp agent (one sequence, like the direct side). */
 class PlatformServer {
-  private constructor(private readonly server: ReturnType<typeof spawn>, private readonly port: number, private readonly slug: string, private readonly key: string) {}
+  private readonly port: number;
 
-  static async start(options: { modelPath: string; threads: number; context: number; workDir: string; databaseUrl?: string }): Promise<PlatformServer> {
-    const port = await freePort();
-    const server = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
+  private constructor(private readonly server: ServerProcess, private readonly slug: string, private readonly key: string) {
+    this.port = Number(new URL(server.baseUrl).port);
+  }
+
+  static async start(options: { modelPath: string; threads: number; context: number; databaseUrl?: string }): Promise<PlatformServer> {
+    const server = await ServerProcess.start({
+      name: 'bench-llama', databaseUrl: options.databaseUrl,
       env: {
-        PATH: process.env.PATH, DATA_DIR: path.join(options.workDir, 'data'), PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn', LOCAL_MODEL_PATH: options.modelPath, ...(process.env.BENCH_AGENT_NODE_ARGS ? { LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS } : {}), LOCAL_LLAMA_THREADS: String(options.threads),
+        LOCAL_MODEL_PATH: options.modelPath, ...(process.env.BENCH_AGENT_NODE_ARGS ? { LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS } : {}), LOCAL_LLAMA_THREADS: String(options.threads),
         LOCAL_LLAMA_CONTEXT_SIZE: String(options.context), LOCAL_LLAMA_PARALLEL: '1',
-        ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : { EMBEDDED_DATABASE_PORT: String(await freePort()) }),
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let output = '';
-    server.stdout!.on('data', (part) => (output += part));
-    server.stderr!.on('data', (part) => (output += part));
-    await until(() => /API key:\s+mk-/.test(output) || server.exitCode !== null, 120_000, 'the server banner');
-    if (server.exitCode !== null) throw new Error(`server exited: ${output}`);
-    const key = /API key:\s+(mk-\S+)/.exec(output)![1];
-    const slug = /\/d\/([^/\s]+)\/v1/.exec(output)![1];
-    const platform = new PlatformServer(server, port, slug, key);
+    const slug = /\/d\/([^/\s]+)\/v1/.exec(server.output())![1];
+    const platform = new PlatformServer(server, slug, server.key);
     await until(async () => (await platform.status()) === 200, 60_000, 'the llama-cpp replica');
     return platform;
   }
@@ -222,10 +217,7 @@ class PlatformServer {
   }
 
   async stop(): Promise<void> {
-    if (this.server.exitCode !== null) return;
-    const exited = new Promise((resolve) => this.server.once('exit', resolve));
-    this.server.kill('SIGINT');
-    await exited;
+    await this.server.stop();
   }
 }
 
@@ -257,13 +249,6 @@ function round(value: number): number {
   return Math.round(value * 100) / 100;
 }
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await Promise.resolve(check()).catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 function write(results: any): void {
   const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;

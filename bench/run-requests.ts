@@ -7,15 +7,14 @@
  * Flags: --database-url URL (default: embedded PostgreSQL) --replicas 2 --slots 8 --burst 2000
  *        --rate 20 --seconds 10
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import { describeMachine } from './machine';
 import { percentile } from './paced-client';
-import { freePort, PROJECT_ROOT, startUpstreamProcess } from './targets';
+import { ServerProcess, until } from './server-process';
+import { PROJECT_ROOT, startUpstreamProcess } from './targets';
 
 const MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -27,28 +26,17 @@ async function main(): Promise<void> {
     },
   });
   const upstream = await startUpstreamProcess(null);
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-requests-'));
-  fs.chmodSync(dataDir, 0o755);
-  const port = await freePort();
-  const databasePort = await freePort();
-  const databaseUrl = values['database-url'] ?? `postgres://postgres:postgres@127.0.0.1:${databasePort}/postgres`;
-  const server = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
-    env: {
-      PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
-      LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: upstream.url, LOCAL_MEDIA_AGENT_MAX_CONCURRENCY: values.slots, MAX_QUEUED_PER_DEPLOYMENT: '100000',
-      ...(values['database-url'] ? { DATABASE_URL: values['database-url'] } : { EMBEDDED_DATABASE_PORT: String(databasePort) }),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const server = await ServerProcess.start({
+    name: 'bench-requests', databaseUrl: values['database-url'],
+    env: { LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: upstream.url, LOCAL_MEDIA_AGENT_MAX_CONCURRENCY: values.slots as string, MAX_QUEUED_PER_DEPLOYMENT: '100000' },
+  }).catch(async (error) => {
+    await upstream.stop();
+    throw error;
   });
-  let banner = '';
-  server.stdout!.on('data', (part) => (banner += part));
-  server.stderr!.on('data', (part) => (banner += part));
-  const database = new Client({ connectionString: databaseUrl });
+  const database = new Client({ connectionString: server.databaseUrl });
   try {
-    await until(() => /API key:\s+mk-/.test(banner), 60_000, 'the server banner');
-    const key = /API key:\s+(mk-\S+)/.exec(banner)![1];
-    const baseUrl = `http://127.0.0.1:${port}`;
-    const created = await graphql(baseUrl, key, `mutation { createDeployment(input: {modelId: "${MODEL}", priceCapPerHour: 2, minReplicas: ${values.replicas}, maxReplicas: ${values.replicas}}) { deployment { id slug } } }`);
+    const { baseUrl, key } = server;
+    const created = await server.graphql(`mutation { createDeployment(input: {modelId: "${MODEL}", priceCapPerHour: 2, minReplicas: ${values.replicas}, maxReplicas: ${values.replicas}}) { deployment { id slug } } }`);
     const deployment = created.createDeployment.deployment as { id: string; slug: string };
     const endpoint = `${baseUrl}/d/${deployment.slug}/v1`;
     await database.connect();
@@ -76,10 +64,8 @@ async function main(): Promise<void> {
     write(results);
   } finally {
     await database.end().catch(() => {});
-    server.kill('SIGINT');
-    await new Promise((resolve) => server.once('exit', resolve));
+    await server.stop();
     await upstream.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
@@ -152,20 +138,7 @@ function summary(values: number[]) {
   return { count: sorted.length, p50: round(percentile(sorted, 0.5)), p90: round(percentile(sorted, 0.9)), p99: round(percentile(sorted, 0.99)), max: round(sorted.at(-1) ?? NaN) };
 }
 
-async function graphql(baseUrl: string, key: string, query: string): Promise<any> {
-  const response = await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
-  const body = (await response.json()) as { data?: unknown; errors?: unknown };
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await Promise.resolve(check()).catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 function write(results: any): void {
   const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}-${results.database.startsWith('embedded') ? 'embedded' : 'external'}`;

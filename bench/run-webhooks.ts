@@ -5,17 +5,16 @@
  * `--database-url`), the receiver in this process.
  * Flags: --rate 20 --seconds 10 --burst 2000 --database-url URL
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from 'pg';
 import { describeMachine } from './machine';
 import { percentile } from './paced-client';
-import { freePort, PROJECT_ROOT } from './targets';
+import { ServerProcess, until } from './server-process';
+import { PROJECT_ROOT } from './targets';
 
 const MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -38,32 +37,14 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as net.AddressInfo).port}/hook`;
 
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-webhooks-'));
-  fs.chmodSync(dataDir, 0o755);
-  const port = await freePort();
-  const databasePort = await freePort();
-  const databaseUrl = values['database-url'] ?? `postgres://postgres:postgres@127.0.0.1:${databasePort}/postgres`;
-  const server = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
-    env: {
-      PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
-      LOCAL_AGENTS: 'false', WEBHOOK_ALLOW_INSECURE_LOOPBACK: 'true', MAX_QUEUED_PER_DEPLOYMENT: '1000000',
-      ...(values['database-url'] ? { DATABASE_URL: values['database-url'] } : { EMBEDDED_DATABASE_PORT: String(databasePort) }),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const server = await ServerProcess.start({
+    name: 'bench-webhooks', databaseUrl: values['database-url'],
+    env: { LOCAL_AGENTS: 'false', WEBHOOK_ALLOW_INSECURE_LOOPBACK: 'true', MAX_QUEUED_PER_DEPLOYMENT: '1000000' },
   });
-  let banner = '';
-  server.stdout!.on('data', (part) => (banner += part));
-  server.stderr!.on('data', (part) => (banner += part));
-  const database = new Client({ connectionString: databaseUrl });
+  const database = new Client({ connectionString: server.databaseUrl });
   try {
-    await until(() => /API key:\s+mk-/.test(banner), 60_000, 'the server');
-    const key = /API key:\s+(mk-\S+)/.exec(banner)![1];
-    const baseUrl = `http://127.0.0.1:${port}`;
-    const graphql = async (query: string, variables: Record<string, unknown> = {}) => {
-      const body = (await (await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) })).json()) as { data?: any; errors?: unknown };
-      if (body.errors) throw new Error(JSON.stringify(body.errors));
-      return body.data;
-    };
+    const { baseUrl, key } = server;
+    const graphql = (query: string, variables: Record<string, unknown> = {}) => server.graphql(query, variables);
     const endpoint = (await graphql('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { id } }', { url: receiverUrl })).createWebhookEndpoint;
     // No replicas: requests stay queued until canceled, and the cancel is the state change measured.
     const deployment = (await graphql(`mutation { createDeployment(input: {modelId: "${MODEL}", priceCapPerHour: 2}) { deployment { slug } } }`)).createDeployment.deployment;
@@ -109,20 +90,11 @@ async function main(): Promise<void> {
     write(results);
   } finally {
     await database.end().catch(() => {});
-    server.kill('SIGINT');
-    await new Promise((resolve) => server.once('exit', resolve));
+    await server.stop();
     receiver.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await Promise.resolve(check()).catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function write(results: any): void {
   const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;

@@ -1,3 +1,4 @@
+import { seededRandom } from '../autoscaling/seeded-random';
 import type { GpuOffer } from './gpu-offer';
 
 /** One kind of machine on the simulated marketplace. */
@@ -19,18 +20,6 @@ const MACHINES: Array<Omit<MarketOfferSpec, 'id' | 'region' | 'count'>> = [
   { gpuName: 'H100 80GB', gpuMemoryGb: 80, pricePerHour: 2.49 },
 ];
 const REGIONS = ['us-east', 'us-west', 'eu-central'];
-
-/** A small deterministic PRNG (mulberry32): the same seed gives the same market. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let value = state;
-    value = Math.imul(value ^ (value >>> 15), value | 1);
-    value ^= value + Math.imul(value ^ (value >>> 7), value | 61);
-    return ((value ^ (value >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 /** The default marketplace: every machine kind in every region, prices ±15 % around a list price, 0–3 machines each. */
 export function seededMarket(seed: number): MarketOfferSpec[] {

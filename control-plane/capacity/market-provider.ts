@@ -1,10 +1,11 @@
 import type { Logger } from 'pino';
+import { seededRandom } from '../autoscaling/seeded-random';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { CapacityProvider, HostLostListener } from '../providers/capacity-provider';
 import type { LocalProvider } from '../providers/local-provider';
 import type { Replica } from '../replicas/replica.entity';
 import type { GpuOffer } from './gpu-offer';
-import { driftPrices, seededMarket, seededRandom, toOffer, type MarketOfferSpec } from './market-offers';
+import { driftPrices, seededMarket, toOffer, type MarketOfferSpec } from './market-offers';
 
 export interface MarketProviderOptions {
   /** Same seed, same market. @default 42 */

@@ -9,6 +9,7 @@
  * control tokens (EOS included) away, so generations run to `max_tokens` unless stopped.
  */
 import fs from 'node:fs';
+import { seededRandom } from '../engines/seeded-random';
 import { encodeGguf, type GgufTensor, type GgufValue } from './gguf-writer';
 
 export interface TinyGgufOptions {
@@ -117,7 +118,7 @@ interface Shape {
 }
 
 function tinyTensors(shape: Shape, seed: number): GgufTensor[] {
-  const random = mulberry32(seed);
+  const random = seededRandom(seed);
   const { embedding: E, feedForward: F } = shape;
   const kv = (E / shape.heads) * shape.kvHeads;
   const constant = E - 1;
@@ -169,16 +170,4 @@ function byteTokenTexts(): string[] {
   const printable = (byte: number) => (byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff);
   let next = 256;
   return Array.from({ length: 256 }, (_, byte) => String.fromCodePoint(printable(byte) ? byte : next++));
-}
-
-/** Small, fast, seedable PRNG (uniform in [0, 1)); Math.random cannot be seeded. */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let value = state;
-    value = Math.imul(value ^ (value >>> 15), value | 1);
-    value ^= value + Math.imul(value ^ (value >>> 7), value | 61);
-    return ((value ^ (value >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }

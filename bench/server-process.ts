@@ -1,0 +1,85 @@
+/**
+ * One platform server (`dist/gateway/main.js`) as its own process for a benchmark: its own
+ * data directory and embedded PostgreSQL (or `databaseUrl`), started on free ports, ready once
+ * it printed the first-run banner with the API key.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, PROJECT_ROOT } from './targets';
+
+export interface ServerProcessOptions {
+  /** Prefix of the temporary data directory. */
+  readonly name: string;
+  /** Server configuration over the benchmark defaults. */
+  readonly env: Record<string, string>;
+  /** External PostgreSQL; otherwise an embedded one on a free port. */
+  readonly databaseUrl?: string;
+  readonly readyTimeoutMs?: number;
+}
+
+export class ServerProcess {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly dataDir: string,
+    readonly baseUrl: string,
+    /** The workspace API key the first start printed. */
+    readonly key: string,
+    readonly databaseUrl: string,
+    /** Everything the server printed so far. */
+    readonly output: () => string,
+  ) {}
+
+  static async start(options: ServerProcessOptions): Promise<ServerProcess> {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
+    // The embedded PostgreSQL runs as another user when started as root: it must read the directory.
+    fs.chmodSync(dataDir, 0o755);
+    const port = await freePort();
+    const databasePort = await freePort();
+    const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
+      env: {
+        PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
+        ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : { EMBEDDED_DATABASE_PORT: String(databasePort) }),
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout!.on('data', (part) => (output += part));
+    child.stderr!.on('data', (part) => (output += part));
+    await until(() => /API key:\s+mk-/.test(output) || child.exitCode !== null, options.readyTimeoutMs ?? 120_000, 'the server banner');
+    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    const key = /API key:\s+(mk-\S+)/.exec(output)![1];
+    const databaseUrl = options.databaseUrl ?? `postgres://postgres:postgres@127.0.0.1:${databasePort}/postgres`;
+    return new ServerProcess(child, dataDir, `http://127.0.0.1:${port}`, key, databaseUrl, () => output);
+  }
+
+  /** A GraphQL call with the workspace key; throws on GraphQL errors. */
+  async graphql(query: string, variables: Record<string, unknown> = {}): Promise<any> {
+    const response = await fetch(`${this.baseUrl}/graphql`, {
+      method: 'POST', headers: { authorization: `Bearer ${this.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }),
+    });
+    const body = (await response.json()) as { data?: unknown; errors?: unknown };
+    if (body.errors) throw new Error(JSON.stringify(body.errors));
+    return body.data;
+  }
+
+  /** Ctrl-C (which drains its agents), then the data directory goes. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGINT');
+      await new Promise((resolve) => this.child.once('exit', resolve));
+    }
+    fs.rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Polls `check` (errors count as not yet) until it holds. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string, intervalMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await Promise.resolve(check()).catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
