@@ -1,16 +1,13 @@
 /** What the numbers were measured on. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 
+/** The first line a tool prints about itself: `wrk --version` exits 1, `nginx -v` writes to stderr. */
 function version(command: string, args: string[]): string {
-  try {
-    return execFileSync(command, args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim().split('\n')[0]
-      || execFileSync(command, args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
-  } catch (error) {
-    const stderr = (error as { stderr?: Buffer }).stderr?.toString().trim();
-    return stderr?.split('\n')[0] || 'not installed';
-  }
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.error) return `${command}: not installed`;
+  return `${result.stdout}\n${result.stderr}`.split('\n').map((line) => line.trim()).find(Boolean) ?? command;
 }
 
 export function describeMachine(): Record<string, string | number> {

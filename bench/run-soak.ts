@@ -41,16 +41,23 @@ async function main(): Promise<void> {
   const gatewayGrowth = growth((sample) => sample.gatewayMiB);
   const agentGrowth = growth((sample) => sample.agentMiB);
   const passed = gatewayGrowth <= 10 && agentGrowth <= 10 && result.failed === 0;
+  // A leak keeps climbing; a heap that sized itself is flat: the trend of the second half tells them apart.
+  const secondHalf = steady.slice(Math.floor(steady.length / 2));
+  const trend = (pick: (sample: Sample) => number) => secondHalf.length < 2 ? NaN
+    : (pick(secondHalf.at(-1)!) - pick(secondHalf[0])) / ((secondHalf.at(-1)!.atSeconds - secondHalf[0].atSeconds) / 60);
+  const gatewayTrend = trend((sample) => sample.gatewayMiB);
+  const agentTrend = trend((sample) => sample.agentMiB);
   const machine = describeMachine();
   const stamp = `soak-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.mkdirSync(directory, { recursive: true });
-  fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ machine, minutes: Number(values.minutes), rate: Number(values.rate), result, samples, gatewayGrowth, agentGrowth, passed }, null, 2));
+  fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ machine, minutes: Number(values.minutes), rate: Number(values.rate), result, samples, gatewayGrowth, agentGrowth, gatewayTrendMiBPerMinute: gatewayTrend, agentTrendMiBPerMinute: agentTrend, passed }, null, 2));
   const markdown = [
     `# Soak ${stamp}`, '',
     `Machine: ${machine.cpu}, ${machine.cores} cores; Node ${machine.node}. Load: ${values.rate} req/s paced for ${values['warmup-minutes']} min of warm-up + ${values.minutes} measured min, every other request a 20-chunk stream.`, '',
     `Requests: ${result.completed} completed, ${result.failed} failed; p50 ${result.p50Ms.toFixed(2)} ms, p99 ${result.p99Ms.toFixed(2)} ms.`,
     `RSS after ${warmupSeconds} s warm-up → end: gateway ${steady[0]?.gatewayMiB} → ${steady.at(-1)?.gatewayMiB} MiB (${gatewayGrowth.toFixed(1)} %), agent ${steady[0]?.agentMiB} → ${steady.at(-1)?.agentMiB} MiB (${agentGrowth.toFixed(1)} %).`,
+    `Trend over the second half of the measured minutes: gateway ${gatewayTrend.toFixed(2)} MiB/min, agent ${agentTrend.toFixed(2)} MiB/min.`,
     `Result: ${passed ? 'PASS' : 'FAIL'} (target: no growth beyond 10 %, no failed request).`, '',
     '| s | gateway MiB | agent MiB |', '|---:|---:|---:|',
     ...samples.map((sample) => `| ${sample.atSeconds} | ${sample.gatewayMiB} | ${sample.agentMiB} |`), '',

@@ -1,21 +1,18 @@
 import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
-import { sortedSizes } from './media-model';
+import { readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
 
 export const MAX_IMAGES_PER_REQUEST = 10;
 
 /** The job body of an image generation or edit, as the agent receives it. */
-export interface ImageJobParams {
+export interface ImageJobParams extends GenerationControls {
   prompt: string;
   n: number;
   size: string;
   width: number;
   height: number;
   response_format: 'url' | 'b64_json';
-  negative_prompt?: string;
-  seed?: number;
-  steps?: number;
   guidance_scale?: number;
 }
 
@@ -43,12 +40,7 @@ export function readImageParams(fields: FieldReader, model: CatalogModel): { par
     prompt, n, size, width, height,
     response_format: fields.oneOf('response_format', ['url', 'b64_json'] as const) ?? 'url',
   };
-  const negativePrompt = fields.string('negative_prompt');
-  if (negativePrompt !== undefined) params.negative_prompt = negativePrompt;
-  const seed = fields.integer('seed', 0, 2 ** 53 - 1);
-  if (seed !== undefined) params.seed = seed;
-  const steps = fields.integer('steps', 1, 500);
-  if (steps !== undefined) params.steps = steps;
+  Object.assign(params, readGenerationControls(fields));
   const guidance = fields.decimal('guidance_scale', 0, 100);
   if (guidance !== undefined) params.guidance_scale = guidance;
   return { params, delivery: readDelivery(fields) };

@@ -1,6 +1,7 @@
 import type { Catalog, CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
+import type { FieldReader } from './field-reader';
 
 /**
  * The model a media call names, checked in SPEC.md's order: unknown id 404 `model_not_found`,
@@ -32,4 +33,22 @@ export function sortedSizes(sizes: readonly string[]): string[] {
 export function parseSize(size: string): { width: number; height: number } | null {
   const match = /^(\d{1,5})x(\d{1,5})$/.exec(size);
   return match ? { width: Number(match[1]), height: Number(match[2]) } : null;
+}
+
+/** The generation controls image and video models share, only when the client sent them. */
+export interface GenerationControls {
+  negative_prompt?: string;
+  seed?: number;
+  steps?: number;
+}
+
+export function readGenerationControls(fields: FieldReader): GenerationControls {
+  const controls: GenerationControls = {};
+  const negativePrompt = fields.string('negative_prompt');
+  if (negativePrompt !== undefined) controls.negative_prompt = negativePrompt;
+  const seed = fields.integer('seed', 0, 2 ** 53 - 1);
+  if (seed !== undefined) controls.seed = seed;
+  const steps = fields.integer('steps', 1, 500);
+  if (steps !== undefined) controls.steps = steps;
+  return controls;
 }

@@ -1,10 +1,10 @@
 import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
-import { parseSize, sortedSizes } from './media-model';
+import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
 
 /** The job body of a video generation, as the agent receives it. */
-export interface VideoJobParams {
+export interface VideoJobParams extends GenerationControls {
   prompt: string;
   width: number;
   height: number;
@@ -14,9 +14,6 @@ export interface VideoJobParams {
   frames: number;
   /** The duration the client asked for, as a string (the Video object's `seconds`). */
   seconds: string;
-  negative_prompt?: string;
-  seed?: number;
-  steps?: number;
   has_input_reference: boolean;
 }
 
@@ -69,12 +66,7 @@ export function readVideoParams(fields: FieldReader, model: CatalogModel, route:
     seconds: formatSeconds(requestedSeconds),
     has_input_reference: hasInputReference,
   };
-  const negativePrompt = fields.string('negative_prompt');
-  if (negativePrompt !== undefined) params.negative_prompt = negativePrompt;
-  const seed = fields.integer('seed', 0, 2 ** 53 - 1);
-  if (seed !== undefined) params.seed = seed;
-  const steps = fields.integer('steps', 1, 500);
-  if (steps !== undefined) params.steps = steps;
+  Object.assign(params, readGenerationControls(fields));
   return params;
 }
 
