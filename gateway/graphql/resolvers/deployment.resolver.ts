@@ -16,6 +16,12 @@ export const REPLICA_LOAD = 'REPLICA_LOAD';
 
 @Resolver(() => DeploymentType)
 export class DeploymentResolver {
+  /**
+   * One read of a deployment's replicas per resolved deployment object, so `replicas` and
+   * `progress` in one response describe the same instant (two reads could straddle a heartbeat).
+   */
+  private readonly replicaReads = new WeakMap<DeploymentType, Promise<Replica[]>>();
+
   constructor(private readonly controlPlane: ControlPlane, private readonly publicUrl: () => string) {}
 
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
@@ -30,7 +36,7 @@ export class DeploymentResolver {
 
   @FieldResolver(() => [ReplicaType], { description: 'Every replica, terminated ones included, oldest first' })
   async replicas(@Root() deployment: DeploymentType): Promise<ReplicaType[]> {
-    return (await this.controlPlane.replicas.list(deployment.id)).map(toReplicaType);
+    return (await this.replicaRows(deployment)).map(toReplicaType);
   }
 
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
@@ -44,8 +50,17 @@ export class DeploymentResolver {
   @FieldResolver(() => Int, { nullable: true })
   async progress(@Root() deployment: DeploymentType): Promise<number | null> {
     if (deployment.status !== 'Creating') return null;
-    const starting = (await this.controlPlane.replicas.listActive(deployment.id)).filter((replica) => replica.status === 'Creating');
+    const starting = (await this.replicaRows(deployment)).filter((replica) => replica.status === 'Creating');
     return starting.length === 0 ? null : Math.min(...starting.map((replica) => replica.loadPercent ?? 0));
+  }
+
+  private replicaRows(deployment: DeploymentType): Promise<Replica[]> {
+    let read = this.replicaReads.get(deployment);
+    if (!read) {
+      read = this.controlPlane.replicas.list(deployment.id);
+      this.replicaReads.set(deployment, read);
+    }
+    return read;
   }
 
   @Mutation(() => DeploymentType, { description: 'Changes price cap, replica range, autoscale or default storage; in-flight requests are not dropped' })
@@ -102,11 +117,13 @@ export class DeploymentResolver {
 
   private toType(deployment: Deployment): DeploymentType {
     const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId, createdAt, updatedAt } = deployment;
-    return {
+    // An instance, not a plain object: type-graphql copies a plain root into a new instance for
+    // every field resolver, and `replicaRows` keys its one read on the root's identity.
+    return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
       createdAt, updatedAt, progress: null, sharing: 'not_shared',
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
-    };
+    });
   }
 }
 
