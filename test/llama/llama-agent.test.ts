@@ -3,16 +3,14 @@
  * against an in-test control plane over real gRPC: Hello, real generation, cancellation, and
  * clear failures for model files that do not load.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { assertAgentBuilt, spawnAgent, type AgentProcess } from '../worker-agent/support/agent-process';
 import { FakeControlPlane, type FakeAgentStream } from '../worker-agent/support/fake-control-plane';
 import { tinyGguf, writeTinyGguf } from '../../worker-agent/llama/tiny-gguf';
 import { withU32 } from './support/tiny-model';
 
-const AGENT_ENTRY = path.resolve(__dirname, '../../dist/worker-agent/main.js');
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-agent-test-'));
 const modelPath = writeTinyGguf(path.join(directory, 'tiny.gguf'), { contextLength: 4096 });
 const disposables: Array<() => Promise<unknown>> = [];
@@ -24,32 +22,20 @@ afterEach(async () => {
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }));
 
 beforeAll(() => {
-  if (!fs.existsSync(AGENT_ENTRY)) throw new Error(`${AGENT_ENTRY} is missing: run npx tsc -p tsconfig.json first`);
+  assertAgentBuilt();
 });
 
-function spawnAgent(env: Record<string, string>) {
-  const child = spawn(process.execPath, [AGENT_ENTRY], {
-    env: {
-      PATH: process.env.PATH ?? '', WORKER_LOG_LEVEL: 'warn', WORKER_JOIN_TOKEN: 'jt', WORKER_ENGINE: 'llama-cpp',
-      WORKER_LLAMA_THREADS: '1', WORKER_LLAMA_CONTEXT_SIZE: '2048', WORKER_LLAMA_PARALLEL: '2', ...env,
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (data: Buffer) => { stderr += data.toString(); });
-  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
-  disposables.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  // The last plain line: JSON log records (connection attempts) may follow it; the local provider reads the same.
-  return { child, exited, stderr: () => stderr, lastLine: () => stderr.trim().split('\n').filter((line) => !line.startsWith('{')).pop() ?? '' };
+function spawnLlamaAgent(env: Record<string, string>): AgentProcess {
+  return spawnAgent({
+    WORKER_LOG_LEVEL: 'warn', WORKER_JOIN_TOKEN: 'jt', WORKER_ENGINE: 'llama-cpp',
+    WORKER_LLAMA_THREADS: '1', WORKER_LLAMA_CONTEXT_SIZE: '2048', WORKER_LLAMA_PARALLEL: '2', ...env,
+  }, disposables);
 }
 
 async function connectedAgent(): Promise<FakeAgentStream> {
   const plane = await FakeControlPlane.start();
   disposables.push(() => plane.close());
-  spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_LLAMA_MODEL_PATH: modelPath });
+  spawnLlamaAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_LLAMA_MODEL_PATH: modelPath });
   const stream = await plane.stream(0, 15_000);
   await stream.ready(15_000);
   return stream;
@@ -104,7 +90,7 @@ describe('worker agent with the llama-cpp engine', () => {
   });
 
   it('exits with code 3 and one clear line when the model file is missing', async () => {
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: path.join(directory, 'missing.gguf') });
+    const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: path.join(directory, 'missing.gguf') });
     expect(await agent.exited).toEqual({ code: 3, signal: null });
     expect(agent.lastLine()).toBe(`worker agent: engine llama-cpp failed to start: model file ${path.join(directory, 'missing.gguf')} cannot be read: no such file`);
   });
@@ -116,7 +102,7 @@ describe('worker agent with the llama-cpp engine', () => {
     const bytes = tinyGguf();
     fs.writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
     for (const file of [notGguf, truncated]) {
-      const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: file });
+      const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: file });
       expect(await agent.exited).toEqual({ code: 3, signal: null });
       expect(agent.lastLine()).toMatch(new RegExp(`^worker agent: engine llama-cpp failed to start: model file ${file} is not a loadable GGUF model: .+`));
     }
@@ -125,13 +111,13 @@ describe('worker agent with the llama-cpp engine', () => {
   it('dies by SIGABRT with llama.cpp\'s assertion as its last line when a malformed file aborts it', async () => {
     const aborting = path.join(directory, 'aborting.gguf');
     fs.writeFileSync(aborting, withU32(tinyGguf(), 'llama.attention.head_count', 0));
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: aborting });
+    const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: aborting });
     expect(await agent.exited).toEqual({ code: null, signal: 'SIGABRT' });
     expect(agent.lastLine()).toMatch(/GGML_ASSERT\(.+\) failed$/);
   });
 
   it('refuses --engine llama-cpp without a model path (exit 2)', async () => {
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1' });
+    const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1' });
     expect((await agent.exited).code).toBe(2);
     expect(agent.stderr()).toContain('--model-path / WORKER_LLAMA_MODEL_PATH is required with --engine llama-cpp');
   });

@@ -2,41 +2,21 @@
  * The compiled agent as the control plane runs it: `node dist/worker-agent/main.js` with the
  * WORKER_* variables (`npm test` builds dist/ first).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import fs from 'node:fs';
-import path from 'node:path';
+import { assertAgentBuilt, spawnAgent, type AgentProcess } from './support/agent-process';
 import { FakeControlPlane } from './support/fake-control-plane';
 
-const AGENT_ENTRY = path.resolve(__dirname, '../../dist/worker-agent/main.js');
 const disposables: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const dispose of disposables.splice(0).reverse()) await dispose();
 });
 
 beforeAll(() => {
-  if (!fs.existsSync(AGENT_ENTRY)) throw new Error(`${AGENT_ENTRY} is missing: run npx tsc -p tsconfig.json first`);
+  assertAgentBuilt();
 });
 
-interface AgentProcess {
-  readonly child: ChildProcess;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr(): string;
-}
-
-function spawnAgent(env: Record<string, string>): AgentProcess {
-  const child = spawn(process.execPath, [AGENT_ENTRY], {
-    env: { PATH: process.env.PATH ?? '', WORKER_LOG_LEVEL: 'warn', WORKER_RECONNECT_INITIAL_MS: '10', WORKER_RECONNECT_MAX_MS: '50', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (data: Buffer) => { stderr += data.toString(); });
-  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
-  disposables.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  return { child, exited, stderr: () => stderr };
+/** Fast reconnects; the test's variables on top. */
+function spawnQuickAgent(env: Record<string, string>): AgentProcess {
+  return spawnAgent({ WORKER_RECONNECT_INITIAL_MS: '10', WORKER_RECONNECT_MAX_MS: '50', ...env }, disposables);
 }
 
 async function controlPlane(answerReject?: string): Promise<FakeControlPlane> {
@@ -57,7 +37,7 @@ function assignFrame(jobId: string, body: Record<string, unknown>) {
 describe('worker agent process', () => {
   test('SIGTERM drains: in-flight job completes, new jobs are refused, exit code 0', async () => {
     const plane = await controlPlane();
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_AGENT_ID: 'agt_proc', WORKER_CPU_TEST_CONTROLS: '1' });
+    const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_AGENT_ID: 'agt_proc', WORKER_CPU_TEST_CONTROLS: '1' });
     const stream = await plane.stream(0, 10_000);
     expect(stream.hello).toMatchObject({ agentId: 'agt_proc', engine: { kind: 'cpu' }, maxConcurrency: 64, agentVersion: expect.stringMatching(/^\d+\.\d+\.\d+/) });
     stream.send(assignFrame('job_slow', { stream: true, max_tokens: 5, cpu_engine: { ttft_ms: 400 } }));
@@ -73,20 +53,20 @@ describe('worker agent process', () => {
 
   test('Reject bad_token exits with code 2', async () => {
     const plane = await controlPlane('bad_token');
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'revoked' });
+    const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'revoked' });
     expect((await agent.exited).code).toBe(2);
     expect(agent.stderr()).toContain('bad_token');
   });
 
   test('bad configuration exits with code 2 and names the variable', async () => {
-    const agent = spawnAgent({ WORKER_JOIN_TOKEN: 'jt', WORKER_ENGINE: 'openai' });
+    const agent = spawnQuickAgent({ WORKER_JOIN_TOKEN: 'jt', WORKER_ENGINE: 'openai' });
     expect((await agent.exited).code).toBe(2);
     expect(agent.stderr()).toContain('WORKER_CONTROL_PLANE');
   });
 
   test('the crash switch kills the process mid-stream', async () => {
     const plane = await controlPlane();
-    const agent = spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_CPU_CRASH_AFTER_TOKENS: '3', WORKER_CPU_TOKENS_PER_SECOND: '100' });
+    const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_CPU_CRASH_AFTER_TOKENS: '3', WORKER_CPU_TOKENS_PER_SECOND: '100' });
     const stream = await plane.stream(0, 10_000);
     stream.send(assignFrame('job_crash', { stream: true, max_tokens: 50 }));
     expect(await agent.exited).toEqual({ code: null, signal: 'SIGKILL' });
