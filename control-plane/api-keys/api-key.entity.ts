@@ -1,4 +1,5 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+import { numeric } from '../database/numeric-column';
 
 /** A workspace API key. Only the SHA-256 of the plaintext is stored; the plaintext is shown once. */
 @Entity('api_keys')
@@ -10,7 +11,7 @@ export class ApiKey {
   @Column('text', { name: 'display_prefix' }) displayPrefix: string;
   @Index({ unique: true }) @Column('text', { name: 'key_hash' }) keyHash: string;
   @Column('integer', { name: 'rpm_limit' }) rpmLimit: number;
-  @Column('bigint', { name: 'tpd_limit', transformer: { to: (v: number) => v, from: (v: string) => Number(v) } }) tpdLimit: number;
+  @Column('bigint', { name: 'tpd_limit', transformer: numeric }) tpdLimit: number;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @Column('timestamptz', { name: 'regenerated_at', nullable: true }) regeneratedAt: Date | null;
   @Column('timestamptz', { name: 'revoked_at', nullable: true }) revokedAt: Date | null;

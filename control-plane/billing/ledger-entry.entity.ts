@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import { numeric } from '../database/numeric-column';
 
-const numeric = { to: (value: number) => value, from: (value: string) => Number(value) };
 
 /**
  * One metered period of one replica: [periodStart, periodEnd) at the price of the offer it

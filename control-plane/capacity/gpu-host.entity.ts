@@ -1,6 +1,6 @@
 import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import { numeric } from '../database/numeric-column';
 
-const numeric = { to: (value: number) => value, from: (value: string) => Number(value) };
 
 /**
  * A machine an operator registered for the `static` provider: its agent joins with the host

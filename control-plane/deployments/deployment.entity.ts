@@ -1,4 +1,5 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import { numeric } from '../database/numeric-column';
 
 export const DEPLOYMENT_STATUSES = ['Creating', 'Running', 'Paused', 'Deleted'] as const;
 export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
@@ -11,7 +12,6 @@ export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
 export const PROVIDER_KINDS = ['local', 'market', 'static', 'external'] as const;
 export type ProviderKind = (typeof PROVIDER_KINDS)[number];
 
-const numeric = { to: (v: number) => v, from: (v: string) => Number(v) };
 
 /** One model served at its own endpoint (`/d/<slug>/v1`). */
 @Entity('deployments')

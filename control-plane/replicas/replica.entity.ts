@@ -1,10 +1,9 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+import { nullableNumeric, numeric } from '../database/numeric-column';
 
 export const REPLICA_STATUSES = ['Creating', 'Running', 'Unhealthy', 'Terminated'] as const;
 export type ReplicaStatus = (typeof REPLICA_STATUSES)[number];
 
-const numeric = { to: (value: number) => value, from: (value: string) => Number(value) };
-const nullableNumeric = { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) };
 
 /** One running copy of a deployment's model: a worker agent and its engine on one host. */
 @Entity('replicas')

@@ -1,7 +1,7 @@
 import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
-import { readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
+import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
 
 export const MAX_IMAGES_PER_REQUEST = 10;
 
@@ -35,7 +35,7 @@ export function readImageParams(fields: FieldReader, model: CatalogModel): { par
   if (!model.sizes.includes(size)) {
     throw new AppError('size_not_supported', `size '${requested}' is not supported by ${model.id}; supported sizes: ${sortedSizes(model.sizes).join(', ')}`, { param: 'size' });
   }
-  const [width, height] = size.split('x').map(Number);
+  const { width, height } = parseSize(size)!;
   const params: ImageJobParams = {
     prompt, n, size, width, height,
     response_format: fields.oneOf('response_format', ['url', 'b64_json'] as const) ?? 'url',

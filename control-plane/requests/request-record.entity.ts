@@ -1,4 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { numeric } from '../database/numeric-column';
 
 export const REQUEST_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'canceled'] as const;
 export type RequestStatus = (typeof REQUEST_STATUSES)[number];
@@ -14,7 +15,6 @@ export interface RequestInput {
   contentType: string;
 }
 
-const numeric = { to: (value: number) => value, from: (value: string) => Number(value) };
 
 /**
  * One image or video job (`req_<hex>`): SPEC.md's async request record, also behind sync

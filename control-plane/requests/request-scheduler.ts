@@ -35,7 +35,7 @@ export class RequestScheduler {
     private readonly records: RequestRecords,
     private readonly dispatcher: Dispatcher,
     private readonly jobs: MediaJobs,
-    private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'instanceId'>,
+    private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset' | 'instanceId'>,
     private readonly events: ControlPlaneEvents,
     private readonly options: RequestSchedulerOptions,
     private readonly logger: Logger,
@@ -43,6 +43,8 @@ export class RequestScheduler {
 
   start(): void {
     this.notifier.on('request-queued', (deploymentId) => this.queued(deploymentId, false));
+    // Notifications sent while the listening connection was down are lost: sweep now, not at the next interval.
+    this.notifier.onReset(() => void this.sweep());
     // A record put back in the queue (refused by a draining agent) is claimable again.
     this.events.on('requestUpdated', (record) => {
       if (record.status === 'queued') this.queued(record.deploymentId, false);

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { newId } from '../ids';
 import type { Logger } from 'pino';
 import { QueryFailedError } from 'typeorm';
 import type { CatalogModel } from '../catalog/catalog';
@@ -160,7 +161,7 @@ export class RequestService {
 
   private newRecord(submission: MediaSubmission, status: RequestStatus): RequestRecord {
     const record = this.records.repository.create({
-      id: `req_${randomBytes(12).toString('hex')}`,
+      id: newId('req'),
       workspaceId: submission.workspaceId, deploymentId: submission.deployment.id, apiKeyId: submission.apiKeyId,
       modality: submission.model.modality as 'image' | 'video', kind: submission.kind, modelId: submission.model.id,
       status, sync: status === 'running', params: submission.params, inputs: [],

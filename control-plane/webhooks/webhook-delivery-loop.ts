@@ -45,7 +45,7 @@ export class WebhookDeliveryLoop {
     private readonly dataSource: DataSource,
     private readonly sender: WebhookSender,
     private readonly secrets: WebhookSecrets,
-    private readonly notifier: Pick<ClusterNotifier, 'on' | 'publish'>,
+    private readonly notifier: Pick<ClusterNotifier, 'on' | 'onReset' | 'publish'>,
     private readonly events: ControlPlaneEvents,
     private readonly options: DeliveryLoopOptions,
     private readonly logger: Logger,
@@ -53,6 +53,8 @@ export class WebhookDeliveryLoop {
 
   start(): void {
     this.notifier.on('webhook-due', () => this.wake());
+    // Notifications sent while the listening connection was down are lost: look again.
+    this.notifier.onReset(() => this.wake());
     this.wake();
   }
 
@@ -149,14 +151,16 @@ export class WebhookDeliveryLoop {
       }));
       const finalFailure = !outcome.succeeded && delivery.attempts >= this.options.maxAttempts;
       const retryInMs = this.options.retryScheduleMs[Math.min(delivery.attempts - 1, this.options.retryScheduleMs.length - 1)];
-      await manager.createQueryBuilder().update(WebhookDelivery).set({
+      // Only while this server still holds the claim: had its lease run out, another server has
+      // claimed the delivery again, and a late write here would overwrite that newer attempt.
+      const updated = await manager.createQueryBuilder().update(WebhookDelivery).set({
         status: outcome.succeeded ? 'succeeded' : finalFailure ? 'failed' : 'pending',
         lastStatusCode: outcome.statusCode, lastError: outcome.error, leaseExpiresAt: null,
         ...(outcome.succeeded || finalFailure
           ? { completedAt: () => 'clock_timestamp()' }
           : { nextAttemptAt: () => `clock_timestamp() + ${Math.max(0, Math.floor(retryInMs))} * interval '1 millisecond'` }),
-      }).where('id = :id', { id: delivery.id }).execute();
-      if (delivery.target === 'endpoint' && delivery.endpointId && (outcome.succeeded || finalFailure)) {
+      }).where("id = :id AND status = 'delivering' AND attempts = :attempts", { id: delivery.id, attempts: delivery.attempts }).execute();
+      if (updated.affected && delivery.target === 'endpoint' && delivery.endpointId && (outcome.succeeded || finalFailure)) {
         await this.countForEndpoint(manager, delivery.endpointId, outcome);
       }
       return attempt;

@@ -1,5 +1,6 @@
 import type { LookupAddress } from 'node:dns';
 import net from 'node:net';
+import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { AppError } from '../errors/app-error';
 import { EVENT_HEADER, SIGNATURE_HEADER, signWebhookPayload } from './webhook-signature';
@@ -20,7 +21,7 @@ export interface WebhookSenderOptions {
   userAgent: string;
 }
 
-/** Response bodies are drained, never kept: receivers answer with status codes. */
+/** Of a response body only this much is read, for the attempt log: receivers answer with status codes. */
 const MAX_ERROR_BODY = 300;
 
 /**
@@ -53,7 +54,7 @@ export class WebhookSender {
         body,
         signal: AbortSignal.timeout(this.options.attemptTimeoutMs),
       });
-      const text = (await response.body.text()).slice(0, MAX_ERROR_BODY);
+      const text = await readPrefix(response.body, MAX_ERROR_BODY);
       const succeeded = response.statusCode >= 200 && response.statusCode < 300;
       return {
         succeeded, statusCode: response.statusCode, latencyMs: elapsed(), signature,
@@ -83,4 +84,15 @@ function pinnedAgent(address: string, timeoutMs: number): Agent {
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });
+}
+
+/** The first `limit` characters of a response body; the rest is not read: a receiver may stream without end. */
+async function readPrefix(body: Readable, limit: number): Promise<string> {
+  let text = '';
+  for await (const chunk of body) {
+    text += chunk.toString();
+    if (text.length >= limit) break;
+  }
+  body.destroy();
+  return text.slice(0, limit);
 }
