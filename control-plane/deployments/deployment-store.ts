@@ -1,5 +1,7 @@
 import type { DataSource, Repository } from 'typeorm';
 import { Not } from 'typeorm';
+import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
+import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { Deployment, type DeploymentStatus } from './deployment.entity';
@@ -55,18 +57,30 @@ export class DeploymentStore {
     return saved;
   }
 
-  async update(deployment: Deployment): Promise<Deployment> {
-    const saved = await this.deployments.save(deployment);
-    this.changed(saved);
-    return saved;
+  /**
+   * Writes only `changes`, and only while the row's status is one of `whileStatus`; returns the
+   * row as it is now. Never a save of a whole entity: a copy read before a pause, a delete or
+   * a user's edit would write those columns back.
+   */
+  async update(id: string, changes: QueryDeepPartialEntity<Deployment>, whileStatus: readonly DeploymentStatus[]): Promise<Deployment> {
+    const result = await this.deployments.createQueryBuilder().update(Deployment)
+      .set(changes)
+      .where('id = :id AND status IN (:...whileStatus)', { id, whileStatus }).execute();
+    const current = await this.find(id);
+    if (!current) throw new AppError('not_found', `no deployment '${id}'`, { param: 'id' });
+    if (result.affected) this.changed(current);
+    return current;
   }
 
+  /**
+   * `deployment.status` → `to`, only if the row still has the status the caller read: when
+   * something else changed it first (a pause, a delete, an agent ready), that change stands and
+   * the row as it is now comes back; callers acting for a user look at its status.
+   */
   async transition(deployment: Deployment, to: DeploymentStatus, reason: string | null = null): Promise<Deployment> {
     if (deployment.status === to && deployment.statusReason === reason) return deployment;
     if (deployment.status !== to) assertTransition(deployment.status, to);
-    deployment.status = to;
-    deployment.statusReason = reason;
-    return await this.update(deployment);
+    return await this.update(deployment.id, { status: to, statusReason: reason }, [deployment.status]);
   }
 
   /** One of its replicas changed (load progress, a replica ready): the deployment's subscribers re-read it. */

@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import type { Catalog } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import { hashSecret, newSecret } from '../secrets';
-import { Deployment, PROVIDER_KINDS, type ProviderKind } from './deployment.entity';
+import { Deployment, PROVIDER_KINDS, type DeploymentStatus, type ProviderKind } from './deployment.entity';
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
+
+/** Statuses in which a deployment's settings may change. */
+const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
 
 export interface CreateDeploymentInput {
   modelId: string;
@@ -92,7 +96,7 @@ export class DeploymentService {
    */
   async update(workspaceId: string, id: string, changes: DeploymentChanges): Promise<Deployment> {
     const deployment = await this.get(workspaceId, id);
-    if (!['Creating', 'Running', 'Paused'].includes(deployment.status)) {
+    if (!EDITABLE.includes(deployment.status)) {
       throw new AppError('invalid_state_transition', `a ${deployment.status} deployment cannot be edited`);
     }
     const next = {
@@ -101,30 +105,32 @@ export class DeploymentService {
       minReplicas: changes.minReplicas ?? deployment.minReplicas, maxReplicas: changes.maxReplicas ?? deployment.maxReplicas,
     };
     validateSettings(next);
+    const { modelId: _unchanged, ...settings } = next;
+    const written: QueryDeepPartialEntity<Deployment> = settings;
     if (changes.storageCredentialId !== undefined) {
       const model = this.catalog.get(deployment.modelId);
       if (changes.storageCredentialId !== null && model.modality === 'text') {
         throw new AppError('invalid_request', 'storageCredentialId applies to image and video models only', { param: 'storageCredentialId' });
       }
       await this.storage.check(workspaceId, changes.storageCredentialId);
-      deployment.storageCredentialId = changes.storageCredentialId;
+      written.storageCredentialId = changes.storageCredentialId;
     }
-    Object.assign(deployment, next);
-    // Autoscale off pins the count at min; on, the autoscaler starts from the current count.
-    deployment.desiredReplicas = deployment.autoscale
-      ? Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, deployment.desiredReplicas))
-      : deployment.minReplicas;
-    const saved = await this.store.update(deployment);
+    // Autoscale off pins the count at min; on, the autoscaler goes on from the current count
+    // (read in the UPDATE itself: it may have moved since this request read the row).
+    written.desiredReplicas = next.autoscale
+      ? () => `LEAST(${next.maxReplicas}, GREATEST(${next.minReplicas}, desired_replicas))`
+      : next.minReplicas;
+    const saved = await this.store.update(deployment.id, written, EDITABLE);
+    if (saved.status === 'Deleted') throw new AppError('invalid_state_transition', 'a Deleted deployment cannot be edited');
     if (saved.status !== 'Paused') await this.replicas.ensure(saved);
     return saved;
   }
 
-  /** The autoscaler's choice (within [min, max]); placement follows. */
+  /** The autoscaler's choice, within the row's current [min, max]; only while serving. Placement follows. */
   async setDesiredReplicas(deployment: Deployment, desired: number): Promise<Deployment> {
     const clamped = Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, desired));
     if (clamped === deployment.desiredReplicas) return deployment;
-    deployment.desiredReplicas = clamped;
-    return await this.store.update(deployment);
+    return await this.store.update(deployment.id, { desiredReplicas: () => `LEAST(max_replicas, GREATEST(min_replicas, ${Math.floor(desired)}))` }, ['Creating', 'Running']);
   }
 
   /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */
@@ -133,9 +139,9 @@ export class DeploymentService {
   }
 
   async resume(workspaceId: string, id: string): Promise<Deployment> {
-    const deployment = await this.get(workspaceId, id);
-    if (deployment.status !== 'Paused') throw new AppError('invalid_state_transition', `only a Paused deployment can be resumed; this one is ${deployment.status}`);
-    const resumed = await this.store.transition(deployment, 'Creating', 'placing replicas');
+    const resumed = await this.transitionForUser(workspaceId, id, 'Creating', 'placing replicas', (current) => {
+      if (current.status !== 'Paused') throw new AppError('invalid_state_transition', `only a Paused deployment can be resumed; this one is ${current.status}`);
+    });
     await this.replicas.ensure(resumed);
     return resumed;
   }
@@ -146,11 +152,25 @@ export class DeploymentService {
   }
 
   private async stopServing(workspaceId: string, id: string, to: 'Paused' | 'Deleted', verb: string): Promise<Deployment> {
-    const current = await this.get(workspaceId, id);
-    assertTransition(current.status, to);
-    const deployment = await this.store.transition(current, to, `${verb} by user`);
+    const deployment = await this.transitionForUser(workspaceId, id, to, `${verb} by user`, (current) => assertTransition(current.status, to));
     await this.replicas.release(deployment, `deployment ${verb}`);
     return deployment;
+  }
+
+  /**
+   * A user's status change wins over the platform's own: when the platform moved the row
+   * between our read and our write (an agent ready, a restart), read it again and retry.
+   */
+  private async transitionForUser(
+    workspaceId: string, id: string, to: DeploymentStatus, reason: string, allowed: (current: Deployment) => void,
+  ): Promise<Deployment> {
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.get(workspaceId, id);
+      allowed(current);
+      const next = await this.store.transition(current, to, reason);
+      if (next.status === to) return next;
+      if (attempt === 3) throw new AppError('invalid_state_transition', `the deployment kept changing (now ${next.status}); try again`);
+    }
   }
 }
 

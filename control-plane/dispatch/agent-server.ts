@@ -25,6 +25,7 @@ export class AgentServer {
   private sweepTimer: NodeJS.Timeout | undefined;
   /** Replica status writes still running; stop() waits for them before the database closes. */
   private readonly pendingWrites = new Set<Promise<void>>();
+  private readonly writesByReplica = new Map<string, Promise<void>>();
   port = 0;
 
   constructor(
@@ -163,21 +164,33 @@ export class AgentServer {
     if (health === 'ENGINE_HEALTH_STARTING' || health === 'ENGINE_HEALTH_UNHEALTHY') {
       const percent = heartbeat.loadPercent ?? 0;
       if (previous?.loadPercent !== percent || previous?.detail !== heartbeat.detail) {
-        this.track(this.replicas.reportProgress(connection.replicaId, connection.deploymentId, percent, heartbeat.detail));
+        this.track(connection.replicaId, () => this.replicas.reportProgress(connection.replicaId, connection.deploymentId, percent, heartbeat.detail));
       }
       return;
     }
     connection.ready = true;
-    this.track(this.replicas.markReady(connection.replicaId).then(() => {
-      if (!connection.closed) this.dispatcher.register(connection);
-    }));
+    this.track(connection.replicaId, async () => {
+      const running = await this.replicas.markReady(connection.replicaId);
+      // A replica ended while its agent was starting (scaled down, paused) takes no work.
+      if (!running) connection.stream.end();
+      else if (!connection.closed) this.dispatcher.register(connection);
+    });
   }
 
-  /** A replica write the shutdown must wait for before the database closes. */
-  private track(write: Promise<void>): void {
-    const tracked = write
-      .catch((error) => this.logger.error({ err: error }, 'could not record a replica change'))
-      .finally(() => this.pendingWrites.delete(tracked));
+  /**
+   * A replica write the shutdown must wait for before the database closes. Writes for one
+   * replica run in the order of its events: a `lost` must not commit before the `markReady`
+   * of the same agent, or the row would end Running (and billed) with no agent behind it.
+   */
+  private track(replicaId: string, write: () => Promise<unknown>): void {
+    const tracked = (this.writesByReplica.get(replicaId) ?? Promise.resolve())
+      .then(write)
+      .then(() => undefined, (error) => this.logger.error({ err: error, replicaId }, 'could not record a replica change'))
+      .finally(() => {
+        this.pendingWrites.delete(tracked);
+        if (this.writesByReplica.get(replicaId) === tracked) this.writesByReplica.delete(replicaId);
+      });
+    this.writesByReplica.set(replicaId, tracked);
     this.pendingWrites.add(tracked);
   }
 
@@ -186,7 +199,7 @@ export class AgentServer {
     connection.close(message);
     this.dispatcher.unregister(connection);
     if (this.byReplica.get(connection.replicaId) === connection) this.byReplica.delete(connection.replicaId);
-    this.track(connection.ready
+    this.track(connection.replicaId, () => connection.ready
       ? this.replicas.lost(connection.replicaId, message)
       : this.replicas.disconnectedWhileStarting(connection.replicaId, `the agent disconnected before its engine was ready: ${message}`));
     connection.stream.end();

@@ -99,25 +99,29 @@ export class ReplicaManager {
       return { ok: false, code: 'bad_token', message: 'unknown, revoked or released join token' };
     }
     // The agent is connected; the replica turns Running once its engine reports ready (markReady).
-    Object.assign(replica, {
-      status: 'Creating', statusReason: 'engine starting', agentId: hello.agentId, agentVersion: hello.agentVersion,
+    // Conditional: a replica ended since it was read (scaled down, paused) stays ended.
+    const joined = {
+      status: 'Creating' as const, statusReason: 'engine starting', agentId: hello.agentId, agentVersion: hello.agentVersion,
       engineKind: hello.engine?.kind ?? null, engineVersion: hello.engine?.version ?? null,
       maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: new Date(),
-    });
-    await this.replicas.save(replica);
-    return { ok: true, replica, deployment };
+    };
+    const result = await this.replicas.update({ id: replica.id, status: ACTIVE }, joined);
+    if (!result.affected) return { ok: false, code: 'bad_token', message: 'unknown, revoked or released join token' };
+    return { ok: true, replica: Object.assign(replica, joined), deployment };
   }
 
-  /** The replica's engine is ready: it takes work and its meter starts. */
-  async markReady(replicaId: string): Promise<void> {
+  /** The replica's engine is ready: it takes work and its meter starts. False when the replica has ended meanwhile. */
+  async markReady(replicaId: string): Promise<boolean> {
     await this.replicas.query(`
       UPDATE replicas SET status = 'Running', status_reason = NULL, load_percent = 100,
         started_at = COALESCE(started_at, statement_timestamp()), metered_until = statement_timestamp(), last_seen_at = statement_timestamp()
       WHERE id = $1 AND status <> 'Terminated' AND status <> 'Running'`, [replicaId]);
     const replica = await this.replicas.findOne({ where: { id: replicaId } });
-    const deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
+    if (replica?.status !== 'Running') return false;
+    const deployment = await this.deployments.find(replica.deploymentId);
     if (deployment?.status === 'Creating') await this.deployments.transition(deployment, 'Running');
     else if (deployment) await this.deployments.replicasChanged(deployment.id);
+    return true;
   }
 
   /** Model download / load progress while the engine starts; deployment subscribers see it. */
