@@ -98,4 +98,24 @@ describe('deployment lifecycle (local provider)', () => {
     const fragmentLoop = await graphql('query { catalog { ...A } } fragment A on CatalogModel { id videoSpec { fps } }');
     expect(fragmentLoop.errors).toBeUndefined();
   });
+
+  it('a platform write holding a copy read before a pause or an edit does not undo them', async () => {
+    const { deployments, deploymentStore } = test.server.controlPlane;
+    const { id } = await test.createDeployment(workspace, { maxReplicas: 3, autoscale: true });
+    await test.waitForReplicas(id, 1);
+    const stale = await deployments.get(workspace.workspaceId, id);
+
+    // A user edit, then the autoscaler writing from its older copy: the edit stands, and the
+    // autoscaler's count is clamped to the range the row has now.
+    await deployments.update(workspace.workspaceId, id, { maxReplicas: 2 });
+    const scaled = await deployments.setDesiredReplicas(stale, 3);
+    expect(scaled).toMatchObject({ maxReplicas: 2, desiredReplicas: 2 });
+
+    // A pause, then the same stale copy again: still Paused, the desired count untouched, and a
+    // status-reason write for the old status changes nothing.
+    await deployments.pause(workspace.workspaceId, id);
+    expect(await deployments.setDesiredReplicas(stale, 3)).toMatchObject({ status: 'Paused', desiredReplicas: 2 });
+    expect(await deploymentStore.transition(stale, stale.status, 'replicas starting')).toMatchObject({ status: 'Paused', statusReason: 'paused by user' });
+    expect(await deployments.get(workspace.workspaceId, id)).toMatchObject({ status: 'Paused', maxReplicas: 2, desiredReplicas: 2 });
+  });
 });
