@@ -124,7 +124,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     signingKey: resolveServerKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key'),
   });
   const storageCredentials = new StorageCredentialService(dataSource, {
-    encryptionKey: secretsKey,
+    encryptionKey: secretsKey, allowPrivateEndpoints: storage.allowPrivateEndpoints,
   });
   const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }));
   lifecycle.add('webhook delivery', () => webhooks.loop.stop());

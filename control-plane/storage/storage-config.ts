@@ -34,6 +34,11 @@ const shape = {
   customerOutputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(MAX_PRESIGN_SECONDS),
   /** Lifetime of the upload URLs handed to agents; must outlive the longest job (videos: 30 min). @default 3600 */
   uploadUrlTtlSeconds: intField(60, MAX_PRESIGN_SECONDS).default(3600),
+  /**
+   * Let customers' bucket endpoints be private, loopback or link-local addresses (a MinIO in
+   * the operator's own network, tests). Off: users could make the platform probe its network. @default false
+   */
+  allowPrivateEndpoints: boolField().default(false),
   /** Largest file an agent may PUT through a local-store link. @default 536870912 (512 MiB) */
   maxUploadBytes: intField(1).default(512 * 1024 * 1024),
 };
@@ -43,7 +48,7 @@ const names = {
   s3AccessKeyId: 'S3_ACCESS_KEY_ID', s3SecretAccessKey: 'S3_SECRET_ACCESS_KEY', s3ForcePathStyle: 'S3_FORCE_PATH_STYLE',
   s3KeyPrefix: 'S3_KEY_PREFIX', storageSigningKey: 'STORAGE_SIGNING_KEY',
   outputUrlTtlSeconds: 'OUTPUT_URL_TTL_SECONDS', customerOutputUrlTtlSeconds: 'CUSTOMER_OUTPUT_URL_TTL_SECONDS',
-  uploadUrlTtlSeconds: 'UPLOAD_URL_TTL_SECONDS', maxUploadBytes: 'MAX_UPLOAD_BYTES',
+  uploadUrlTtlSeconds: 'UPLOAD_URL_TTL_SECONDS', maxUploadBytes: 'MAX_UPLOAD_BYTES', allowPrivateEndpoints: 'STORAGE_ALLOW_PRIVATE_ENDPOINTS',
 } as const;
 
 export type StorageConfig = ReturnType<typeof loadStorageConfig>;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { DataSource, Repository } from 'typeorm';
 import { IsNull } from 'typeorm';
 import { AppError } from '../errors/app-error';
+import { hostOf, resolvePublicHost, systemResolver, type HostResolver } from '../network/public-host';
 import type { ObjectStore } from './object-store';
 import { describeS3Error, S3ObjectStore, type S3ObjectStoreOptions } from './s3-object-store';
 import { SecretBox } from '../secret-box';
@@ -14,6 +15,10 @@ export type ObjectStoreFactory = (options: S3ObjectStoreOptions) => ObjectStore;
 export interface StorageCredentialServiceOptions {
   /** 32 bytes; seals secret access keys at rest. Losing it makes every stored secret unreadable. */
   encryptionKey: Buffer;
+  /** `STORAGE_ALLOW_PRIVATE_ENDPOINTS`: accept endpoints on private, loopback and link-local addresses. @default false */
+  allowPrivateEndpoints?: boolean;
+  /** How endpoint host names are resolved for that check. @default the system resolver */
+  resolve?: HostResolver;
 }
 
 /** Key, under the credential's prefix, of the object a verification writes, reads and deletes. */
@@ -32,7 +37,7 @@ export class StorageCredentialService {
 
   constructor(
     dataSource: DataSource,
-    options: StorageCredentialServiceOptions,
+    private readonly options: StorageCredentialServiceOptions,
     private readonly createStore: ObjectStoreFactory = (storeOptions) => new S3ObjectStore(storeOptions),
     private readonly now: () => number = Date.now,
   ) {
@@ -43,6 +48,8 @@ export class StorageCredentialService {
   /** Saves a credential as `unverified`; call `verify` before using it. */
   async create(workspaceId: string, input: StorageCredentialInput): Promise<StorageCredential> {
     const valid = validateStorageCredentialInput(input);
+    const refused = await this.endpointRefused(valid.endpoint);
+    if (refused) throw new AppError('invalid_request', `endpoint must be reachable on a public address: ${refused}`, { param: 'endpoint' });
     return await this.credentials.save(this.credentials.create({
       workspaceId, name: valid.name, provider: valid.provider, endpoint: valid.endpoint, region: valid.region,
       bucket: valid.bucket, keyPrefix: valid.keyPrefix, accessKeyId: valid.accessKeyId,
@@ -58,6 +65,12 @@ export class StorageCredentialService {
    */
   async verify(workspaceId: string, id: number): Promise<StorageCredential> {
     const credential = await this.owned(workspaceId, id);
+    // Checked again: the name may point elsewhere now. Nothing is sent to a refused endpoint.
+    const refused = await this.endpointRefused(credential.endpoint);
+    if (refused) {
+      Object.assign(credential, { status: 'failed', statusMessage: `not contacted: the endpoint must be reachable on a public address: ${refused}`, verifiedAt: null });
+      return await this.credentials.save(credential);
+    }
     const store = this.createStore(this.storeOptions(credential));
     const key = `${VERIFY_KEY_PREFIX}${randomBytes(12).toString('hex')}`;
     const payload = Buffer.from(`storage credential ${credential.id} verification\n`);
@@ -84,6 +97,17 @@ export class StorageCredentialService {
       store.close?.();
     }
     return await this.credentials.save(credential);
+  }
+
+  /**
+   * Why the platform must not connect to a customer's endpoint, or null. The S3 client resolves
+   * the name again when it connects, so a name re-pointed in between is not caught here
+   * (webhooks pin the address; the AWS SDK gives no such hook).
+   */
+  private async endpointRefused(endpoint: string | null): Promise<string | null> {
+    if (endpoint === null || this.options.allowPrivateEndpoints) return null;
+    const host = await resolvePublicHost(hostOf(new URL(endpoint)), this.options.resolve ?? systemResolver);
+    return 'refused' in host ? host.refused : null;
   }
 
   async list(workspaceId: string): Promise<StorageCredential[]> {

@@ -10,7 +10,8 @@ import { WebhookOutbox } from './webhook-outbox';
 import { WebhookSecrets } from './webhook-secrets';
 import { WebhookSender } from './webhook-sender';
 import { WebhookService } from './webhook.service';
-import { systemResolver, type WebhookUrlPolicy } from './webhook-url';
+import { systemResolver } from '../network/public-host';
+import type { WebhookUrlPolicy } from './webhook-url';
 
 export interface Webhooks {
   readonly service: WebhookService;

@@ -1,13 +1,6 @@
-import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import { AppError } from '../errors/app-error';
-import { isPrivateAddress } from './private-addresses';
-
-/** Resolves a host name to every address it has (injectable: tests cannot use public DNS). */
-export type HostResolver = (hostname: string) => Promise<string[]>;
-
-export const systemResolver: HostResolver = async (hostname) =>
-  (await lookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
+import { hostOf, resolvePublicHost, type HostResolver } from '../network/public-host';
 
 export interface WebhookUrlPolicy {
   resolve: HostResolver;
@@ -19,7 +12,6 @@ export interface WebhookUrlPolicy {
 }
 
 const MAX_URL_LENGTH = 2_048;
-const BLOCKED_NAMES = /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$/i;
 
 /**
  * SPEC.md: `webhook_url` must be public HTTPS (422 `invalid_webhook_url`). Checked when a
@@ -38,28 +30,15 @@ export async function checkWebhookUrl(raw: unknown, policy: WebhookUrlPolicy, pa
     throw refuse('not a valid absolute URL');
   }
   if (url.username || url.password) throw refuse('credentials in the URL are not allowed; authenticate with the signature instead');
-  const hostname = url.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  const hostname = hostOf(url);
   const loopbackException = policy.allowInsecureLoopback && isLoopbackHost(hostname);
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackException)) {
     throw refuse(`scheme '${url.protocol.replace(/:$/, '')}' is not allowed; use https`);
   }
   if (loopbackException) return { url, addresses: net.isIP(hostname) ? [hostname] : ['127.0.0.1'] };
-  if (!hostname) throw refuse('no host');
-  if (net.isIP(hostname)) {
-    if (isPrivateAddress(hostname)) throw refuse(`${hostname} is a private, loopback, link-local or reserved address`);
-    return { url, addresses: [hostname] };
-  }
-  if (BLOCKED_NAMES.test(hostname) || !hostname.includes('.')) throw refuse(`'${hostname}' is not a public host name`);
-  let addresses: string[];
-  try {
-    addresses = await policy.resolve(hostname);
-  } catch {
-    throw refuse(`'${hostname}' does not resolve`);
-  }
-  if (addresses.length === 0) throw refuse(`'${hostname}' does not resolve`);
-  const internal = addresses.find((address) => isPrivateAddress(address));
-  if (internal) throw refuse(`'${hostname}' resolves to ${internal}, a private, loopback, link-local or reserved address`);
-  return { url, addresses };
+  const host = await resolvePublicHost(hostname, policy.resolve);
+  if ('refused' in host) throw refuse(host.refused);
+  return { url, addresses: host.addresses };
 }
 
 function isLoopbackHost(hostname: string): boolean {

@@ -37,7 +37,8 @@ describe('output storage destinations', () => {
       endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true,
       credentials: { accessKeyId: S3RVER_ACCESS_KEY_ID, secretAccessKey: S3RVER_SECRET_ACCESS_KEY },
     });
-    test = await startTestServer();
+    // The customer bucket is s3rver on loopback, which the platform refuses by default.
+    test = await startTestServer({ controlPlane: { storage: { allowPrivateEndpoints: true } } });
     workspace = await test.createWorkspace();
     deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
     client = new MediaClient(deployment.baseUrl, workspace.apiKey);

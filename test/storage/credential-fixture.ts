@@ -31,7 +31,7 @@ export async function startCredentialFixture(): Promise<CredentialFixture> {
   const workspaces = new WorkspaceService(dataSource);
   return {
     dataSource, s3, encryptionKey, secret,
-    service: new StorageCredentialService(dataSource, { encryptionKey }),
+    service: new StorageCredentialService(dataSource, { encryptionKey, allowPrivateEndpoints: true }),
     newWorkspace: async () => (await workspaces.create(`storage ${randomBytes(3).toString('hex')}`)).id,
     input: (overrides = {}) => ({
       name: 'my bucket', endpoint: s3.endpoint, region: 'us-east-1', bucket: CUSTOMER_BUCKET, keyPrefix: 'renders',

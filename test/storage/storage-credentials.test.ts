@@ -53,6 +53,40 @@ describe('storage credentials', () => {
     expect(await fixture.service.list(workspaceId)).toEqual([]);
   });
 
+  it('refuses endpoints on private, loopback or link-local addresses unless the operator allows them, and never contacts them', async () => {
+    const contacted: string[] = [];
+    const names: Record<string, string[]> = { 's3.example.com': ['52.216.8.10'], 'rebound.example.com': ['10.0.0.5'] };
+    const strict = new StorageCredentialService(fixture.dataSource, {
+      encryptionKey: fixture.encryptionKey, resolve: async (hostname) => names[hostname] ?? [],
+    }, (options) => {
+      contacted.push(String(options.endpoint));
+      throw new Error('must not be contacted');
+    });
+    const workspaceId = await newWorkspace();
+    const cases: Array<[string, string]> = [
+      ['http://169.254.169.254', '169.254.169.254 is a private, loopback, link-local or reserved address'],
+      [fixture.s3.endpoint, 'is a private, loopback, link-local or reserved address'],
+      ['https://[::1]:9000', '::1 is a private'],
+      ['https://minio.internal', "'minio.internal' is not a public host name"],
+      ['https://rebound.example.com', "'rebound.example.com' resolves to 10.0.0.5"],
+      ['https://nowhere.example.com', "'nowhere.example.com' does not resolve"],
+    ];
+    for (const [endpoint, why] of cases) {
+      const error = await strict.create(workspaceId, input({ endpoint })).catch((caught) => caught);
+      expect({ endpoint, code: error.code, param: error.param }).toEqual({ endpoint, code: 'invalid_request', param: 'endpoint' });
+      expect(error.message).toContain(why);
+    }
+    expect(await strict.list(workspaceId)).toEqual([]);
+
+    // A public name at creation that points inside the network by verification time: not contacted.
+    const created = await strict.create(workspaceId, input({ endpoint: 'https://s3.example.com' }));
+    names['s3.example.com'] = ['192.168.1.20'];
+    const verified = await strict.verify(workspaceId, created.id);
+    expect(verified).toMatchObject({ status: 'failed', verifiedAt: null });
+    expect(verified.statusMessage).toContain("not contacted: the endpoint must be reachable on a public address: 's3.example.com' resolves to 192.168.1.20");
+    expect(contacted).toEqual([]);
+  });
+
   it('stores the secret sealed and never shows it, nor the full key id, in the public view', async () => {
     const workspaceId = await newWorkspace();
     const credential = await fixture.service.create(workspaceId, input({ accessKeyId: 'AKIAEXAMPLE1234WXYZ', endpoint: `${fixture.s3.endpoint}/` }));
@@ -139,7 +173,7 @@ describe('storage credentials', () => {
   it('builds stores through the injected factory: decrypted secret, path-style only for custom endpoints', async () => {
     const workspaceId = await newWorkspace();
     const seen: unknown[] = [];
-    const recording = new StorageCredentialService(fixture.dataSource, { encryptionKey: fixture.encryptionKey }, (options) => {
+    const recording = new StorageCredentialService(fixture.dataSource, { encryptionKey: fixture.encryptionKey, allowPrivateEndpoints: true }, (options) => {
       seen.push(options);
       return { provider: 's3', bucket: options.bucket, put: async () => {}, get: async () => ({ data: Buffer.from('no'), contentType: 'text/plain' }),
         head: async () => null, delete: async () => {}, presignPut: async () => ({ url: '', method: 'PUT', headers: {} }), presignGet: async () => '' };
