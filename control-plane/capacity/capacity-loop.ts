@@ -13,6 +13,7 @@ import type { CapacityProvider } from '../providers/capacity-provider';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import type { RequestRecords } from '../requests/request-records';
 import { ScalingDecisionRecord } from './scaling-decision.entity';
+import { AppError } from '../errors/app-error';
 
 export interface CapacityLoopOptions {
   intervalMs: number;
@@ -148,6 +149,12 @@ export class CapacityLoop {
       .filter((offer) => offer.gpuMemoryGb >= model.gpuMemoryGb && offer.pricePerHour <= deployment.priceCapPerHour)
       .reduce((sum, offer) => sum + offer.available, 0);
     return Number.isFinite(placeable) ? current + placeable : null;
+  }
+
+  /** The deployment's recorded decisions, newest first (`limit` 1–500). */
+  async recordedDecisions(deploymentId: string, limit: number): Promise<ScalingDecisionRecord[]> {
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new AppError('invalid_request', 'limit must be an integer from 1 to 500', { param: 'limit' });
+    return await this.decisions.find({ where: { deploymentId }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
   }
 
   private async record(deployment: Deployment, decision: ScalingDecision): Promise<void> {

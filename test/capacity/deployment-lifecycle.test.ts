@@ -87,6 +87,11 @@ describe('deployment lifecycle (local provider)', () => {
       expect(result.errors?.[0].extensions.param).toBe(param);
       expect(result.errors?.[0].message).toContain(param === 'model' ? 'acme/unknown' : param);
     }
+    const { id } = await test.createDeployment(workspace);
+    for (const limit of [0, 501]) {
+      const result = await graphql('query($id: ID!, $limit: Int!) { deployment(id: $id) { scalingDecisions(limit: $limit) { action } } }', { id, limit });
+      expect(result.errors?.[0]).toMatchObject({ message: 'limit must be an integer from 1 to 500', extensions: { code: 'BAD_USER_INPUT', param: 'limit' } });
+    }
   });
 
   it('limits query depth and complexity, with typed error codes', async () => {

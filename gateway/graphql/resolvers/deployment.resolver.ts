@@ -1,7 +1,6 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
 import type { ReplicaLoad } from '../../../control-plane/events/control-plane-events';
 import type { Replica } from '../../../control-plane/replicas/replica.entity';
-import { ScalingDecisionRecord } from '../../../control-plane/capacity/scaling-decision.entity';
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { Deployment, ProviderKind } from '../../../control-plane/deployments/deployment.entity';
 import type { ControlPlane } from '../../../control-plane/main';
@@ -41,9 +40,7 @@ export class DeploymentResolver {
 
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new AppError('invalid_request', 'limit must be an integer from 1 to 500', { param: 'limit' });
-    const rows = await this.controlPlane.dataSource.getRepository(ScalingDecisionRecord)
-      .find({ where: { deploymentId: deployment.id }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
+    const rows = await this.controlPlane.capacityLoop.recordedDecisions(deployment.id, limit);
     return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
   }
 
