@@ -1,19 +1,21 @@
 import {
   getNamedType, getNullableType, GraphQLError, GraphQLList, isCompositeType, isObjectType, isInterfaceType, Kind,
-  type ASTVisitor, type FieldNode, type FragmentDefinitionNode, type GraphQLCompositeType, type GraphQLSchema, type SelectionSetNode,
+  type ASTVisitor, type FieldNode, type GraphQLField, type FragmentDefinitionNode, type GraphQLCompositeType, type GraphQLSchema, type SelectionSetNode,
   type ValidationContext,
 } from 'graphql';
 
 export interface QueryLimits {
   /** Deepest selection allowed (fields nested in fields). @default 10 */
   maxDepth: number;
-  /** Largest estimated cost: each field 1, times the `limit` argument (or 10) of every list above it. @default 20000 */
+  /** Largest estimated cost: each field 1, times the `limit` of every list above it (see `listSize`). @default 20000 */
   maxComplexity: number;
 }
 
 export const DEFAULT_QUERY_LIMITS: QueryLimits = { maxDepth: 10, maxComplexity: 20_000 };
 /** What a list field without a `limit` argument is assumed to return. */
 const DEFAULT_LIST_SIZE = 10;
+/** The largest `limit` any list field accepts (scalingDecisions). */
+const MAX_LIST_LIMIT = 500;
 
 interface Walk {
   schema: GraphQLSchema;
@@ -57,7 +59,7 @@ function measure(selectionSet: SelectionSetNode, parent: GraphQLCompositeType, m
       const definition = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[selection.name.value] : undefined;
       const named = definition ? getNamedType(definition.type) : undefined;
       if (selection.selectionSet && named && isCompositeType(named)) {
-        const size = getNullableType(definition!.type) instanceof GraphQLList ? listSize(selection) : 1;
+        const size = getNullableType(definition!.type) instanceof GraphQLList ? listSize(selection, definition!) : 1;
         const inner = measure(selection.selectionSet, named, multiplier * size, walk);
         depth = Math.max(depth, inner.depth + 1);
         cost += inner.cost;
@@ -84,9 +86,15 @@ function measure(selectionSet: SelectionSetNode, parent: GraphQLCompositeType, m
   return { depth, cost };
 }
 
-/** A list returns its `limit` argument's count, or 10 when it has none: an upper bound, not a guess. */
-function listSize(field: FieldNode): number {
+/**
+ * A list returns at most its `limit`: the literal sent, or the argument's default. Variables
+ * are not known while a query is validated, so a variable counts as the largest limit any
+ * field accepts. A list without a `limit` argument is assumed to hold 10.
+ */
+function listSize(field: FieldNode, definition: GraphQLField<unknown, unknown>): number {
   const limit = field.arguments?.find((argument) => argument.name.value === 'limit');
   if (limit?.value.kind === Kind.INT) return Math.max(1, Number(limit.value.value));
-  return DEFAULT_LIST_SIZE;
+  if (limit?.value.kind === Kind.VARIABLE) return MAX_LIST_LIMIT;
+  const fallback = definition.args.find((argument) => argument.name === 'limit')?.defaultValue;
+  return typeof fallback === 'number' ? fallback : DEFAULT_LIST_SIZE;
 }

@@ -4,7 +4,7 @@ import { queryLimitRules } from '../../gateway/graphql/query-limits';
 /** A self-referencing schema, the shape a hostile query abuses. */
 const schema = buildSchema(`
   type Node { id: ID, child: Node, children(limit: Int): [Node] }
-  type Query { node: Node, nodes(limit: Int): [Node] }
+  type Query { node: Node, nodes(limit: Int): [Node], pages(limit: Int = 100): [Node] }
 `);
 const check = (query: string) => validate(schema, parse(query), [...specifiedRules, ...queryLimitRules({ maxDepth: 4, maxComplexity: 500 })])
   .map((error) => error.extensions.code);
@@ -20,5 +20,12 @@ describe('GraphQL query limits', () => {
     expect(check('{ nodes(limit: 5) { id children(limit: 5) { id } } }')).toEqual([]);
     expect(check('{ nodes(limit: 50) { id children(limit: 50) { id } } }')).toEqual(['QUERY_TOO_COMPLEX']);
     expect(check('{ nodes { children { children { id } } } }')).toEqual(['QUERY_TOO_COMPLEX']);
+  });
+
+  it('counts a limit sent as a variable at the largest any field accepts, and a missing limit at its default', () => {
+    expect(check('query($n: Int) { nodes(limit: $n) { id } }')).toEqual(['QUERY_TOO_COMPLEX']);
+    expect(check('{ pages { id } }')).toEqual([]);
+    expect(check('{ pages { id child { id } } }')).toEqual([]);
+    expect(check('{ pages { id child { id child { id } } } }')).toEqual(['QUERY_TOO_COMPLEX']);
   });
 });
