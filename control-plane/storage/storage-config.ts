@@ -32,8 +32,6 @@ const shape = {
   outputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(3600),
   /** Lifetime of links to outputs in a customer bucket (SPEC: about 7 days; SigV4's maximum). @default 604800 */
   customerOutputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(MAX_PRESIGN_SECONDS),
-  /** Lifetime of the upload URLs handed to agents; must outlive the longest job (videos: 30 min). @default 3600 */
-  uploadUrlTtlSeconds: intField(60, MAX_PRESIGN_SECONDS).default(3600),
   /**
    * Let customers' bucket endpoints be private, loopback or link-local addresses (a MinIO in
    * the operator's own network, tests). Off: users could make the platform probe its network. @default false
@@ -48,7 +46,7 @@ const names = {
   s3AccessKeyId: 'S3_ACCESS_KEY_ID', s3SecretAccessKey: 'S3_SECRET_ACCESS_KEY', s3ForcePathStyle: 'S3_FORCE_PATH_STYLE',
   s3KeyPrefix: 'S3_KEY_PREFIX', storageSigningKey: 'STORAGE_SIGNING_KEY',
   outputUrlTtlSeconds: 'OUTPUT_URL_TTL_SECONDS', customerOutputUrlTtlSeconds: 'CUSTOMER_OUTPUT_URL_TTL_SECONDS',
-  uploadUrlTtlSeconds: 'UPLOAD_URL_TTL_SECONDS', maxUploadBytes: 'MAX_UPLOAD_BYTES', allowPrivateEndpoints: 'STORAGE_ALLOW_PRIVATE_ENDPOINTS',
+  maxUploadBytes: 'MAX_UPLOAD_BYTES', allowPrivateEndpoints: 'STORAGE_ALLOW_PRIVATE_ENDPOINTS',
 } as const;
 
 export type StorageConfig = ReturnType<typeof loadStorageConfig>;

@@ -22,7 +22,7 @@ describe('storage configuration', () => {
   it('defaults to local files in the outputs bucket with SPEC link lifetimes', () => {
     expect(loadStorageConfig({})).toMatchObject({
       storageProvider: 'local', outputBucket: 'outputs', s3Region: 'us-east-1', s3ForcePathStyle: false, s3KeyPrefix: '',
-      outputUrlTtlSeconds: 3600, customerOutputUrlTtlSeconds: 604800, uploadUrlTtlSeconds: 3600, maxUploadBytes: 536870912,
+      outputUrlTtlSeconds: 3600, customerOutputUrlTtlSeconds: 604800, maxUploadBytes: 536870912,
     });
   });
 
