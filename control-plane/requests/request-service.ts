@@ -61,6 +61,11 @@ export class RequestService {
 
   /** Queues the job (202); a repeated Idempotency-Key with the same request returns the first record. */
   async submit(submission: MediaSubmission): Promise<{ record: RequestRecord; created: boolean }> {
+    // A retry of an accepted submission gets its record back before anything that could
+    // refuse it now (a full queue, a paused deployment) or upload its inputs again.
+    const earlier = submission.idempotencyKey === undefined ? null
+      : await this.earlierSubmission(submission.workspaceId, submission.idempotencyKey, requestHash(submission));
+    if (earlier) return { record: earlier, created: false };
     await this.admit(submission);
     const queued = await this.records.countQueued(submission.deployment.id);
     if (queued >= this.options.maxQueuedPerDeployment) {
@@ -69,7 +74,10 @@ export class RequestService {
     const record = this.newRecord(submission, 'queued');
     record.estimatedSeconds = this.estimateSeconds(submission, queued);
     await this.storeInputs(record, submission);
-    const inserted = await this.insertOnce(record);
+    const inserted = await this.insertOnce(record).catch(async (error) => {
+      await this.deleteInputs(record);
+      throw error;
+    });
     if (!inserted.created) {
       await this.deleteInputs(record);
       return inserted;
@@ -190,9 +198,8 @@ export class RequestService {
   }
 
   /**
-   * Inserts, or finds the record an earlier submission with the same Idempotency-Key made:
-   * the same request gets it back; a different request under that key is refused (422);
-   * a key older than the idempotency window is released and may be used again.
+   * Inserts, or finds the record an earlier submission with the same Idempotency-Key made
+   * (two submissions racing past `submit`'s own look both reach the unique index).
    */
   private async insertOnce(record: RequestRecord): Promise<{ record: RequestRecord; created: boolean }> {
     for (let attempt = 0; ; attempt++) {
@@ -201,19 +208,29 @@ export class RequestService {
       } catch (error) {
         if (!record.idempotencyKey || !isUniqueViolation(error) || attempt > 0) throw error;
       }
-      const existing = await this.records.repository.findOne({ where: { workspaceId: record.workspaceId, idempotencyKey: record.idempotencyKey } });
-      if (!existing) continue;
-      if (Date.now() - existing.queuedAt.getTime() > this.options.idempotencyTtlMs) {
-        await this.records.repository.update({ id: existing.id, idempotencyKey: record.idempotencyKey }, { idempotencyKey: null });
-        continue;
-      }
-      if (existing.requestHash !== record.requestHash) {
-        throw new AppError('idempotency_key_reused',
-          `Idempotency-Key '${record.idempotencyKey}' was used for a different request (${existing.id}); use a new key for a new request`,
-          { param: 'Idempotency-Key' });
-      }
-      return { record: existing, created: false };
+      const earlier = await this.earlierSubmission(record.workspaceId, record.idempotencyKey, record.requestHash!);
+      if (earlier) return { record: earlier, created: false };
     }
+  }
+
+  /**
+   * The record an earlier submission with this Idempotency-Key made, for the same request; a
+   * different request under that key is refused (422). A key older than the idempotency
+   * window is released (null: it may be used again).
+   */
+  private async earlierSubmission(workspaceId: string, idempotencyKey: string, hash: string): Promise<RequestRecord | null> {
+    const existing = await this.records.repository.findOne({ where: { workspaceId, idempotencyKey } });
+    if (!existing) return null;
+    if (Date.now() - existing.queuedAt.getTime() > this.options.idempotencyTtlMs) {
+      await this.records.repository.update({ id: existing.id, idempotencyKey }, { idempotencyKey: null });
+      return null;
+    }
+    if (existing.requestHash !== hash) {
+      throw new AppError('idempotency_key_reused',
+        `Idempotency-Key '${idempotencyKey}' was used for a different request (${existing.id}); use a new key for a new request`,
+        { param: 'Idempotency-Key' });
+    }
+    return existing;
   }
 
   private estimateSeconds(submission: MediaSubmission, ahead: number): number {

@@ -140,16 +140,23 @@ describe('async image requests', () => {
     await client.waitForRecord(mine.body.id);
   });
 
-  it('a paused deployment answers 503 no_pod_available, sync and async', async () => {
+  it('a paused deployment answers 503 no_pod_available, sync and async; a retry of a submission it accepted still gets its record', async () => {
     const paused = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
     await test.waitForReplicas(paused.id, 1);
-    await test.server.controlPlane.deployments.pause(workspace.workspaceId, paused.id);
     const pausedClient = new MediaClient(paused.baseUrl, workspace.apiKey);
+    const headers = { 'idempotency-key': `before-pause-${Date.now()}` };
+    const body = { model: IMAGE_MODEL, prompt: 'accepted before the pause', size: '512x512' };
+    const accepted = await pausedClient.post('/images/generations?async=true', body, headers);
+    expect(accepted.status).toBe(202);
+    await test.server.controlPlane.deployments.pause(workspace.workspaceId, paused.id);
     for (const path of ['/images/generations', '/images/generations?async=true']) {
       const response = await pausedClient.post(path, { model: IMAGE_MODEL, prompt: 'x', size: '512x512' });
       expect(response.status).toBe(503);
       expect(response.body.error.code).toBe('no_pod_available');
     }
+    const retry = await pausedClient.post('/images/generations?async=true', body, headers);
+    expect(retry.status).toBe(202);
+    expect(retry.body.id).toBe(accepted.body.id);
     await waitFor(() => test.server.controlPlane.dispatcher.readyReplicas(paused.id) === 0, 10_000, 'replicas released');
   });
 });
