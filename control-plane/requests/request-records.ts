@@ -2,6 +2,11 @@ import type { DataSource, EntityManager, Repository } from 'typeorm';
 import { AppError } from '../errors/app-error';
 import { RequestRecord, type RequestStatus } from './request-record.entity';
 
+export interface RequestFilter {
+  readonly status?: RequestStatus;
+  readonly modality?: 'image' | 'video';
+}
+
 /** Runs inside the transaction that made a record terminal (the webhook outbox writes its event here). */
 export type TerminalHook = (manager: EntityManager, record: RequestRecord) => Promise<void>;
 
@@ -52,9 +57,9 @@ export class RequestRecords {
   }
 
   /** Newest first; `status` optional. */
-  async list(deploymentId: string, status: RequestStatus | undefined, limit: number): Promise<RequestRecord[]> {
+  async list(deploymentId: string, filter: RequestFilter, limit: number): Promise<RequestRecord[]> {
     return await this.repository.find({
-      where: status ? { deploymentId, status } : { deploymentId },
+      where: { deploymentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.modality ? { modality: filter.modality } : {}) },
       order: { queuedAt: 'DESC', id: 'DESC' },
       take: limit,
     });

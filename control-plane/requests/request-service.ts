@@ -11,7 +11,7 @@ import { checkWebhookUrl, type WebhookUrlPolicy } from '../webhooks/webhook-url'
 import type { DeliveryOptions } from './image-params';
 import type { MediaJobs, MediaOutcome } from './media-jobs';
 import type { OutputDestinations } from './output-destinations';
-import { RequestRecord, type RequestInput, type RequestKind, type RequestStatus } from './request-record.entity';
+import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, type RequestStatus } from './request-record.entity';
 import type { RequestRecords } from './request-records';
 import type { RequestScheduler } from './request-scheduler';
 
@@ -37,6 +37,9 @@ export interface RequestServiceOptions {
   maxQueuedPerDeployment: number;
   webhookUrls: WebhookUrlPolicy;
 }
+
+/** Most records one list call returns. */
+export const MAX_LIST_LIMIT = 200;
 
 /** Typical seconds one job takes when the catalog says nothing (the acknowledgement's estimate). */
 const DEFAULT_JOB_SECONDS = { image: 10, video: 90 } as const;
@@ -126,8 +129,16 @@ export class RequestService {
     return await this.records.owned(workspaceId, id);
   }
 
-  async list(deploymentId: string, status: RequestStatus | undefined, limit: number): Promise<RequestRecord[]> {
-    return await this.records.list(deploymentId, status, limit);
+  /** Newest first. `status` is checked here, for REST and GraphQL alike; `limit` 1–200. */
+  async list(deploymentId: string, filter: { status?: string; modality?: 'image' | 'video' }, limit: number): Promise<RequestRecord[]> {
+    const { status, modality } = filter;
+    if (status !== undefined && !REQUEST_STATUSES.includes(status as RequestStatus)) {
+      throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${JSON.stringify(status)}`, { param: 'status' });
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${JSON.stringify(limit)}`, { param: 'limit' });
+    }
+    return await this.records.list(deploymentId, { status: status as RequestStatus | undefined, modality }, limit);
   }
 
   /** Cancels a queued record; otherwise says why not (the caller maps it to its endpoint's 409). */

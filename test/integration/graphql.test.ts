@@ -146,6 +146,22 @@ describe('GraphQL API', () => {
     }
   });
 
+  it('lists a deployment\'s requests, refusing a bad status or limit naming the argument', async () => {
+    const { id } = await test.createDeployment(workspace);
+    const ok = await graphql('query($id: ID!) { requests(deploymentId: $id, status: "queued", limit: 5) { id } }', { id });
+    expect(ok).toEqual({ data: { requests: [] } });
+    const cases: Array<[Record<string, unknown>, string, string]> = [
+      [{ status: 'done' }, 'status', 'status must be one of queued, running, succeeded, failed, canceled'],
+      [{ limit: 0 }, 'limit', 'limit must be an integer from 1 to 200'],
+      [{ limit: 201 }, 'limit', 'limit must be an integer from 1 to 200'],
+    ];
+    for (const [variables, param, message] of cases) {
+      const result = await graphql('query($id: ID!, $status: String, $limit: Int) { requests(deploymentId: $id, status: $status, limit: $limit) { id } }', { id, ...variables });
+      expect(result.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', param } });
+      expect(result.errors?.[0].message).toContain(message);
+    }
+  });
+
   it('refuses a subscription without a valid key', async () => {
     const client = createClient({ url: `${test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: 'Bearer mk-bad' }, retryAttempts: 0 });
     const subscription = client.iterate({ query: 'subscription { deploymentUpdated { id } }' });

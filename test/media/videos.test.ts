@@ -135,4 +135,20 @@ describe('videos', () => {
     const video = (await client.get(`/videos/${submitted.body.id}`)).body;
     expect(video).toMatchObject({ object: 'video', status: 'failed', error: { code: 'vram_exceeded' } });
   });
+
+  it('lists the deployment\'s videos newest first, with has_more past the limit; a bad limit is 400 naming it', async () => {
+    const client = new MediaClient(unpinned.baseUrl, workspace.apiKey);
+    const all = (await client.get('/videos?limit=100')).body;
+    expect(all.data.length).toBeGreaterThanOrEqual(2);
+    expect(all).toMatchObject({ object: 'list', has_more: false });
+    expect(all.data.every((video: any) => video.object === 'video')).toBe(true);
+    expect(all.data.map((video: any) => video.created_at)).toEqual([...all.data.map((video: any) => video.created_at)].sort((a, b) => b - a));
+    const first = (await client.get('/videos?limit=1')).body;
+    expect(first).toMatchObject({ object: 'list', has_more: true, data: [{ id: all.data[0].id }] });
+    for (const limit of ['0', '101', 'abc']) {
+      const response = await client.get(`/videos?limit=${limit}`);
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', param: 'limit' });
+    }
+  });
 });

@@ -1,7 +1,6 @@
 import { Arg, Ctx, ID, Int, Query, Resolver, Root, Subscription } from 'type-graphql';
-import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
-import { REQUEST_STATUSES, type RequestRecord, type RequestStatus } from '../../../control-plane/requests/request-record.entity';
+import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { RequestType } from '../types/storage-credential.type';
 
@@ -25,11 +24,7 @@ export class RequestResolver {
     @Ctx() context: GraphQLContext,
   ): Promise<RequestType[]> {
     await this.controlPlane.deployments.get(workspaceOf(context), deploymentId);
-    if (status !== null && !REQUEST_STATUSES.includes(status as RequestStatus)) {
-      throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}`, { param: 'status' });
-    }
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new AppError('invalid_request', 'limit must be an integer from 1 to 200', { param: 'limit' });
-    return (await this.controlPlane.requests.list(deploymentId, (status ?? undefined) as RequestStatus | undefined, limit)).map(toRequestType);
+    return (await this.controlPlane.requests.list(deploymentId, { status: status ?? undefined }, limit)).map(toRequestType);
   }
 
   @Subscription(() => RequestType, {

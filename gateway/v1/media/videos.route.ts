@@ -51,8 +51,9 @@ export class VideosRoute {
     attributeDeployment(context, deployment.id);
     const limit = Number(context.query.limit ?? 20);
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new AppError('invalid_request', 'limit must be an integer from 1 to 100', { param: 'limit' });
-    const records = (await this.controlPlane.requests.list(deployment.id, undefined, 200)).filter((record) => record.modality === 'video').slice(0, limit);
-    context.body = { object: 'list', data: records.map(videoObject), has_more: false };
+    // One more than asked for tells whether there are more.
+    const records = await this.controlPlane.requests.list(deployment.id, { modality: 'video' }, limit + 1);
+    context.body = { object: 'list', data: records.slice(0, limit).map(videoObject), has_more: records.length > limit };
   }
 
   /** 302 to a fresh presigned link; 409 `video_not_ready` with the status while it is not `completed`. */
