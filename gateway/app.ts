@@ -51,7 +51,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   app.use(metricsRoute(controlPlane.metrics, config.metricsToken));
   // Signed links of the local object store (agents upload there, clients download): no API key.
   if (controlPlane.managedStore instanceof LocalObjectStore) {
-    app.use(fileLinkRoute({ stores: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
+    app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
   }
   app.use(graphql.middleware());
   const requests = controlPlane.config.requests;

@@ -5,8 +5,8 @@ import { assertObjectKey } from '../../control-plane/storage/object-names';
 import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
 
 export interface FileLinkRouteOptions {
-  /** The local store of each bucket this server serves: one store, or a lookup returning undefined for others. */
-  stores: LocalObjectStore | ((bucket: string) => LocalObjectStore | undefined);
+  /** The local store this server serves links of (its bucket; others are 404). */
+  store: LocalObjectStore;
   /** Largest accepted upload (PUT body); larger ones get 413 `body_too_large`. */
   maxUploadBytes: number;
 }
@@ -30,7 +30,7 @@ const DOWNLOAD_HEADERS = {
  * the HMAC signature is the whole authorization, so no API key is asked for.
  */
 export function fileLinkRoute(options: FileLinkRouteOptions) {
-  const lookup = typeof options.stores === 'function' ? options.stores : singleStore(options.stores);
+  const lookup = (bucket: string) => (bucket === options.store.bucket ? options.store : undefined);
 
   return async (context: Context, next: Next): Promise<void> => {
     const match = FILE_PATH.exec(context.path);
@@ -81,10 +81,6 @@ async function receive(context: Context, store: LocalObjectStore, key: string, m
   context.status = 200;
   context.body = '';
   context.remove('content-type');
-}
-
-function singleStore(store: LocalObjectStore): (bucket: string) => LocalObjectStore | undefined {
-  return (bucket) => (bucket === store.bucket ? store : undefined);
 }
 
 function decodeSegment(segment: string): string {

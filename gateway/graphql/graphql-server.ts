@@ -13,6 +13,7 @@ import { WebSocketServer } from 'ws';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { ERROR_TABLE } from '../errors/error-table';
+import { bearerToken } from '../http/bearer-token';
 import { readBody } from '../http/read-body';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
@@ -36,8 +37,11 @@ export class GraphQLServer {
   private readonly websockets: WebSocketServer;
   private readonly disposeWebsockets: () => Promise<void>;
   private readonly unsubscribe: () => void;
+  /** Hashed once: each caller's token is hashed and compared to it in constant time. */
+  private readonly operatorTokenHash: string | null;
 
   constructor(private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly maxBodyBytes: number, logger: Logger) {
+    this.operatorTokenHash = controlPlane.config.operatorToken ? hashSecret(controlPlane.config.operatorToken) : null;
     const pubSub = createPubSub();
     const instances = new Map<unknown, unknown>([
       [CatalogResolver, new CatalogResolver(controlPlane)],
@@ -138,11 +142,10 @@ export class GraphQLServer {
 
   /** A workspace key, or the operator token (compared by hash, in constant time). */
   private async callerFrom(header: string | undefined): Promise<GraphQLContext> {
-    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) return { key: null, operator: false };
-    const operatorToken = this.controlPlane.config.operatorToken;
-    if (operatorToken && sameHash(hashSecret(match[1]), hashSecret(operatorToken))) return { key: null, operator: true };
-    return { key: await this.controlPlane.apiKeys.authenticate(match[1]), operator: false };
+    const token = bearerToken(header);
+    if (!token) return { key: null, operator: false };
+    if (this.operatorTokenHash && sameHash(hashSecret(token), this.operatorTokenHash)) return { key: null, operator: true };
+    return { key: await this.controlPlane.apiKeys.authenticate(token), operator: false };
   }
 }
 

@@ -1,10 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Context, Next } from 'koa';
 import { AppError } from '../../control-plane/errors/app-error';
+import { hashSecret, sameHash } from '../../control-plane/secrets';
 import type { Metrics } from '../../control-plane/telemetry/metrics';
-
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
+import { bearerToken } from './bearer-token';
 
 /**
  * `GET /metrics` in the Prometheus text format. With `METRICS_TOKEN` set, every scraper must
@@ -13,7 +12,7 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  * loopback address says nothing about the real client.
  */
 export function metricsRoute(metrics: Metrics, token: string | undefined) {
-  const expected = token ? digest(token) : null;
+  const expected = token ? hashSecret(token) : null;
 
   return async (context: Context, next: Next): Promise<void> => {
     if (context.path !== '/metrics') return await next();
@@ -26,11 +25,10 @@ export function metricsRoute(metrics: Metrics, token: string | undefined) {
   };
 }
 
-function authorizeScrape(context: Context, expected: Buffer | null): void {
+function authorizeScrape(context: Context, expected: string | null): void {
   if (expected) {
-    const presented = BEARER.exec(context.get('authorization'))?.[1];
-    // Digests have one length, so the comparison takes the same time whatever was sent.
-    if (!presented || !timingSafeEqual(digest(presented), expected)) {
+    const presented = bearerToken(context.get('authorization'));
+    if (!presented || !sameHash(hashSecret(presented), expected)) {
       throw new AppError('invalid_api_key', 'GET /metrics needs Authorization: Bearer <METRICS_TOKEN>');
     }
     return;
@@ -46,8 +44,4 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   if (address === '::1') return true;
   const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
   return net.isIPv4(v4) && v4.startsWith('127.');
-}
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
 }

@@ -25,7 +25,7 @@ describe('local object store and file links', () => {
     store = new LocalObjectStore({
       rootDir, bucket: 'outputs', publicUrl: () => baseUrl, signingKey: randomBytes(32), now: () => nowMs,
     });
-    server = await startFileLinkServer({ stores: store, maxUploadBytes: MAX_UPLOAD_BYTES });
+    server = await startFileLinkServer({ store, maxUploadBytes: MAX_UPLOAD_BYTES });
     baseUrl = `${server.url}/`;
   });
 

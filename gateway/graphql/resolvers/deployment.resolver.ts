@@ -35,7 +35,7 @@ export class DeploymentResolver {
 
   @FieldResolver(() => [ReplicaType], { description: 'Every replica, terminated ones included, oldest first' })
   async replicas(@Root() deployment: DeploymentType): Promise<ReplicaType[]> {
-    return (await this.replicaRows(deployment)).map(toReplicaType);
+    return this.replicaRows(deployment);
   }
 
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
@@ -122,8 +122,4 @@ export class DeploymentResolver {
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }
-}
-
-function toReplicaType(replica: Replica): ReplicaType {
-  return replica;
 }

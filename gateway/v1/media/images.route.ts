@@ -9,7 +9,6 @@ import type { MediaSubmission } from '../../../control-plane/requests/request-se
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';
-import { attributeDeployment } from '../../http/request-telemetry';
 
 export interface MediaRouteOptions {
   maxBodyBytes: number;
@@ -27,7 +26,6 @@ export class ImagesRoute {
   constructor(private readonly controlPlane: ControlPlane, private readonly options: MediaRouteOptions) {}
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, operation: Operation): Promise<void> {
-    attributeDeployment(context, deployment.id);
     const isAsync = asyncFlag(context);
     const body = await readMediaBody(context, {
       jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, multipartOnly: operation === 'edit',

@@ -8,13 +8,12 @@ import { imageContentType, isMultipart, readMultipart, type UploadedFile } from 
 export interface MediaBody {
   fields: FieldReader;
   files: Map<string, UploadedFile[]>;
-  multipart: boolean;
 }
 
 export async function readMediaBody(context: Context, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean }): Promise<MediaBody> {
   if (isMultipart(context.req)) {
     const form = await readMultipart(context.req, options.multipartLimit);
-    return { fields: new FieldReader(form.fields, true), files: form.files, multipart: true };
+    return { fields: new FieldReader(form.fields, true), files: form.files };
   }
   if (options.multipartOnly) {
     throw new AppError('invalid_request', 'this endpoint takes multipart/form-data (the image is a file field)');
@@ -27,7 +26,7 @@ export async function readMediaBody(context: Context, options: { jsonLimit: numb
     throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new AppError('invalid_request', 'request body must be a JSON object');
-  return { fields: new FieldReader(parsed as Record<string, unknown>, false), files: new Map(), multipart: false };
+  return { fields: new FieldReader(parsed as Record<string, unknown>, false), files: new Map() };
 }
 
 /** The one image file of a field (PNG, JPEG or WebP), or undefined when absent. */

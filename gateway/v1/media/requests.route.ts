@@ -5,7 +5,6 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { MAX_LIST_LIMIT } from '../../../control-plane/requests/request-service';
 import { requestObject } from './media-objects';
-import { attributeDeployment } from '../../http/request-telemetry';
 
 const DEFAULT_LIST_LIMIT = 50;
 
@@ -15,7 +14,6 @@ export class RequestsRoute {
 
   /** Newest first, this deployment's records, without output_urls. */
   async list(context: Context, deployment: Deployment): Promise<void> {
-    attributeDeployment(context, deployment.id);
     const { status, limit } = context.query;
     if (Array.isArray(status)) throw new AppError('invalid_request', 'status may be given once', { param: 'status' });
     const count = limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit);

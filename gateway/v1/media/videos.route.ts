@@ -11,7 +11,6 @@ import { readVideoParams, type VideoRoute } from '../../../control-plane/request
 import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
-import { attributeDeployment } from '../../http/request-telemetry';
 
 /**
  * `POST /v1/videos` (OpenAI's multipart shape, the Video object back), `POST
@@ -22,7 +21,6 @@ export class VideosRoute {
   constructor(private readonly controlPlane: ControlPlane, private readonly options: MediaRouteOptions) {}
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey, route: VideoRoute): Promise<void> {
-    attributeDeployment(context, deployment.id);
     const body = await readMediaBody(context, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes });
     const model = resolveMediaModel(this.controlPlane.catalog, deployment, body.fields.string('model'), 'video');
     const reference = route === 'videos' ? imageFile(body, 'input_reference') : undefined;
@@ -48,7 +46,6 @@ export class VideosRoute {
   }
 
   async list(context: Context, deployment: Deployment): Promise<void> {
-    attributeDeployment(context, deployment.id);
     const limit = Number(context.query.limit ?? 20);
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new AppError('invalid_request', 'limit must be an integer from 1 to 100', { param: 'limit' });
     // One more than asked for tells whether there are more.
