@@ -7,6 +7,7 @@ import { request } from 'undici';
 import type { Assign, JobEvent } from '../proto/worker/v1/index';
 import type { Engine, MediaJob } from './engines/engine';
 import { EngineFailure } from './engines/engine-failure';
+import { parseObject } from './engines/engine-request';
 import type { JobCancellation } from './job-cancellation';
 
 export interface MediaJobIo {
@@ -27,7 +28,7 @@ export async function runMediaJob(engine: Engine, assign: Assign, io: MediaJobIo
   const signal = cancellation.signal;
   const inputs = new Map<string, Buffer>();
   for (const input of assign.inputs ?? []) inputs.set(input.name, await download(input.url, input.name, signal));
-  const job: MediaJob = { jobId: assign.jobId, kind: assign.kind, model: assign.model, params: parseParams(assign.body), inputs };
+  const job: MediaJob = { jobId: assign.jobId, kind: assign.kind, model: assign.model, params: parseObject(assign.body), inputs };
   const produced = await engine.generateMedia(job, (percent, stage) => {
     if (!cancellation.aborted) io.send({ jobId: assign.jobId, progress: { percent: Math.max(0, Math.min(99, Math.floor(percent))), stage } });
   }, cancellation);
@@ -48,10 +49,22 @@ export async function runMediaJob(engine: Engine, assign: Assign, io: MediaJobIo
 async function download(url: string, name: string, signal: AbortSignal): Promise<Buffer> {
   try {
     const response = await request(url, { method: 'GET', signal });
-    const body = Buffer.from(await response.body.arrayBuffer());
-    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
-    if (body.length > MAX_INPUT_BYTES) throw new Error(`larger than ${MAX_INPUT_BYTES} bytes`);
-    return body;
+    if (response.statusCode !== 200) {
+      response.body.destroy();
+      throw new Error(`HTTP ${response.statusCode}`);
+    }
+    // Counted as it arrives: a link that serves more than the cap must not fill the agent's memory first.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of response.body) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_INPUT_BYTES) {
+        response.body.destroy();
+        throw new Error(`larger than ${MAX_INPUT_BYTES} bytes`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks);
   } catch (error) {
     if (signal.aborted) throw signal.reason;
     throw new EngineFailure('engine_error', `could not read the job's ${name} input: ${(error as Error).message}`, { cause: error });
@@ -72,14 +85,4 @@ async function uploadFile(url: string, headers: Record<string, string>, file: Bu
   if (status < 200 || status >= 300) {
     throw new EngineFailure('storage_upload_failed', `the output bucket refused an upload with HTTP ${status}${detail ? `: ${detail}` : ''}`);
   }
-}
-
-function parseParams(body: Buffer): Record<string, unknown> {
-  try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-  } catch {
-    // fall through
-  }
-  throw new EngineFailure('invalid_job', 'media job body must be a JSON object');
 }

@@ -40,7 +40,8 @@ export function prepareEngineRequest(job: EngineJob, engineModel: string | undef
   return { path, payload, bytes: Buffer.from(JSON.stringify(payload)) };
 }
 
-function parseObject(body: Buffer): Record<string, unknown> {
+/** A job body (the client's JSON, as the control plane forwarded it) as an object; `invalid_job` otherwise. */
+export function parseObject(body: Buffer): Record<string, unknown> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
