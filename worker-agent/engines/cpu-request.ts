@@ -6,9 +6,9 @@ import { randomBytes } from 'node:crypto';
 import type { CpuEngineBehaviour, CpuEngineOptions } from './cpu-engine-options';
 import { countTokens } from './cpu-tokenizer';
 import { generateChoice, type GeneratedChoice } from './cpu-text-generator';
-import { EngineFailure } from './engine-failure';
 import { isObject, type EngineRoutePath } from './engine-request';
 import { promptTextOf } from './prompt-text';
+import { integerField, invalidRequestFailure, numberField } from './request-fields';
 
 const DEFAULT_MAX_TOKENS = 16;
 const MAX_MAX_TOKENS = 65_536;
@@ -32,15 +32,15 @@ export interface CpuCompletionPlan {
 export function planCpuCompletion(payload: Record<string, unknown>, path: EngineRoutePath, options: CpuEngineOptions): CpuCompletionPlan {
   const kind = path === '/v1/chat/completions' ? 'chat' : 'completion';
   if (kind === 'chat' && (!Array.isArray(payload.messages) || payload.messages.length === 0)) {
-    throw invalidRequest('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
+    throw invalidRequestFailure('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
   }
   if (kind === 'completion' && typeof payload.prompt !== 'string' && !isStringArray(payload.prompt)) {
-    throw invalidRequest('prompt', '`prompt` must be a string or an array of strings', 'missing_required_parameter');
+    throw invalidRequestFailure('prompt', '`prompt` must be a string or an array of strings', 'missing_required_parameter');
   }
-  const maxTokens = integerParameter(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
-  const choiceCount = integerParameter(payload, 'n', 1, MAX_CHOICES) ?? 1;
-  const seed = integerParameter(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) ?? 0;
-  if (payload.model !== undefined && typeof payload.model !== 'string') throw invalidRequest('model', '`model` must be a string');
+  const maxTokens = integerField(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
+  const choiceCount = integerField(payload, 'n', 1, MAX_CHOICES) ?? 1;
+  const seed = integerField(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) ?? 0;
+  if (payload.model !== undefined && typeof payload.model !== 'string') throw invalidRequestFailure('model', '`model` must be a string');
   const promptText = promptTextOf(payload, path);
   const generation = { promptText, seed, maxTokens, stop: stopSequences(payload.stop) };
   const choices = Array.from({ length: choiceCount }, (_, index) => generateChoice(generation, index));
@@ -65,10 +65,10 @@ function behaviourOf(payload: Record<string, unknown>, options: CpuEngineOptions
   if (!options.testControls || !isObject(payload.cpu_engine)) return options;
   const overrides = payload.cpu_engine;
   return {
-    ttftMs: integerParameter(overrides, 'ttft_ms', 0) ?? options.ttftMs,
-    tokensPerSecond: numberParameter(overrides, 'tokens_per_second') ?? options.tokensPerSecond,
-    failAfterTokens: integerParameter(overrides, 'fail_after_tokens', 0) ?? options.failAfterTokens,
-    crashAfterTokens: integerParameter(overrides, 'crash_after_tokens', 0) ?? options.crashAfterTokens,
+    ttftMs: integerField(overrides, 'ttft_ms', 0) ?? options.ttftMs,
+    tokensPerSecond: numberField(overrides, 'tokens_per_second', 0) ?? options.tokensPerSecond,
+    failAfterTokens: integerField(overrides, 'fail_after_tokens', 0) ?? options.failAfterTokens,
+    crashAfterTokens: integerField(overrides, 'crash_after_tokens', 0) ?? options.crashAfterTokens,
   };
 }
 
@@ -76,30 +76,12 @@ function stopSequences(stop: unknown): string[] {
   if (stop === undefined || stop === null) return [];
   if (typeof stop === 'string') return [stop];
   if (isStringArray(stop)) return stop;
-  throw invalidRequest('stop', '`stop` must be a string or an array of strings');
+  throw invalidRequestFailure('stop', '`stop` must be a string or an array of strings');
 }
 
-function integerParameter(source: Record<string, unknown>, name: string, minimum: number, maximum = Number.MAX_SAFE_INTEGER): number | undefined {
-  const value = source[name];
-  if (value === undefined || value === null) return undefined;
-  if (!Number.isInteger(value) || (value as number) < minimum || (value as number) > maximum) {
-    throw invalidRequest(name, `\`${name}\` must be an integer from ${minimum} to ${maximum}`);
-  }
-  return value as number;
-}
 
-function numberParameter(source: Record<string, unknown>, name: string): number | undefined {
-  const value = source[name];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !(value >= 0)) throw invalidRequest(name, `\`${name}\` must be a number >= 0`);
-  return value;
-}
 
 function isStringArray(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((item) => typeof item === 'string');
 }
 
-function invalidRequest(param: string, message: string, code = 'invalid_value'): EngineFailure {
-  const body = { error: { message, type: 'invalid_request_error', param, code } };
-  return new EngineFailure('engine_rejected', message, { engineStatus: 400, engineBody: Buffer.from(JSON.stringify(body)) });
-}

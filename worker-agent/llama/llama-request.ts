@@ -5,8 +5,8 @@
  * like any OpenAI-compatible server does.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import { EngineFailure } from '../engines/engine-failure';
 import { isObject, type EngineRoutePath } from '../engines/engine-request';
+import { integerField, invalidRequestFailure, numberField } from '../engines/request-fields';
 
 /** OpenAI's default for the legacy completions endpoint; chat defaults to the rest of the context. */
 const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -64,13 +64,13 @@ export function planLlamaRequest(payload: Record<string, unknown>, path: EngineR
   const messages = kind === 'chat' ? chatMessages(payload.messages) : [];
   const prompts = kind === 'completion' ? completionPrompts(payload.prompt) : [];
   const maxTokensField = kind === 'chat' && payload.max_completion_tokens !== undefined && payload.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
-  const maxTokens = integer(payload, maxTokensField, 1, Number.MAX_SAFE_INTEGER) ?? (kind === 'completion' ? DEFAULT_COMPLETION_MAX_TOKENS : undefined);
-  const n = integer(payload, 'n', 1, 128) ?? 1;
-  const bestOf = integer(payload, 'best_of', 1, 128);
+  const maxTokens = integerField(payload, maxTokensField, 1, Number.MAX_SAFE_INTEGER) ?? (kind === 'completion' ? DEFAULT_COMPLETION_MAX_TOKENS : undefined);
+  const n = integerField(payload, 'n', 1, 128) ?? 1;
+  const bestOf = integerField(payload, 'best_of', 1, 128);
   if (bestOf !== undefined && bestOf !== n) refuse('best_of', '`best_of` is not supported by the llama-cpp engine (only best_of = n)');
   if (payload.model !== undefined && typeof payload.model !== 'string') invalid('model', '`model` must be a string');
   const streamOptions = isObject(payload.stream_options) ? payload.stream_options : {};
-  const seed = integer(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+  const seed = integerField(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
   return {
     kind,
     id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`,
@@ -85,14 +85,14 @@ export function planLlamaRequest(payload: Record<string, unknown>, path: EngineR
     stop: stopSequences(payload.stop),
     echo: kind === 'completion' && boolean(payload, 'echo'),
     sampling: {
-      temperature: number(payload, 'temperature', 0, 2) ?? 1,
-      topP: number(payload, 'top_p', 0, 1) ?? 1,
-      topK: Math.max(0, integer(payload, 'top_k', -1, 1_000_000) ?? 0),
-      minP: number(payload, 'min_p', 0, 1) ?? 0,
+      temperature: numberField(payload, 'temperature', 0, 2) ?? 1,
+      topP: numberField(payload, 'top_p', 0, 1) ?? 1,
+      topK: Math.max(0, integerField(payload, 'top_k', -1, 1_000_000) ?? 0),
+      minP: numberField(payload, 'min_p', 0, 1) ?? 0,
       seed: seed === undefined ? randomInt(SEED_RANGE) : ((seed % SEED_RANGE) + SEED_RANGE) % SEED_RANGE,
-      presencePenalty: number(payload, 'presence_penalty', -2, 2) ?? 0,
-      frequencyPenalty: number(payload, 'frequency_penalty', -2, 2) ?? 0,
-      repetitionPenalty: number(payload, 'repetition_penalty', 0.01, 10) ?? 1,
+      presencePenalty: numberField(payload, 'presence_penalty', -2, 2) ?? 0,
+      frequencyPenalty: numberField(payload, 'frequency_penalty', -2, 2) ?? 0,
+      repetitionPenalty: numberField(payload, 'repetition_penalty', 0.01, 10) ?? 1,
       logitBias: logitBias(payload.logit_bias),
     },
   };
@@ -103,11 +103,6 @@ export function choiceSeed(sampling: SamplingSettings, index: number): number {
   return (sampling.seed + index) % SEED_RANGE;
 }
 
-/** A 400 in OpenAI's error shape, passed through to the client like an HTTP engine's. */
-export function invalidRequestFailure(param: string, message: string, code = 'invalid_value'): EngineFailure {
-  const body = { error: { message, type: 'invalid_request_error', param, code } };
-  return new EngineFailure('engine_rejected', message, { engineStatus: 400, engineBody: Buffer.from(JSON.stringify(body)) });
-}
 
 function invalid(param: string, message: string, code?: string): never {
   throw invalidRequestFailure(param, message, code);
@@ -199,21 +194,7 @@ function logitBias(value: unknown): Map<number, number> {
   return biases;
 }
 
-function integer(source: Record<string, unknown>, name: string, minimum: number, maximum: number): number | undefined {
-  const value = source[name];
-  if (value === undefined || value === null) return undefined;
-  if (!Number.isInteger(value) || (value as number) < minimum || (value as number) > maximum) {
-    invalid(name, `\`${name}\` must be an integer from ${minimum} to ${maximum}`);
-  }
-  return value as number;
-}
 
-function number(source: Record<string, unknown>, name: string, minimum: number, maximum: number): number | undefined {
-  const value = source[name];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !(value >= minimum && value <= maximum)) invalid(name, `\`${name}\` must be a number from ${minimum} to ${maximum}`);
-  return value;
-}
 
 function boolean(source: Record<string, unknown>, name: string): boolean {
   const value = source[name];

@@ -8,7 +8,7 @@ import type { ChatHistoryItem, ChatWrapper, LlamaContext, LlamaContextSequence, 
 import { EngineStartError } from '../engines/engine-start-error';
 import { firstLine, type LlamaBackend, type NodeLlamaCpp } from './llama-backend';
 import type { ChatMessage, CompletionPrompt } from './llama-request';
-import { invalidRequestFailure } from './llama-request';
+import { invalidRequestFailure } from '../engines/request-fields';
 import { SequencePool } from './sequence-pool';
 
 export interface LlamaRuntimeOptions {
