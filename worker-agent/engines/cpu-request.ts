@@ -8,20 +8,14 @@ import { countTokens } from './cpu-tokenizer';
 import { generateChoice, type GeneratedChoice } from './cpu-text-generator';
 import { isObject, type EngineRoutePath } from './engine-request';
 import { promptTextOf } from './prompt-text';
-import { integerField, invalidRequestFailure, numberField } from './request-fields';
+import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from './request-fields';
 
 const DEFAULT_MAX_TOKENS = 16;
 const MAX_MAX_TOKENS = 65_536;
 const MAX_CHOICES = 128;
 const DEFAULT_MODEL = 'cpu';
 
-export interface CpuCompletionPlan {
-  readonly kind: 'chat' | 'completion';
-  readonly id: string;
-  readonly created: number;
-  readonly model: string;
-  readonly stream: boolean;
-  readonly includeUsage: boolean;
+export interface CpuCompletionPlan extends CompletionHeader {
   readonly promptText: string;
   readonly choices: readonly GeneratedChoice[];
   readonly usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };

@@ -1,5 +1,18 @@
 import { EngineFailure } from './engine-failure';
 
+/** What an in-process engine's answer is stamped with, read from the request once. */
+export interface CompletionHeader {
+  readonly kind: 'chat' | 'completion';
+  /** `chatcmpl-…` / `cmpl-…`. */
+  readonly id: string;
+  /** Unix seconds. */
+  readonly created: number;
+  readonly model: string;
+  readonly stream: boolean;
+  /** `stream_options.include_usage`: a last chunk with usage. */
+  readonly includeUsage: boolean;
+}
+
 /**
  * Reading an OpenAI request's fields in the in-process engines (CPU, llama.cpp): a bad value
  * is a 400 in OpenAI's error shape, passed through to the client like an HTTP engine's.

@@ -6,7 +6,7 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { isObject, type EngineRoutePath } from '../engines/engine-request';
-import { integerField, invalidRequestFailure, numberField } from '../engines/request-fields';
+import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from '../engines/request-fields';
 
 /** OpenAI's default for the legacy completions endpoint; chat defaults to the rest of the context. */
 const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -38,13 +38,7 @@ export interface SamplingSettings {
   readonly logitBias: ReadonlyMap<number, number>;
 }
 
-export interface LlamaRequestPlan {
-  readonly kind: 'chat' | 'completion';
-  readonly id: string;
-  readonly created: number;
-  readonly model: string;
-  readonly stream: boolean;
-  readonly includeUsage: boolean;
+export interface LlamaRequestPlan extends CompletionHeader {
   /** Chat: the conversation. */
   readonly messages: readonly ChatMessage[];
   /** Completions: one or more prompts; each gets `n` choices. */
