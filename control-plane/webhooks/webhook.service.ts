@@ -12,6 +12,9 @@ export interface DeliveryFilter {
 }
 
 /** What the console does with webhooks: endpoints, the signing secret, test sends and the delivery log. */
+/** A delivery and the type of the event it carries. */
+export type DeliveryWithType = WebhookDelivery & { eventType: string };
+
 export class WebhookService {
   private readonly deliveries: Repository<WebhookDelivery>;
   private readonly attempts: Repository<WebhookAttempt>;
@@ -39,13 +42,14 @@ export class WebhookService {
   }
 
   /** Queues a `webhook.test` delivery to the endpoint (enabled or not); it never counts toward auto-disable. */
-  async sendTest(workspaceId: string, endpointId: string): Promise<WebhookDelivery> {
+  async sendTest(workspaceId: string, endpointId: string): Promise<DeliveryWithType> {
     const endpoint = await this.endpoints.get(workspaceId, endpointId);
-    return await this.dataSource.transaction((manager) => this.outbox.enqueueTest(manager, endpoint));
+    const delivery = await this.dataSource.transaction((manager) => this.outbox.enqueueTest(manager, endpoint));
+    return Object.assign(delivery, { eventType: 'webhook.test' });
   }
 
   /** Newest first. */
-  async listDeliveries(workspaceId: string, filter: DeliveryFilter): Promise<WebhookDelivery[]> {
+  async listDeliveries(workspaceId: string, filter: DeliveryFilter): Promise<DeliveryWithType[]> {
     if (!Number.isInteger(filter.limit) || filter.limit < 1 || filter.limit > 200) {
       throw new AppError('invalid_request', 'limit must be an integer from 1 to 200', { param: 'limit' });
     }
@@ -54,13 +58,23 @@ export class WebhookService {
     if (filter.requestId) {
       query.innerJoin('webhook_events', 'event', 'event.id = delivery.event_id').andWhere('event.request_id = :requestId', { requestId: filter.requestId });
     }
-    return await query.orderBy('delivery.created_at', 'DESC').addOrderBy('delivery.id', 'DESC').limit(filter.limit).getMany();
+    return await this.withEventTypes(await query.orderBy('delivery.created_at', 'DESC').addOrderBy('delivery.id', 'DESC').limit(filter.limit).getMany());
   }
 
-  async delivery(workspaceId: string, id: string): Promise<WebhookDelivery> {
+  async delivery(workspaceId: string, id: string): Promise<DeliveryWithType> {
     const delivery = await this.deliveries.findOne({ where: { id } });
     if (!delivery || delivery.workspaceId !== workspaceId) throw new AppError('not_found', `no webhook delivery '${id}' in this workspace`, { param: 'id' });
-    return delivery;
+    const [typed] = await this.withEventTypes([delivery]);
+    return typed;
+  }
+
+  /** Each delivery with its event's type, in one query for the whole page. */
+  private async withEventTypes(deliveries: WebhookDelivery[]): Promise<DeliveryWithType[]> {
+    if (deliveries.length === 0) return [];
+    const rows: Array<{ id: string; type: string }> = await this.dataSource.query(
+      'SELECT id, type FROM webhook_events WHERE id = ANY($1)', [[...new Set(deliveries.map((delivery) => delivery.eventId))]]);
+    const types = new Map(rows.map((row) => [row.id, row.type]));
+    return deliveries.map((delivery) => Object.assign(delivery, { eventType: types.get(delivery.eventId) ?? 'unknown' }));
   }
 
   async attemptsOf(deliveryId: string): Promise<WebhookAttempt[]> {
@@ -69,10 +83,5 @@ export class WebhookService {
 
   async attempt(id: string): Promise<WebhookAttempt | null> {
     return await this.attempts.findOne({ where: { id } });
-  }
-
-  async eventBody(eventId: string): Promise<{ type: string; body: string } | null> {
-    const [row] = await this.dataSource.query('SELECT type, body FROM webhook_events WHERE id = $1', [eventId]);
-    return row ?? null;
   }
 }

@@ -1,6 +1,6 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
 import type { ControlPlane } from '../../../control-plane/main';
-import type { WebhookAttempt, WebhookDelivery } from '../../../control-plane/webhooks/webhook.entities';
+import type { WebhookAttempt } from '../../../control-plane/webhooks/webhook.entities';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import {
   CreateWebhookEndpointInput, UpdateWebhookEndpointInput, WebhookAttemptType, WebhookDeliveryType, WebhookEndpointType, WebhookSigningSecretType,
@@ -30,12 +30,12 @@ export class WebhookResolver {
     @Arg('limit', () => Int, { defaultValue: 50 }) limit: number,
   ): Promise<WebhookDeliveryType[]> {
     const deliveries = await this.webhooks.listDeliveries(workspaceOf(context), { endpointId: endpointId ?? undefined, requestId: requestId ?? undefined, limit });
-    return await Promise.all(deliveries.map((delivery) => this.toDelivery(delivery)));
+    return deliveries;
   }
 
   @Query(() => WebhookDeliveryType)
   async webhookDelivery(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<WebhookDeliveryType> {
-    return await this.toDelivery(await this.webhooks.delivery(workspaceOf(context), id));
+    return await this.webhooks.delivery(workspaceOf(context), id);
   }
 
   @FieldResolver(() => [WebhookAttemptType], { description: 'Every attempt, in order' })
@@ -75,7 +75,7 @@ export class WebhookResolver {
 
   @Mutation(() => WebhookDeliveryType, { description: 'Sends a webhook.test event to the endpoint (enabled or not); never counts toward auto-disable' })
   async sendTestWebhook(@Arg('endpointId', () => ID) endpointId: string, @Ctx() context: GraphQLContext): Promise<WebhookDeliveryType> {
-    return await this.toDelivery(await this.webhooks.sendTest(workspaceOf(context), endpointId));
+    return await this.webhooks.sendTest(workspaceOf(context), endpointId);
   }
 
   @Subscription(() => WebhookAttemptType, {
@@ -85,10 +85,5 @@ export class WebhookResolver {
   })
   webhookDeliveryLogged(@Root() attempt: WebhookAttempt): WebhookAttemptType {
     return attempt;
-  }
-
-  private async toDelivery(delivery: WebhookDelivery): Promise<WebhookDeliveryType> {
-    const event = await this.webhooks.eventBody(delivery.eventId);
-    return { ...delivery, eventType: event?.type ?? 'unknown' };
   }
 }
