@@ -190,7 +190,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, billing: new BillingQueries(dataSource),
+    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics,
     drainAgents: async () => {

@@ -36,7 +36,8 @@ const MAX_RANGE_DAYS = 366;
  * period belongs to the day it started in), and token usage from usage records.
  */
 export class BillingQueries {
-  constructor(private readonly dataSource: DataSource) {}
+  /** `creditChanged`: caches that hold a workspace's credit state (its keys' lookups) forget it. */
+  constructor(private readonly dataSource: DataSource, private readonly creditChanged: () => void = () => {}) {}
 
   async costs(workspaceId: string, from: Date, to: Date, groupBy: CostGrouping): Promise<CostRow[]> {
     checkRange(from, to);
@@ -73,6 +74,7 @@ export class BillingQueries {
     const [rows] = await this.dataSource.query(
       'UPDATE workspaces SET credit_balance = COALESCE(credit_balance, 0) + $2 WHERE id = $1 RETURNING credit_balance', [workspaceId, amount]);
     if (!rows?.length) throw new AppError('not_found', `no workspace '${workspaceId}'`, { param: 'workspaceId' });
+    this.creditChanged();
     return Number(rows[0].credit_balance);
   }
 }

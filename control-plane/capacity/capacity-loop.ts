@@ -90,7 +90,11 @@ export class CapacityLoop {
       await this.dependencies.dataSource.transaction(async (manager) => {
         const [{ locked }] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked', [LOOP_LOCK]);
         if (!locked) return;
-        for (const deployment of await this.dependencies.deployments.listActive()) {
+        const deployments = await this.dependencies.deployments.listActive();
+        // The autoscaler's memory of a deployment that is gone (deleted) goes with it.
+        const live = new Set(deployments.map((deployment) => deployment.id));
+        for (const id of this.states.keys()) if (!live.has(id)) this.states.delete(id);
+        for (const deployment of deployments) {
           if (this.stopped) return;
           if (deployment.status !== 'Creating' && deployment.status !== 'Running') continue;
           if (!this.dependencies.providers.has(deployment.provider)) continue;

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { seededRandom } from '../autoscaling/seeded-random';
+import { AppError } from '../errors/app-error';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { CapacityProvider, HostLostListener } from '../providers/capacity-provider';
 import type { LocalProvider } from '../providers/local-provider';
@@ -59,6 +60,11 @@ export class MarketProvider implements CapacityProvider {
 
   /** Replaces the whole market (tests, operators scripting a scenario). */
   setOffers(specs: MarketOfferSpec[]): void {
+    for (const spec of specs) {
+      if (!(spec.pricePerHour > 0) || !(spec.gpuMemoryGb > 0) || !Number.isInteger(spec.count) || spec.count < 0) {
+        throw new AppError('invalid_request', `offer ${spec.id}: pricePerHour and gpuMemoryGb must be above 0, count a whole number`, { param: 'offers' });
+      }
+    }
     this.specs = specs.map((spec) => ({ ...spec }));
     this.changed();
   }
@@ -66,7 +72,9 @@ export class MarketProvider implements CapacityProvider {
   /** Changes one offer's price or count. */
   updateOffer(id: string, changes: Partial<Pick<MarketOfferSpec, 'pricePerHour' | 'count'>>): void {
     const spec = this.specs.find((candidate) => candidate.id === id || `market:${candidate.id}` === id);
-    if (!spec) throw new Error(`no market offer '${id}'`);
+    if (!spec) throw new AppError('not_found', `no market offer '${id}'`, { param: 'id' });
+    if (changes.pricePerHour !== undefined && !(changes.pricePerHour > 0)) throw new AppError('invalid_request', 'pricePerHour must be above 0', { param: 'pricePerHour' });
+    if (changes.count !== undefined && !(Number.isInteger(changes.count) && changes.count >= 0)) throw new AppError('invalid_request', 'count must be a whole number', { param: 'count' });
     Object.assign(spec, changes);
     this.changed();
   }
@@ -75,7 +83,7 @@ export class MarketProvider implements CapacityProvider {
   async reclaim(id: string): Promise<string[]> {
     const offerId = id.startsWith('market:') ? id.slice(7) : id;
     const spec = this.specs.find((candidate) => candidate.id === offerId);
-    if (!spec) throw new Error(`no market offer '${id}'`);
+    if (!spec) throw new AppError('not_found', `no market offer '${id}'`, { param: 'id' });
     spec.count = 0;
     const replicaIds = [...this.rented].filter(([, rentedOffer]) => rentedOffer === offerId).map(([replicaId]) => replicaId);
     for (const replicaId of replicaIds) {

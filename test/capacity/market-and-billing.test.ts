@@ -118,4 +118,19 @@ describe('market provider, price cap and billing', () => {
     expect(anonymous.errors?.[0].extensions.code).toBe('UNAUTHENTICATED');
     expect((await operator('{ staticHosts { id } }')).errors).toBeUndefined();
   });
+
+  it('refuses bad market changes naming the argument, and an unknown offer as not found', async () => {
+    await operator('mutation { setMarketOffers(offers: [{id: "t4-us-west", gpuName: "T4", gpuMemoryGb: 16, region: "us-west", pricePerHour: 0.3, count: 1}]) { id } }');
+    const cases: Array<[string, string, string]> = [
+      ['mutation { setMarketOffers(offers: [{id: "x", gpuName: "T4", gpuMemoryGb: 16, region: "r", pricePerHour: 0, count: 1}]) { id } }', 'offers', 'BAD_USER_INPUT'],
+      ['mutation { updateMarketOffer(id: "t4-us-west", pricePerHour: -1) { id } }', 'pricePerHour', 'BAD_USER_INPUT'],
+      ['mutation { updateMarketOffer(id: "t4-us-west", count: -2) { id } }', 'count', 'BAD_USER_INPUT'],
+      ['mutation { updateMarketOffer(id: "no-such-offer", count: 1) { id } }', 'id', 'NOT_FOUND'],
+      ['mutation { reclaimMarketOffer(id: "no-such-offer") }', 'id', 'NOT_FOUND'],
+    ];
+    for (const [mutation, param, code] of cases) {
+      const result = await operator(mutation);
+      expect({ mutation, extensions: result.errors?.[0].extensions }).toMatchObject({ mutation, extensions: { code, param } });
+    }
+  });
 });

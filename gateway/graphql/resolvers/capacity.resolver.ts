@@ -42,12 +42,7 @@ export class CapacityResolver {
   async setMarketOffers(@Arg('offers', () => [MarketOfferInput]) offers: MarketOfferInput[], @Ctx() context: GraphQLContext): Promise<GpuOfferType[]> {
     requireOperator(context);
     const market = this.market();
-    market.setOffers(offers.map((offer) => {
-      if (!(offer.pricePerHour > 0) || !(offer.gpuMemoryGb > 0) || !Number.isInteger(offer.count) || offer.count < 0) {
-        throw new AppError('invalid_request', `offer ${offer.id}: pricePerHour and gpuMemoryGb must be above 0, count a whole number`, { param: 'offers' });
-      }
-      return offer;
-    }));
+    market.setOffers(offers);
     return (await market.offers()).map(toOffer);
   }
 
@@ -59,32 +54,20 @@ export class CapacityResolver {
   ): Promise<GpuOfferType[]> {
     requireOperator(context);
     const market = this.market();
-    if (pricePerHour != null && !(pricePerHour > 0)) throw new AppError('invalid_request', 'pricePerHour must be above 0', { param: 'pricePerHour' });
-    if (count != null && !(Number.isInteger(count) && count >= 0)) throw new AppError('invalid_request', 'count must be a whole number', { param: 'count' });
-    try {
-      market.updateOffer(id, { ...(pricePerHour != null ? { pricePerHour } : {}), ...(count != null ? { count } : {}) });
-    } catch (error) {
-      throw new AppError('not_found', (error as Error).message, { param: 'id' });
-    }
+    market.updateOffer(id, { ...(pricePerHour != null ? { pricePerHour } : {}), ...(count != null ? { count } : {}) });
     return (await market.offers()).map(toOffer);
   }
 
   @Mutation(() => [String], { description: 'Operator: the market takes back an offer\'s machines (their replicas are replaced); returns the replica ids' })
   async reclaimMarketOffer(@Arg('id') id: string, @Ctx() context: GraphQLContext): Promise<string[]> {
     requireOperator(context);
-    try {
-      return await this.market().reclaim(id);
-    } catch (error) {
-      throw new AppError('not_found', (error as Error).message, { param: 'id' });
-    }
+    return await this.market().reclaim(id);
   }
 
   @Mutation(() => Float, { description: 'Operator: adds prepaid credit to a workspace; returns the new balance' })
   async addCredit(@Arg('workspaceId', () => ID) workspaceId: string, @Arg('amount', () => Float) amount: number, @Ctx() context: GraphQLContext): Promise<number> {
     requireOperator(context);
-    const balance = await this.controlPlane.billing.addCredit(workspaceId, amount);
-    this.controlPlane.apiKeys.clearCache();
-    return balance;
+    return await this.controlPlane.billing.addCredit(workspaceId, amount);
   }
 
   @Mutation(() => CatalogModelType, { description: 'Operator: adds (or replaces) a catalog model; the spec has the catalog file\'s fields' })
