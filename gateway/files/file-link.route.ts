@@ -3,6 +3,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import type { LocalObjectStore } from '../../control-plane/storage/local-object-store';
 import { assertObjectKey } from '../../control-plane/storage/object-names';
 import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
+import { decodePathSegment } from '../http/request-parsing';
 
 export interface FileLinkRouteOptions {
   /** The local store this server serves links of (its bucket; others are 404). */
@@ -39,8 +40,8 @@ export function fileLinkRoute(options: FileLinkRouteOptions) {
     if (method !== 'GET' && method !== 'HEAD' && method !== 'PUT') {
       throw new AppError('not_found', `${method} is not supported on file links; they accept GET, HEAD and PUT`);
     }
-    const bucket = decodeSegment(match[1]);
-    const key = match[2].split('/').map(decodeSegment).join('/');
+    const bucket = decodePathSegment(match[1], 'key');
+    const key = match[2].split('/').map((segment) => decodePathSegment(segment, 'key')).join('/');
     assertObjectKey(key);
     const store = lookup(bucket);
     if (!store) throw new AppError('permission_denied', `this link is not valid: bucket '${bucket}' is not served here`);
@@ -83,13 +84,6 @@ async function receive(context: Context, store: LocalObjectStore, key: string, m
   context.remove('content-type');
 }
 
-function decodeSegment(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch (error) {
-    throw new AppError('invalid_request', 'the file path is not valid percent-encoding', { param: 'key', cause: error });
-  }
-}
 
 function notFound(bucket: string, key: string): AppError {
   return new AppError('not_found', `no file at ${bucket}/${key}: it was never uploaded, or it has been removed`);

@@ -1,4 +1,5 @@
 import { AppError } from '../../control-plane/errors/app-error';
+import { parseJsonObject } from '../http/request-parsing';
 
 export type TextEndpoint = 'chat.completions' | 'completions';
 
@@ -14,16 +15,7 @@ export interface TextRequest {
  * naming the field instead of an engine error. Unknown fields are not looked at.
  */
 export function parseTextRequest(raw: Buffer, endpoint: TextEndpoint): TextRequest {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString('utf8'));
-  } catch (error) {
-    throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw invalid('request body must be a JSON object', null);
-  }
-  const fields = body as Record<string, unknown>;
+  const fields = parseJsonObject(raw);
   if (endpoint === 'chat.completions') checkMessages(fields.messages);
   else checkPrompt(fields.prompt);
   optional(fields, 'model', 'a string', (value) => typeof value === 'string');

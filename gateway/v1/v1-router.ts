@@ -10,6 +10,7 @@ import { RequestsRoute } from './media/requests.route';
 import { VideosRoute } from './media/videos.route';
 import { listModels, retrieveModel } from './models.route';
 import type { TextRouteOptions } from './text-completion.route';
+import { decodePathSegment } from '../http/request-parsing';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -65,13 +66,6 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
   };
 }
 
-function decodePathSegment(segment: string, param: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw new AppError('invalid_request', `the ${param} in the path is not valid percent-encoding`, { param });
-  }
-}
 
 function json(context: Context, body: unknown): void {
   context.status = 200;

@@ -5,7 +5,7 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';
-import { CatalogModelType } from '../types/catalog-model.type';
+import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.type';
 
 /** GPU offers (workspaces) and provider and catalog administration (the operator token). */
 @Resolver()
@@ -74,14 +74,14 @@ export class CapacityResolver {
   async registerCatalogModel(@Arg('spec', () => GraphQLJSONObject) spec: Record<string, unknown>, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
     requireOperator(context);
     const model = await this.controlPlane.catalogAdmin.register(spec);
-    return { ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] };
+    return toCatalogModelType(model);
   }
 
   @Mutation(() => CatalogModelType, { description: 'Operator: a disabled model leaves the catalog for new deployments; existing ones keep serving' })
   async setCatalogModelEnabled(@Arg('id') id: string, @Arg('enabled') enabled: boolean, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
     requireOperator(context);
     const model = await this.controlPlane.catalogAdmin.setEnabled(id, enabled);
-    return { ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] };
+    return toCatalogModelType(model);
   }
 
   private market() {

@@ -1,7 +1,7 @@
 import { Ctx, Query, Resolver } from 'type-graphql';
 import type { ControlPlane } from '../../../control-plane/main';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
-import { CatalogModelType } from '../types/catalog-model.type';
+import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.type';
 
 @Resolver()
 export class CatalogResolver {
@@ -10,6 +10,6 @@ export class CatalogResolver {
   @Query(() => [CatalogModelType], { description: 'Models deployments can be created from' })
   catalog(@Ctx() context: GraphQLContext): CatalogModelType[] {
     workspaceOf(context);
-    return this.controlPlane.catalog.enabledModels.map((model) => ({ ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] }));
+    return this.controlPlane.catalog.enabledModels.map(toCatalogModelType);
   }
 }

@@ -1,3 +1,4 @@
+import type { CatalogModel } from '../../../control-plane/catalog/catalog';
 import { Field, Float, Int, ObjectType } from 'type-graphql';
 
 @ObjectType({ description: 'Native clip spec of a video model with a pinned spec' })
@@ -19,4 +20,9 @@ export class CatalogModelType {
   @Field(() => [String], { description: 'WIDTHxHEIGHT sizes or resolutions; empty for text models' }) sizes: string[];
   @Field(() => VideoSpecType, { nullable: true }) videoSpec?: VideoSpecType;
   @Field(() => Int) targetConcurrency: number;
+}
+
+/** A catalog entry as GraphQL returns it (its readonly lists copied into the mutable arrays the type declares). */
+export function toCatalogModelType(model: CatalogModel): CatalogModelType {
+  return { ...model, inputModalities: [...model.inputModalities], sizes: [...model.sizes] };
 }

@@ -3,6 +3,7 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
+import { parseJsonObject } from '../../http/request-parsing';
 
 /** A media request's fields (JSON body or multipart form) and its files. */
 export interface MediaBody {
@@ -19,14 +20,7 @@ export async function readMediaBody(context: Context, options: { jsonLimit: numb
     throw new AppError('invalid_request', 'this endpoint takes multipart/form-data (the image is a file field)');
   }
   const raw = await readBody(context.req, options.jsonLimit);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw.toString('utf8'));
-  } catch (error) {
-    throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new AppError('invalid_request', 'request body must be a JSON object');
-  return { fields: new FieldReader(parsed as Record<string, unknown>, false), files: new Map() };
+  return { fields: new FieldReader(parseJsonObject(raw), false), files: new Map() };
 }
 
 /** The one image file of a field (PNG, JPEG or WebP), or undefined when absent. */
