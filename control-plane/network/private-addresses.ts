@@ -1,9 +1,10 @@
 import net from 'node:net';
 
 /**
- * Addresses a webhook must never reach: loopback, private, link-local (cloud metadata lives
- * at 169.254.169.254 and fd00:ec2::254), CGNAT, multicast, documentation and reserved
- * ranges. IPv4 embedded in IPv6 (mapped, NAT64) is checked as the IPv4 it carries.
+ * Addresses the platform must never reach on a user's behalf (webhooks, bucket endpoints):
+ * loopback, private, link-local (cloud metadata lives at 169.254.169.254 and
+ * fd00:ec2::254), CGNAT, multicast, documentation and reserved ranges, local-use NAT64.
+ * IPv4 embedded in IPv6 (mapped, NAT64, 6to4) is checked as the IPv4 it carries.
  */
 const BLOCKED = new net.BlockList();
 for (const [network, prefix] of [
@@ -13,7 +14,7 @@ for (const [network, prefix] of [
 ] as const) BLOCKED.addSubnet(network, prefix, 'ipv4');
 for (const [network, prefix] of [
   ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32],
-  ['100::', 64], ['2001::', 23],
+  ['100::', 64], ['2001::', 23], ['64:ff9b:1::', 48],
 ] as const) BLOCKED.addSubnet(network, prefix, 'ipv6');
 
 /** True when `address` (an IP literal) is not publicly routable. */
@@ -26,10 +27,11 @@ export function isPrivateAddress(address: string): boolean {
   return BLOCKED.check(address, 'ipv6');
 }
 
-/** The IPv4 inside ::ffff:a.b.c.d, ::a.b.c.d and 64:ff9b::/96, else null. */
+/** The IPv4 inside ::ffff:a.b.c.d, ::a.b.c.d, 64:ff9b::/96 and 2002:aabb:ccdd::/48 (6to4), else null. */
 function embeddedIpv4(address: string): string | null {
   const words = expandIpv6(address);
   if (!words) return null;
+  if (words[0] === 0x2002) return [words[1] >> 8, words[1] & 0xff, words[2] >> 8, words[2] & 0xff].join('.');
   const mapped = words.slice(0, 5).every((word) => word === 0) && (words[5] === 0xffff || words[5] === 0);
   const nat64 = words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((word) => word === 0);
   if (!mapped && !nat64) return null;

@@ -2,6 +2,7 @@ import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
 import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
+import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/webhook-url';
 
 export const MAX_IMAGES_PER_REQUEST = 10;
 
@@ -50,6 +51,6 @@ export function readDelivery(fields: FieldReader): DeliveryOptions {
   const delivery: DeliveryOptions = {};
   const credential = fields.integer('storage_credential_id', 1, 2 ** 31 - 1);
   if (credential !== undefined) delivery.storageCredentialId = credential;
-  if (fields.has('webhook_url')) delivery.webhookUrl = fields.string('webhook_url', { maxLength: 4096 });
+  if (fields.has('webhook_url')) delivery.webhookUrl = fields.string('webhook_url', { maxLength: MAX_WEBHOOK_URL_LENGTH });
   return delivery;
 }

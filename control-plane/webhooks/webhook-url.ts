@@ -11,7 +11,7 @@ export interface WebhookUrlPolicy {
   allowInsecureLoopback: boolean;
 }
 
-const MAX_URL_LENGTH = 2_048;
+export const MAX_WEBHOOK_URL_LENGTH = 2_048;
 
 /**
  * SPEC.md: `webhook_url` must be public HTTPS (422 `invalid_webhook_url`). Checked when a
@@ -22,7 +22,7 @@ const MAX_URL_LENGTH = 2_048;
 export async function checkWebhookUrl(raw: unknown, policy: WebhookUrlPolicy, param = 'webhook_url'): Promise<{ url: URL; addresses: string[] }> {
   const refuse = (why: string) => new AppError('invalid_webhook_url', `${param} must be a public HTTPS URL: ${why}`, { param });
   if (typeof raw !== 'string' || raw.length === 0) throw refuse('expected a non-empty string');
-  if (raw.length > MAX_URL_LENGTH) throw refuse(`longer than ${MAX_URL_LENGTH} characters`);
+  if (raw.length > MAX_WEBHOOK_URL_LENGTH) throw refuse(`longer than ${MAX_WEBHOOK_URL_LENGTH} characters`);
   let url: URL;
   try {
     url = new URL(raw);

@@ -38,6 +38,9 @@ describe('webhook_url validation (public HTTPS only)', () => {
     ['link-local / cloud metadata', 'https://169.254.169.254/latest/meta-data', 'private'],
     ['AWS IPv6 metadata', 'https://[fd00:ec2::254]/', 'private'],
     ['IPv6 link-local', 'https://[fe80::1]/', 'private'],
+    ['6to4 carrying loopback', 'https://[2002:7f00:1::1]/', 'private'],
+    ['6to4 carrying metadata', 'https://[2002:a9fe:a9fe::1]/', 'private'],
+    ['local-use NAT64', 'https://[64:ff9b:1::a00:1]/', 'private'],
     ['unspecified', 'https://0.0.0.0/', 'private'],
     ['internal name', 'https://metadata.google.internal/computeMetadata', 'not a public host name'],
     ['single-label name', 'https://intranet/hook', 'not a public host name'],
@@ -59,6 +62,7 @@ describe('webhook_url validation (public HTTPS only)', () => {
     ['https://hooks.example.com/in', ['93.184.215.14']],
     ['https://api.customer.io:8443/webhooks?tenant=7', ['2606:4700::6810:84e5', '104.16.132.229']],
     ['https://93.184.215.14/in', ['93.184.215.14']],
+    ['https://[2002:5db8:d70e::1]/in', ['2002:5db8:d70e::1']],
   ])('accepts %s and returns the addresses to connect to', async (url, addresses) => {
     const checked = await checkWebhookUrl(url, strict);
     expect(checked.url.toString()).toBe(new URL(url).toString());
