@@ -3,7 +3,6 @@ import { numeric } from '../database/numeric-column';
 
 export const REQUEST_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'canceled'] as const;
 export type RequestStatus = (typeof REQUEST_STATUSES)[number];
-export const TERMINAL_STATUSES: readonly RequestStatus[] = ['succeeded', 'failed', 'canceled'];
 
 export type RequestModality = 'image' | 'video';
 export type RequestKind = 'image-generation' | 'image-edit' | 'video-generation';

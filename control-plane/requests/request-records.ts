@@ -1,10 +1,10 @@
 import type { DataSource, EntityManager, Repository } from 'typeorm';
 import { AppError } from '../errors/app-error';
-import { RequestRecord, type RequestStatus } from './request-record.entity';
+import { RequestRecord, type RequestModality, type RequestStatus } from './request-record.entity';
 
 export interface RequestFilter {
   readonly status?: RequestStatus;
-  readonly modality?: 'image' | 'video';
+  readonly modality?: RequestModality;
 }
 
 /** Runs inside the transaction that made a record terminal (the webhook outbox writes its event here). */
@@ -63,6 +63,15 @@ export class RequestRecords {
       order: { queuedAt: 'DESC', id: 'DESC' },
       take: limit,
     });
+  }
+
+  async byIdempotencyKey(workspaceId: string, idempotencyKey: string): Promise<RequestRecord | null> {
+    return await this.repository.findOne({ where: { workspaceId, idempotencyKey } });
+  }
+
+  /** Frees a key past its window for a new submission; the old record keeps everything else. */
+  async releaseIdempotencyKey(id: string, idempotencyKey: string): Promise<void> {
+    await this.repository.update({ id, idempotencyKey }, { idempotencyKey: null });
   }
 
   async countQueued(deploymentId: string): Promise<number> {

@@ -11,7 +11,7 @@ import { checkWebhookUrl, type WebhookUrlPolicy } from '../webhooks/webhook-url'
 import type { DeliveryOptions } from './image-params';
 import type { MediaJobs, MediaOutcome } from './media-jobs';
 import type { OutputDestinations } from './output-destinations';
-import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, type RequestStatus } from './request-record.entity';
+import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, type RequestModality, type RequestStatus } from './request-record.entity';
 import type { RequestRecords } from './request-records';
 import type { RequestScheduler } from './request-scheduler';
 
@@ -130,7 +130,7 @@ export class RequestService {
   }
 
   /** Newest first. `status` is checked here, for REST and GraphQL alike; `limit` 1–200. */
-  async list(deploymentId: string, filter: { status?: string; modality?: 'image' | 'video' }, limit: number): Promise<RequestRecord[]> {
+  async list(deploymentId: string, filter: { status?: string; modality?: RequestModality }, limit: number): Promise<RequestRecord[]> {
     const { status, modality } = filter;
     if (status !== undefined && !REQUEST_STATUSES.includes(status as RequestStatus)) {
       throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${JSON.stringify(status)}`, { param: 'status' });
@@ -230,10 +230,10 @@ export class RequestService {
    * window is released (null: it may be used again).
    */
   private async earlierSubmission(workspaceId: string, idempotencyKey: string, hash: string): Promise<RequestRecord | null> {
-    const existing = await this.records.repository.findOne({ where: { workspaceId, idempotencyKey } });
+    const existing = await this.records.byIdempotencyKey(workspaceId, idempotencyKey);
     if (!existing) return null;
     if (Date.now() - existing.queuedAt.getTime() > this.options.idempotencyTtlMs) {
-      await this.records.repository.update({ id: existing.id, idempotencyKey }, { idempotencyKey: null });
+      await this.records.releaseIdempotencyKey(existing.id, idempotencyKey);
       return null;
     }
     if (existing.requestHash !== hash) {
