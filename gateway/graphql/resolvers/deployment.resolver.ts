@@ -62,12 +62,13 @@ export class DeploymentResolver {
 
   @Mutation(() => DeploymentType, { description: 'Changes price cap, replica range, autoscale or default storage; in-flight requests are not dropped' })
   async updateDeployment(@Arg('id', () => ID) id: string, @Arg('input') input: UpdateDeploymentInput, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
+    const workspaceId = workspaceOf(context);
     const { clearStorageCredential, storageCredentialId, ...settings } = input;
     if (clearStorageCredential && storageCredentialId !== undefined) {
       throw new AppError('invalid_request', 'send storageCredentialId or clearStorageCredential, not both', { param: 'clearStorageCredential' });
     }
     const changes = { ...settings, ...(clearStorageCredential ? { storageCredentialId: null } : storageCredentialId !== undefined ? { storageCredentialId } : {}) };
-    return this.toType(await this.controlPlane.deployments.update(workspaceOf(context), id, changes));
+    return this.toType(await this.controlPlane.deployments.update(workspaceId, id, changes));
   }
 
   @Subscription(() => ReplicaLoadType, {
