@@ -16,6 +16,10 @@ import { StorageCredentials1763900000000 } from './migrations/1763900000000-stor
 import { RequestRecords1764000000000 } from './migrations/1764000000000-request-records';
 import { Webhooks1764100000000 } from './migrations/1764100000000-webhooks';
 import { CapacityAndBilling1764200000000 } from './migrations/1764200000000-capacity-and-billing';
+import { SharedServing1764400000000 } from './migrations/1764400000000-shared-serving';
+import { WorkspacesAndLedger1764500000000 } from './migrations/1764500000000-workspaces-and-ledger';
+import { ClusterServers1764600000000 } from './migrations/1764600000000-cluster-servers';
+import { ConsoleSignInLinks1764700000000 } from './migrations/1764700000000-console-sign-in-links';
 
 export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
@@ -24,7 +28,7 @@ export const ENTITIES = [
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
-  CapacityAndBilling1764200000000,
+  CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
 ];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */

@@ -34,7 +34,7 @@ export type EngineHealth =
 
 export type JobKind =
   | 'JOB_KIND_UNSPECIFIED' | 'JOB_KIND_CHAT_COMPLETION' | 'JOB_KIND_COMPLETION'
-  | 'JOB_KIND_IMAGE_GENERATION' | 'JOB_KIND_IMAGE_EDIT' | 'JOB_KIND_VIDEO_GENERATION';
+  | 'JOB_KIND_IMAGE_GENERATION' | 'JOB_KIND_IMAGE_EDIT' | 'JOB_KIND_VIDEO_GENERATION' | 'JOB_KIND_EMBEDDING';
 
 export interface Gpu { name: string; memoryBytes: number; index: number }
 export interface EngineInfo { kind: string; version: string; url: string }
@@ -48,6 +48,8 @@ export interface Hello {
   models: string[];
   maxConcurrency: number;
   agentId: string;
+  /** The agent can put owner jobs before guest jobs (absent from agents older than shared serving). */
+  priorityCapable?: boolean;
 }
 
 export interface Heartbeat { inFlight: number; queued: number; engineHealth: EngineHealth; detail: string; loadPercent?: number }
@@ -85,6 +87,8 @@ export interface Welcome {
   model: string;
   protocolVersion: number;
   heartbeatIntervalMs: number;
+  /** The replica serves shared-serving guests: owner jobs first, no job content in logs. */
+  priorityScheduling?: boolean;
 }
 
 export interface InputFile { name: string; url: string; contentType: string }
@@ -102,7 +106,13 @@ export interface Assign {
   inputs?: InputFile[];
   uploads?: UploadTarget[];
   inlineOutputs?: boolean;
+  /** A shared-serving guest's job: after every waiting owner job, at the engine's low priority, never logged. */
+  guest?: boolean;
+  /** Embedding jobs only: the model's vector size and input limit (null when unset on the wire). */
+  embedding?: EmbeddingSpec | null;
 }
+
+export interface EmbeddingSpec { dimensions: number; maxInputTokens: number }
 
 export interface ControlFrame {
   frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject' | 'assignBatch';
