@@ -1,5 +1,6 @@
-import type { DataSource, Repository } from 'typeorm';
+import type { DataSource, EntityManager, Repository } from 'typeorm';
 import { IsNull } from 'typeorm';
+import { isPositive } from '../billing/money';
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import { newId } from '../ids';
@@ -63,7 +64,8 @@ export class ApiKeyService {
     this.notifier.publish('api-key', '*');
   }
 
-  async create(workspaceId: string, name: string, limits: KeyLimits = {}): Promise<{ apiKey: ApiKey; plaintext: string }> {
+  /** `manager`: write the key in the caller's transaction (a workspace and its first key together). */
+  async create(workspaceId: string, name: string, limits: KeyLimits = {}, manager?: EntityManager): Promise<{ apiKey: ApiKey; plaintext: string }> {
     const plaintext = newSecret(API_KEY_PREFIX);
     const apiKey = this.keys.create({
       id: newId('key'),
@@ -76,7 +78,7 @@ export class ApiKeyService {
       regeneratedAt: null,
       revokedAt: null,
     });
-    return { apiKey: await this.keys.save(apiKey), plaintext };
+    return { apiKey: await (manager?.getRepository(ApiKey) ?? this.keys).save(apiKey), plaintext };
   }
 
   async list(workspaceId: string): Promise<ApiKey[]> {
@@ -104,6 +106,14 @@ export class ApiKeyService {
     return apiKey;
   }
 
+  /** Revokes every key of a workspace (it is being deleted); each stops working at once on every server. */
+  async revokeAll(workspaceId: string): Promise<number> {
+    const [rows]: [Array<{ key_hash: string }>, number] = await this.keys.manager.query(
+      'UPDATE api_keys SET revoked_at = $2 WHERE workspace_id = $1 AND revoked_at IS NULL RETURNING key_hash', [workspaceId, new Date(this.now())]);
+    for (const row of rows) this.forget(row.key_hash);
+    return rows.length;
+  }
+
   async setLimits(workspaceId: string, id: string, limits: KeyLimits): Promise<ApiKey> {
     const apiKey = await this.owned(workspaceId, id);
     apiKey.rpmLimit = validLimit(limits.rpmLimit, 'rpmLimit') ?? apiKey.rpmLimit;
@@ -122,10 +132,10 @@ export class ApiKeyService {
     if (cached && cached.expiresAt > now) return cached.key;
     const row = await this.keys.findOne({ where: { keyHash: hash, revokedAt: IsNull() } });
     const workspace = row ? await this.workspaces.findOne({ where: { id: row.workspaceId } }) : null;
-    const key = row && workspace && sameHash(row.keyHash, hash)
+    const key = row && workspace && workspace.deletedAt === null && sameHash(row.keyHash, hash)
       ? Object.freeze({
         id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit,
-        creditExhausted: workspace.creditBalance !== null && workspace.creditBalance <= 0,
+        creditExhausted: workspace.creditBalance !== null && !isPositive(workspace.creditBalance),
       })
       : null;
     if (this.options.cacheTtlMs > 0) this.cache.set(hash, { key, expiresAt: now + this.options.cacheTtlMs });

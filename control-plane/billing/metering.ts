@@ -6,7 +6,10 @@ export interface MeteringOptions {
   intervalMs: number;
 }
 
-/** What a metering pass or a stopped meter charged, per deployment (for the spend metric). */
+/**
+ * What a metering pass or a stopped meter charged, per deployment, as a positive number: for
+ * the spend metric only (Prometheus counters are doubles); the ledger keeps the exact amounts.
+ */
 export type Charges = Array<{ deploymentId: string; amount: number }>;
 
 /**
@@ -15,7 +18,8 @@ export type Charges = Array<{ deploymentId: string; amount: number }>;
  * a pass bills [metered_until, now) for every one of them and moves the mark, and leaving
  * Running (lost, released, paused, deleted) bills the last stretch and clears it — in the same
  * statement as the status change, so periods tile each replica's running time exactly, with
- * one clock (PostgreSQL's). A workspace with prepaid credit is debited in the same statement.
+ * one clock (PostgreSQL's). Each period is a `gpu_time` ledger row holding minus its charge; a
+ * workspace with prepaid credit is debited in the same statement.
  */
 export class Metering {
   private timer: NodeJS.Timeout | undefined;
@@ -50,7 +54,7 @@ export class Metering {
       ),
       moved AS (UPDATE replicas r SET metered_until = (SELECT at FROM clock) FROM due WHERE r.id = due.id RETURNING r.id),
       ${BILL_AND_DEBIT('due')}
-      SELECT deployment_id, sum(amount)::float8 AS amount FROM billed GROUP BY deployment_id`)
+      SELECT deployment_id, (-sum(amount))::float8 AS amount FROM billed GROUP BY deployment_id`)
       .then((rows: Array<{ deployment_id: string; amount: number }>) => this.charged(rows))
       .catch((error) => {
         this.logger.error({ err: error }, 'metering pass failed; the next pass bills the same periods');
@@ -81,7 +85,7 @@ export class Metering {
         FROM due WHERE r.id = due.id RETURNING r.id
       ),
       ${BILL_AND_DEBIT('due')}
-      SELECT deployment_id, sum(amount)::float8 AS amount FROM billed GROUP BY deployment_id`, [replicaIds, status, reason]);
+      SELECT deployment_id, (-sum(amount))::float8 AS amount FROM billed GROUP BY deployment_id`, [replicaIds, status, reason]);
     return this.charged(rows);
   }
 
@@ -93,21 +97,33 @@ export class Metering {
 }
 
 /**
- * The ledger rows for `source` (rows with a period_start) up to the statement's clock, and the
- * debit of prepaid credit. Shared by the pass and by leaving Running, so both bill alike.
+ * The `gpu_time` ledger rows for `source` (rows with a period_start) up to the statement's
+ * clock, each the negative of its charge, and their effect on prepaid balances. Shared by the
+ * pass and by leaving Running, so both bill alike.
+ *
+ * `payers` locks the workspaces billed, in id order and before any row is written (an
+ * InitPlan), as settlement and top-ups do: the locks are never taken in opposite orders, and a
+ * first top-up (which turns a postpaid workspace prepaid) sees these rows or waits for them.
+ * The UPDATE has no `credit_balance IS NOT NULL` filter on purpose: it would be judged on the
+ * statement's snapshot, before a concurrent first top-up; `NULL + x` keeps a postpaid
+ * workspace postpaid, and a row that became prepaid meanwhile is re-read and debited.
  */
 function BILL_AND_DEBIT(source: string): string {
   return `
+      payers AS (
+        SELECT w.id FROM workspaces w WHERE w.id IN (SELECT workspace_id FROM ${source} WHERE period_start IS NOT NULL)
+        ORDER BY w.id FOR NO KEY UPDATE
+      ),
       billed AS (
-        INSERT INTO billing_ledger (workspace_id, deployment_id, replica_id, period_start, period_end, price_per_hour, amount)
-        SELECT workspace_id, deployment_id, id, period_start, (SELECT at FROM clock), price_per_hour,
-          price_per_hour * extract(epoch FROM (SELECT at FROM clock) - period_start) / 3600
-        FROM ${source} WHERE period_start IS NOT NULL
+        INSERT INTO billing_ledger (workspace_id, kind, deployment_id, replica_id, period_start, period_end, price_per_hour, amount)
+        SELECT workspace_id, 'gpu_time', deployment_id, id, period_start, (SELECT at FROM clock), price_per_hour,
+          -(price_per_hour * extract(epoch FROM (SELECT at FROM clock) - period_start) / 3600)
+        FROM ${source} WHERE period_start IS NOT NULL AND (SELECT count(*) FROM payers) >= 0
         RETURNING workspace_id, deployment_id, amount
       ),
       debited AS (
-        UPDATE workspaces w SET credit_balance = w.credit_balance - spent.total
+        UPDATE workspaces w SET credit_balance = w.credit_balance + spent.total
         FROM (SELECT workspace_id, sum(amount) AS total FROM billed GROUP BY workspace_id) spent
-        WHERE w.id = spent.workspace_id AND w.credit_balance IS NOT NULL RETURNING w.id
+        WHERE w.id = spent.workspace_id RETURNING w.id
       )`;
 }

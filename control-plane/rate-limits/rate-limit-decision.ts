@@ -18,6 +18,8 @@ export interface RateLimiter {
   /** Adds a finished request's usage tokens to the key's day total. */
   addTokens(apiKeyId: string, tokens: number): void;
   close?(): Promise<void>;
+  /** Why limits are not shared between servers now (Redis unreachable: each server limits in process), or null. */
+  degraded?(): string | null;
 }
 
 /** Reads the tokens a key used since `since` from recorded usage (TPD survives restarts). */

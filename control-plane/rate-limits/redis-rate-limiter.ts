@@ -66,6 +66,8 @@ export class RedisRateLimiter implements RateLimiter {
   private readonly keyPrefix: string;
   private readonly windowMs: number;
   private lastWarningAt = 0;
+  /** Set while Redis fails: requests are limited by this server alone (the fallback). */
+  private fallingBack = false;
 
   constructor(
     private readonly redis: Redis,
@@ -92,9 +94,11 @@ export class RedisRateLimiter implements RateLimiter {
         result = await this.run(key, dayKey);
       }
     } catch (error) {
+      this.fallingBack = true;
       this.warn(error);
       return await this.fallback.admit(key);
     }
+    this.fallingBack = false;
     const resetTokensMs = msUntilNextUtcDay(now);
     if (result[0] === 0 && result[1] === 1) throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
     if (result[0] === 0) throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
@@ -114,6 +118,10 @@ export class RedisRateLimiter implements RateLimiter {
 
   async close(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  degraded(): string | null {
+    return this.fallingBack ? 'Redis is unreachable: each server limits requests in its own process until it is back' : null;
   }
 
   private run(key: AuthenticatedKey, dayKey: string): Promise<number[]> {

@@ -1,0 +1,105 @@
+/** SPEC.md's availability states of a shared model. */
+export type SharedAvailability = 'Available' | 'Degraded' | 'Unavailable';
+
+/** What the pool measures of one shared model, as the availability rule reads it. */
+export interface PoolMeasures {
+  /** Shared deployments with at least one replica taking guests. */
+  providers: number;
+  /** Guest slots free now, over every provider's replicas. */
+  idleGuestSlots: number;
+  /** Guest requests admitted and refused (429) in the last window. */
+  admitted: number;
+  refused: number;
+  /** Median time to first token of guest requests in the last window (ms), null under 5 samples. */
+  recentTtftMs: number | null;
+  /** The pool's own baseline: the lowest one-minute median of the last 30 minutes (ms), null before one. */
+  baselineTtftMs: number | null;
+}
+
+/** A refused share of guest requests above this is Degraded: guests are queueing for slots. */
+export const REFUSED_SHARE_DEGRADED = 0.2;
+/** Guest TTFT this many times the pool's baseline is Degraded: slower but succeeding. */
+export const TTFT_RATIO_DEGRADED = 2;
+
+/**
+ * Unavailable: no provider is left. Degraded: no idle guest slot now, more than 20 % of the
+ * last minute's guest requests refused, or their median TTFT above twice the pool's baseline.
+ * Available otherwise.
+ */
+export function availabilityOf(measures: PoolMeasures): SharedAvailability {
+  if (measures.providers === 0) return 'Unavailable';
+  if (measures.idleGuestSlots === 0) return 'Degraded';
+  const asked = measures.admitted + measures.refused;
+  if (asked >= 5 && measures.refused / asked > REFUSED_SHARE_DEGRADED) return 'Degraded';
+  if (measures.recentTtftMs !== null && measures.baselineTtftMs !== null && measures.recentTtftMs > TTFT_RATIO_DEGRADED * measures.baselineTtftMs) {
+    return 'Degraded';
+  }
+  return 'Available';
+}
+
+const WINDOW_MS = 60_000;
+const BASELINE_MINUTES = 30;
+const MAX_SAMPLES = 4_096;
+
+/**
+ * The last minute of one model's guest traffic (admissions, refusals, TTFT samples) and the
+ * per-minute TTFT medians its baseline is the lowest of. Bounded: at most MAX_SAMPLES samples.
+ */
+export class GuestTraffic {
+  private admittedAt: number[] = [];
+  private refusedAt: number[] = [];
+  private ttft: Array<{ at: number; ms: number }> = [];
+  private minute = -1;
+  private minuteSamples: number[] = [];
+  private readonly minuteMedians: Array<{ minute: number; median: number }> = [];
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  admitted(): void {
+    push(this.admittedAt, this.now());
+  }
+
+  refused(): void {
+    push(this.refusedAt, this.now());
+  }
+
+  firstToken(ms: number): void {
+    const at = this.now();
+    push(this.ttft, { at, ms });
+    const minute = Math.floor(at / WINDOW_MS);
+    if (minute !== this.minute) this.closeMinute(minute);
+    if (this.minuteSamples.length < MAX_SAMPLES) this.minuteSamples.push(ms);
+  }
+
+  measures(): Pick<PoolMeasures, 'admitted' | 'refused' | 'recentTtftMs' | 'baselineTtftMs'> {
+    const since = this.now() - WINDOW_MS;
+    this.admittedAt = this.admittedAt.filter((at) => at >= since);
+    this.refusedAt = this.refusedAt.filter((at) => at >= since);
+    this.ttft = this.ttft.filter((sample) => sample.at >= since);
+    const oldest = Math.floor(this.now() / WINDOW_MS) - BASELINE_MINUTES;
+    while (this.minuteMedians.length > 0 && this.minuteMedians[0].minute < oldest) this.minuteMedians.shift();
+    return {
+      admitted: this.admittedAt.length,
+      refused: this.refusedAt.length,
+      recentTtftMs: this.ttft.length >= 5 ? median(this.ttft.map((sample) => sample.ms)) : null,
+      baselineTtftMs: this.minuteMedians.length > 0 ? Math.min(...this.minuteMedians.map((entry) => entry.median)) : null,
+    };
+  }
+
+  private closeMinute(minute: number): void {
+    if (this.minuteSamples.length >= 5) this.minuteMedians.push({ minute: this.minute, median: median(this.minuteSamples) });
+    this.minute = minute;
+    this.minuteSamples = [];
+  }
+}
+
+function push<T>(list: T[], value: T): void {
+  if (list.length >= MAX_SAMPLES) list.shift();
+  list.push(value);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((left, right) => left - right);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}

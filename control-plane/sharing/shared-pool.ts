@@ -1,0 +1,217 @@
+import type { Logger } from 'pino';
+import type { Catalog, CatalogModel } from '../catalog/catalog';
+import type { Deployment } from '../deployments/deployment.entity';
+import { STAND_IN_ENGINE_KIND } from '../replicas/deployment-engines';
+import type { DeploymentStore } from '../deployments/deployment-store';
+import type { Peer } from '../cluster/server-registry';
+import type { AgentConnection } from '../dispatch/agent-connection';
+import type { Dispatcher } from '../dispatch/dispatcher';
+import type { ControlPlaneEvents } from '../events/control-plane-events';
+import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
+import type { SharingConfig } from './sharing-config';
+import { sharedPrices, type SharedPrices } from './sharing-eligibility';
+
+/** A shareable model and its per-token prices: all a guest request's admission needs. */
+export interface PricedModel {
+  modelId: string;
+  prices: SharedPrices;
+}
+
+/** One shareable model as a guest sees it (`GET /shared/v1/models`). */
+export interface SharedModel extends PricedModel {
+  availability: SharedAvailability;
+  /** Guest slots free now over every provider's replicas. */
+  idleGuestSlots: number;
+  /** Some provider's replica runs the weights-free CPU stand-in engine: its answers are placeholder words. */
+  standIn: boolean;
+}
+
+export type GuestPlacement =
+  | { kind: 'replica'; connection: AgentConnection }
+  /** A replica on another server: the job is relayed there, and that server checks the slot again. */
+  | { kind: 'peer'; peer: Peer; deploymentId: string; ownerWorkspaceId: string }
+  | { kind: 'busy' }
+  | { kind: 'unavailable' };
+
+/**
+ * The shared deployments of each model and their replicas' guest slots. A replica admits a
+ * guest only into a slot its owner leaves idle, keeping `ownerHeadroomFraction` of its slots
+ * (at least one) free for the owner's next requests, and at most `maxGuestsPerReplica` guests:
+ * the engine's priority only reorders its waiting queue (SHARING-NOTES.md), so owners are
+ * protected here, before the engine. Past idle capacity a guest is refused at once, never queued.
+ */
+export class SharedPool {
+  /** modelId → ids of its deployments whose sharing is `shared` and that are serving. */
+  private readonly members = new Map<string, Set<string>>();
+  /** deploymentId → its owner's workspace (credited for what guests pay). */
+  private readonly owners = new Map<string, string>();
+  private readonly traffic = new Map<string, GuestTraffic>();
+  private readonly lastAvailability = new Map<string, SharedAvailability>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly deployments: DeploymentStore,
+    private readonly dispatcher: Dispatcher,
+    private readonly events: ControlPlaneEvents,
+    private readonly config: SharingConfig,
+    private readonly logger: Logger,
+    /** Other servers and the guest slots their replicas report (at most a registry heartbeat old). */
+    private readonly peers: () => readonly Peer[] = () => [],
+  ) {
+    events.on('deploymentUpdated', (deployment) => this.track(deployment));
+  }
+
+  /** Loads the members and recomputes availability every `availabilityIntervalMs`. */
+  async start(): Promise<void> {
+    await this.reload();
+    this.timer = setInterval(() => void this.tick(), this.config.availabilityIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** The eligible catalog models, each with prices and its availability now. */
+  models(): SharedModel[] {
+    return this.catalog.enabledModels.filter((model) => sharedPrices(model)).map((model) => this.view(model));
+  }
+
+  /** A shareable model's prices by catalog id; null when it is not one. Cheap: every guest request (a refused one too) asks. */
+  priced(modelId: string): PricedModel | null {
+    const model = this.catalog.find(modelId);
+    const prices = model && this.catalog.isEnabled(model.id) ? sharedPrices(model) : null;
+    return prices ? { modelId: model!.id, prices } : null;
+  }
+
+  /** One model with its availability now (measured over the last minute); null when it is not shareable. */
+  model(modelId: string): SharedModel | null {
+    return this.priced(modelId) ? this.view(this.catalog.get(modelId)) : null;
+  }
+
+  /**
+   * The replica with the most guest slots among the model's shared deployments: one whose agent
+   * this server holds first (no hop), else the peer reporting the most for one deployment.
+   */
+  place(modelId: string): GuestPlacement {
+    let best: AgentConnection | null = null;
+    let bestSlots = 0;
+    let providers = 0;
+    const members = this.members.get(modelId) ?? new Set<string>();
+    for (const deploymentId of members) {
+      for (const connection of this.dispatcher.connections(deploymentId)) {
+        if (!connection.priorityScheduling || connection.draining || connection.closed) continue;
+        providers++;
+        const slots = this.guestSlots(connection);
+        if (slots > bestSlots) {
+          best = connection;
+          bestSlots = slots;
+        }
+      }
+    }
+    if (best) return { kind: 'replica', connection: best };
+    let remote: { peer: Peer; deploymentId: string } | null = null;
+    for (const peer of this.peers()) {
+      for (const deploymentId of members) {
+        const load = peer.load[deploymentId];
+        if (!load?.guestReady) continue;
+        providers++;
+        if (load.guestSlots > bestSlots) {
+          remote = { peer, deploymentId };
+          bestSlots = load.guestSlots;
+        }
+      }
+    }
+    if (remote) return { kind: 'peer', ...remote, ownerWorkspaceId: this.owners.get(remote.deploymentId) ?? '' };
+    return providers === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
+  }
+
+  /** A relayed guest's slot on this server: the replica of `deploymentId` with the most guest slots, or null. */
+  placeHere(deploymentId: string): AgentConnection | null {
+    let best: AgentConnection | null = null;
+    for (const connection of this.dispatcher.connections(deploymentId)) {
+      const slots = this.guestSlots(connection);
+      if (slots > 0 && (!best || slots > this.guestSlots(best))) best = connection;
+    }
+    return best;
+  }
+
+  /** Idle slots a guest may take on this replica now. */
+  guestSlots(connection: AgentConnection): number {
+    if (!connection.priorityScheduling || connection.draining || connection.closed) return 0;
+    const headroom = Math.max(1, Math.ceil(connection.maxConcurrency * this.config.ownerHeadroomFraction));
+    const idle = connection.maxConcurrency - connection.inFlight - connection.reserved - headroom;
+    return Math.max(0, Math.min(idle, this.config.maxGuestsPerReplica - connection.guestInFlight));
+  }
+
+  trafficOf(modelId: string): GuestTraffic {
+    let traffic = this.traffic.get(modelId);
+    if (!traffic) {
+      traffic = new GuestTraffic();
+      this.traffic.set(modelId, traffic);
+    }
+    return traffic;
+  }
+
+  /** Follows sharing and status changes made on this server or another (the store relays both). */
+  private track(deployment: Deployment): void {
+    const set = this.members.get(deployment.modelId) ?? new Set<string>();
+    const serving = deployment.status === 'Creating' || deployment.status === 'Running';
+    if (deployment.sharing === 'shared' && serving) set.add(deployment.id);
+    else set.delete(deployment.id);
+    this.owners.set(deployment.id, deployment.workspaceId);
+    this.members.set(deployment.modelId, set);
+  }
+
+  private async reload(): Promise<void> {
+    const shared = await this.deployments.listShared();
+    const next = new Map<string, Set<string>>();
+    for (const deployment of shared) {
+      if (deployment.status !== 'Creating' && deployment.status !== 'Running') continue;
+      const set = next.get(deployment.modelId) ?? new Set<string>();
+      set.add(deployment.id);
+      next.set(deployment.modelId, set);
+      this.owners.set(deployment.id, deployment.workspaceId);
+    }
+    this.members.clear();
+    for (const [modelId, set] of next) this.members.set(modelId, set);
+  }
+
+  /** Re-reads the members (a missed notification heals within a tick) and announces availability changes. */
+  private async tick(): Promise<void> {
+    try {
+      await this.reload();
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not reload the shared pool; keeping the last members');
+    }
+    for (const model of this.models()) {
+      const before = this.lastAvailability.get(model.modelId);
+      this.lastAvailability.set(model.modelId, model.availability);
+      if (before !== undefined && before !== model.availability) this.events.emit('sharedModelUpdated', model);
+    }
+  }
+
+  private view(model: CatalogModel): SharedModel {
+    let providers = 0;
+    let idleGuestSlots = 0;
+    let standIn = false;
+    for (const deploymentId of this.members.get(model.id) ?? []) {
+      const connections = this.dispatcher.connections(deploymentId).filter((connection) => connection.priorityScheduling && !connection.draining);
+      if (connections.length > 0) providers++;
+      for (const connection of connections) {
+        idleGuestSlots += this.guestSlots(connection);
+        standIn ||= connection.engineKind === STAND_IN_ENGINE_KIND;
+      }
+    }
+    for (const peer of this.peers()) {
+      for (const deploymentId of this.members.get(model.id) ?? []) {
+        const load = peer.load[deploymentId];
+        if (load?.guestReady) providers++;
+        idleGuestSlots += load?.guestSlots ?? 0;
+      }
+    }
+    const availability = availabilityOf({ providers, idleGuestSlots, ...this.trafficOf(model.id).measures() });
+    return { modelId: model.id, prices: sharedPrices(model)!, availability, idleGuestSlots, standIn };
+  }
+}
