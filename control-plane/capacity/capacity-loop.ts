@@ -14,6 +14,8 @@ import type { ReplicaManager } from '../replicas/replica-manager';
 import type { RequestRecords } from '../requests/request-records';
 import { ScalingDecisionRecord } from './scaling-decision.entity';
 import { AppError } from '../errors/app-error';
+import type { SharingRollout } from '../sharing/sharing-rollout';
+import type { DeploymentLoad } from '../cluster/server-registry';
 
 export interface CapacityLoopOptions {
   intervalMs: number;
@@ -33,6 +35,12 @@ export interface CapacityLoopDependencies {
   autoscaler: Autoscaler;
   /** Told about every recorded decision (the autoscaler-decisions metric). */
   onDecision?: (decision: ScalingDecision) => void;
+  /** The rolling restart of deployments being opened to guests. */
+  sharingRollout?: SharingRollout;
+  /** Servers alive on the database now; the replicas of any other are ended (their agents went with them). */
+  liveServers?: () => Promise<ReadonlySet<string>>;
+  /** A deployment's replicas as every server sees them (the autoscaler's signal); without it, this server's agents only. */
+  loadOf?: (deploymentId: string) => DeploymentLoad;
   logger: Logger;
 }
 
@@ -40,7 +48,8 @@ export interface CapacityLoopDependencies {
 const LOOP_LOCK = 'capacity-loop';
 
 /**
- * Every few seconds, per deployment: replace replicas whose host is gone, ask the autoscaler
+ * Every few seconds, per deployment: replace replicas whose host is gone, take the rolling
+ * restart for sharing one step further, ask the autoscaler
  * how many replicas the load needs (recording its decision with every input), and have
  * placement reach that count on the cheapest offers under the price cap, retrying what could
  * not be placed (a marketplace's offers change). Woken early when offers change.
@@ -90,6 +99,9 @@ export class CapacityLoop {
       await this.dependencies.dataSource.transaction(async (manager) => {
         const [{ locked }] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked', [LOOP_LOCK]);
         if (!locked) return;
+        // The leader's duty: what a silent server held is ended here, whichever server that was.
+        const liveServers = await this.dependencies.liveServers?.();
+        if (liveServers) await this.dependencies.replicas.serversGone(liveServers);
         const deployments = await this.dependencies.deployments.listActive();
         // The autoscaler's memory of a deployment that is gone (deleted) goes with it.
         const live = new Set(deployments.map((deployment) => deployment.id));
@@ -115,6 +127,7 @@ export class CapacityLoop {
         await replicas.hostLost(replica.id, `its agent was gone for more than ${Math.round(this.options.replicaLostGraceMs / 1000)} s: replaced`, load);
       }
     }
+    await this.dependencies.sharingRollout?.step(deployment);
     const scaled = await this.autoscale(deployment);
     await replicas.ensure(scaled, load);
   }
@@ -127,12 +140,18 @@ export class CapacityLoop {
     const mediaQueued = model.modality === 'text' ? 0 : await requestRecords.countQueued(deployment.id);
     const entry = this.states.get(deployment.id) ?? { state: newScalingState(), lastRecorded: null };
     this.states.set(deployment.id, entry);
+    // Every server's agents (guests excluded: they only fill idle slots and must not buy the owner replicas).
+    const load = this.dependencies.loadOf?.(deployment.id) ?? {
+      inFlight: connections.reduce((sum, connection) => sum + connection.inFlight - connection.guestInFlight, 0),
+      queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0),
+      ready: connections.filter((connection) => connection.ready && !connection.draining).length,
+    };
     const decision = autoscaler.decide(entry.state, {
       deploymentId: deployment.id,
-      inFlight: connections.reduce((sum, connection) => sum + connection.inFlight, 0),
-      queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0) + mediaQueued,
+      inFlight: load.inFlight,
+      queued: load.queued + mediaQueued,
       currentReplicas: active.length,
-      readyReplicas: Math.min(active.length, connections.filter((connection) => connection.ready && !connection.draining).length),
+      readyReplicas: Math.min(active.length, load.ready),
       targetConcurrency: model.targetConcurrency,
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),

@@ -29,7 +29,7 @@ export interface Capacity {
 /** The GPU capacity side: providers and their offers, replica placement, and metering. */
 export function startCapacity(
   config: ControlPlaneConfig, dataSource: DataSource, catalog: Catalog, deployments: DeploymentStore,
-  grpcAddress: () => string, logger: Logger,
+  grpcAddress: () => string, logger: Logger, serverId: string,
 ): Capacity {
   let replicas: ReplicaManager | undefined;
   // Hosts that disappear (reclaimed, removed) are replaced; an agent process that exits is
@@ -75,7 +75,7 @@ export function startCapacity(
   providers.set('static', staticHosts);
 
   const metering = new Metering(dataSource, { intervalMs: config.meteringIntervalMs }, logger.child({ component: 'metering' }));
-  replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }));
+  replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }), serverId);
   return {
     providers, localProvider, market, staticHosts, metering, replicas,
     async stopAgents() {

@@ -87,7 +87,8 @@ export class StaticProvider implements CapacityProvider {
 function validate(input: StaticHostInput): void {
   if (!input.name?.trim()) throw new AppError('invalid_request', 'name must not be empty', { param: 'name' });
   if (!input.gpuName?.trim()) throw new AppError('invalid_request', 'gpuName must not be empty', { param: 'gpuName' });
-  if (!(input.gpuMemoryGb > 0 && input.gpuMemoryGb <= 10_000)) throw new AppError('invalid_request', 'gpuMemoryGb must be a number above 0 and at most 10000', { param: 'gpuMemoryGb' });
+  // The column keeps two decimals (numeric(8,2), CHECK > 0): 5e-324 passed "above 0" and then failed the CHECK as a 500.
+  if (!(input.gpuMemoryGb >= 0.01 && input.gpuMemoryGb <= 10_000)) throw new AppError('invalid_request', 'gpuMemoryGb must be a number from 0.01 to 10000', { param: 'gpuMemoryGb' });
   if (!/^[a-z0-9-]{1,64}$/.test(input.region ?? '')) throw new AppError('invalid_request', 'region must be 1-64 lowercase letters, digits or "-"', { param: 'region' });
   if (!(input.pricePerHour >= 0 && input.pricePerHour <= 1_000)) throw new AppError('invalid_request', 'pricePerHour must be from 0 to 1000', { param: 'pricePerHour' });
 }

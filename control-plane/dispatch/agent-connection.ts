@@ -1,6 +1,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { AgentFrame, Assign, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
 import type { Job, JobCarrier } from './job';
+import { deliverJobEvent, type DeliveryHooks } from './job-event-delivery';
+import { LatencyWindow } from './latency-window';
 
 type Stream = grpc.ServerDuplexStream<AgentFrame, ControlFrame>;
 
@@ -16,6 +18,8 @@ export interface ConnectionOwner {
 export class AgentConnection implements JobCarrier {
   readonly jobs = new Map<string, Job>();
   inFlight = 0;
+  /** Of `inFlight`, the jobs of shared-serving guests (never counted as the owner's load). */
+  guestInFlight = 0;
   draining = false;
   closed = false;
   /** The engine reported ready: the dispatcher routes work here. */
@@ -32,7 +36,21 @@ export class AgentConnection implements JobCarrier {
     readonly maxConcurrency: number,
     private readonly owner: ConnectionOwner,
     readonly workspaceId = '',
+    /** Welcomed with priority scheduling: the replica may take guests into the slots its owner leaves idle. */
+    readonly priorityScheduling = false,
+    /** `Hello.engine.kind`: what answers on this replica ("cpu" is the weights-free stand-in). */
+    readonly engineKind = '',
   ) {}
+
+  /** Made once: jobs' events arrive per chunk, on the hot path. */
+  private readonly deliveryHooks: DeliveryHooks = {
+    settled: (job) => this.release(job),
+    retry: (job) => this.owner.retry(job, this),
+    firstOutput: (job) => this.latency.firstOutput(performance.now() - job.assignedAt),
+    completed: (job) => this.latency.completed(performance.now() - job.assignedAt),
+  };
+  /** This replica's job latencies since the last heartbeat (reported with its load). */
+  readonly latency = new LatencyWindow();
 
   /** Slots set aside by a scheduler that is claiming work for this connection. */
   reserved = 0;
@@ -60,12 +78,15 @@ export class AgentConnection implements JobCarrier {
   assign(job: Job): void {
     this.jobs.set(job.id, job);
     this.inFlight++;
-    job.carrier = this;
     const request = job.request;
+    if (request.guest) this.guestInFlight++;
+    job.carrier = this;
+    job.assignedAt = performance.now();
     this.pendingAssigns.push({
       jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
       stream: request.stream, includeUsage: request.includeUsage, model: request.model,
-      inputs: request.inputs, uploads: request.uploads, inlineOutputs: request.inlineOutputs,
+      inputs: request.inputs, uploads: request.uploads, inlineOutputs: request.inlineOutputs, guest: request.guest,
+      embedding: request.embedding,
     });
     if (this.pendingAssigns.length === 1) setImmediate(this.flushAssigns);
   }
@@ -88,42 +109,7 @@ export class AgentConnection implements JobCarrier {
 
   onJobEvent(event: JobEvent): void {
     const job = this.jobs.get(event.jobId);
-    if (!job || job.finished) return;
-    if (job.canceled && event.event !== 'completed' && event.event !== 'failed') return;
-    switch (event.event) {
-      case 'chunk':
-        job.produced = true;
-        job.listener.onChunk(event.chunk!.data);
-        return;
-      case 'output':
-        job.produced = true;
-        job.listener.onOutput(event.output!.data, event.output!.contentType, event.output!.objectKey);
-        return;
-      case 'progress':
-        job.listener.onProgress?.(event.progress!.percent, event.progress!.stage);
-        return;
-      case 'completed':
-        this.release(job);
-        job.finished = true;
-        job.listener.onCompleted(event.completed!.usage ?? undefined, event.completed!.finishReason);
-        return;
-      case 'failed': {
-        this.release(job);
-        const failed = event.failed!;
-        if (failed.code === 'agent_draining' && !job.produced && !job.canceled) {
-          this.owner.retry(job, this);
-          return;
-        }
-        job.finished = true;
-        job.listener.onFailed({
-          code: failed.code, message: failed.message, engineStatus: failed.engineStatus,
-          engineBody: failed.engineBody?.length ? failed.engineBody : null, usage: failed.usage ?? undefined,
-        });
-        return;
-      }
-      default:
-        return; // accepted: nothing to do until output flows
-    }
+    if (job) deliverJobEvent(job, event, this.deliveryHooks);
   }
 
   /** The stream is gone: every job it carried fails with `pod_crash`. */
@@ -133,6 +119,7 @@ export class AgentConnection implements JobCarrier {
     const jobs = [...this.jobs.values()];
     this.jobs.clear();
     this.inFlight = 0;
+    this.guestInFlight = 0;
     for (const job of jobs) {
       job.finished = true;
       job.listener.onFailed({ code: 'pod_crash', message, engineStatus: 0, engineBody: null, usage: undefined });
@@ -142,6 +129,7 @@ export class AgentConnection implements JobCarrier {
   private release(job: Job): void {
     if (this.jobs.delete(job.id)) {
       this.inFlight--;
+      if (job.request.guest) this.guestInFlight--;
       this.owner.released(this);
     }
   }

@@ -39,6 +39,11 @@ export class AgentServer {
     this.server.addService(service.service, { connect: (stream: Stream) => this.onConnect(stream) });
   }
 
+  /** Serves another gRPC service on the agents' port (the cluster relay); before start(). */
+  addService(service: grpc.ServiceDefinition, handlers: grpc.UntypedServiceImplementation): void {
+    this.server.addService(service, handlers);
+  }
+
   async start(): Promise<number> {
     this.port = await new Promise<number>((resolve, reject) => {
       this.server.bindAsync(`${this.options.host}:${this.options.port}`, grpc.ServerCredentials.createInsecure(),
@@ -118,13 +123,14 @@ export class AgentServer {
       this.onClosed(previous, 'the agent reconnected on a new stream');
     }
     const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
-      Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId);
+      Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId, result.priorityScheduling, hello.engine?.kind ?? '');
     this.byReplica.set(result.replica.id, connection);
     connection.send({
       frame: 'welcome',
       welcome: {
         replicaId: result.replica.id, deploymentId: result.deployment.id, model: result.deployment.modelId,
         protocolVersion: PROTOCOL_VERSION, heartbeatIntervalMs: this.options.heartbeatIntervalMs,
+        priorityScheduling: result.priorityScheduling,
       },
     });
     // Work is routed to it once its first heartbeat says the engine is ready (onHeartbeat).
@@ -157,7 +163,7 @@ export class AgentServer {
     connection.heartbeat = heartbeat;
     this.events?.emit('replicaLoad', {
       replicaId: connection.replicaId, deploymentId: connection.deploymentId, workspaceId: connection.workspaceId, inFlight: connection.inFlight,
-      queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(),
+      queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(), ...connection.latency.take(),
     });
     if (connection.ready || connection.closed) return;
     const health = heartbeat.engineHealth;

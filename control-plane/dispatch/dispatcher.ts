@@ -43,6 +43,11 @@ export class Dispatcher implements ConnectionOwner {
     return this.connections(deploymentId).filter((connection) => !connection.draining).length;
   }
 
+  /** The ready replica here with the least load relative to its concurrency (ties rotate), or null. */
+  leastLoaded(deploymentId: string): AgentConnection | null {
+    return this.pick(deploymentId, null);
+  }
+
   /** Sends the job to a replica now; throws `no_replica_available` when none is connected. */
   dispatch(request: DispatchRequest, listener: JobListener): Job {
     const connection = this.pick(request.deploymentId, null);
@@ -53,7 +58,8 @@ export class Dispatcher implements ConnectionOwner {
   }
 
   retry(job: Job, from: AgentConnection): void {
-    const next = job.attempts < 3 ? this.pick(job.request.deploymentId, from) : null;
+    // A guest's job may only run in a slot the shared pool admitted it to; the guest retries.
+    const next = job.attempts < 3 && !job.request.guest ? this.pick(job.request.deploymentId, from) : null;
     if (!next) {
       job.finished = true;
       job.listener.onFailed({ code: 'agent_draining', message: 'every replica of this deployment is draining', engineStatus: 0, engineBody: null, usage: undefined });

@@ -1,4 +1,4 @@
-import type { InputFile, JobKind, UploadTarget, Usage } from '../../proto/worker/v1';
+import type { EmbeddingSpec, InputFile, JobKind, UploadTarget, Usage } from '../../proto/worker/v1';
 
 export interface DispatchRequest {
   deploymentId: string;
@@ -13,6 +13,10 @@ export interface DispatchRequest {
   inputs?: InputFile[];
   uploads?: UploadTarget[];
   inlineOutputs?: boolean;
+  /** A shared-serving guest's job: only on priority-scheduling replicas, never retried elsewhere. */
+  guest?: boolean;
+  /** Embedding jobs: the model's vector size and input limit (`Assign.embedding`). */
+  embedding?: EmbeddingSpec;
 }
 
 export interface JobFailure {
@@ -48,6 +52,8 @@ export class Job {
   /** True once any chunk or output reached the listener: from then on a retry is impossible. */
   produced = false;
   attempts = 1;
+  /** performance.now() when the job was handed to its current carrier (latency figures). */
+  assignedAt = 0;
 
   constructor(
     readonly id: string,

@@ -6,9 +6,12 @@ import type { Logger } from 'pino';
 /**
  * What changed somewhere in the cluster: an API key (by hash, or `*` for all), a deployment
  * (by id), a deployment got queued work, webhook deliveries are due, a delivery attempt was
- * logged (by id, for subscribers on every server).
+ * logged (by id, for subscribers on every server), a replica's agent must drain (`<id>|<reason>`,
+ * for the server holding its stream), a request record changed (by id) or a replica reported its load
+ * (the report as JSON), for subscribers on every server.
  */
-export type ClusterTopic = 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt';
+export type ClusterTopic =
+  | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Deployment } from '../deployments/deployment.entity';
+import type { SharedModel } from '../sharing/shared-pool';
 import type { RequestRecord } from '../requests/request-record.entity';
 import type { WebhookAttempt } from '../webhooks/webhook.entities';
 
@@ -11,6 +12,11 @@ export interface ReplicaLoad {
   queued: number;
   engineHealth: string;
   at: Date;
+  /** Mean ms from dispatch to first output / to completion of this replica's jobs since its previous report; null when none. */
+  firstOutputMs: number | null;
+  completionMs: number | null;
+  /** Jobs completed since its previous report. */
+  completed: number;
 }
 
 interface EventMap {
@@ -21,6 +27,8 @@ interface EventMap {
   replicaLoad: [ReplicaLoad];
   /** A webhook delivery attempt was logged (on any server: relayed by the cluster notifier). */
   webhookAttemptLogged: [WebhookAttempt];
+  /** A shared model's availability changed (recomputed every SHARED_AVAILABILITY_INTERVAL_MS on each server). */
+  sharedModelUpdated: [SharedModel];
 }
 
 /**

@@ -14,7 +14,7 @@ import { hashSecret, newSecret } from '../secrets';
 import { Replica } from './replica.entity';
 
 export type JoinResult =
-  | { ok: true; replica: Replica; deployment: Deployment }
+  | { ok: true; replica: Replica; deployment: Deployment; priorityScheduling: boolean }
   | { ok: false; code: 'bad_token' | 'capacity_full' | 'host_idle'; message: string };
 
 const ACTIVE = Not(In(['Terminated']));
@@ -45,6 +45,8 @@ export class ReplicaManager {
     private readonly metering: Metering,
     private readonly staticHosts: StaticProvider | null,
     private readonly logger: Logger,
+    /** This server: it holds the streams of the agents it spawns and of those that join it. */
+    private readonly serverId = '',
   ) {
     this.replicas = dataSource.getRepository(Replica);
   }
@@ -103,11 +105,18 @@ export class ReplicaManager {
     const joined = {
       status: 'Creating' as const, statusReason: 'engine starting', agentId: hello.agentId, agentVersion: hello.agentVersion,
       engineKind: hello.engine?.kind ?? null, engineVersion: hello.engine?.version ?? null,
-      maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: new Date(),
+      maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: new Date(), serverId: this.serverId,
     };
     const result = await this.replicas.update({ id: replica.id, status: ACTIVE }, joined);
     if (!result.affected) return { ok: false, code: 'bad_token', message: 'unknown, revoked or released join token' };
-    return { ok: true, replica: Object.assign(replica, joined), deployment };
+    // Asked for at placement (the deployment shares), granted only if the agent can do it: an
+    // openai engine without priority scheduling never receives a guest. The row keeps what was
+    // asked, so the rolling restart does not restart an incapable replica again and again.
+    const priorityScheduling = replica.priorityScheduling && hello.priorityCapable === true;
+    if (replica.priorityScheduling && !priorityScheduling) {
+      this.logger.warn({ replicaId: replica.id, engine: hello.engine?.kind }, 'the replica was started for sharing but its engine has no priority scheduling: it takes no guests');
+    }
+    return { ok: true, replica: Object.assign(replica, joined), deployment, priorityScheduling };
   }
 
   /** The replica's engine is ready: it takes work and its meter starts. False when the replica has ended meanwhile. */
@@ -153,6 +162,32 @@ export class ReplicaManager {
     if (deployment && isServing(deployment)) await this.ensure(deployment, load);
   }
 
+  /**
+   * Ends one replica so that placement starts a new one in its place, with the deployment's
+   * current settings (the rolling restart that turns on priority scheduling for sharing).
+   */
+  async restart(replica: Replica, reason: string): Promise<void> {
+    await this.end([replica], reason);
+    const deployment = await this.deployments.find(replica.deploymentId);
+    if (deployment && isServing(deployment)) await this.ensure(deployment);
+  }
+
+  /**
+   * Replicas whose agent streams a server that has gone silent held: agents this platform
+   * spawned died with it and are ended and placed again; others (static hosts, external
+   * agents) are Unhealthy until they rejoin through another server or are replaced.
+   */
+  async serversGone(liveServers: ReadonlySet<string>): Promise<number> {
+    const stranded = (await this.replicas.find({ where: { status: In(['Creating', 'Running']) } }))
+      .filter((replica) => replica.serverId && !liveServers.has(replica.serverId));
+    for (const replica of stranded) {
+      const reason = `its server (${replica.serverId}) stopped answering`;
+      if (['local', 'market'].includes(replica.provider)) await this.hostLost(replica.id, reason);
+      else await this.metering.leaveRunning([replica.id], 'Unhealthy', reason);
+    }
+    return stranded.length;
+  }
+
   /** Stops every replica of the deployment (pause, delete). */
   async release(deployment: Deployment, reason: string): Promise<void> {
     await this.end(await this.listActive(deployment.id), reason);
@@ -171,13 +206,16 @@ export class ReplicaManager {
    * previous run are gone with that process: end their rows, then place fresh ones for every
    * deployment that should be serving.
    */
-  async reconcile(): Promise<void> {
-    const orphans = await this.replicas.find({ where: { provider: In(['local', 'market']), status: ACTIVE } });
+  async reconcile(liveServers: ReadonlySet<string>): Promise<void> {
+    // Only those of servers that are gone: a live peer's local agents are its own.
+    const orphans = (await this.replicas.find({ where: { provider: In(['local', 'market']), status: ACTIVE } }))
+      .filter((replica) => !replica.serverId || !liveServers.has(replica.serverId));
     await this.metering.leaveRunning(orphans.map((replica) => replica.id), 'Terminated', 'server restarted');
     for (const deployment of await this.deployments.listActive()) {
       if (deployment.status === 'Paused') continue;
       try {
         const restarting = ['local', 'market'].includes(deployment.provider) && deployment.status === 'Running'
+          && orphans.some((replica) => replica.deploymentId === deployment.id)
           ? await this.deployments.transition(deployment, 'Creating', 'restarting replicas after a server restart')
           : deployment;
         await this.ensure(restarting);
@@ -207,6 +245,7 @@ export class ReplicaManager {
         id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: `starting on ${offer.gpuName} (${offer.region})`,
         provider: provider.kind, joinTokenHash: hashSecret(joinToken), gpus: [], offerId: offer.id, gpuName: offer.gpuName,
         gpuMemoryGb: offer.gpuMemoryGb, region: offer.region, pricePerHour: offer.pricePerHour, loadPercent: 0, meteredUntil: null,
+        priorityScheduling: deployment.shareIdleCapacity, serverId: this.serverId,
       }));
       try {
         await provider.launch(offer, deployment, replica, joinToken);

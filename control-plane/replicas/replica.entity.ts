@@ -29,6 +29,10 @@ export class Replica {
   @Column('numeric', { name: 'price_per_hour', precision: 12, scale: 4, transformer: numeric }) pricePerHour: number;
   /** Model download / load progress the agent reported while its engine starts (0–100). */
   @Column('integer', { name: 'load_percent', nullable: true }) loadPercent: number | null;
+  /** Placed for shared serving: its agent is welcomed with priority scheduling (owner jobs first, guests in idle slots) if its engine can. */
+  @Column('boolean', { name: 'priority_scheduling', default: false }) priorityScheduling: boolean;
+  /** The server that holds (local agents: spawned) the replica's agent stream; peers relay its jobs there. */
+  @Column('text', { name: 'server_id', nullable: true }) serverId: string | null;
   /** Billed up to here; the metering loop moves it forward while the replica runs. */
   @Column('timestamptz', { name: 'metered_until', nullable: true }) meteredUntil: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;

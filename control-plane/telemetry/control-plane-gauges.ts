@@ -1,15 +1,29 @@
 import type { DataSource } from 'typeorm';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import type { MetricsOptions, QueueDepth, ReplicaCount } from './metrics';
+import type { InFlight, MetricsOptions, QueueDepth, ReplicaCount } from './metrics';
 import { withTimeout } from './with-timeout';
 
 /**
- * The scrape-time sources of `inference_queue_depth` and `inference_replicas`. Queued request
+ * The scrape-time sources of `inference_in_flight`, `inference_queue_depth` and `inference_replicas`. Queued request
  * records and replica rows are read from PostgreSQL, so every server reports the same
  * cluster-wide numbers for them; the agent backlog is what this server's agents carry.
  */
-export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatcher, timeoutMs = 2_000): Pick<MetricsOptions, 'queueDepth' | 'replicas'> {
+export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatcher, timeoutMs = 2_000): Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight'> {
   return {
+    /** Owner and guest work apart: what SHARING-NOTES.md asks a shared pool to show. */
+    async inFlight(): Promise<InFlight[]> {
+      const counts = new Map<string, { owner: number; guest: number }>();
+      for (const connection of dispatcher.connections()) {
+        const count = counts.get(connection.deploymentId) ?? { owner: 0, guest: 0 };
+        count.owner += connection.inFlight - connection.guestInFlight;
+        count.guest += connection.guestInFlight;
+        counts.set(connection.deploymentId, count);
+      }
+      return [...counts].flatMap(([deployment, count]) => [
+        { deployment, class: 'owner' as const, count: count.owner }, { deployment, class: 'guest' as const, count: count.guest },
+      ]);
+    },
+
     async queueDepth(): Promise<QueueDepth[]> {
       const depth = new Map<string, number>();
       // Jobs assigned beyond an agent's concurrency wait in its local FIFO.

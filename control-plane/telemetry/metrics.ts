@@ -7,7 +7,7 @@ import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histog
  * user input ever becomes a label value (each value is a time series kept forever).
  */
 export const ROUTE_LABELS = [
-  'chat.completions', 'completions', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
+  'chat.completions', 'completions', 'embeddings', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
   'requests', 'models', 'v1.other', 'shared', 'graphql', 'files', 'healthz', 'readyz', 'metrics', 'other',
 ] as const;
 export type RouteLabel = (typeof ROUTE_LABELS)[number];
@@ -26,7 +26,16 @@ export interface ReplicaCount {
   count: number;
 }
 
+export interface InFlight {
+  deployment: string;
+  /** `owner` (the deployment's own workspace) or `guest` (shared serving). */
+  class: 'owner' | 'guest';
+  count: number;
+}
+
 export interface MetricsOptions {
+  /** Read at scrape time: text and media jobs running on this server's agents, by priority class. */
+  inFlight?: () => Promise<InFlight[]>;
   /** Read at scrape time: work waiting per deployment. Without it the gauge has no series. */
   queueDepth?: () => Promise<QueueDepth[]>;
   /** Read at scrape time: replicas per deployment and state. Without it the gauge has no series. */
@@ -75,11 +84,11 @@ export class Metrics {
   private readonly ttftByRoute: HistogramSeries[] = [];
   private readonly scalingDecisions: Counter<'deployment' | 'action'>;
   private readonly spend: Counter<'deployment'>;
-  private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas'>;
+  private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight'>;
   private readonly logger: Logger | undefined;
 
   constructor(options: MetricsOptions = {}) {
-    this.sources = { queueDepth: options.queueDepth, replicas: options.replicas };
+    this.sources = { queueDepth: options.queueDepth, replicas: options.replicas, inFlight: options.inFlight };
     this.logger = options.logger;
     const registers = [this.registry];
     const requests: Counter<'deployment' | 'route' | 'status'> = new Counter({
@@ -116,6 +125,11 @@ export class Metrics {
       name: 'inference_replicas', help: 'Replicas per deployment and state (terminated replicas are not counted).',
       labelNames: ['deployment', 'state'], registers,
       collect: () => this.collectGauge(replicas, this.sources.replicas, 'replicas', (row) => replicas.set({ deployment: row.deployment, state: row.state }, row.count)),
+    });
+    const inFlight: Gauge<'deployment' | 'class'> = new Gauge({
+      name: 'inference_in_flight', help: 'Jobs running on this server\'s agents, by deployment and priority class (owner, guest of shared serving).',
+      labelNames: ['deployment', 'class'], registers,
+      collect: () => this.collectGauge(inFlight, this.sources.inFlight, 'in-flight jobs', (row) => inFlight.set({ deployment: row.deployment, class: row.class }, row.count)),
     });
     this.scalingDecisions = new Counter({
       name: 'inference_autoscaler_decisions_total', help: 'Autoscaler decisions, by deployment and action.',

@@ -6,6 +6,8 @@ import { withTimeout } from './with-timeout';
 export interface ReadinessProbe {
   readonly name: string;
   check(): Promise<void>;
+  /** A failing advisory probe is reported as `degraded` with its reason, and the server stays ready. */
+  readonly advisory?: boolean;
 }
 
 export interface ControlPlaneProbeTargets {
@@ -14,10 +16,19 @@ export interface ControlPlaneProbeTargets {
   grpcHost: string;
   /** Read at probe time: 0 until the agent server listens. */
   agentServer: { readonly port: number };
+  /** Rate limits: degraded while Redis is away (the server keeps serving on in-process limits). */
+  rateLimiter?: { degraded?(): string | null };
 }
 
 /** `database`: `SELECT 1` answers; `agent_server`: the agent gRPC port accepts a TCP connection. */
 export function controlPlaneProbes(targets: ControlPlaneProbeTargets, timeoutMs = 1_000): ReadinessProbe[] {
+  const rateLimits: ReadinessProbe = {
+    name: 'rate_limits', advisory: true,
+    check: async () => {
+      const reason = targets.rateLimiter?.degraded?.();
+      if (reason) throw new Error(reason);
+    },
+  };
   return [
     { name: 'database', check: async () => void await withTimeout(targets.dataSource.query('SELECT 1'), timeoutMs, 'the database') },
     {
@@ -28,6 +39,7 @@ export function controlPlaneProbes(targets: ControlPlaneProbeTargets, timeoutMs 
         await connectOnce(probeHost(targets.grpcHost), port, timeoutMs);
       },
     },
+    rateLimits,
   ];
 }
 

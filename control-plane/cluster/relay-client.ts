@@ -1,0 +1,119 @@
+import * as grpc from '@grpc/grpc-js';
+import { loadRelayService, RELAY_TOKEN_HEADER, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
+import { Job, type DispatchRequest, type JobCarrier, type JobListener } from '../dispatch/job';
+import { deliverJobEvent } from '../dispatch/job-event-delivery';
+import type { Peer } from './server-registry';
+
+type RelayStream = grpc.ClientDuplexStream<RelayRequest, RelayEvents>;
+
+/**
+ * The calling side of `cluster.v1.RelayService`: runs jobs on peers that hold replicas of their
+ * deployments, over one long-lived stream per peer. A relayed job looks like a local one to the
+ * gateway: the same listener calls in the same order, cancel included (the terminal event still
+ * brings the usage to meter).
+ */
+export class RelayClient {
+  private readonly Service = loadRelayService();
+  private readonly links = new Map<string, PeerLink>();
+  private sequence = 0;
+
+  constructor(private readonly token: () => string, private readonly serverId: string) {}
+
+  run(peer: Peer, request: DispatchRequest, listener: JobListener): Job {
+    let link = this.links.get(peer.relayAddress);
+    if (!link || link.broken) {
+      link = new PeerLink(this.open(peer.relayAddress), peer.id);
+      this.links.set(peer.relayAddress, link);
+    }
+    const relayJobId = (this.sequence++).toString(36);
+    const carrier = new RelayCarrier(link, relayJobId);
+    const job = new Job(`relay_${this.serverId}_${relayJobId}`, request, listener, carrier);
+    link.start(relayJobId, job, request);
+    return job;
+  }
+
+  close(): void {
+    for (const link of this.links.values()) link.end();
+    this.links.clear();
+  }
+
+  private open(address: string): RelayStream {
+    const metadata = new grpc.Metadata();
+    metadata.set(RELAY_TOKEN_HEADER, this.token());
+    const client = new this.Service(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    const stream = (client as any).run(metadata) as RelayStream;
+    stream.on('close', () => client.close());
+    return stream;
+  }
+}
+
+/** One stream to a peer and the jobs it carries; a broken one fails them all and the next job opens another. */
+class PeerLink {
+  broken = false;
+  private readonly jobs = new Map<string, Job>();
+
+  constructor(private readonly stream: RelayStream, private readonly peerId: string) {
+    stream.on('data', (message: RelayEvents) => {
+      for (const event of message.events) {
+        const job = this.jobs.get(event.relayJobId);
+        if (!job) continue;
+        if (event.event === 'replicaId') (job.carrier as RelayCarrier).replicaId = event.replicaId;
+        else deliverJobEvent(job, event.jobEvent);
+        if (job.finished) this.jobs.delete(event.relayJobId);
+      }
+    });
+    stream.on('error', (error: grpc.ServiceError) => this.lost(`the server holding the replica went away: ${error.details || error.message}`));
+    stream.on('end', () => this.lost('the server holding the replica ended the relay stream'));
+  }
+
+  start(relayJobId: string, job: Job, request: DispatchRequest): void {
+    this.jobs.set(relayJobId, job);
+    this.write({
+      relayJobId, request: 'job',
+      job: {
+        deploymentId: request.deploymentId,
+        assign: {
+          jobId: '', kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body, stream: request.stream,
+          includeUsage: request.includeUsage, model: request.model, guest: request.guest, embedding: request.embedding,
+        },
+      },
+    });
+  }
+
+  cancel(relayJobId: string, reason: string): void {
+    if (this.jobs.has(relayJobId)) this.write({ relayJobId, request: 'cancel', cancel: { reason } });
+  }
+
+  end(): void {
+    this.broken = true;
+    this.stream.end();
+  }
+
+  private write(request: RelayRequest): void {
+    if (!this.broken) this.stream.write(request);
+  }
+
+  /** The peer crashed or the network broke: every job still open failed like one on a crashed host. */
+  private lost(message: string): void {
+    this.broken = true;
+    const jobs = [...this.jobs.values()];
+    this.jobs.clear();
+    for (const job of jobs) {
+      if (job.finished) continue;
+      job.finished = true;
+      job.listener.onFailed({ code: 'pod_crash', message: `${message} (${this.peerId})`, engineStatus: 0, engineBody: null, usage: undefined });
+    }
+  }
+}
+
+/** Where a relayed job runs: a peer, which names the replica in the job's first event. */
+class RelayCarrier implements JobCarrier {
+  replicaId = '';
+
+  constructor(private readonly link: PeerLink, private readonly relayJobId: string) {}
+
+  cancelJob(_job: Job, reason: string): void {
+    this.link.cancel(this.relayJobId, reason);
+  }
+}
+

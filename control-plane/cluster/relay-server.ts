@@ -1,0 +1,161 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { RELAY_TOKEN_HEADER, type RelayEvent, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
+import type { JobEvent } from '../../proto/worker/v1';
+import type { AgentConnection } from '../dispatch/agent-connection';
+import type { Dispatcher } from '../dispatch/dispatcher';
+import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
+import { hashSecret, sameHash } from '../secrets';
+
+type RelayCall = grpc.ServerDuplexStream<RelayRequest, RelayEvents>;
+
+/**
+ * The called side of `cluster.v1.RelayService` (proto/PROTOCOL.md, "Between servers"): a peer
+ * keeps one stream here carrying the jobs it sends for deployments whose agents this server
+ * holds; each runs on the least loaded of them (guests only in an idle guest slot), never
+ * relayed further, and its events go back as the agent sent them, coalesced per tick.
+ */
+export class RelayServer {
+  /** Hashed once; each stream's token is hashed and compared in constant time. */
+  private tokenHash = '';
+  /** Peers' open streams: a stopping server ends them (its gRPC server waits for every call to end). */
+  private readonly streams = new Set<RelayedJobs>();
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly logger: Logger,
+    /** A guest slot here on one of the deployment's replicas (the shared pool's rule), or null when none is idle. */
+    private readonly placeGuest: (deploymentId: string) => AgentConnection | null = () => null,
+  ) {}
+
+  setToken(token: string): void {
+    this.tokenHash = hashSecret(token);
+  }
+
+  readonly handlers = {
+    run: (call: RelayCall): void => this.run(call),
+  };
+
+  private run(call: RelayCall): void {
+    const presented = call.metadata.get(RELAY_TOKEN_HEADER)[0];
+    if (!this.tokenHash || typeof presented !== 'string' || !sameHash(hashSecret(presented), this.tokenHash)) {
+      call.destroy(Object.assign(new Error('bad relay token'), { code: 16 /* UNAUTHENTICATED */ }));
+      return;
+    }
+    const stream = new RelayedJobs(call, this.logger);
+    this.streams.add(stream);
+    call.on('close', () => this.streams.delete(stream));
+    call.on('data', (request: RelayRequest) => {
+      if (request.request === 'cancel') stream.cancel(request.relayJobId, request.cancel.reason);
+      else if (request.request === 'job') this.start(stream, request.relayJobId, request.job.deploymentId, request.job.assign);
+    });
+    // The relaying server went away (it stopped, crashed, or its network broke): nobody can receive the results.
+    call.on('cancelled', () => stream.close('the relaying server went away'));
+    call.on('end', () => {
+      stream.close('the relaying server ended its stream');
+      call.end();
+    });
+    call.on('error', (error) => this.logger.debug({ err: error }, 'relay stream ended'));
+  }
+
+  /** Ends every peer's stream (after this server's agents drained: their last events went out). Peers fail what is still open. */
+  close(): void {
+    for (const stream of this.streams) stream.end('the server stopped');
+    this.streams.clear();
+  }
+
+  private start(stream: RelayedJobs, relayJobId: string, deploymentId: string, assign: NonNullable<Extract<RelayRequest, { request: 'job' }>['job']>['assign']): void {
+    const request: DispatchRequest = {
+      deploymentId, kind: assign.kind, body: assign.body, stream: assign.stream, includeUsage: assign.includeUsage,
+      model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
+    };
+    const listener = stream.listener(relayJobId);
+    try {
+      let job: Job;
+      if (assign.guest) {
+        // The peer saw an idle guest slot here up to a heartbeat ago: it must still be idle now.
+        const connection = this.placeGuest(deploymentId);
+        if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
+        job = this.dispatcher.dispatchTo(connection, request, listener);
+      } else {
+        job = this.dispatcher.dispatch(request, listener);
+      }
+      stream.started(relayJobId, job);
+    } catch (error) {
+      // Its replicas left this server since the peer looked: the peer answers 503 (429 for a guest).
+      const code = error instanceof AppError && error.code === 'shared_pool_busy' ? 'shared_pool_busy' : 'agent_draining';
+      const message = error instanceof AppError ? error.message : 'the server holding the replicas could not take the job';
+      listener.onFailed({ code, message, engineStatus: 0, engineBody: null, usage: undefined });
+    }
+  }
+}
+
+/** The jobs one peer's stream carries here, and its outgoing events, written once per tick. */
+class RelayedJobs {
+  private readonly jobs = new Map<string, Job>();
+  private pending: RelayEvent[] = [];
+  private closed = false;
+
+  constructor(private readonly call: RelayCall, private readonly logger: Logger) {}
+
+  listener(relayJobId: string): JobListener {
+    const send = (jobEvent: JobEvent) => this.send({ relayJobId, event: 'jobEvent', jobEvent });
+    const end = (jobEvent: JobEvent) => {
+      send(jobEvent);
+      this.jobs.delete(relayJobId);
+    };
+    return {
+      onChunk: (data) => send({ jobId: '', event: 'chunk', chunk: { data } }),
+      onOutput: (data, contentType, objectKey) => send({ jobId: '', event: 'output', output: { data, contentType, objectKey } }),
+      onProgress: (percent, stage) => send({ jobId: '', event: 'progress', progress: { percent, stage } }),
+      onCompleted: (usage, finishReason) => end({ jobId: '', event: 'completed', completed: { usage, finishReason } }),
+      onFailed: (failure) => end({
+        jobId: '', event: 'failed',
+        failed: { code: failure.code, message: failure.message, engineStatus: failure.engineStatus, engineBody: failure.engineBody ?? Buffer.alloc(0), usage: failure.usage },
+      }),
+    };
+  }
+
+  started(relayJobId: string, job: Job): void {
+    if (job.finished) return;
+    this.jobs.set(relayJobId, job);
+    this.send({ relayJobId, event: 'replicaId', replicaId: job.replicaId });
+  }
+
+  cancel(relayJobId: string, reason: string): void {
+    this.jobs.get(relayJobId)?.cancel(reason || 'canceled by the relaying server');
+  }
+
+  close(reason: string): void {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    for (const job of this.jobs.values()) job.cancel(reason);
+    this.jobs.clear();
+  }
+
+  /** This server stops: what is pending goes out, then the stream ends. */
+  end(reason: string): void {
+    this.close(reason);
+    if (!this.call.cancelled) this.call.end();
+  }
+
+  /** Events of one event-loop turn leave as one message (setImmediate runs right after the I/O that produced them). */
+  private send(event: RelayEvent): void {
+    if (this.closed || this.call.cancelled) return;
+    this.pending.push(event);
+    if (this.pending.length === 1) setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    const events = this.pending;
+    this.pending = [];
+    if (events.length === 0 || this.closed || this.call.cancelled) return;
+    try {
+      this.call.write({ events });
+    } catch (error) {
+      this.logger.debug({ err: error }, 'could not write to a relay stream that is ending');
+    }
+  };
+}

@@ -1,0 +1,124 @@
+import type { DataSource } from 'typeorm';
+import type { Logger } from 'pino';
+import type { AgentConnection } from '../dispatch/agent-connection';
+import type { Dispatcher } from '../dispatch/dispatcher';
+
+/** What one server's agents can take now, per deployment: the cluster's view of its replicas. */
+export interface DeploymentLoad {
+  /** Replicas taking work (ready, not draining). */
+  ready: number;
+  /** Slots free on them. */
+  freeSlots: number;
+  /** Owner jobs running (guests excluded: they never drive the autoscaler) and jobs queued on the agents. */
+  inFlight: number;
+  queued: number;
+  /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
+  guestReady: number;
+  guestSlots: number;
+}
+
+export type ServerLoad = Record<string, DeploymentLoad>;
+
+export interface Peer {
+  id: string;
+  relayAddress: string;
+  load: ServerLoad;
+}
+
+export interface ServerRegistryOptions {
+  /** How often this server writes its row (liveness and load) and reads its peers'. @default 1000 */
+  heartbeatIntervalMs: number;
+  /** A server whose row is older than this is gone: its replicas are ended and nothing is relayed to it. @default 5000 */
+  serverTimeoutMs: number;
+}
+
+/**
+ * This server's row in `servers` (where peers relay jobs to it, and the load of the replicas
+ * whose agent streams it holds), rewritten every heartbeat, and the live peers' rows read
+ * back. A crashed server's row goes stale and it drops out of every peer's view within
+ * `serverTimeoutMs`; a stopping one deletes its row.
+ */
+export class ServerRegistry {
+  private timer: NodeJS.Timeout | undefined;
+  private livePeers: Peer[] = [];
+  private beating: Promise<void> | null = null;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    readonly serverId: string,
+    private readonly relayAddress: string,
+    private readonly dispatcher: Dispatcher,
+    readonly options: ServerRegistryOptions,
+    private readonly logger: Logger,
+    /** Guest slots idle on one of this server's replicas (the shared pool's rule). */
+    private readonly guestSlots: (connection: AgentConnection) => number = () => 0,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.beat();
+    this.timer = setInterval(() => {
+      if (!this.beating) this.beating = this.beat().finally(() => (this.beating = null));
+    }, this.options.heartbeatIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Live peers as of the last heartbeat (at most one interval old). */
+  peers(): readonly Peer[] {
+    return this.livePeers;
+  }
+
+  /** Ids of every live server, this one included (read now, for decisions that end replicas). */
+  async liveServerIds(): Promise<Set<string>> {
+    const rows: Array<{ id: string }> = await this.dataSource.query(
+      `SELECT id FROM servers WHERE last_seen_at > statement_timestamp() - $1 * interval '1 millisecond'`, [this.options.serverTimeoutMs]);
+    return new Set([this.serverId, ...rows.map((row) => row.id)]);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.beating;
+    await this.dataSource.query('DELETE FROM servers WHERE id = $1', [this.serverId]).catch((error) =>
+      this.logger.warn({ err: error }, 'could not remove this server\'s row; peers drop it once it is stale'));
+  }
+
+  /** The load of the replicas whose agents this server holds, from its dispatcher. */
+  loadSnapshot(): ServerLoad {
+    const load: ServerLoad = {};
+    for (const connection of this.dispatcher.connections()) {
+      if (connection.draining || connection.closed) continue;
+      const entry = load[connection.deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
+      entry.ready++;
+      entry.freeSlots += Math.max(0, connection.freeSlots);
+      entry.inFlight += connection.inFlight - connection.guestInFlight;
+      entry.queued += connection.heartbeat?.queued ?? 0;
+      if (connection.priorityScheduling) {
+        entry.guestReady++;
+        entry.guestSlots += this.guestSlots(connection);
+      }
+    }
+    return load;
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      await this.dataSource.query(`
+        INSERT INTO servers (id, relay_address, load) VALUES ($1, $2, $3)
+        ON CONFLICT (id) DO UPDATE SET last_seen_at = statement_timestamp(), load = EXCLUDED.load, relay_address = EXCLUDED.relay_address`,
+      [this.serverId, this.relayAddress, JSON.stringify(this.loadSnapshot())]);
+      const rows: Array<{ id: string; relay_address: string; load: ServerLoad }> = await this.dataSource.query(`
+        SELECT id, relay_address, load FROM servers
+        WHERE id <> $1 AND last_seen_at > statement_timestamp() - $2 * interval '1 millisecond'`, [this.serverId, this.options.serverTimeoutMs]);
+      this.livePeers = rows.map((row) => ({ id: row.id, relayAddress: row.relay_address, load: row.load }));
+    } catch (error) {
+      // Peers keep relaying to what they last saw; a database outage heals on the next beat.
+      this.logger.warn({ err: error }, 'server heartbeat failed');
+    }
+  }
+}
+
+/** The cluster's relay token: made once by whichever server starts first, read by the others. */
+export async function relayToken(dataSource: DataSource, candidate: string): Promise<string> {
+  await dataSource.query(`INSERT INTO cluster_settings (name, value) VALUES ('relay_token', $1) ON CONFLICT (name) DO NOTHING`, [candidate]);
+  const [row] = await dataSource.query(`SELECT value FROM cluster_settings WHERE name = 'relay_token'`);
+  return row.value;
+}
