@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import { ApiKeyService } from './api-keys/api-key.service';
 import { BillingQueries } from './billing/billing-queries';
+import { SharedBilling } from './billing/shared-billing';
 import { Catalog } from './catalog/catalog';
 import { CatalogAdmin } from './catalog/catalog-admin';
 import { localGgufModel } from './catalog/local-gguf-model';
@@ -34,8 +35,21 @@ import { createRateLimiter } from './rate-limits/create-rate-limiter';
 import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import type { ReplicaManager } from './replicas/replica-manager';
 import { UsageRecorder } from './usage/usage-recorder';
+import { SignInLinks } from './console/sign-in-links';
+import { WorkspaceAdmin } from './workspaces/workspace-admin';
 import { WorkspaceService } from './workspaces/workspace.service';
 import { controlPlaneGauges } from './telemetry/control-plane-gauges';
+import { SharedPool } from './sharing/shared-pool';
+import { SharedServing } from './sharing/shared-serving';
+import { SharingRollout } from './sharing/sharing-rollout';
+import { clusterLoad } from './cluster/cluster-load';
+import { bridgeEvents } from './events/event-bridge';
+import { JobRouter } from './cluster/job-router';
+import { RelayClient } from './cluster/relay-client';
+import { RelayServer } from './cluster/relay-server';
+import { relayToken, ServerRegistry } from './cluster/server-registry';
+import { loadRelayService } from '../proto/cluster/v1';
+import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
 
 /** Everything the gateway calls; built in one place from one config object. */
@@ -48,11 +62,18 @@ export interface ControlPlane {
   readonly events: ControlPlaneEvents;
   readonly notifier: ClusterNotifier;
   readonly workspaces: WorkspaceService;
+  /** Operator: open (with first key and credit), list and delete workspaces. */
+  readonly workspaceAdmin: WorkspaceAdmin;
+  readonly signInLinks: SignInLinks;
   readonly apiKeys: ApiKeyService;
   readonly deploymentStore: DeploymentStore;
   readonly deployments: DeploymentService;
   readonly replicas: ReplicaManager;
   readonly dispatcher: Dispatcher;
+  /** Text jobs to a ready replica of their deployment on any server: here, or relayed to the peer holding it. */
+  readonly jobs: JobRouter;
+  /** This server's row among the servers on the database, and its live peers. */
+  readonly registry: ServerRegistry;
   readonly agentServer: AgentServer;
   readonly usage: UsageRecorder;
   readonly rateLimiter: RateLimiter;
@@ -61,8 +82,12 @@ export interface ControlPlane {
   readonly localProvider: LocalProvider | null;
   /** Providers, placement, the market, static hosts and metering. */
   readonly capacity: Capacity;
-  /** Costs, usage and credit of workspaces. */
+  /** Costs, usage, ledger, earnings and credit of workspaces. */
   readonly billing: BillingQueries;
+  /** Per-token billing of guest requests: reserve credit, settle (debit guest, credit owner), release. */
+  readonly sharedBilling: SharedBilling;
+  /** The guest side of shared serving: shared models, admission into idle slots, settlement. */
+  readonly shared: SharedServing;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
@@ -108,7 +133,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const metrics = new Metrics({ ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }) });
   lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
-  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger);
+  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId);
   const { replicas, localProvider } = capacity;
   capacity.metering.onCharges((charges) => {
     for (const charge of charges) if (charge.amount > 0) metrics.recordSpend(charge.deploymentId, charge.amount);
@@ -138,6 +163,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('rate limiter', () => rateLimiter.close?.());
   const requestConfig = config.requests;
   const requestRecords = new RequestRecords(dataSource);
+  bridgeEvents(events, notifier, requestRecords, logger.child({ component: 'cluster' }));
   requestRecords.onTerminal(webhooks.outbox.onRequestTerminal);
   const mediaJobs = new MediaJobs(requestRecords, dispatcher, destinations, events, {
     imageTimeoutMs: requestConfig.imageTimeoutMs, videoTimeoutMs: requestConfig.videoTimeoutMs,
@@ -152,10 +178,36 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     host: config.grpcHost, port: config.grpcPort,
     helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
+  let registry: ServerRegistry | null = null;
+  const sharedPool = new SharedPool(catalog, deploymentStore, dispatcher, events, config.sharing, logger.child({ component: 'shared-pool' }), () => registry?.peers() ?? []);
+  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId));
+  const relayService = loadRelayService().service;
+  agentServer.addService(relayService, relayServer.handlers);
   const port = await agentServer.start();
   lifecycle.add('agent server', () => agentServer.stop());
-  replicas.setDrainer((replicaId, reason) => agentServer.connectionOf(replicaId)?.drain(reason));
+  lifecycle.add('relay streams', () => relayServer.close());
   grpcAddress = `127.0.0.1:${port}`;
+  // The agent of a replica ending may hold its stream on another server: that one drains it.
+  const drainHere = (replicaId: string, reason: string) => agentServer.connectionOf(replicaId)?.drain(reason);
+  notifier.on('replica-drain', (payload) => {
+    const [replicaId, ...reason] = payload.split('|');
+    drainHere(replicaId, reason.join('|'));
+  });
+  replicas.setDrainer((replicaId, reason) => {
+    if (agentServer.connectionOf(replicaId)) drainHere(replicaId, reason);
+    else notifier.publish('replica-drain', `${replicaId}|${reason}`);
+  });
+  const token = await relayToken(dataSource, newSecret('rt-'));
+  relayServer.setToken(token);
+  const servers = new ServerRegistry(dataSource, notifier.instanceId, config.clusterAddress ?? grpcAddress, dispatcher, {
+    heartbeatIntervalMs: config.clusterHeartbeatIntervalMs, serverTimeoutMs: config.clusterServerTimeoutMs,
+  }, logger.child({ component: 'cluster' }), (connection) => sharedPool.guestSlots(connection));
+  registry = servers;
+  await servers.start();
+  lifecycle.add('server registry', () => servers.stop());
+  const relayClient = new RelayClient(() => token, notifier.instanceId);
+  lifecycle.add('relay client', () => relayClient.close());
+  const jobs = new JobRouter(dispatcher, servers, relayClient);
 
   const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, events, {
     leaseMs: requestConfig.leaseMs, sweepIntervalMs: requestConfig.sweepIntervalMs, queueTtlMs: requestConfig.queueTtlMs,
@@ -180,17 +232,28 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       scaleDownStabilizationMs: config.autoscaleScaleDownStabilizationMs,
     }),
     onDecision: (decision) => metrics.recordScalingDecision(decision.deploymentId, decision.action),
+    sharingRollout: new SharingRollout(deploymentStore, replicas, logger.child({ component: 'sharing-rollout' })),
+    liveServers: () => servers.liveServerIds(),
+    loadOf: (deploymentId) => clusterLoad(servers, deploymentId),
     logger: logger.child({ component: 'capacity-loop' }),
   }, { intervalMs: config.capacityIntervalMs, replicaLostGraceMs: config.replicaLostGraceMs });
   capacity.market?.onChange(() => capacityLoop.wake());
   capacityLoop.start();
   lifecycle.add('capacity loop', () => capacityLoop.stop());
   lifecycle.add('local agents', () => capacity.stopAgents());
-  await replicas.reconcile();
+  const sharedBilling = new SharedBilling(dataSource, () => apiKeys.clearCache());
+  await sharedPool.start();
+  lifecycle.add('shared pool', () => sharedPool.stop());
+  const shared = new SharedServing(sharedPool, dispatcher, sharedBilling, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
+  await replicas.reconcile(await servers.liveServerIds());
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
+    dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
+    billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
+    sharedBilling, shared,
+    workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
+    signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics,
     drainAgents: async () => {

@@ -8,8 +8,11 @@ const modelSchema = z.object({
   id: z.string().min(1),
   name: z.string().min(1),
   modality: z.enum(['text', 'image', 'video']),
-  /** What the model does: chat models also serve completions; base models serve only completions. */
-  task: z.enum(['chat', 'completion', 'image-generation', 'image-edit', 'video-generation']),
+  /**
+   * What the model does: chat models also serve completions; base models serve only
+   * completions; embedding models serve only embeddings.
+   */
+  task: z.enum(['chat', 'completion', 'embedding', 'image-generation', 'image-edit', 'video-generation']),
   engine: z.string().min(1),
   official: z.boolean(),
   gpuMemoryGb: z.number().positive(),
@@ -29,6 +32,33 @@ const modelSchema = z.object({
    * loads the model by its id (vLLM and other engines on GPU hosts).
    */
   source: z.discriminatedUnion('kind', [z.object({ kind: z.literal('gguf'), path: z.string().min(1) })]).optional(),
+  /** An embedding model's vectors and limits; present exactly when `task` is `embedding`. */
+  embedding: z.object({
+    /** Length of the vectors the model returns. */
+    dimensions: z.number().int().positive(),
+    /** Tokens one input may hold; a longer input is refused (400), never truncated. */
+    maxInputTokens: z.number().int().positive(),
+    /**
+     * Matryoshka models only: the smallest `dimensions` a request may ask for (any size from
+     * this up to `dimensions`). Absent: the request field `dimensions` is refused.
+     */
+    minDimensions: z.number().int().positive().optional(),
+    /** Inputs the engine embeds in one call; the gateway splits larger requests into jobs of this size. */
+    maxBatchInputs: z.number().int().positive(),
+  }).strict().optional(),
+}).superRefine((model, context) => {
+  if (model.task === 'embedding' && !model.embedding) {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['embedding'], message: 'an embedding model needs {dimensions, maxInputTokens, maxBatchInputs}' });
+  }
+  if (model.task !== 'embedding' && model.embedding) {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['embedding'], message: 'only models whose task is embedding have embedding fields' });
+  }
+  if (model.embedding?.minDimensions !== undefined && model.embedding.minDimensions > model.embedding.dimensions) {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['embedding', 'minDimensions'], message: 'minDimensions must not exceed dimensions' });
+  }
+  if (model.task === 'embedding' && model.modality !== 'text') {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['modality'], message: 'embedding models have modality text' });
+  }
 });
 
 export type CatalogModel = z.infer<typeof modelSchema>;

@@ -4,6 +4,7 @@ import { PROJECT_ROOT } from '../project-root';
 import { loadRequestConfig, type RequestConfig } from '../requests/request-config';
 import { loadStorageConfig, type StorageConfig } from '../storage/storage-config';
 import { loadWebhookConfig, type WebhookConfig } from '../webhooks/webhook-config';
+import { loadSharingConfig, type SharingConfig } from '../sharing/sharing-config';
 import { boolField, intField, loadEnv } from './env-fields';
 
 const shape = {
@@ -17,12 +18,20 @@ const shape = {
   grpcHost: z.string().default('0.0.0.0'),
   /** Agent gRPC port; 0 picks a free one (tests). @default 50051 */
   grpcPort: intField(0, 65535).default(50051),
+  /** `host:port` other servers on the same database reach this one's gRPC port at, to relay jobs to its agents. @default 127.0.0.1:<the gRPC port> */
+  clusterAddress: z.string().regex(/^\S+:\d+$/, 'must be host:port').optional(),
+  /** How often a server writes its liveness and load for its peers, and reads theirs. @default 1000 */
+  clusterHeartbeatIntervalMs: intField(10).default(1_000),
+  /** A server silent this long is gone: peers stop relaying to it and the leader ends its replicas. @default 5000 */
+  clusterServerTimeoutMs: intField(100).default(5_000),
   /** An agent must send Hello within this time after opening its stream. @default 10000 */
   helloTimeoutMs: intField(1).default(10_000),
   /** Heartbeat interval announced in Welcome; silence for 3x this ends the stream. @default 5000 */
   heartbeatIntervalMs: intField(10).default(5_000),
   /** How long an authenticated API key stays cached in memory. @default 5000 */
   apiKeyCacheTtlMs: intField(0).default(5_000),
+  /** How long a console sign-in link (printed by `npm start` on the embedded defaults) can be used, once. @default 600000 */
+  consoleSignInTtlMs: intField(1_000, 86_400_000).default(600_000),
   /** Default requests-per-minute limit of a new API key. @default 600 */
   defaultRpmLimit: intField(1).default(600),
   /** Default tokens-per-day limit of a new API key (UTC day). @default 1000000 */
@@ -87,9 +96,10 @@ const shape = {
 
 const names = {
   databaseUrl: 'DATABASE_URL', dataDir: 'DATA_DIR', embeddedDatabasePort: 'EMBEDDED_DATABASE_PORT',
-  grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
+  grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', clusterAddress: 'CLUSTER_ADDRESS',
+  clusterHeartbeatIntervalMs: 'CLUSTER_HEARTBEAT_INTERVAL_MS', clusterServerTimeoutMs: 'CLUSTER_SERVER_TIMEOUT_MS', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
-  defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
+  consoleSignInTtlMs: 'CONSOLE_SIGN_IN_TTL_MS', defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
@@ -108,6 +118,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   requests: RequestConfig;
   /** Webhook delivery. */
   webhooks: WebhookConfig;
+  /** Shared serving: guest admission and the pool's availability. */
+  sharing: SharingConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -124,15 +136,16 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
 
 /** Every control-plane setting, each concern validated by its own loader. */
 export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
-  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env) };
+  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env), sharing: loadSharingConfig(env) };
 }
 
 /** The compiled agent; tests and `npm start` build it first. */
 export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
+  sharing?: Partial<SharingConfig>;
 };

@@ -4,7 +4,7 @@ import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialE
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import { Deployment, type DeploymentStatus } from './deployment.entity';
+import { Deployment, type DeploymentStatus, type SharingState } from './deployment.entity';
 import { assertTransition } from './deployment-transitions';
 
 /**
@@ -81,6 +81,27 @@ export class DeploymentStore {
     if (deployment.status === to && deployment.statusReason === reason) return deployment;
     if (deployment.status !== to) assertTransition(deployment.status, to);
     return await this.update(deployment.id, { status: to, statusReason: reason }, [deployment.status]);
+  }
+
+  /**
+   * Moves the sharing state (and the owner's choice with it, when given), only while the row
+   * is serving or paused and, with `whileSharing`, still in that sharing state: a rollout pass
+   * holding an old copy never marks `shared` a deployment whose owner has turned sharing off.
+   */
+  async setSharing(id: string, sharing: SharingState, whileSharing?: SharingState, shareIdleCapacity?: boolean): Promise<Deployment | null> {
+    const query = this.deployments.createQueryBuilder().update(Deployment)
+      .set(shareIdleCapacity === undefined ? { sharing } : { sharing, shareIdleCapacity })
+      .where('id = :id AND status IN (:...serving)', { id, serving: ['Creating', 'Running', 'Paused'] });
+    if (whileSharing) query.andWhere('sharing = :whileSharing', { whileSharing });
+    const result = await query.execute();
+    const current = await this.find(id);
+    if (current && result.affected) this.changed(current);
+    return result.affected ? current : null;
+  }
+
+  /** Deployments open to guests now (any workspace), for the shared pool. */
+  async listShared(): Promise<Deployment[]> {
+    return await this.deployments.find({ where: { sharing: 'shared', status: Not('Deleted') } });
   }
 
   /** One of its replicas changed (load progress, a replica ready): the deployment's subscribers re-read it. */

@@ -9,6 +9,14 @@ export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
  * marketplace (`market`), operator-registered hosts (`static`), or agents that join with the
  * deployment's token (`external`).
  */
+/**
+ * Where opening idle capacity to guests stands: `activating` while the rolling restart turns
+ * on priority scheduling replica by replica ("Sharing: Activating..."), `shared` once every
+ * replica runs with it (the "Shared" badge). Turning sharing off is `not_shared` at once.
+ */
+export const SHARING_STATES = ['not_shared', 'activating', 'shared'] as const;
+export type SharingState = (typeof SHARING_STATES)[number];
+
 export const PROVIDER_KINDS = ['local', 'market', 'static', 'external'] as const;
 export type ProviderKind = (typeof PROVIDER_KINDS)[number];
 
@@ -34,6 +42,9 @@ export class Deployment {
   @Index({ unique: true }) @Column('text', { name: 'join_token_hash', nullable: true }) joinTokenHash: string | null;
   /** Default output bucket of an image/video deployment (a verified storage credential); null = Managed. */
   @Column('integer', { name: 'storage_credential_id', nullable: true }) storageCredentialId: number | null;
+  /** The owner's choice to open idle capacity to guests of shared serving. */
+  @Column('boolean', { name: 'share_idle_capacity', default: false }) shareIdleCapacity: boolean;
+  @Column('text', { default: 'not_shared' }) sharing: SharingState;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

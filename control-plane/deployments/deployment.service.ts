@@ -8,6 +8,7 @@ import { hashSecret, newSecret } from '../secrets';
 import { Deployment, PROVIDER_KINDS, type DeploymentStatus, type ProviderKind } from './deployment.entity';
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
+import { assertShareable } from '../sharing/sharing-eligibility';
 
 /** Statuses in which a deployment's settings may change. */
 const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
@@ -21,6 +22,8 @@ export interface CreateDeploymentInput {
   provider?: ProviderKind;
   /** Image/video models: default output bucket (a verified storage credential); null or absent = Managed. */
   storageCredentialId?: number | null;
+  /** Open idle capacity to guests of shared serving (eligible chat models only). @default false */
+  shareIdleCapacity?: boolean;
 }
 
 export interface DeploymentChanges {
@@ -30,6 +33,8 @@ export interface DeploymentChanges {
   autoscale?: boolean;
   /** null switches back to Managed storage. */
   storageCredentialId?: number | null;
+  /** true starts the rolling restart that opens idle capacity to guests; false stops new guest work at once. */
+  shareIdleCapacity?: boolean;
 }
 
 /** Checks that a storage credential is a verified one of the workspace (422 otherwise). */
@@ -62,12 +67,16 @@ export class DeploymentService {
     }
     await this.storage.check(workspaceId, storageCredentialId);
     const provider = input.provider ?? 'local';
+    const shareIdleCapacity = input.shareIdleCapacity ?? false;
+    if (shareIdleCapacity) assertShareable(model, provider);
     const joinToken = provider === 'external' ? newSecret('jt-') : null;
     const deployment = await this.store.insert(this.store.repository.create({
       id: newId('dep'), workspaceId, modelId: model.id, slug: slugFor(model.id), status: 'Creating',
       statusReason: provider === 'external' ? 'waiting for an agent to join with the deployment token' : 'placing replicas',
       priceCapPerHour: input.priceCapPerHour, minReplicas: input.minReplicas, maxReplicas: input.maxReplicas, desiredReplicas: input.minReplicas,
       autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
+      // Its replicas start with priority scheduling; `shared` once they run (SharingRollout).
+      shareIdleCapacity, sharing: shareIdleCapacity ? 'activating' : 'not_shared',
     }));
     await this.replicas.ensure(deployment);
     return { deployment, joinToken };
@@ -114,6 +123,16 @@ export class DeploymentService {
       }
       await this.storage.check(workspaceId, changes.storageCredentialId);
       written.storageCredentialId = changes.storageCredentialId;
+    }
+    if (changes.shareIdleCapacity === true) {
+      assertShareable(this.catalog.get(deployment.modelId), deployment.provider);
+      // Already shared or activating stays as it is; otherwise the rolling restart begins.
+      written.shareIdleCapacity = true;
+      written.sharing = () => `CASE WHEN share_idle_capacity THEN sharing ELSE 'activating' END`;
+    } else if (changes.shareIdleCapacity === false) {
+      // Guests stop being admitted at once; guest requests already running finish.
+      written.shareIdleCapacity = false;
+      written.sharing = 'not_shared';
     }
     // Autoscale off pins the count at min; on, the autoscaler goes on from the current count
     // (read in the UPDATE itself: it may have moved since this request read the row).

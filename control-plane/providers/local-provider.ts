@@ -14,7 +14,7 @@ export interface LocalProviderOptions {
   /** Concurrency of a deployment's agents (text engines batch many requests; a diffusion model runs one or two). */
   maxConcurrency: (deployment: Deployment) => number;
   restartDelayMs: number;
-  /** Grace period between SIGTERM (drain) and SIGKILL. */
+  /** How long a stopping agent has in all (the Drain it was sent, then SIGTERM, which also drains) before SIGKILL. */
   stopTimeoutMs?: number;
   extraEnv?: Record<string, string>;
   /** Node flags for agent processes (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
@@ -50,7 +50,8 @@ const HEALTHY_RUN_MS = 10_000;
 /**
  * Runs each replica as a worker-agent child process on this machine. An agent that dies
  * unexpectedly is started again after `restartDelayMs` with the same join token, so it
- * rejoins as the same replica.
+ * rejoins as the same replica. Agents live no longer than this process: each watches a pipe
+ * from it (WORKER_EXIT_WITH_PARENT) and exits when it closes, a kill -9 of the server included.
  */
 export class LocalProvider implements CapacityProvider {
   readonly kind = 'local';
@@ -90,6 +91,11 @@ export class LocalProvider implements CapacityProvider {
     };
     this.agents.set(replica.id, agent);
     agent.start();
+  }
+
+  /** The engine this provider's agents of a deployment run: WORKER_ENGINE as `spawnAgent` will set it. */
+  engineOf(deployment: Deployment): string {
+    return this.options.engineEnv?.(deployment).WORKER_ENGINE ?? this.options.extraEnv?.WORKER_ENGINE ?? this.options.engine;
   }
 
   private downloadEnv(modelId: string): Record<string, string> {
@@ -133,11 +139,15 @@ export class LocalProvider implements CapacityProvider {
       WORKER_AGENT_ID: `agt_local_${replicaId.slice(4, 16)}`,
       WORKER_ENGINE: this.options.engine,
       WORKER_MAX_CONCURRENCY: String(maxConcurrency),
+      // The agent watches its stdin, a pipe whose other end this process holds and never closes:
+      // when the server dies, however it dies, its agents exit at once instead of living on as
+      // strays that redial this address (worker-agent/parent-pipe.ts).
+      WORKER_EXIT_WITH_PARENT: 'true',
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,
       ...extraEnv,
     };
-    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), this.options.agentEntry], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const log = this.logger.child({ replicaId, pid: child.pid });
     let plainSeen = false;
     const forward = (chunk: Buffer) => {
@@ -158,14 +168,24 @@ export class LocalProvider implements CapacityProvider {
   }
 }
 
+/**
+ * A replica being ended was just sent Drain over its stream; Jobs assigned right before it are
+ * in the same stream. A SIGTERM sent at once can be handled before the agent reads them: it
+ * then drains with nothing in flight, ends its stream, and those jobs fail as if the host had
+ * crashed (a 502 in the middle of a graceful rolling restart). So the agent first gets this long
+ * to act on the Drain and leave by itself; SIGTERM only follows for one that has not.
+ */
+const DRAIN_NOTICE_MS = 1_000;
+
 async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   await new Promise<void>((resolve) => {
+    const notice = setTimeout(() => child.kill('SIGTERM'), Math.min(DRAIN_NOTICE_MS, timeoutMs));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('exit', () => {
+      clearTimeout(notice);
       clearTimeout(timer);
       resolve();
     });
-    child.kill('SIGTERM');
   });
 }

@@ -28,8 +28,9 @@ export type VideoRoute = 'videos' | 'videos/generations';
  * listing the sorted options; (2) a pinned model takes its native duration ±0.5 s and exactly
  * its native fps; (3) otherwise duration × fps is honoured with the frame count snapped to the
  * nearest 4n+1 (at least 5), and the JSON route also snaps width and height down to multiples
- * of 32. A pinned model's fps defaults to its native fps (the SPEC's default 24 would refuse
- * every call that leaves fps out).
+ * of 32. An omitted fps is SPEC's default 24 on both routes, pinned models included: the
+ * contract gives fps one default, so a pinned model whose native fps is not 24 answers
+ * `fps_mismatch` (naming its fps) rather than quietly taking another value than the one asked.
  */
 export function readVideoParams(fields: FieldReader, model: CatalogModel, route: VideoRoute, hasInputReference: boolean): VideoJobParams {
   const prompt = fields.string('prompt', { required: true })!;
@@ -40,7 +41,8 @@ export function readVideoParams(fields: FieldReader, model: CatalogModel, route:
     ? fields.decimal('seconds', 0.1, MAX_SECONDS, { required: true })!
     : fields.decimal('duration', 0.1, MAX_SECONDS) ?? 5.0;
   const pinned = model.videoSpec;
-  const fps = fields.integer('fps', 1, 120) ?? pinned?.fps ?? DEFAULT_FPS;
+  const givenFps = fields.integer('fps', 1, 120);
+  const fps = givenFps ?? DEFAULT_FPS;
 
   const dimensions = parseSize(requestedSize);
   if (!dimensions || !model.sizes.includes(requestedSize)) {
@@ -52,7 +54,8 @@ export function readVideoParams(fields: FieldReader, model: CatalogModel, route:
       { param: durationField });
   }
   if (pinned && fps !== pinned.fps) {
-    throw new AppError('fps_mismatch', `${model.id} generates at ${pinned.fps} fps: fps must be ${pinned.fps} (got ${fps})`, { param: 'fps' });
+    const got = givenFps === undefined ? `got ${fps}, the default when fps is omitted` : `got ${fps}`;
+    throw new AppError('fps_mismatch', `${model.id} generates at ${pinned.fps} fps: fps must be ${pinned.fps} (${got})`, { param: 'fps' });
   }
   const clipSeconds = pinned ? pinned.durationSeconds : requestedSeconds;
   const snapToGrid = route === 'videos/generations';

@@ -1,0 +1,54 @@
+import type { DataSource } from 'typeorm';
+import type { ApiKeyService } from '../api-keys/api-key.service';
+import { AppError } from '../errors/app-error';
+import { newId } from '../ids';
+import { hashSecret, newSecret } from '../secrets';
+
+export const SIGN_IN_TOKEN_PREFIX = 'csl-';
+
+/**
+ * One-time console sign-in links. `npm start` on the embedded defaults prints one for the dev
+ * workspace, whose API key was shown only on the first start. The token is random (256 bits),
+ * stored as a SHA-256 hash, expires after `ttlMs` and is spent by the first redemption: one
+ * UPDATE that checks and marks it, so two tabs racing on the same link cannot both sign in.
+ *
+ * Redeeming creates an API key of the workspace named "console sign-in" (listed, limited and
+ * revocable like any other): the console's session is always a workspace key kept in the tab's
+ * session storage, whichever way the person signed in.
+ */
+export class SignInLinks {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly apiKeys: ApiKeyService,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** A new link's token for `workspaceId`. */
+  async issue(workspaceId: string): Promise<{ token: string; expiresAt: Date }> {
+    const token = newSecret(SIGN_IN_TOKEN_PREFIX);
+    const expiresAt = new Date(Date.now() + this.ttlMs);
+    await this.dataSource.query(
+      'INSERT INTO console_sign_in_links (id, workspace_id, token_hash, expires_at) VALUES ($1, $2, $3, $4)',
+      [newId('csl'), workspaceId, hashSecret(token), expiresAt],
+    );
+    return { token, expiresAt };
+  }
+
+  /** Spends the token: a new API key for its workspace, or 401 when it is unknown, used or expired (not saying which). */
+  async redeem(token: string): Promise<{ workspaceId: string; apiKey: string }> {
+    const rows: Array<{ workspace_id: string }> = typeof token === 'string' && token.startsWith(SIGN_IN_TOKEN_PREFIX)
+      ? (await this.dataSource.query(
+        `UPDATE console_sign_in_links SET used_at = now()
+         WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
+         RETURNING workspace_id`,
+        [hashSecret(token)],
+      ))[0]
+      : [];
+    if (rows.length === 0) {
+      throw new AppError('invalid_api_key', 'this sign-in link is not valid: it was used already, has expired, or was mistyped; sign in with a workspace API key', { param: 'token' });
+    }
+    const workspaceId = rows[0].workspace_id;
+    const { plaintext } = await this.apiKeys.create(workspaceId, 'console sign-in');
+    return { workspaceId, apiKey: plaintext };
+  }
+}
