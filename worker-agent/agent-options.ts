@@ -9,7 +9,7 @@ import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
 import { llamaCppOptionFields } from './engines/llama-cpp-options';
 import { parseGpuList } from './gpu-inventory';
-import { describe, integerOption, loadOptionFields, optionField, OptionsError, type OptionsOf } from './option-fields';
+import { describe, integerOption, loadOptionFields, optionField, OptionsError, switchField, type OptionsOf } from './option-fields';
 
 const GPU_FORMAT = 'must be JSON like [{"name":"H100","memoryGiB":80}] or "name:memGiB,..."';
 
@@ -30,18 +30,46 @@ export const agentOptionFields = {
   engineModel: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_MODEL', 'engine-model'),
   /** Bearer token for the engine; env only, so it never shows in `ps`. @default none */
   engineApiKey: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_API_KEY'),
-  /** Engine calls run at once; further accepted jobs wait in a local FIFO queue. @default 64 */
+  /**
+   * The `openai` engine runs priority scheduling, lower values first: vLLM with
+   * `--scheduling-policy priority`, SGLang with `--enable-priority-scheduling
+   * --schedule-low-priority-values-first` (SGLang alone serves higher values first, which would
+   * put guests before owners). Only then does the agent offer to serve shared-serving guests
+   * (Hello.priority_capable) and send their jobs with `"priority": 10`; vLLM answers an error to
+   * a non-zero priority without that policy. The built-in engines need no flag: their queue is
+   * the agent's own. @default false
+   */
+  enginePriorityScheduling: switchField('WORKER_ENGINE_PRIORITY_SCHEDULING', 'engine-priority-scheduling'),
+  /** Engine calls run at once; further accepted jobs wait in a local FIFO queue (owner jobs first on a shared replica). @default 64 */
   maxConcurrency: optionField(integerOption(1, 100_000).default(64), 'WORKER_MAX_CONCURRENCY', 'max-concurrency'),
   /** First reconnect delay ceiling, in milliseconds; doubles per failed attempt. @default 250 */
   reconnectInitialMs: optionField(integerOption(1).default(250), 'WORKER_RECONNECT_INITIAL_MS'),
   /** Largest reconnect delay ceiling, in milliseconds. @default 10000 */
   reconnectMaxMs: optionField(integerOption(1).default(10_000), 'WORKER_RECONNECT_MAX_MS'),
+  /**
+   * How often the agent pings the control plane (HTTP/2 PING, gRPC keepalive) while its stream
+   * is open, in milliseconds. Heartbeats tell the control plane the agent lives; only these pings
+   * tell the agent that the control plane does: a stream silent because the network dropped it
+   * (no FIN, no RST) is ended after this plus `keepaliveTimeoutMs`, then the agent reconnects.
+   * @default 30000
+   */
+  keepaliveIntervalMs: optionField(integerOption(100).default(30_000), 'WORKER_KEEPALIVE_INTERVAL_MS'),
+  /** How long a keepalive ping may go unanswered before the connection counts as dead, in milliseconds. @default 10000 */
+  keepaliveTimeoutMs: optionField(integerOption(100).default(10_000), 'WORKER_KEEPALIVE_TIMEOUT_MS'),
   /** On Drain or SIGTERM, how long in-flight jobs may still run before failing with `agent_draining`. @default 30000 */
   drainTimeoutMs: optionField(integerOption(0).default(30_000), 'WORKER_DRAIN_TIMEOUT_MS'),
   /** Connect timeout to the engine, and the timeout of each health probe, in milliseconds. @default 5000 */
   engineConnectTimeoutMs: optionField(integerOption(1).default(5_000), 'WORKER_ENGINE_CONNECT_TIMEOUT_MS'),
   /** How often the engine's health is probed (`GET /v1/models`), in milliseconds. @default 5000 */
   engineHealthIntervalMs: optionField(integerOption(100).default(5_000), 'WORKER_ENGINE_HEALTH_INTERVAL_MS'),
+  /**
+   * Exit at once, without a drain, when the process that spawned the agent dies (kill -9
+   * included): stdin must be a pipe from it, which it never writes to or closes; its end
+   * closing is the signal (`parent-pipe.ts`). The server's `local` provider sets it on every
+   * agent it spawns, so none outlives its server or joins another. Leave it off for agents on
+   * GPU hosts: they outlive their control plane on purpose and reconnect. @default false
+   */
+  exitWithParent: switchField('WORKER_EXIT_WITH_PARENT', 'exit-with-parent'),
   /** GPUs reported in Hello: JSON or `name:memGiB,...`. @default none (the CPU engine has none) */
   gpus: optionField(
     z.string().refine((text) => parseGpuList(text) !== undefined, GPU_FORMAT).transform((text) => parseGpuList(text) as Gpu[]).default([]),

@@ -24,6 +24,10 @@ export interface AgentSessionOptions {
   readonly reconnectMaxMs: number;
   readonly drainTimeoutMs: number;
   readonly gpus: readonly Gpu[];
+  /** gRPC keepalive: ping every this many ms while the stream is open. @default 30000 */
+  readonly keepaliveIntervalMs?: number;
+  /** A ping unanswered this long ends the connection (the agent then reconnects). @default 10000 */
+  readonly keepaliveTimeoutMs?: number;
 }
 
 export interface AgentSessionDependencies {
@@ -124,9 +128,10 @@ export class AgentSession {
       // (256 KiB per call) would acknowledge writes before HTTP/2 took them, hiding backpressure.
       'grpc.enable_retries': 0,
       // Heartbeats only tell the control plane that the agent lives; pings tell the agent that
-      // the control plane does, so a half-open connection is noticed in ~40 s, not minutes.
-      'grpc.keepalive_time_ms': KEEPALIVE_TIME_MS,
-      'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
+      // the control plane does, so a half-open connection (a partition: no FIN, no RST) is
+      // noticed within interval + timeout (~40 s by default), not the minutes TCP takes.
+      'grpc.keepalive_time_ms': this.dependencies.options.keepaliveIntervalMs ?? KEEPALIVE_TIME_MS,
+      'grpc.keepalive_timeout_ms': this.dependencies.options.keepaliveTimeoutMs ?? KEEPALIVE_TIMEOUT_MS,
     });
     const call = (client as unknown as { Connect(): WorkerCall }).Connect();
     let markClosed!: () => void;
@@ -182,7 +187,14 @@ export class AgentSession {
   private onWelcome(connection: Connection, welcome: Welcome): void {
     connection.welcomed = true;
     this.welcome = welcome;
-    this.logger.info({ replicaId: welcome.replicaId, deploymentId: welcome.deploymentId, model: welcome.model }, 'welcomed by the control plane');
+    // Guests only where the engine can run them below owners: a control plane that asks an
+    // incapable agent anyway gets its guest jobs refused (invalid_job) rather than served FCFS.
+    const priorityScheduling = welcome.priorityScheduling === true && this.dependencies.engine.priorityCapable;
+    this.jobs.setPriorityScheduling(priorityScheduling);
+    this.logger.info({ replicaId: welcome.replicaId, deploymentId: welcome.deploymentId, model: welcome.model, priorityScheduling }, 'welcomed by the control plane');
+    if (welcome.priorityScheduling && !priorityScheduling) {
+      this.logger.warn({ engine: this.dependencies.engine.kind }, 'welcomed with priority scheduling, but the engine does not run it: guest jobs will be refused');
+    }
     if (welcome.protocolVersion !== PROTOCOL_VERSION) {
       this.logger.warn({ ours: PROTOCOL_VERSION, theirs: welcome.protocolVersion }, 'control plane speaks another worker protocol version');
     }
@@ -218,6 +230,7 @@ export class AgentSession {
       models: [...engine.models()],
       maxConcurrency: options.maxConcurrency,
       agentId: options.agentId,
+      priorityCapable: engine.priorityCapable,
     };
   }
 

@@ -2,6 +2,8 @@
  * Runs assigned jobs against the engine: at most `maxConcurrency` engine calls at once, the
  * rest in a local FIFO queue (`accepted{queued: true}`), and exactly one terminal event per
  * job whichever comes first: the engine's answer, Cancel, the deadline, or the drain timeout.
+ * With priority scheduling (a shared replica) guest jobs wait in a second FIFO that is served
+ * only when no owner job waits.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assign, JobEvent, JobFailureCode } from '../proto/worker/v1/index';
@@ -35,7 +37,11 @@ const MEDIA_RESULT = Object.freeze({ usage: EMPTY_USAGE, finishReason: 'stop', u
 
 export class JobRunner {
   private readonly jobs = new Map<string, TrackedJob>();
+  /** Owner jobs waiting for a slot; without priority scheduling, every waiting job. */
   private readonly waiting: TrackedJob[] = [];
+  /** Guest jobs waiting for a slot: started only when `waiting` is empty. */
+  private readonly guestsWaiting: TrackedJob[] = [];
+  private prioritised = false;
   private running = 0;
   private draining = false;
   private idleWaiters: Array<() => void> = [];
@@ -52,9 +58,17 @@ export class JobRunner {
     return this.running;
   }
 
-  /** Accepted jobs waiting for a concurrency slot. */
+  /** Accepted jobs waiting for a concurrency slot, owners' and guests' together. */
   get queued(): number {
-    return this.waiting.length;
+    return this.waiting.length + this.guestsWaiting.length;
+  }
+
+  /**
+   * Set from each Welcome: guests are accepted, and wait behind every owner job. Jobs of an
+   * earlier stream were abandoned when it dropped, so a change never strands a queued guest.
+   */
+  setPriorityScheduling(enabled: boolean): void {
+    this.prioritised = enabled;
   }
 
   assign(assign: Assign, writer: EventWriter): void {
@@ -62,6 +76,10 @@ export class JobRunner {
     if (this.jobs.has(assign.jobId)) return;
     if (this.draining) {
       writer.send(failedEvent(assign.jobId, 'agent_draining', 'agent is draining and takes no new jobs'));
+      return;
+    }
+    if (assign.guest && !this.prioritised) {
+      writer.send(failedEvent(assign.jobId, 'invalid_job', 'this replica does not serve guests'));
       return;
     }
     const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), running: false, finished: false };
@@ -77,7 +95,7 @@ export class JobRunner {
     // `accepted` is only worth a frame when the job has to wait; otherwise its output follows.
     if (this.running >= this.maxConcurrency) {
       writer.send(acceptedEvent(assign.jobId, true));
-      this.waiting.push(job);
+      (assign.guest ? this.guestsWaiting : this.waiting).push(job);
     } else {
       void this.run(job);
     }
@@ -151,14 +169,34 @@ export class JobRunner {
         this.finish(job, failedEventOf(jobId, withUsage(reason, (error as EngineFailure).usage ?? EMPTY_USAGE)));
         return;
       }
-      if (!(error instanceof EngineFailure)) this.logger.warn({ jobId, err: error }, 'engine call failed unexpectedly');
+      if (!(error instanceof EngineFailure)) this.logUnexpected(job, error);
       this.finish(job, failedEventOf(jobId, error));
     }
   }
 
+  /**
+   * An error's message may quote the body (V8's JSON.parse errors quote the input) and its
+   * cause may hold an engine body: a guest's stays out of the log, only its name is kept.
+   */
+  private logUnexpected(job: TrackedJob, error: unknown): void {
+    const { jobId } = job.assign;
+    if (!job.assign.guest) {
+      this.logger.warn({ jobId, err: error }, 'engine call failed unexpectedly');
+      return;
+    }
+    const errorName = error instanceof Error ? error.name : typeof error;
+    this.logger.warn({ jobId, guest: true, errorName }, 'engine call failed unexpectedly (a guest job: details withheld)');
+  }
+
   private removeFromQueue(job: TrackedJob): void {
-    const position = this.waiting.indexOf(job);
-    if (position !== -1) this.waiting.splice(position, 1);
+    const queue = job.assign.guest ? this.guestsWaiting : this.waiting;
+    const position = queue.indexOf(job);
+    if (position !== -1) queue.splice(position, 1);
+  }
+
+  /** The next job to start: the oldest waiting owner job, else the oldest waiting guest job. */
+  private nextWaiting(): TrackedJob | undefined {
+    return this.waiting.length > 0 ? this.waiting.shift() : this.guestsWaiting.shift();
   }
 
   private finish(job: TrackedJob, terminal: JobEvent | undefined): void {
@@ -170,7 +208,11 @@ export class JobRunner {
     if (job.running) this.running -= 1;
     else this.removeFromQueue(job);
     if (terminal) job.writer.send(terminal);
-    while (this.running < this.maxConcurrency && this.waiting.length > 0) void this.run(this.waiting.shift() as TrackedJob);
+    while (this.running < this.maxConcurrency) {
+      const next = this.nextWaiting();
+      if (!next) break;
+      void this.run(next);
+    }
     if (this.jobs.size === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

@@ -2,7 +2,8 @@
  * Worker agent entry point: `node dist/worker-agent/main.js --control-plane host:port
  * --join-token X [--engine cpu|openai|llama-cpp --engine-url URL --model-path FILE]`. Only
  * composes; exit codes: 0 after a drain, 1 on an unexpected error, 2 on bad options or a
- * Reject that retrying cannot fix, 3 when the engine cannot start (e.g. a model that does not load).
+ * Reject that retrying cannot fix, 3 when the engine cannot start (e.g. a model that does not load),
+ * 4 when, with WORKER_EXIT_WITH_PARENT, the process that spawned the agent is gone.
  */
 import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
@@ -12,9 +13,11 @@ import { createEngine } from './engines/create-engine';
 import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
+import { parentPipeProblem, watchParentPipe } from './parent-pipe';
 
 const EXIT_BAD_CONFIG = 2;
 const EXIT_ENGINE_START_FAILED = 3;
+const EXIT_PARENT_GONE = 4;
 const EXIT_FORCED = 130;
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -28,6 +31,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   } catch (error) {
     if (!(error instanceof OptionsError)) throw error;
     process.stderr.write(`${error.message}\n`);
+    return EXIT_BAD_CONFIG;
+  }
+  const pipeProblem = options.exitWithParent ? parentPipeProblem() : undefined;
+  if (pipeProblem) {
+    process.stderr.write(`invalid worker agent options: --exit-with-parent / WORKER_EXIT_WITH_PARENT: ${pipeProblem}\n`);
     return EXIT_BAD_CONFIG;
   }
   // Synchronous so the last lines reach stderr before process.exit.
@@ -48,6 +56,14 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  if (options.exitWithParent) {
+    // No drain: the stream went with the parent server, so no result could reach anyone, and
+    // an agent left running would redial that address and join whatever listens there next.
+    watchParentPipe(process.stdin, (how) => {
+      logger.warn({ how }, 'the process that spawned the agent is gone: exiting without a drain');
+      process.exit(EXIT_PARENT_GONE);
+    });
+  }
   logger.info({ controlPlane: options.controlPlaneAddress, engine: engine.kind, maxConcurrency: options.maxConcurrency }, 'worker agent starting');
   try {
     await engine.prepare();

@@ -12,6 +12,8 @@ export interface OptionField<Schema extends z.ZodType = z.ZodType> {
   readonly env: string;
   /** Long flag without the leading dashes, for options worth setting on the command line. */
   readonly flag?: string;
+  /** The flag is a switch (`--flag` alone means true); its variable still takes 1/true/yes/0/false/no. */
+  readonly switch?: boolean;
 }
 
 export type OptionFields = Record<string, OptionField>;
@@ -22,6 +24,11 @@ export type OptionsOf<Fields extends OptionFields> = {
 
 export function optionField<Schema extends z.ZodType>(schema: Schema, env: string, flag?: string): OptionField<Schema> {
   return { schema, env, flag };
+}
+
+/** A boolean option, false unless set, whose flag is a bare switch: `--flag` sets it; the variable takes 1/true/yes/0/false/no. */
+export function switchField(env: string, flag: string) {
+  return { schema: booleanOption().default(false), env, flag, switch: true } satisfies OptionField;
 }
 
 /** Thrown for any invalid flag or value; `main` prints it and exits with code 2. */
@@ -38,7 +45,8 @@ export function loadOptionFields<Fields extends OptionFields>(
   const flags = parseFlags(what, fields, argv);
   const input: Record<string, string> = {};
   for (const [key, field] of Object.entries(fields)) {
-    const value = (field.flag ? flags[field.flag] : undefined) ?? env[field.env];
+    const flag = field.flag ? flags[field.flag] : undefined;
+    const value = (typeof flag === 'boolean' ? String(flag) : flag) ?? env[field.env];
     if (value !== undefined && value !== '') input[key] = value;
   }
   const shape = Object.fromEntries(Object.entries(fields).map(([key, field]) => [key, field.schema]));
@@ -59,12 +67,12 @@ export function describe(field: OptionField | undefined): string {
   return field.flag ? `--${field.flag} / ${field.env}` : field.env;
 }
 
-function parseFlags(what: string, fields: OptionFields, argv: readonly string[]): Record<string, string | undefined> {
+function parseFlags(what: string, fields: OptionFields, argv: readonly string[]): Record<string, string | boolean | undefined> {
   const flagOptions = Object.fromEntries(
-    Object.values(fields).filter((field) => field.flag).map((field) => [field.flag as string, { type: 'string' as const }]),
+    Object.values(fields).filter((field) => field.flag).map((field) => [field.flag as string, { type: field.switch ? 'boolean' as const : 'string' as const }]),
   );
   try {
-    return parseArgs({ args: [...argv], options: flagOptions, strict: true, allowPositionals: false }).values as Record<string, string | undefined>;
+    return parseArgs({ args: [...argv], options: flagOptions, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
   } catch (error) {
     throw new OptionsError(`invalid ${what} flags: ${(error as Error).message}`, { cause: error });
   }

@@ -11,6 +11,8 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_CPU_ENGINE_OPTIONS, loadCpuEngineOptions, type CpuEngineOptions } from './cpu-engine-options';
 import { planCpuCompletion, type CpuCompletionPlan } from './cpu-request';
 import { cpuEventStream, cpuResponseBody } from './cpu-response';
+import type { EmbeddingSpec } from '../../proto/worker/v1/index';
+import { cpuEmbeddings } from './cpu-embeddings';
 import { EngineFailure } from './engine-failure';
 import { isObject, type EngineRoutePath } from './engine-request';
 
@@ -22,6 +24,8 @@ export interface CpuEngineServerOptions {
   readonly options?: Partial<CpuEngineOptions>;
   /** Sees every completion request body as the engine received it (tests assert on it). */
   readonly onRequest?: (path: string, body: Record<string, unknown>) => void;
+  /** The vectors and input limit `/v1/embeddings` answers with, as a vLLM serving one embedding model would. @default 1024 dimensions, 512 tokens */
+  readonly embedding?: EmbeddingSpec;
 }
 
 export interface CpuEngineServer {
@@ -44,6 +48,8 @@ export async function startCpuEngineServer(serverOptions: CpuEngineServerOptions
       active += 1;
       response.once('close', () => { active -= 1; });
       void answerCompletion(request, response, path as EngineRoutePath, options, serverOptions.onRequest);
+    } else if (request.method === 'POST' && path === '/v1/embeddings') {
+      void answerEmbeddings(request, response, serverOptions.embedding ?? DEFAULT_SERVER_EMBEDDING, serverOptions.onRequest);
     } else if (request.method === 'GET' && path === '/v1/models') {
       sendJson(response, 200, { object: 'list', data: [{ id: 'cpu', object: 'model', created: 0, owned_by: 'worker-agent' }] });
     } else if (request.method === 'GET' && path === '/health') {
@@ -85,6 +91,27 @@ async function answerCompletion(
       response.destroy();
     } else if (error instanceof EngineFailure && error.engineBody && error.engineStatus) {
       sendBytes(response, error.engineStatus, error.engineBody);
+    } else {
+      sendJson(response, 500, { error: { message: (error as Error).message, type: 'server_error', param: null, code: null } });
+    }
+  }
+}
+
+const DEFAULT_SERVER_EMBEDDING: EmbeddingSpec = { dimensions: 1024, maxInputTokens: 512 };
+
+/** Refusals are a 400 with an OpenAI error body, as vLLM answers an over-long input. */
+async function answerEmbeddings(
+  request: http.IncomingMessage, response: http.ServerResponse, spec: EmbeddingSpec, onRequest: CpuEngineServerOptions['onRequest'],
+): Promise<void> {
+  try {
+    const payload = await readJsonObject(request);
+    onRequest?.('/v1/embeddings', payload);
+    sendBytes(response, 200, cpuEmbeddings(payload, spec, typeof payload.model === 'string' ? payload.model : 'cpu').body);
+  } catch (error) {
+    if (error instanceof EngineFailure && error.engineBody && error.engineStatus) {
+      sendBytes(response, error.engineStatus, error.engineBody);
+    } else if (error instanceof EngineFailure && error.code === 'invalid_job') {
+      sendJson(response, 400, { error: { message: error.message, type: 'invalid_request_error', param: 'input', code: null } });
     } else {
       sendJson(response, 500, { error: { message: (error as Error).message, type: 'server_error', param: null, code: null } });
     }

@@ -8,6 +8,7 @@ import type { JobCancellation } from '../job-cancellation';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { generateCpuMedia } from './cpu-media';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
+import { cpuEmbeddings } from './cpu-embeddings';
 import { planCpuCompletion } from './cpu-request';
 import { cpuEventStream, cpuResponseBody } from './cpu-response';
 import { forwardEventStream, forwardJsonBody } from './engine-response';
@@ -22,6 +23,7 @@ export class CpuEngine implements Engine {
   readonly kind = 'cpu';
   readonly version = CPU_ENGINE_VERSION;
   readonly url = '';
+  readonly priorityCapable = true;
 
   /** @param engineModel model name to answer with instead of the job's catalog model */
   constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {}
@@ -49,6 +51,11 @@ export class CpuEngine implements Engine {
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     const signal = cancellation.signal;
     const request = prepareEngineRequest(job, this.engineModel);
+    if (request.path === '/v1/embeddings') {
+      const answer = cpuEmbeddings(request.payload, job.embedding, this.engineModel ?? job.model);
+      await sink.output(answer.body, 'application/json');
+      return { usage: answer.usage, finishReason: '', usageEstimated: false };
+    }
     const plan = planCpuCompletion(request.payload, request.path, this.options);
     const promptText = () => plan.promptText;
     if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal), sink, job.includeUsage, promptText);

@@ -16,7 +16,9 @@ const MAX_CHOICES = 128;
 const DEFAULT_MODEL = 'cpu';
 
 export interface CpuCompletionPlan extends CompletionHeader {
+  /** Every prompt as one text, for the agent's usage estimate should usage ever be missing. */
   readonly promptText: string;
+  /** In answer order: prompt i's choice j is at index i·n + j. */
   readonly choices: readonly GeneratedChoice[];
   readonly usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   readonly behaviour: CpuEngineBehaviour;
@@ -28,17 +30,24 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
   if (kind === 'chat' && (!Array.isArray(payload.messages) || payload.messages.length === 0)) {
     throw invalidRequestFailure('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
   }
-  if (kind === 'completion' && typeof payload.prompt !== 'string' && !isStringArray(payload.prompt)) {
-    throw invalidRequestFailure('prompt', '`prompt` must be a string or an array of strings', 'missing_required_parameter');
+  if (kind === 'completion' && typeof payload.prompt !== 'string' && !(isStringArray(payload.prompt) && payload.prompt.length > 0)) {
+    throw invalidRequestFailure('prompt', '`prompt` must be a string or a non-empty array of strings', 'missing_required_parameter');
   }
   const maxTokens = integerField(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
-  const choiceCount = integerField(payload, 'n', 1, MAX_CHOICES) ?? 1;
+  const n = integerField(payload, 'n', 1, MAX_CHOICES) ?? 1;
   const seed = integerField(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) ?? 0;
   if (payload.model !== undefined && typeof payload.model !== 'string') throw invalidRequestFailure('model', '`model` must be a string');
+  // A completions batch is answered as OpenAI does: `n` choices per prompt, prompt i's choice j
+  // at index i·n + j, and the usage of all of them together.
+  const prompts = kind === 'chat' ? [promptTextOf(payload, path)] : ([] as string[]).concat(payload.prompt as string | string[]);
+  if (prompts.length * n > MAX_CHOICES) {
+    throw invalidRequestFailure('n', `the cpu engine answers at most ${MAX_CHOICES} choices per request (prompts × n); asked for ${prompts.length * n}`);
+  }
+  const stop = stopSequences(payload.stop);
+  const choices = prompts.flatMap((promptText, promptIndex) =>
+    Array.from({ length: n }, (_, choice) => generateChoice({ promptText, seed, maxTokens, stop }, promptIndex * n + choice)));
   const promptText = promptTextOf(payload, path);
-  const generation = { promptText, seed, maxTokens, stop: stopSequences(payload.stop) };
-  const choices = Array.from({ length: choiceCount }, (_, index) => generateChoice(generation, index));
-  const promptTokens = countTokens(promptText);
+  const promptTokens = prompts.reduce((sum, prompt) => sum + countTokens(prompt), 0);
   const completionTokens = choices.reduce((sum, choice) => sum + choice.completionTokens, 0);
   const streamOptions = isObject(payload.stream_options) ? payload.stream_options : {};
   return {
@@ -72,8 +81,6 @@ function stopSequences(stop: unknown): string[] {
   if (isStringArray(stop)) return stop;
   throw invalidRequestFailure('stop', '`stop` must be a string or an array of strings');
 }
-
-
 
 function isStringArray(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((item) => typeof item === 'string');

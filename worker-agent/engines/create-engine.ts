@@ -19,6 +19,7 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       connections: options.maxConcurrency,
       connectTimeoutMs: options.engineConnectTimeoutMs,
       healthIntervalMs: options.engineHealthIntervalMs,
+      priorityScheduling: options.enginePriorityScheduling,
     });
   }
   if (options.engineKind === 'llama-cpp') {

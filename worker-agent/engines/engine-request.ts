@@ -7,7 +7,7 @@ import type { JobKind } from '../../proto/worker/v1/index';
 import type { EngineJob } from './engine';
 import { EngineFailure } from './engine-failure';
 
-export type EngineRoutePath = '/v1/chat/completions' | '/v1/completions';
+export type EngineRoutePath = '/v1/chat/completions' | '/v1/completions' | '/v1/embeddings';
 
 export interface EngineRequest {
   readonly path: EngineRoutePath;
@@ -20,14 +20,25 @@ export interface EngineRequest {
 const ROUTE_BY_KIND: Partial<Record<JobKind, EngineRoutePath>> = {
   JOB_KIND_CHAT_COMPLETION: '/v1/chat/completions',
   JOB_KIND_COMPLETION: '/v1/completions',
+  JOB_KIND_EMBEDDING: '/v1/embeddings',
 };
 
-export function prepareEngineRequest(job: EngineJob, engineModel: string | undefined): EngineRequest {
+/**
+ * @param priority the engine's per-request `priority` (vLLM: lower is served first), set over
+ * whatever the client sent; undefined leaves the body's own field, if any, as it is
+ */
+export function prepareEngineRequest(job: EngineJob, engineModel: string | undefined, priority?: number): EngineRequest {
   const path = ROUTE_BY_KIND[job.kind];
   if (!path) throw new EngineFailure('invalid_job', `job kind ${job.kind} is not served by this engine`);
   const payload = parseObject(job.body);
   payload.model = engineModel ?? job.model;
+  if (path === '/v1/embeddings') {
+    // Embeddings never stream, and TEI refuses fields it does not know, so none are added.
+    if (priority !== undefined) payload.priority = priority;
+    return { path, payload, bytes: Buffer.from(JSON.stringify(payload)) };
+  }
   payload.stream = job.stream;
+  if (priority !== undefined) payload.priority = priority;
   if (job.stream) {
     // Usage is always requested so billing never sees a $0 stream; the agent drops the
     // usage-only chunk again when the client did not ask for it.

@@ -3,7 +3,7 @@
  * the built-in CPU engine) hand over bytes exactly as the engine produced them, so the agent
  * never parses and re-serialises a token chunk; only usage and the finish reason are peeked.
  */
-import type { EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
+import type { EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
 import type { JobCancellation } from '../job-cancellation';
 
 /** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
@@ -17,6 +17,13 @@ export interface EngineJob {
   readonly includeUsage: boolean;
   /** Catalog model id; adapters send their configured engine model name instead when set. */
   readonly model: string;
+  /**
+   * A shared-serving guest's job: sent at the engine's low priority, and nothing of its body,
+   * output or engine error text may reach a log at any level (only ids, codes and sizes).
+   */
+  readonly guest?: boolean;
+  /** Embedding jobs: the catalog's vector size and input limit of the model. */
+  readonly embedding?: EmbeddingSpec | null;
 }
 
 /**
@@ -75,6 +82,12 @@ export interface Engine {
   readonly version: string;
   /** Informational engine address; empty for in-process engines. */
   readonly url: string;
+  /**
+   * Guest jobs can run below owner jobs (`Hello.priority_capable`): always for in-process
+   * engines, whose only queue is the agent's owner-first one; for an HTTP engine only when it
+   * runs priority scheduling, since its own batch would otherwise serve guests and owners alike.
+   */
+  readonly priorityCapable: boolean;
   /**
    * What the agent's Hello needs, quickly, before it joins (llama-cpp: opens llama.cpp for its
    * version and checks the model file). Throws `EngineStartError` when the engine cannot serve.

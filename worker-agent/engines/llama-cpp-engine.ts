@@ -15,6 +15,7 @@ import { choiceSeed, planLlamaRequest, type LlamaRequestPlan } from '../llama/ll
 import { invalidRequestFailure } from './request-fields';
 import { chunkFormat, completionBody, DONE_EVENT, type OpenAiUsage } from '../llama/llama-response-format';
 import { LlamaBackend } from '../llama/llama-backend';
+import { LlamaEmbedder } from '../llama/llama-embeddings';
 import { LlamaRuntime, type RenderedPrompt } from '../llama/llama-runtime';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress } from './engine';
 import { EngineFailure } from './engine-failure';
@@ -43,9 +44,12 @@ interface PlannedChoice extends ChoiceRequest {
 export class LlamaCppEngine implements Engine {
   readonly kind = 'llama-cpp';
   readonly url = '';
+  /** llama.cpp has no request priority (llama.cpp#22916): the agent's owner-first queue is the order. */
+  readonly priorityCapable = true;
   version = '';
   private backend: LlamaBackend | null = null;
   private runtime: LlamaRuntime | null = null;
+  private embedder: LlamaEmbedder | null = null;
 
   constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {}
 
@@ -84,6 +88,12 @@ export class LlamaCppEngine implements Engine {
     const runtime = this.runtime;
     if (!runtime) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
     const request = prepareEngineRequest(job, this.options.engineModel);
+    if (request.path === '/v1/embeddings') {
+      this.embedder ??= new LlamaEmbedder(runtime.model, runtime.contextSize, this.options.threads);
+      const answer = await this.embedder.embed(request.payload, job.embedding, this.options.engineModel ?? job.model, cancellation.signal);
+      await sink.output(answer.body, 'application/json');
+      return { usage: answer.usage, finishReason: '', usageEstimated: false };
+    }
     const plan = planLlamaRequest(request.payload, request.path);
     const choices = this.planChoices(runtime, plan);
     const promptTokens = plan.kind === 'chat' ? choices[0].promptTokens.length : sumPromptTokens(choices, plan.n);
@@ -118,7 +128,10 @@ export class LlamaCppEngine implements Engine {
 
   async close(): Promise<void> {
     const runtime = this.runtime;
+    const embedder = this.embedder;
     this.runtime = null;
+    this.embedder = null;
+    await embedder?.close();
     await runtime?.close();
   }
 

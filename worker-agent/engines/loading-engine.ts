@@ -19,6 +19,7 @@ export class LoadingEngine implements Engine {
   get kind(): string { return this.inner.kind; }
   get version(): string { return this.inner.version; }
   get url(): string { return this.inner.url; }
+  get priorityCapable(): boolean { return this.inner.priorityCapable; }
 
   async prepare(): Promise<void> {
     await this.inner.prepare?.();

@@ -25,12 +25,21 @@ export interface OpenAiEngineOptions {
   readonly connections: number;
   readonly connectTimeoutMs: number;
   readonly healthIntervalMs: number;
+  /** The engine runs priority scheduling with lower values first (vLLM `--scheduling-policy priority`). @default false */
+  readonly priorityScheduling?: boolean;
 }
+
+/**
+ * vLLM's `priority` for guest jobs (lower is served first). Owner jobs keep the default 0, so
+ * their bodies are exactly what they are on an unshared replica; 10 leaves room for tiers between.
+ */
+export const GUEST_PRIORITY = 10;
 
 export class OpenAiEngine implements Engine {
   readonly kind = 'openai';
   readonly version = '';
   readonly url: string;
+  readonly priorityCapable: boolean;
   private readonly pool: Pool;
   private readonly basePath: string;
   private readonly headers: Record<string, string>;
@@ -39,6 +48,7 @@ export class OpenAiEngine implements Engine {
   constructor(private readonly options: OpenAiEngineOptions) {
     const url = new URL(options.url);
     this.url = options.url;
+    this.priorityCapable = options.priorityScheduling === true;
     this.basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
     this.pool = new Pool(url.origin, { connections: options.connections + 1, connectTimeout: options.connectTimeoutMs });
     this.headers = { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
@@ -58,7 +68,10 @@ export class OpenAiEngine implements Engine {
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
-    const request = prepareEngineRequest(job, this.options.engineModel);
+    // The control plane sends guests only to agents welcomed with priority scheduling, which an
+    // engine without it never is; a FCFS vLLM would also answer an error to the priority field.
+    if (job.guest && !this.priorityCapable) throw new EngineFailure('invalid_job', 'this replica does not serve guests: its engine does not run priority scheduling');
+    const request = prepareEngineRequest(job, this.options.engineModel, job.guest ? GUEST_PRIORITY : undefined);
     const promptText = () => promptTextOf(request.payload, request.path);
     const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText) : null;
     return await new Promise<EngineResult>((resolve, reject) => {

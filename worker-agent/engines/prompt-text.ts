@@ -3,14 +3,14 @@ import type { EngineRoutePath } from './engine-request';
 /**
  * The text a request asks the model to continue: chat message contents (strings and text
  * parts) or the completion prompt, joined by newlines so words of adjacent messages never
- * merge. Used by the CPU engine to count tokens and by adapters to estimate missing usage.
+ * merge; for embeddings, the input strings. Used by the CPU engine to count tokens and by adapters to estimate missing usage.
  */
 export function promptTextOf(payload: Record<string, unknown>, path: EngineRoutePath): string {
   if (path === '/v1/chat/completions') {
     const messages = Array.isArray(payload.messages) ? payload.messages : [];
     return messages.map((message) => contentText((message as { content?: unknown } | null)?.content)).join('\n');
   }
-  const prompt = payload.prompt;
+  const prompt = path === '/v1/embeddings' ? payload.input : payload.prompt;
   if (typeof prompt === 'string') return prompt;
   if (Array.isArray(prompt)) return prompt.filter((part) => typeof part === 'string').join('\n');
   return '';

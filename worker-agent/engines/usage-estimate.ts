@@ -20,7 +20,8 @@ export function usageFromOpenAi(value: unknown): Usage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const usage = value as Record<string, unknown>;
   const promptTokens = usage.prompt_tokens;
-  const completionTokens = usage.completion_tokens;
+  // Embedding answers count prompt tokens only.
+  const completionTokens = usage.completion_tokens === undefined && typeof promptTokens === 'number' ? 0 : usage.completion_tokens;
   if (typeof promptTokens !== 'number' || typeof completionTokens !== 'number') return undefined;
   const totalTokens = typeof usage.total_tokens === 'number' ? usage.total_tokens : promptTokens + completionTokens;
   return { promptTokens, completionTokens, totalTokens };
