@@ -10,9 +10,12 @@ import { DeploymentResolver } from './resolvers/deployment.resolver';
 import { RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 import { WebhookResolver } from './resolvers/webhook.resolver';
+import { WorkspaceResolver } from './resolvers/workspace.resolver';
+import { SharingResolver } from './resolvers/sharing.resolver';
+import { ConsoleResolver } from './resolvers/console.resolver';
 
 export const RESOLVERS = [
-  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver,
+  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver,
 ] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */

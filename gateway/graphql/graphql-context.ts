@@ -5,10 +5,13 @@ export interface GraphQLContext {
   key: AuthenticatedKey | null;
   /** The caller presented the operator token (provider, catalog and credit administration). */
   operator: boolean;
+  /** A bearer token was sent but is no key (revoked, regenerated, mistyped): said so, as /v1 does. */
+  unknownToken?: boolean;
 }
 
 /** The caller's workspace; every resolver scopes its records by it. */
 export function workspaceOf(context: GraphQLContext): string {
+  if (!context.key && context.unknownToken) throw new AppError('invalid_api_key', 'incorrect API key provided');
   if (!context.key) throw new AppError('invalid_api_key', 'send "Authorization: Bearer <API_KEY>" (or connectionParams.authorization for subscriptions)');
   return context.key.workspaceId;
 }

@@ -1,22 +1,25 @@
 import type http from 'node:http';
-import { ApolloServer, HeaderMap } from '@apollo/server';
-import { unwrapResolverError } from '@apollo/server/errors';
+import { ApolloServer, HeaderMap, type ApolloServerPlugin } from '@apollo/server';
 import { createPubSub } from '@graphql-yoga/subscription';
-import { specifiedRules, validate, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError, specifiedRules } from 'graphql';
 import { hashSecret, sameHash } from '../../control-plane/secrets';
 import { queryLimitRules } from './query-limits';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import type { PubSub } from 'type-graphql';
-import { WebSocketServer } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
-import { ERROR_TABLE } from '../errors/error-table';
 import { bearerToken } from '../http/bearer-token';
 import { readBody } from '../http/read-body';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
+import { formatGraphQLError } from './graphql-errors';
+import { asAppError } from '../../control-plane/database/database-unavailable';
+import { ERROR_TABLE } from '../errors/error-table';
+import { nulByteInVariables, nulByteRule } from './nul-byte-checks';
+import { websocketOperations } from './websocket-operations';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
 import { BillingResolver } from './resolvers/billing.resolver';
 import { CapacityResolver } from './resolvers/capacity.resolver';
@@ -25,6 +28,9 @@ import { DEPLOYMENT_UPDATED, DeploymentResolver, REPLICA_LOAD } from './resolver
 import { REQUEST_UPDATED, RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
 import { WEBHOOK_ATTEMPT_LOGGED, WebhookResolver } from './resolvers/webhook.resolver';
+import { WorkspaceResolver } from './resolvers/workspace.resolver';
+import { SHARED_MODEL_UPDATED, SharingResolver } from './resolvers/sharing.resolver';
+import { ConsoleResolver } from './resolvers/console.resolver';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -52,21 +58,27 @@ export class GraphQLServer {
       [WebhookResolver, new WebhookResolver(controlPlane)],
       [CapacityResolver, new CapacityResolver(controlPlane)],
       [BillingResolver, new BillingResolver(controlPlane)],
+      [WorkspaceResolver, new WorkspaceResolver(controlPlane)],
+      [SharingResolver, new SharingResolver(controlPlane)],
+      [ConsoleResolver, new ConsoleResolver(controlPlane)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
     const forwardRequest = (record: unknown) => pubSub.publish(REQUEST_UPDATED, record as never);
     const forwardAttempt = (attempt: unknown) => pubSub.publish(WEBHOOK_ATTEMPT_LOGGED, attempt as never);
     const forwardLoad = (load: unknown) => pubSub.publish(REPLICA_LOAD, load as never);
+    const forwardSharedModel = (model: unknown) => pubSub.publish(SHARED_MODEL_UPDATED, model as never);
     controlPlane.events.on('deploymentUpdated', forward);
     controlPlane.events.on('requestUpdated', forwardRequest);
     controlPlane.events.on('webhookAttemptLogged', forwardAttempt);
     controlPlane.events.on('replicaLoad', forwardLoad);
+    controlPlane.events.on('sharedModelUpdated', forwardSharedModel);
     this.unsubscribe = () => {
       controlPlane.events.off('deploymentUpdated', forward);
       controlPlane.events.off('requestUpdated', forwardRequest);
       controlPlane.events.off('webhookAttemptLogged', forwardAttempt);
       controlPlane.events.off('replicaLoad', forwardLoad);
+      controlPlane.events.off('sharedModelUpdated', forwardSharedModel);
     };
 
     this.apollo = new ApolloServer<GraphQLContext>({
@@ -75,14 +87,21 @@ export class GraphQLServer {
       // Apollo would otherwise handle SIGINT/SIGTERM itself and re-raise them, killing the
       // process before the server drains its agents and stops the database.
       stopOnTerminationSignals: false,
-      validationRules: queryLimitRules(),
+      validationRules: [...queryLimitRules(), nulByteRule],
+      plugins: [nulBytesInVariablesPlugin, subscriptionsOverWebSocketPlugin],
+      // Errors never carry stack traces to clients, whatever NODE_ENV says (formatGraphQLError drops them too).
+      includeStacktraceInErrorResponses: false,
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
     this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
-    const limits = queryLimitRules();
+    // Registered before graphql-ws's own listener, so it runs first on each message.
+    this.websockets.on('connection', refuseServerMessagesFromClients);
+    const operations = websocketOperations([...specifiedRules, ...queryLimitRules(), nulByteRule], logger);
     const cleanup = useServer<Record<string, unknown>, { caller?: GraphQLContext }>({
       schema,
-      validate: (validatedSchema, document) => validate(validatedSchema, document, [...specifiedRules, ...limits]),
+      onSubscribe: (_context, _id, payload) => operations.prepare(schema, payload),
+      onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
+      onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
       onConnect: async (context) => {
         const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
         const caller = await this.callerFrom(typeof header === 'string' ? header : undefined);
@@ -119,7 +138,7 @@ export class GraphQLServer {
       }
       const result = await this.apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
-        context: () => this.callerFrom(context.get('authorization') || undefined),
+        context: () => this.callerFrom(context.get('authorization') || undefined).catch(asGraphQLError),
       });
       for (const [name, value] of result.headers) context.set(name, value);
       context.status = result.status ?? 200;
@@ -145,19 +164,68 @@ export class GraphQLServer {
     const token = bearerToken(header);
     if (!token) return { key: null, operator: false };
     if (this.operatorTokenHash && sameHash(hashSecret(token), this.operatorTokenHash)) return { key: null, operator: true };
-    return { key: await this.controlPlane.apiKeys.authenticate(token), operator: false };
+    const key = await this.controlPlane.apiKeys.authenticate(token);
+    return { key, operator: false, unknownToken: key === null };
   }
 }
 
-function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
-  const original = unwrapResolverError(error);
-  if (original instanceof AppError) {
-    return { ...formatted, message: original.message, extensions: { code: ERROR_TABLE[original.code].graphql, param: original.param } };
-  }
-  // Apollo files every validation error under GRAPHQL_VALIDATION_FAILED; the query limits keep their own code.
-  const limitCode = ((error as { originalError?: { extensions?: Record<string, unknown> } }).originalError?.extensions?.code);
-  if (typeof limitCode === 'string' && limitCode.startsWith('QUERY_TOO_')) return { ...formatted, extensions: { code: limitCode } };
-  if (formatted.extensions?.code && formatted.extensions.code !== 'INTERNAL_SERVER_ERROR') return formatted;
-  logger.error({ err: original }, 'graphql resolver failed');
-  return { message: 'internal error', locations: formatted.locations, path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+/**
+ * Apollo answers 500 for any error thrown while building the context (the caller's key is
+ * looked up in PostgreSQL there): carry the AppError's status and code instead, so a database
+ * outage is a 503 UNAVAILABLE with Retry-After, as on /v1.
+ */
+function asGraphQLError(error: unknown): never {
+  const appError = asAppError(error);
+  const entry = ERROR_TABLE[appError.code];
+  const headers = new HeaderMap();
+  if (appError.retryAfterSeconds !== undefined) headers.set('retry-after', String(appError.retryAfterSeconds));
+  throw new GraphQLError(appError.message, {
+    originalError: appError,
+    extensions: { code: entry.graphql, http: { status: entry.status, headers } },
+  });
+}
+
+/** A NUL in a variable is refused before anything runs (literals are refused by nulByteRule while validating). */
+const nulBytesInVariablesPlugin: ApolloServerPlugin<GraphQLContext> = {
+  async requestDidStart() {
+    return {
+      async didResolveOperation({ document, request }) {
+        const error = nulByteInVariables(document, request.operationName, request.variables);
+        if (error) throw error;
+      },
+    };
+  },
+};
+
+/**
+ * Apollo runs a subscription sent over HTTP as a one-off query, whose resolvers then get no
+ * event to read (a TypeError: INTERNAL_SERVER_ERROR). Subscriptions live on graphql-ws.
+ */
+const subscriptionsOverWebSocketPlugin: ApolloServerPlugin<GraphQLContext> = {
+  async requestDidStart() {
+    return {
+      async didResolveOperation({ operation }) {
+        if (operation?.operation !== 'subscription') return;
+        throw new GraphQLError(`subscriptions are served over WebSocket (graphql-transport-ws) at ${GRAPHQL_PATH}, not over HTTP`, {
+          extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+        });
+      },
+    };
+  },
+};
+
+/** Messages only a server sends; graphql-ws answers one from a client by closing with 4500 (its "internal error"). */
+const SERVER_MESSAGE_TYPES = new Set(['connection_ack', 'next', 'error']);
+
+/** A client that sends one breaks the protocol: 4400 Bad Request, the code graphql-ws gives other malformed messages. */
+function refuseServerMessagesFromClients(socket: WebSocket): void {
+  socket.on('message', (data) => {
+    let type: unknown;
+    try {
+      type = (JSON.parse(String(data)) as { type?: unknown } | null)?.type;
+    } catch {
+      return;
+    }
+    if (typeof type === 'string' && SERVER_MESSAGE_TYPES.has(type)) socket.close(4400, `Unexpected message of type ${type} received`);
+  });
 }

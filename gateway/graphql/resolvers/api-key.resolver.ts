@@ -36,7 +36,7 @@ export class ApiKeyResolver {
   }
 }
 
-function toApiKeyType(apiKey: ApiKey): ApiKeyType {
+export function toApiKeyType(apiKey: ApiKey): ApiKeyType {
   const { id, name, displayPrefix, rpmLimit, tpdLimit, createdAt, regeneratedAt } = apiKey;
   return { id, name, displayPrefix, rpmLimit, tpdLimit, createdAt, regeneratedAt };
 }

@@ -1,11 +1,13 @@
-import { Arg, Ctx, Float, Query, Resolver } from 'type-graphql';
+import { Arg, Ctx, Int, Query, Resolver } from 'type-graphql';
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { CostGrouping, UsageGrouping } from '../../../control-plane/billing/billing-queries';
 import type { ControlPlane } from '../../../control-plane/main';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CostRowType, UsageRowType } from '../types/capacity.type';
+import { DecimalScalar } from '../types/decimal.scalar';
+import { EarningsGrouping, LedgerEntryType, SharingEarningsRowType } from '../types/ledger.type';
 
-/** GPU cost (the billing ledger), token usage and prepaid credit of the caller's workspace. */
+/** GPU cost, token usage, ledger rows, sharing earnings and prepaid credit of the caller's workspace. */
 @Resolver()
 export class BillingResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
@@ -24,9 +26,26 @@ export class BillingResolver {
     return await this.controlPlane.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key'] as const));
   }
 
-  @Query(() => Float, { nullable: true, description: 'Prepaid credit left; null when the workspace is postpaid (no limit)' })
-  async creditBalance(@Ctx() context: GraphQLContext): Promise<number | null> {
+  @Query(() => DecimalScalar, { nullable: true, description: 'Prepaid credit left; null when the workspace is postpaid (no limit)' })
+  async creditBalance(@Ctx() context: GraphQLContext): Promise<string | null> {
     return await this.controlPlane.billing.creditBalance(workspaceOf(context));
+  }
+
+  @Query(() => [LedgerEntryType], { description: 'Movements of the workspace\'s money created between from (inclusive) and to, newest first; kind filters, limit 1 to 200' })
+  async ledgerEntries(
+    @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext,
+    @Arg('kind', () => String, { nullable: true }) kind: string | null | undefined,
+    @Arg('limit', () => Int, { defaultValue: 50 }) limit: number,
+  ): Promise<LedgerEntryType[]> {
+    return await this.controlPlane.billing.ledgerEntries(workspaceOf(context), { from, to, kind, limit });
+  }
+
+  @Query(() => [SharingEarningsRowType], { description: 'What guests paid for the workspace\'s shared deployments between from and to, by day (UTC) or deployment' })
+  async sharingEarnings(
+    @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext,
+    @Arg('groupBy', () => EarningsGrouping, { defaultValue: EarningsGrouping.DAY }) groupBy: EarningsGrouping,
+  ): Promise<SharingEarningsRowType[]> {
+    return await this.controlPlane.billing.sharingEarnings(workspaceOf(context), from, to, groupBy);
   }
 }
 

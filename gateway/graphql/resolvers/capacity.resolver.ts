@@ -4,6 +4,7 @@ import type { GpuOffer } from '../../../control-plane/capacity/gpu-offer';
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
+import { DecimalScalar } from '../types/decimal.scalar';
 import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';
 import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.type';
 
@@ -64,8 +65,8 @@ export class CapacityResolver {
     return await this.market().reclaim(id);
   }
 
-  @Mutation(() => Float, { description: 'Operator: adds prepaid credit to a workspace; returns the new balance' })
-  async addCredit(@Arg('workspaceId', () => ID) workspaceId: string, @Arg('amount', () => Float) amount: number, @Ctx() context: GraphQLContext): Promise<number> {
+  @Mutation(() => DecimalScalar, { description: 'Operator: adds prepaid credit (above 0, at most 1000000, at most 10 decimal places) to a workspace, as a top_up ledger row; returns the new balance. A postpaid workspace becomes prepaid' })
+  async addCredit(@Arg('workspaceId', () => ID) workspaceId: string, @Arg('amount', () => DecimalScalar) amount: string, @Ctx() context: GraphQLContext): Promise<string> {
     requireOperator(context);
     return await this.controlPlane.billing.addCredit(workspaceId, amount);
   }

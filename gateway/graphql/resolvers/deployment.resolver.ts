@@ -60,7 +60,7 @@ export class DeploymentResolver {
     return read;
   }
 
-  @Mutation(() => DeploymentType, { description: 'Changes price cap, replica range, autoscale or default storage; in-flight requests are not dropped' })
+  @Mutation(() => DeploymentType, { description: 'Changes price cap, replica range, autoscale, default storage or sharing of idle capacity; in-flight requests are not dropped' })
   async updateDeployment(@Arg('id', () => ID) id: string, @Arg('input') input: UpdateDeploymentInput, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
     const workspaceId = workspaceOf(context);
     const { clearStorageCredential, storageCredentialId, ...settings } = input;
@@ -114,12 +114,15 @@ export class DeploymentResolver {
   }
 
   private toType(deployment: Deployment): DeploymentType {
-    const { id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId, createdAt, updatedAt } = deployment;
+    const {
+      id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
+      shareIdleCapacity, sharing, createdAt, updatedAt,
+    } = deployment;
     // An instance, not a plain object: type-graphql copies a plain root into a new instance for
     // every field resolver, and `replicaRows` keys its one read on the root's identity.
     return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
-      createdAt, updatedAt, progress: null, sharing: 'not_shared',
+      createdAt, updatedAt, progress: null, shareIdleCapacity, sharing,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }

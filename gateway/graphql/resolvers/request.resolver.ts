@@ -1,4 +1,5 @@
-import { Arg, Ctx, ID, Int, Query, Resolver, Root, Subscription } from 'type-graphql';
+import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
+import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
@@ -25,6 +26,23 @@ export class RequestResolver {
   ): Promise<RequestType[]> {
     await this.controlPlane.deployments.get(workspaceOf(context), deploymentId);
     return (await this.controlPlane.requests.list(deploymentId, { status: status ?? undefined }, limit)).map(toRequestType);
+  }
+
+  @FieldResolver(() => [String], {
+    nullable: true,
+    description: 'Links to the outputs of a succeeded request, signed anew at each read (as GET /v1/requests/{id} output_urls); null before success or once retention removed them',
+  })
+  async outputUrls(@Root() request: RequestType, @Ctx() context: GraphQLContext): Promise<string[] | null> {
+    if (request.status !== 'succeeded') return null;
+    const requests = this.controlPlane.requests;
+    return await requests.outputUrls(await requests.get(workspaceOf(context), request.id));
+  }
+
+  @Mutation(() => RequestType, { description: 'Cancels a queued request, as POST /v1/requests/{id}/cancel; CONFLICT once it runs or has ended' })
+  async cancelRequest(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<RequestType> {
+    const { record, canceled } = await this.controlPlane.requests.cancel(workspaceOf(context), id);
+    if (!canceled) throw new AppError('request_not_cancellable', `request ${id} is ${record.status}; only queued requests can be canceled`, { param: 'id' });
+    return toRequestType(record);
   }
 
   @Subscription(() => RequestType, {

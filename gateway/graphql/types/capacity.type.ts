@@ -1,4 +1,5 @@
 import { Field, Float, ID, InputType, Int, ObjectType } from 'type-graphql';
+import { DecimalScalar } from './decimal.scalar';
 
 @ObjectType('GpuOffer', { description: 'GPU capacity a provider can rent out now' })
 export class GpuOfferType {
@@ -52,7 +53,7 @@ export class MarketOfferInput {
 export class CostRowType {
   @Field({ description: 'YYYY-MM-DD (UTC), deployment id or replica id' }) key: string;
   @Field(() => Float) gpuHours: number;
-  @Field(() => Float, { description: 'In the price unit of the offers (USD)' }) amount: number;
+  @Field(() => DecimalScalar, { description: 'What the GPU time cost, in the price unit of the offers (USD)' }) amount: string;
 }
 
 @ObjectType('UsageRow', { description: 'Text requests and tokens of a day, deployment or API key' })
@@ -72,4 +73,10 @@ export class ReplicaLoadType {
   @Field(() => Int) queued: number;
   @Field() engineHealth: string;
   @Field() at: Date;
+  @Field(() => Float, { nullable: true, description: 'Mean ms from dispatch to the first chunk or output of the jobs that produced one since the previous report (the server-side time to first token); null when none did' })
+  firstOutputMs: number | null;
+  @Field(() => Float, { nullable: true, description: 'Mean ms from dispatch to completion of the jobs completed since the previous report; null when none did' })
+  completionMs: number | null;
+  @Field(() => Int, { description: 'Jobs completed since the previous report' })
+  completed: number;
 }

@@ -37,7 +37,11 @@ export class DeploymentType {
   @Field(() => Int, { description: 'Replicas it should have now: min when autoscale is off, else the autoscaler\'s choice' }) desiredReplicas: number;
   @Field({ description: 'local (agents on this host), market (rented GPUs), static (operator hosts) or external (agents join with a token)' }) provider: string;
   @Field(() => Int, { nullable: true, description: 'While Creating: the least load progress (0–100) of the replicas starting' }) progress: number | null;
-  @Field({ description: 'Sharing of idle capacity: not_shared (sharing is not available yet)' }) sharing: string;
+  @Field({ description: 'Whether the owner opens this deployment\'s idle capacity to guests of shared serving' }) shareIdleCapacity: boolean;
+  @Field({
+    description: 'Sharing of idle capacity: not_shared; activating ("Sharing: Activating...": the rolling restart that turns on priority scheduling '
+      + 'is replacing replicas one at a time, and with a single replica the endpoint answers 503 while it restarts); shared (the "Shared" badge: every replica runs with priority scheduling and guests are admitted into idle slots)',
+  }) sharing: string;
   @Field(() => Int, { nullable: true, description: 'Image/video models: the default output bucket (a storage credential); null = Managed' })
   storageCredentialId: number | null;
   @Field() createdAt: Date;
@@ -59,6 +63,11 @@ export class UpdateDeploymentInput {
   @Field({ nullable: true }) autoscale?: boolean;
   @Field(() => Int, { nullable: true, description: 'A verified storage credential; send clearStorageCredential to go back to Managed' }) storageCredentialId?: number;
   @Field({ nullable: true, description: 'true: outputs go to Managed storage again' }) clearStorageCredential?: boolean;
+  @Field({
+    nullable: true,
+    description: 'true opens idle capacity to guests (official chat models with shared prices, on a provider the platform launches): a rolling restart, one replica at a time, '
+      + 'turns on priority scheduling, and with one replica the endpoint answers 503 for the restart; false stops new guest work at once (running guest requests finish)',
+  }) shareIdleCapacity?: boolean;
 }
 
 @ObjectType('ScalingDecision', { description: 'One autoscaler decision with every input it used' })
@@ -86,4 +95,5 @@ export class CreateDeploymentInput {
   @Field({ defaultValue: 'local' }) provider: string;
   @Field(() => Int, { nullable: true, description: 'Image/video models: a verified storage credential as the default output bucket' })
   storageCredentialId?: number | null;
+  @Field({ defaultValue: false, description: 'Open idle capacity to guests of shared serving (see updateDeployment)' }) shareIdleCapacity: boolean;
 }

@@ -1,0 +1,61 @@
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import type { Logger } from 'pino';
+import { AppError } from '../../control-plane/errors/app-error';
+import { ERROR_TABLE } from '../errors/error-table';
+import { asAppError } from '../../control-plane/database/database-unavailable';
+
+/**
+ * Every GraphQL error as a client sees it, over HTTP (Apollo's formatError) and graphql-ws:
+ * message, locations, path and `extensions` with `code` (and `param` when a field is at
+ * fault), nothing else. Whatever NODE_ENV says, no stack trace or server path leaves the
+ * server (Apollo adds `extensions.stacktrace` outside production and test); bugs are logged
+ * with their stack and answered as INTERNAL_SERVER_ERROR "internal error".
+ */
+export function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
+  const { message, locations, path } = formatted;
+  const appError = appErrorIn(error);
+  if (appError) {
+    if (appError.code === 'internal_error') logger.error({ err: appError.cause ?? appError }, 'graphql operation failed');
+    return { message: appError.message, locations, path, extensions: { code: ERROR_TABLE[appError.code].graphql, param: appError.param } };
+  }
+  // Apollo files every validation error under GRAPHQL_VALIDATION_FAILED; our rules (query limits, NUL bytes) keep their own code.
+  const ruleExtensions = (error as { originalError?: unknown }).originalError instanceof GraphQLError
+    ? clientExtensions(((error as { originalError: GraphQLError }).originalError).extensions)
+    : null;
+  if (ruleExtensions) return { message, locations, path, extensions: ruleExtensions };
+  const extensions = clientExtensions(formatted.extensions);
+  if (extensions && extensions.code !== 'INTERNAL_SERVER_ERROR') return { message, locations, path, extensions };
+  if (isRequestRefusal(error)) return { message, locations, path, extensions: { code: 'BAD_REQUEST' } };
+  const unavailable = asAppError(error instanceof GraphQLError ? error.originalError ?? error : error);
+  if (unavailable.code === 'service_unavailable') return { message: unavailable.message, locations, path, extensions: { code: ERROR_TABLE.service_unavailable.graphql } };
+  logger.error({ err: error instanceof GraphQLError ? error.originalError ?? error : error }, 'graphql operation failed');
+  return { message: 'internal error', locations, path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+}
+
+/** `code` and `param` only; null without a code. */
+function clientExtensions(extensions: Record<string, unknown> | undefined): { code: string; param?: string } | null {
+  const code = extensions?.code;
+  if (typeof code !== 'string') return null;
+  const param = extensions?.param;
+  return typeof param === 'string' ? { code, param } : { code };
+}
+
+/** The AppError a GraphQL error wraps (a resolver's, a subscription filter's), however deep. */
+function appErrorIn(error: unknown): AppError | null {
+  let current = error;
+  for (let depth = 0; depth < 5 && current; depth++) {
+    if (current instanceof AppError) return current;
+    current = (current as { originalError?: unknown }).originalError;
+  }
+  return null;
+}
+
+/**
+ * Apollo refuses some requests with an HTTP 400 and no code (a persisted query whose version
+ * is not 1, or whose sha256Hash does not match the query): the client's mistake, not a bug.
+ */
+function isRequestRefusal(error: unknown): boolean {
+  if (!(error instanceof GraphQLError) || error.originalError) return false;
+  const status = (error.extensions.http as { status?: unknown } | undefined)?.status;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}

@@ -1,0 +1,43 @@
+import { Arg, Ctx, ID, Query, Resolver, Root, Subscription } from 'type-graphql';
+import type { ControlPlane } from '../../../control-plane/main';
+import type { SharedModel } from '../../../control-plane/sharing/shared-pool';
+import { SHARED_MODEL_PREFIX } from '../../../control-plane/sharing/shared-serving';
+import { workspaceOf, type GraphQLContext } from '../graphql-context';
+import { SharedModelType } from '../types/shared-model.type';
+
+export const SHARED_MODEL_UPDATED = 'SHARED_MODEL_UPDATED';
+
+/** The guest view of shared serving; any workspace's key is a guest. */
+@Resolver(() => SharedModelType)
+export class SharingResolver {
+  constructor(private readonly controlPlane: ControlPlane) {}
+
+  @Query(() => [SharedModelType], { description: 'Models of shared serving with prices and availability (GET /shared/v1/models)' })
+  sharedModels(@Ctx() context: GraphQLContext): SharedModelType[] {
+    workspaceOf(context);
+    return this.controlPlane.shared.models().map(toType);
+  }
+
+  @Query(() => SharedModelType, { description: 'One shared model by its id, shared/<model-id>' })
+  sharedModel(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): SharedModelType {
+    workspaceOf(context);
+    return toType(this.controlPlane.shared.model(id, 'id'));
+  }
+
+  @Subscription(() => SharedModelType, {
+    topics: SHARED_MODEL_UPDATED,
+    description: 'Fires when a shared model\'s availability changes (sharing changes of your own deployments come through deploymentUpdated)',
+    filter: ({ context }: { context: GraphQLContext }) => context.key !== null,
+  })
+  sharedModelUpdated(@Root() model: SharedModel): SharedModelType {
+    return toType(model);
+  }
+}
+
+function toType(model: SharedModel): SharedModelType {
+  return {
+    id: `${SHARED_MODEL_PREFIX}${model.modelId}`, modelId: model.modelId,
+    inputPricePerMillion: model.prices.inputPerMillion, outputPricePerMillion: model.prices.outputPerMillion,
+    availability: model.availability, idleGuestSlots: model.idleGuestSlots,
+  };
+}
