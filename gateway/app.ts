@@ -10,6 +10,7 @@ import { fileLinkRoute } from './files/file-link.route';
 import { controlPlaneProbes } from '../control-plane/telemetry/readiness-probes';
 import { errorMiddleware } from './http/error-middleware';
 import { metricsRoute } from './http/metrics.route';
+import { consoleRoute } from './http/console.route';
 import { Readiness, readinessRoute } from './http/readiness.route';
 import { RequestIds } from './http/request-id';
 import { requestTelemetry } from './http/request-telemetry';
@@ -38,6 +39,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   const requestIds = new RequestIds();
   const readiness = new Readiness(controlPlaneProbes({
     dataSource: controlPlane.dataSource, grpcHost: controlPlane.config.grpcHost, agentServer: controlPlane.agentServer,
+    rateLimiter: controlPlane.rateLimiter,
   }), logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
@@ -53,6 +55,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   if (controlPlane.managedStore instanceof LocalObjectStore) {
     app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
   }
+  app.use(consoleRoute(config.consoleDir));
   app.use(graphql.middleware());
   const requests = controlPlane.config.requests;
   app.use(v1Router(controlPlane, {
@@ -82,7 +85,11 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
       readiness.beginShutdown();
       await graphql.stop();
       server.closeIdleConnections();
+      // close() waits for every open connection; one that never ends (a client holding a
+      // request open) must not hold the shutdown: after the grace, the rest are cut.
+      const cut = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      clearTimeout(cut);
     },
   };
 }

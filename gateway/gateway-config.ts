@@ -19,11 +19,15 @@ const shape = {
    * proxied) may scrape. At least 16 characters.
    */
   metricsToken: z.string().min(16).optional(),
+  /** On shutdown, connections still open this long after the server stopped accepting are cut. @default 5000 */
+  shutdownGraceMs: intField(0).default(5_000),
+  /** Folder of the built web console served at /console. @default dist/console (written by npm run build) */
+  consoleDir: z.string().min(1).optional(),
 };
 
 const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
-  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN',
+  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
 } as const;
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

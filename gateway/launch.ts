@@ -7,7 +7,12 @@ import path from 'node:path';
  * embedded PostgreSQL and the agents while the server still drains them and flushes usage.
  * Detached, only the server hears the signal and shuts its children down in order.
  */
-const server = spawn(process.execPath, [path.join(__dirname, 'main.js'), ...process.argv.slice(2)], { stdio: 'inherit', detached: true });
+// stdin is a pipe the launcher never writes to: if the launcher dies without forwarding a signal
+// (kill -9, an OOM kill), the kernel closes it and the server drains and exits (EXIT_WITH_LAUNCHER)
+// instead of running on unsupervised, holding its ports and ./data.
+const server = spawn(process.execPath, [path.join(__dirname, 'main.js'), ...process.argv.slice(2)], {
+  stdio: ['pipe', 'inherit', 'inherit'], detached: true, env: { ...process.env, EXIT_WITH_LAUNCHER: 'true' },
+});
 // npm forwards the signal it got from the terminal too: one Ctrl-C must arrive once, or the
 // server would take it for the second, forcing one.
 let lastForwardedAt = 0;

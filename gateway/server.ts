@@ -32,6 +32,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     storage: { ...defaults.storage, ...overrides.storage },
     requests: { ...defaults.requests, ...overrides.requests },
     webhooks: { ...defaults.webhooks, ...overrides.webhooks },
+    sharing: { ...defaults.sharing, ...overrides.sharing },
   };
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });

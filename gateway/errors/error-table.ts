@@ -47,6 +47,9 @@ export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   image_generation_timeout: { status: 504, type: 'timeout_error', graphql: 'TIMEOUT' },
   image_edit_timeout: { status: 504, type: 'timeout_error', graphql: 'TIMEOUT' },
   storage_upload_failed: { status: 502, type: 'api_error', graphql: 'UPSTREAM_ERROR' },
+  shared_pool_busy: { status: 429, type: 'rate_limit_error', graphql: 'RATE_LIMITED' },
+  shared_model_unavailable: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
+  service_unavailable: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
   internal_error: { status: 500, type: 'api_error', graphql: 'INTERNAL_SERVER_ERROR' },
 };
 
@@ -63,4 +66,6 @@ export const JOB_FAILURE_TO_APP_ERROR: Record<string, AppErrorCode> = {
   model_timeout: 'gateway_timeout',
   storage_upload_failed: 'upstream_error',
   canceled: 'upstream_error',
+  // A relayed guest whose slot on the peer was taken meanwhile (cluster.v1).
+  shared_pool_busy: 'shared_pool_busy',
 };

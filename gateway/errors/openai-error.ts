@@ -1,4 +1,5 @@
 import { AppError } from '../../control-plane/errors/app-error';
+import { asAppError } from '../../control-plane/database/database-unavailable';
 import type { JobFailure } from '../../control-plane/dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
 
@@ -10,7 +11,7 @@ export interface RenderedError {
 
 /** Any thrown value as the OpenAI error body; unknown errors become a 500 without internals. */
 export function renderError(error: unknown): RenderedError {
-  const appError = error instanceof AppError ? error : new AppError('internal_error', 'internal error', { cause: error });
+  const appError = asAppError(error);
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (appError.retryAfterSeconds !== undefined) headers['retry-after'] = String(appError.retryAfterSeconds);
   if (appError.upstreamStatus && appError.upstreamBody && isOpenAiErrorBody(appError.upstreamBody)) {
@@ -32,7 +33,7 @@ export function jobFailureError(failure: JobFailure): AppError {
     });
   }
   const message = failure.code === 'pod_crash' ? `the replica serving this request failed: ${failure.message}` : failure.message || failure.code;
-  return new AppError(code, message);
+  return new AppError(code, message, code === 'shared_pool_busy' ? { retryAfterSeconds: 1 } : {});
 }
 
 function isOpenAiErrorBody(body: Buffer): boolean {

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import busboy from 'busboy';
 import { AppError } from '../../control-plane/errors/app-error';
+import { cutShort } from './read-body';
 
 export interface UploadedFile {
   data: Buffer;
@@ -45,12 +46,20 @@ export function readMultipart(request: IncomingMessage, limit: number): Promise<
       request.resume();
       reject(error);
     };
+    // A part without `name=` reaches these handlers with no name; throwing here would escape
+    // busboy's stream as an uncaught exception and stop the server.
+    const unnamed = () => new AppError('invalid_request', 'every form part needs a name (Content-Disposition: form-data; name="…")');
     parser.on('field', (name, value, info) => {
+      if (typeof name !== 'string') return fail(unnamed());
       if (info.valueTruncated) return fail(new AppError('invalid_request', `form field ${name} is longer than ${MAX_FIELD_BYTES} bytes`, { param: name }));
       total += value.length;
       form.fields[name.replace(/\[\]$/, '')] = value;
     });
     parser.on('file', (name, stream, info) => {
+      if (typeof name !== 'string') {
+        stream.resume();
+        return fail(unnamed());
+      }
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => {
         total += chunk.length;
@@ -58,6 +67,10 @@ export function readMultipart(request: IncomingMessage, limit: number): Promise<
         chunks.push(chunk);
       });
       stream.on('limit', () => fail(tooLarge(limit)));
+      // A form that ends inside a file makes busboy destroy the file's stream with the parse
+      // error; unheard, it would be an uncaught exception and stop the server. The parser's
+      // own 'error' (below) answers the request.
+      stream.on('error', () => {});
       stream.on('end', () => {
         const field = name.replace(/\[\]$/, '');
         const files = form.files.get(field) ?? [];
@@ -71,6 +84,9 @@ export function readMultipart(request: IncomingMessage, limit: number): Promise<
     parser.on('close', () => {
       if (!failed) resolve(form);
     });
+    // pipe() does not pass on the request's errors: without this, a form cut short by the
+    // client left the promise (and everything it holds) pending for good.
+    request.once('error', (error) => fail(cutShort(error)));
     request.pipe(parser);
   });
 }

@@ -4,7 +4,12 @@ import type { ReadinessProbe } from '../../control-plane/telemetry/readiness-pro
 
 export interface ReadinessReport {
   ready: boolean;
-  body: { status: 'ready' | 'not_ready'; not_ready?: string[]; checks: Record<string, 'ok' | 'failing' | 'shutting_down'> };
+  body: {
+    status: 'ready' | 'not_ready'; not_ready?: string[];
+    checks: Record<string, 'ok' | 'failing' | 'degraded' | 'shutting_down'>;
+    /** Advisory probes that fail, with why: the server still takes traffic. */
+    degraded?: Record<string, string>;
+  };
 }
 
 /**
@@ -36,20 +41,23 @@ export class Readiness {
     if (this.shuttingDown) return { ready: false, body: { status: 'not_ready', not_ready: ['shutdown'], checks: { shutdown: 'shutting_down' } } };
     const checks: ReadinessReport['body']['checks'] = {};
     const errors: Record<string, string> = {};
+    const degraded: Record<string, string> = {};
     await Promise.all(this.probes.map(async (probe) => {
       try {
         await probe.check();
         checks[probe.name] = 'ok';
       } catch (error) {
-        checks[probe.name] = 'failing';
-        errors[probe.name] = error instanceof Error ? error.message : String(error);
+        const message = error instanceof Error ? error.message : String(error);
+        checks[probe.name] = probe.advisory ? 'degraded' : 'failing';
+        (probe.advisory ? degraded : errors)[probe.name] = message;
       }
     }));
     checks.shutdown = 'ok';
     const notReady = Object.keys(errors).sort();
-    this.logTransition(notReady, errors);
-    if (notReady.length === 0) return { ready: true, body: { status: 'ready', checks } };
-    return { ready: false, body: { status: 'not_ready', not_ready: notReady, checks } };
+    this.logTransition([...notReady, ...Object.keys(degraded).map((name) => `${name} (degraded)`)].sort(), { ...errors, ...degraded });
+    const extra = Object.keys(degraded).length > 0 ? { degraded } : {};
+    if (notReady.length === 0) return { ready: true, body: { status: 'ready', checks, ...extra } };
+    return { ready: false, body: { status: 'not_ready', not_ready: notReady, checks, ...extra } };
   }
 
   private logTransition(notReady: string[], errors: Record<string, string>): void {

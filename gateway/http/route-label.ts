@@ -19,6 +19,7 @@ function deploymentRoute(method: string, rest: string): RouteLabel {
   switch (rest) {
     case '/chat/completions': return 'chat.completions';
     case '/completions': return 'completions';
+    case '/embeddings': return 'embeddings';
     case '/images/generations': return 'images.generations';
     case '/images/edits': return 'images.edits';
     case '/videos/generations': return 'videos';

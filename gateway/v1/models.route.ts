@@ -1,20 +1,32 @@
 import type { Deployment } from '../../control-plane/deployments/deployment.entity';
 import { AppError } from '../../control-plane/errors/app-error';
+import type { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
+import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
 
-/** The endpoint's one model in OpenAI's model-object shape. */
-export function modelObject(deployment: Deployment) {
-  return { id: deployment.modelId, object: 'model', created: Math.floor(deployment.createdAt.getTime() / 1000), owned_by: deployment.workspaceId };
-}
+/**
+ * `GET /v1/models[/{id}]`: the endpoint's one model in OpenAI's model-object shape. A model
+ * answered by the built-in CPU stand-in also carries `engine: "cpu-stand-in"` and a `note`
+ * saying so, since its id is the real model's; OpenAI SDKs keep unknown fields. A model served
+ * by a real engine carries neither.
+ */
+export class ModelsRoute {
+  constructor(private readonly engines: DeploymentEngines) {}
 
-/** `GET /v1/models`: a list with the endpoint's model. */
-export function listModels(deployment: Deployment) {
-  return { object: 'list', data: [modelObject(deployment)] };
-}
-
-/** `GET /v1/models/{id}` (model ids contain `/`, so the id is the rest of the path). */
-export function retrieveModel(deployment: Deployment, id: string) {
-  if (id !== deployment.modelId) {
-    throw new AppError('model_not_found', `model '${id}' is not served by this endpoint; it serves '${deployment.modelId}'`, { param: 'model' });
+  async list(deployment: Deployment) {
+    return { object: 'list', data: [await this.modelObject(deployment)] };
   }
-  return modelObject(deployment);
+
+  /** Model ids contain `/`, so the id is the rest of the path. */
+  async retrieve(deployment: Deployment, id: string) {
+    if (id !== deployment.modelId) {
+      throw new AppError('model_not_found', `model '${id}' is not served by this endpoint; it serves '${deployment.modelId}'`, { param: 'model' });
+    }
+    return await this.modelObject(deployment);
+  }
+
+  private async modelObject(deployment: Deployment) {
+    const model = { id: deployment.modelId, object: 'model', created: Math.floor(deployment.createdAt.getTime() / 1000), owned_by: deployment.workspaceId };
+    if (!(await this.engines.of(deployment)).has(STAND_IN_ENGINE_KIND)) return model;
+    return { ...model, engine: STAND_IN_ENGINE_LABEL, note: STAND_IN_NOTE };
+  }
 }

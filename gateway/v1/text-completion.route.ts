@@ -7,7 +7,11 @@ import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from './rate-limit-headers';
-import { TextJobResponse, type JobOutcome } from './text-job-response';
+import type { Job, JobListener } from '../../control-plane/dispatch/job';
+import { RESTARTING_FOR_SHARING } from '../../control-plane/sharing/sharing-rollout';
+import type { JobOutcome } from './text-job-response';
+import { servedEndpoints } from './served-endpoints';
+import { runTextJob } from './text-job-run';
 import { parseTextRequest, type TextEndpoint } from './text-request';
 
 export interface TextRouteOptions {
@@ -41,9 +45,7 @@ export class TextCompletionRoute {
     const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
     headers.push('x-request-id', trace.id);
 
-    let settle: (error?: AppError) => void = () => {};
-    const settled = new Promise<AppError | undefined>((resolve) => (settle = resolve));
-    const meter = (outcome: JobOutcome, usage: Usage | undefined) => {
+    const meter = (outcome: JobOutcome, usage: Usage | undefined, job: Job) => {
       const total = usage?.totalTokens ?? 0;
       this.controlPlane.rateLimiter.addTokens(key.id, total);
       this.controlPlane.usage.record({
@@ -53,29 +55,22 @@ export class TextCompletionRoute {
       });
       if (usage) this.controlPlane.metrics.recordTokens(deployment.id, usage.promptTokens, usage.completionTokens);
     };
-    const jobResponse = new TextJobResponse(response, textRequest.stream, headers, { respond: (error) => settle(error), meter });
-    const job = this.controlPlane.dispatcher.dispatch({
-      deploymentId: deployment.id,
-      kind: endpoint === 'chat.completions' ? 'JOB_KIND_CHAT_COMPLETION' : 'JOB_KIND_COMPLETION',
-      body, stream: textRequest.stream, includeUsage: textRequest.includeUsage, model: deployment.modelId,
-      deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
-    }, jobResponse);
-
-    const timer = setTimeout(() => {
-      jobResponse.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
-      job.cancel('deadline');
-    }, this.options.requestTimeoutMs);
-    const onClose = () => {
-      if (jobResponse.isEnded) return;
-      jobResponse.abandon();
-      job.cancel('client_disconnected');
+    const dispatch = (listener: JobListener) => {
+      try {
+        return this.controlPlane.jobs.dispatch({
+          deploymentId: deployment.id,
+          kind: endpoint === 'chat.completions' ? 'JOB_KIND_CHAT_COMPLETION' : 'JOB_KIND_COMPLETION',
+          body, stream: textRequest.stream, includeUsage: textRequest.includeUsage, model: deployment.modelId,
+          deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
+        }, listener);
+      } catch (error) {
+        throw restartingForSharing(deployment, error);
+      }
     };
-    response.once('close', onClose);
-
-    const error = await settled;
-    clearTimeout(timer);
+    const jobResponse = await runTextJob(response, {
+      stream: textRequest.stream, headers, requestTimeoutMs: this.options.requestTimeoutMs, dispatch, meter,
+    });
     if (jobResponse.firstByteAt) this.controlPlane.metrics.recordTimeToFirstToken(endpoint, (jobResponse.firstByteAt - trace.receivedAt) / 1000);
-    if (error) throw error;
   }
 
   private checkModel(deployment: Deployment, model: string | undefined, endpoint: TextEndpoint): void {
@@ -86,8 +81,18 @@ export class TextCompletionRoute {
     if (entry && entry.modality !== 'text') {
       throw new AppError('wrong_modality', `'${deployment.modelId}' is an ${entry.modality} model; use the ${entry.modality} endpoints`, { param: 'model' });
     }
+    if (entry && entry.task === 'embedding') {
+      throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is an embedding model; this deployment serves ${servedEndpoints(entry)} (and GET /v1/models)`);
+    }
     if (entry && endpoint === 'chat.completions' && entry.task === 'completion') {
       throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is a base model without a chat template; use POST /v1/completions`, { param: 'messages' });
     }
   }
+}
+
+/** With no replica ready while the rolling restart for sharing runs, the 503 says so. */
+function restartingForSharing(deployment: Deployment, error: unknown): unknown {
+  if (!(error instanceof AppError) || error.code !== 'no_replica_available' || deployment.sharing !== 'activating') return error;
+  return new AppError('no_replica_available', `this deployment is ${RESTARTING_FOR_SHARING}; its replicas restart one at a time, retry in a few seconds`,
+    { retryAfterSeconds: 5, cause: error });
 }

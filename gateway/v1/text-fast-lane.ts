@@ -9,17 +9,22 @@ import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { TextEndpoint } from './text-request';
+import { authenticate } from './authenticate';
+import { SharedChatRoute, SHARED_MODEL_LABEL } from './shared-chat.route';
 
 const TEXT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1\/(chat\/completions|completions)(?:\?|$)/;
+const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 
 /**
  * `POST /d/<slug>/v1/chat/completions` and `/completions` answered on node:http directly, in
  * front of Koa: the hot path builds no Koa context, runs no middleware chain and wraps no
  * response (Koa's share was ~30 µs of the gateway's ~150 µs per request; PERF-NOTES.md).
+ * The shared endpoint's `POST /shared/v1/chat/completions` takes the same lane.
  * Returns false for every other request, which Koa then serves.
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions, logger: Logger, requestIds: RequestIds) {
   const text = new TextCompletionRoute(controlPlane, options);
+  const sharedChat = new SharedChatRoute(controlPlane, options);
   const metrics = controlPlane.metrics;
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
@@ -37,6 +42,21 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
   };
 
+  /** A guest's call: metrics and logs name the shared model, never the owner's deployment. */
+  const serveShared = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
+    let label = SHARED_MODEL_LABEL;
+    try {
+      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      await sharedChat.handle(request, response, key, trace, (model) => (label = model));
+    } catch (error) {
+      fail(response, error, trace.id);
+    }
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(label, 'chat.completions', status, seconds);
+    logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
+  };
+
   const fail = (response: ServerResponse, error: unknown, requestId: string): void => {
     if (!(error instanceof AppError)) logger.error({ err: error, requestId }, 'unhandled error');
     if (response.headersSent || response.writableEnded) {
@@ -51,7 +71,12 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   return (request: IncomingMessage, response: ServerResponse): boolean => {
     if (request.method !== 'POST') return false;
     const match = TEXT_PATH.exec(request.url ?? '');
-    if (!match) return false;
+    if (!match) {
+      if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
+      const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
+      serveShared(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+      return true;
+    }
     const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
     serve(request, response, match[1], match[2] === 'completions' ? 'completions' : 'chat.completions', trace)
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));

@@ -8,6 +8,8 @@ export interface TextRequest {
   model: string | undefined;
   stream: boolean;
   includeUsage: boolean;
+  /** The parsed body (read by the shared endpoint, which may add a `max_tokens` bound). */
+  fields: Record<string, unknown>;
 }
 
 /**
@@ -34,7 +36,7 @@ export function parseTextRequest(raw: Buffer, endpoint: TextEndpoint): TextReque
   const stream = fields.stream === true;
   const streamOptions = fields.stream_options as { include_usage?: boolean } | null | undefined;
   if (streamOptions && !stream) throw invalid('stream_options is only allowed when stream is true', 'stream_options');
-  return { model: fields.model as string | undefined, stream, includeUsage: stream && streamOptions?.include_usage === true };
+  return { model: fields.model as string | undefined, stream, includeUsage: stream && streamOptions?.include_usage === true, fields };
 }
 
 function checkMessages(messages: unknown): void {

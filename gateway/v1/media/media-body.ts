@@ -1,4 +1,5 @@
 import type { Context } from 'koa';
+import { refuseLoneSurrogates, refuseNulBytes } from '../../../control-plane/database/nul-bytes';
 import { AppError } from '../../../control-plane/errors/app-error';
 import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
@@ -11,16 +12,26 @@ export interface MediaBody {
   files: Map<string, UploadedFile[]>;
 }
 
+/**
+ * A media request's params, prompts and webhook_url are stored (jsonb and text columns), so a
+ * NUL anywhere in its fields, nested values and keys included, is refused here as a 400 naming
+ * the field, before anything reads them; unknown fields too, rather than tracking which are kept.
+ */
 export async function readMediaBody(context: Context, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean }): Promise<MediaBody> {
   if (isMultipart(context.req)) {
     const form = await readMultipart(context.req, options.multipartLimit);
+    refuseNulBytes(form.fields);
     return { fields: new FieldReader(form.fields, true), files: form.files };
   }
   if (options.multipartOnly) {
     throw new AppError('invalid_request', 'this endpoint takes multipart/form-data (the image is a file field)');
   }
   const raw = await readBody(context.req, options.jsonLimit);
-  return { fields: new FieldReader(parseJsonObject(raw), false), files: new Map() };
+  const fields = parseJsonObject(raw);
+  refuseNulBytes(fields);
+  // Form fields are decoded from UTF-8 and cannot hold one; JSON escapes can.
+  refuseLoneSurrogates(fields);
+  return { fields: new FieldReader(fields, false), files: new Map() };
 }
 
 /** The one image file of a field (PNG, JPEG or WebP), or undefined when absent. */

@@ -1,0 +1,151 @@
+import type { DispatchRequest, Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { Usage } from '../../proto/worker/v1';
+import { jobFailureError } from '../errors/openai-error';
+
+/** One engine call's share of an embeddings request: `count` inputs starting at `offset`. */
+export interface EmbeddingBatch {
+  offset: number;
+  count: number;
+  /** The job body: the client's bytes when the request is one batch, else a rebuilt body. */
+  body: Buffer;
+}
+
+export interface JobDispatch {
+  dispatch(request: DispatchRequest, listener: JobListener): Job;
+}
+
+/**
+ * Batches of one request in flight at once. Enough to keep a few replicas (or one engine's
+ * continuous batching) busy with a 2048-input request, without one request taking every slot.
+ */
+export const MAX_BATCHES_IN_FLIGHT = 4;
+
+/**
+ * Runs the batches of one embeddings request as jobs and puts the answers back in input order.
+ * The first failure, the deadline or a cancel stops the rest; nothing partial is returned.
+ */
+export class EmbeddingBatches {
+  canceled = false;
+  /** The replica of the first job, for the usage record. */
+  firstReplicaId: string | null = null;
+  private readonly running = new Set<Job>();
+  private stopped: AppError | undefined;
+  private rejectStopped: (error: AppError) => void = () => {};
+  private readonly stoppedPromise = new Promise<never>((_resolve, reject) => (this.rejectStopped = reject));
+
+  constructor(
+    private readonly jobs: JobDispatch,
+    private readonly template: Omit<DispatchRequest, 'body'>,
+    private readonly batches: readonly EmbeddingBatch[],
+    private readonly timeoutMs: number,
+  ) {
+    this.stoppedPromise.catch(() => {});
+  }
+
+  /** Resolves with the response body; `onUsage` sees each finished job's usage (also of failed ones). */
+  async run(onUsage: (usage: Usage) => void): Promise<Buffer> {
+    const outputs: Buffer[] = new Array(this.batches.length);
+    const timer = setTimeout(() => this.stop(new AppError('gateway_timeout', `the request did not finish within ${this.timeoutMs / 1000} s`), 'deadline'), this.timeoutMs);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < this.batches.length && !this.stopped) {
+        const index = next++;
+        outputs[index] = await Promise.race([this.runBatch(this.batches[index], onUsage), this.stoppedPromise]);
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: Math.min(MAX_BATCHES_IN_FLIGHT, this.batches.length) }, worker));
+    } catch (error) {
+      if (error instanceof AppError) this.stop(error, 'batch_failed');
+      throw this.stopped ?? error;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.stopped) throw this.stopped;
+    return this.batches.length === 1 ? outputs[0] : assemble(this.batches, outputs);
+  }
+
+  /** The client went away: cancel what still runs. */
+  cancel(reason: string): void {
+    if (this.stopped) return;
+    this.canceled = true;
+    this.stop(new AppError('upstream_error', `canceled: ${reason}`), reason);
+  }
+
+  private stop(error: AppError, reason: string): void {
+    if (this.stopped) return;
+    this.stopped = error;
+    for (const job of this.running) job.cancel(reason);
+    this.rejectStopped(error);
+  }
+
+  private runBatch(batch: EmbeddingBatch, onUsage: (usage: Usage) => void): Promise<Buffer> {
+    return new Promise<Buffer>((resolve, reject) => {
+      let output: Buffer | undefined;
+      let job: Job | undefined;
+      const listener: JobListener = {
+        onChunk: () => {},
+        onOutput: (data) => (output = data),
+        onCompleted: (usage) => {
+          if (job) this.running.delete(job);
+          if (usage) onUsage(usage);
+          if (output) resolve(output);
+          else reject(new AppError('upstream_error', 'the engine answered the embeddings job without a body'));
+        },
+        onFailed: (failure) => {
+          if (job) this.running.delete(job);
+          if (failure.usage) onUsage(failure.usage);
+          reject(batchError(failure, batch, this.batches.length > 1));
+        },
+      };
+      job = this.jobs.dispatch({ ...this.template, body: batch.body }, listener);
+      this.firstReplicaId ??= job.replicaId;
+      if (!job.finished) this.running.add(job);
+    });
+  }
+}
+
+const INPUT_INDEX = /\binput\[(\d+)\]/g;
+
+/**
+ * An engine's refusal names inputs by their index in its batch; the client knows them by
+ * their index in the request, so `input[i]` is renumbered and becomes the error's `param`.
+ */
+function batchError(failure: JobFailure, batch: EmbeddingBatch, split: boolean): AppError {
+  const error = jobFailureError(failure);
+  if (failure.code !== 'invalid_job') return error;
+  const message = split ? error.message.replace(INPUT_INDEX, (_match, index: string) => `input[${batch.offset + Number(index)}]`) : error.message;
+  const param = /\binput\[\d+\]/.exec(message)?.[0] ?? 'input';
+  return new AppError('invalid_request', message, { param, cause: error });
+}
+
+interface EmbeddingItem { object?: unknown; index?: unknown; embedding?: unknown }
+interface EmbeddingList { data?: unknown; model?: unknown; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } }
+
+function assemble(batches: readonly EmbeddingBatch[], outputs: readonly Buffer[]): Buffer {
+  const data: EmbeddingItem[] = [];
+  let model: unknown;
+  let promptTokens = 0;
+  let totalTokens = 0;
+  batches.forEach((batch, position) => {
+    let list: EmbeddingList;
+    try {
+      list = JSON.parse(outputs[position].toString('utf8')) as EmbeddingList;
+    } catch (error) {
+      throw new AppError('upstream_error', 'the engine answered an embeddings job with a body that is not JSON', { cause: error });
+    }
+    const items = Array.isArray(list.data) ? (list.data as EmbeddingItem[]) : [];
+    if (items.length !== batch.count) {
+      throw new AppError('upstream_error', `the engine answered ${items.length} embeddings for a batch of ${batch.count} inputs`);
+    }
+    const ordered = items
+      .map((item, at) => ({ ...item, index: (typeof item.index === 'number' ? item.index : at) + batch.offset }))
+      .sort((left, right) => left.index - right.index);
+    data.push(...ordered);
+    model ??= list.model;
+    promptTokens += typeof list.usage?.prompt_tokens === 'number' ? list.usage.prompt_tokens : 0;
+    totalTokens += typeof list.usage?.total_tokens === 'number' ? list.usage.total_tokens : 0;
+  });
+  return Buffer.from(JSON.stringify({ object: 'list', data, model, usage: { prompt_tokens: promptTokens, total_tokens: totalTokens } }));
+}

@@ -1,0 +1,28 @@
+import type { SharedModel } from '../../control-plane/sharing/shared-pool';
+import { SHARED_MODEL_PREFIX, type SharedServing } from '../../control-plane/sharing/shared-serving';
+import { STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
+
+/**
+ * A shared model in OpenAI's model-object shape, plus its per-token prices (exact decimal
+ * strings, USD per 1M tokens) and live availability. `created` is 0: a shared model is a
+ * catalog entry, not something created at a time.
+ */
+export function sharedModelObject(model: SharedModel) {
+  const object = {
+    id: `${SHARED_MODEL_PREFIX}${model.modelId}`, object: 'model', created: 0, owned_by: 'shared',
+    pricing: { input_per_million: model.prices.inputPerMillion, output_per_million: model.prices.outputPerMillion, currency: 'USD' },
+    availability: model.availability,
+  };
+  // Guests are told, as owners are on GET /v1/models, when placeholder words may answer them.
+  return model.standIn ? { ...object, engine: STAND_IN_ENGINE_LABEL, note: STAND_IN_NOTE } : object;
+}
+
+/** `GET /shared/v1/models`. */
+export function listSharedModels(shared: SharedServing) {
+  return { object: 'list', data: shared.models().map(sharedModelObject) };
+}
+
+/** `GET /shared/v1/models/{id}`; the id is `shared/<model-id>`, its slashes raw or percent-encoded. */
+export function retrieveSharedModel(shared: SharedServing, id: string) {
+  return sharedModelObject(shared.model(id));
+}

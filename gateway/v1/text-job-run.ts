@@ -1,0 +1,48 @@
+import type { ServerResponse } from 'node:http';
+import type { Job, JobListener } from '../../control-plane/dispatch/job';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { Usage } from '../../proto/worker/v1';
+import { TextJobResponse, type JobOutcome } from './text-job-response';
+
+export interface TextJobRun {
+  stream: boolean;
+  /** Response headers (rate limits, request id); content headers are added when writing starts. */
+  headers: string[];
+  requestTimeoutMs: number;
+  /** Sends the job with this listener; throws (before any byte) when it cannot be placed. */
+  dispatch(listener: JobListener): Job;
+  /** The job's terminal event arrived (also after a cancel or the deadline): what to meter. */
+  meter(outcome: JobOutcome, usage: Usage | undefined, job: Job): void;
+}
+
+/**
+ * Runs one chat/completion job to the end on the raw response: relays its events, fails it
+ * at the gateway deadline, cancels it when the client goes away. Resolves with the response
+ * once the HTTP side is settled; an error before the first byte is thrown for the caller to render.
+ */
+export async function runTextJob(response: ServerResponse, run: TextJobRun): Promise<TextJobResponse> {
+  let settle: (error?: AppError) => void = () => {};
+  const settled = new Promise<AppError | undefined>((resolve) => (settle = resolve));
+  let job: Job | undefined;
+  const jobResponse = new TextJobResponse(response, run.stream, run.headers, {
+    respond: (error) => settle(error),
+    meter: (outcome, usage) => run.meter(outcome, usage, job!),
+  });
+  job = run.dispatch(jobResponse);
+  const dispatched = job;
+
+  const timer = setTimeout(() => {
+    jobResponse.fail(new AppError('gateway_timeout', `the request did not finish within ${run.requestTimeoutMs / 1000} s`));
+    dispatched.cancel('deadline');
+  }, run.requestTimeoutMs);
+  response.once('close', () => {
+    if (jobResponse.isEnded) return;
+    jobResponse.abandon();
+    dispatched.cancel('client_disconnected');
+  });
+
+  const error = await settled;
+  clearTimeout(timer);
+  if (error) throw error;
+  return jobResponse;
+}
