@@ -1,0 +1,68 @@
+import { useMemo, useState } from 'react';
+import { BrowserRouter, Navigate, NavLink, Route, Routes } from 'react-router-dom';
+import { Provider } from 'urql';
+import { createGraphQLClient } from './graphql/client';
+import { forgetKey, storedKey, storeKey } from './session';
+import { SignIn } from './pages/SignIn';
+import { Deployments } from './pages/Deployments';
+import { DeploymentDetail } from './pages/DeploymentDetail';
+import { Catalog } from './pages/Catalog';
+import { ApiKeys } from './pages/ApiKeys';
+import { Requests } from './pages/Requests';
+import { RequestDetail } from './pages/RequestDetail';
+import { Webhooks } from './pages/Webhooks';
+import { Usage } from './pages/Usage';
+import { SharedModels } from './pages/SharedModels';
+
+const NAV = [
+  ['/deployments', 'Deployments'],
+  ['/catalog', 'Catalog'],
+  ['/requests', 'Requests'],
+  ['/keys', 'API keys'],
+  ['/webhooks', 'Webhooks'],
+  ['/usage', 'Usage and billing'],
+  ['/shared', 'Shared models'],
+] as const;
+
+export function App() {
+  const [apiKey, setApiKey] = useState<string | null>(storedKey);
+  const client = useMemo(() => createGraphQLClient(apiKey), [apiKey]);
+  const signIn = (key: string) => {
+    storeKey(key);
+    setApiKey(key);
+  };
+  const signOut = () => {
+    forgetKey();
+    setApiKey(null);
+  };
+  return (
+    <Provider value={client}>
+      <BrowserRouter basename="/console">
+        {apiKey === null ? <SignIn onSignedIn={signIn} /> : (
+          <div className="shell">
+            <nav aria-label="Main">
+              <strong className="brand">Inference</strong>
+              {NAV.map(([to, label]) => <NavLink key={to} to={to}>{label}</NavLink>)}
+              <button type="button" className="link" onClick={signOut}>Sign out</button>
+            </nav>
+            <main>
+              <Routes>
+                <Route path="/" element={<Navigate to="/deployments" replace />} />
+                <Route path="/deployments" element={<Deployments />} />
+                <Route path="/deployments/:id" element={<DeploymentDetail />} />
+                <Route path="/catalog" element={<Catalog />} />
+                <Route path="/keys" element={<ApiKeys />} />
+                <Route path="/requests" element={<Requests />} />
+                <Route path="/requests/:id" element={<RequestDetail />} />
+                <Route path="/webhooks" element={<Webhooks />} />
+                <Route path="/usage" element={<Usage />} />
+                <Route path="/shared" element={<SharedModels />} />
+                <Route path="*" element={<p>There is no page here.</p>} />
+              </Routes>
+            </main>
+          </div>
+        )}
+      </BrowserRouter>
+    </Provider>
+  );
+}
