@@ -5,6 +5,9 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
   testMatch: ['**/*.test.ts'],
+  // The fault suite kills and partitions real processes: `npm run test:faults` (jest.faults.config.js).
+  // The console suite needs Chromium: `npm run test:console` (jest.console.config.js).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/faults/', '<rootDir>/test/console/'],
   transform: {
     '^.+\\.ts$': ['@swc/jest', {
       jsc: {

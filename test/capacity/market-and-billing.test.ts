@@ -1,3 +1,4 @@
+import { canonicalMoney } from '../../control-plane/billing/money';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { graphqlClient, OPERATOR_TOKEN } from './support/graphql-client';
 
@@ -75,8 +76,8 @@ describe('market provider, price cap and billing', () => {
     const billable = replicas.filter((replica: any) => replica.startedAt);
     expect(billable.length).toBeGreaterThanOrEqual(2);
     const [{ rows }] = [await test.server.controlPlane.dataSource.query(
-      `SELECT r.id, extract(epoch FROM r.terminated_at - r.started_at) AS seconds, r.price_per_hour, coalesce(sum(l.amount), 0) AS billed, count(l.id) AS periods
-       FROM replicas r LEFT JOIN billing_ledger l ON l.replica_id = r.id WHERE r.deployment_id = $1 AND r.started_at IS NOT NULL GROUP BY r.id`, [id],
+      `SELECT r.id, extract(epoch FROM r.terminated_at - r.started_at) AS seconds, r.price_per_hour, coalesce(-sum(l.amount), 0) AS billed, count(l.id) AS periods
+       FROM replicas r LEFT JOIN billing_ledger l ON l.replica_id = r.id AND l.kind = 'gpu_time' WHERE r.deployment_id = $1 AND r.started_at IS NOT NULL GROUP BY r.id`, [id],
     ).then((result: any[]) => ({ rows: result }))];
     let expected = 0;
     let billed = 0;
@@ -93,15 +94,21 @@ describe('market provider, price cap and billing', () => {
     const range = { from: new Date(Date.now() - 3_600_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() };
     for (const groupBy of ['day', 'deployment', 'replica']) {
       const costs = (await graphql('query($from: DateTimeISO!, $to: DateTimeISO!, $groupBy: String!) { costs(from: $from, to: $to, groupBy: $groupBy) { key gpuHours amount } }', { ...range, groupBy })).data.costs;
-      const total = costs.reduce((sum: number, row: any) => sum + row.amount, 0);
-      // Every grouping sums to the whole ledger of the workspace (this deployment and the earlier cheap one).
-      const [{ all }] = await test.server.controlPlane.dataSource.query('SELECT sum(amount) AS all FROM billing_ledger WHERE workspace_id = $1', [workspace.workspaceId]);
-      expect(total).toBeCloseTo(Number(all), 6);
+      // Every grouping sums, exactly, to the whole GPU time of the workspace's ledger (this deployment and the earlier cheap one).
+      const [{ total, all }] = await test.server.controlPlane.dataSource.query(
+        `SELECT (SELECT sum(amount::numeric) FROM unnest($2::text[]) AS amount) = -sum(amount) AS total, -sum(amount) AS all
+         FROM billing_ledger WHERE workspace_id = $1 AND kind = 'gpu_time'`, [workspace.workspaceId, costs.map((row: any) => row.amount)]);
+      expect({ groupBy, total, all: Number(all) > 0 }).toEqual({ groupBy, total: true, all: true });
     }
-    // Credit is debited by everything billed since it was added (earlier charges were postpaid).
+    // Credit is debited by everything billed since it was added: the balance is the sum of the
+    // ledger (the top-up, the opening row that closed out the postpaid charges before it, and
+    // every period since), to the last of its 10 decimal places.
     const balance = (await graphql('{ creditBalance }')).data.creditBalance;
-    const [{ since }] = await test.server.controlPlane.dataSource.query('SELECT sum(amount) AS since FROM billing_ledger WHERE workspace_id = $1 AND created_at > $2', [workspace.workspaceId, creditedAt]);
-    expect(balance).toBeCloseTo(100 - Number(since), 8);
+    const [{ rows: ledgerSum, since }] = await test.server.controlPlane.dataSource.query(
+      `SELECT sum(amount) AS rows, sum(amount) FILTER (WHERE kind = 'gpu_time' AND created_at > $2) AS since FROM billing_ledger WHERE workspace_id = $1`,
+      [workspace.workspaceId, creditedAt]);
+    expect(balance).toBe(canonicalMoney(ledgerSum));
+    expect(Number(balance)).toBeCloseTo(100 + Number(since), 8);
     const [{ all }] = await test.server.controlPlane.dataSource.query('SELECT sum(amount) AS all FROM billing_ledger WHERE workspace_id = $1', [workspace.workspaceId]);
 
     // Paused: nothing more accrues.

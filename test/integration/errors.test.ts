@@ -53,10 +53,10 @@ describe('chat/completions errors', () => {
   });
 
   it('402 insufficient_quota when the workspace credit is used up', async () => {
-    const broke = await test.createWorkspace();
+    // Prepaid with nothing: its balance (0) and its ledger (no rows) agree.
+    const opened = await test.server.controlPlane.workspaceAdmin.create('broke', '0');
+    const broke = { workspaceId: opened.workspace.id, apiKey: opened.plaintext, apiKeyId: opened.apiKey.id };
     const brokeDeployment = await test.createDeployment(broke);
-    await test.server.controlPlane.workspaces.setCreditBalance(broke.workspaceId, 0);
-    test.server.controlPlane.apiKeys.clearCache();
     const result = await post('/chat/completions', { messages }, broke.apiKey, brokeDeployment.baseUrl);
     expect(result.status).toBe(402);
     expect(result.body.error.code).toBe('insufficient_quota');
@@ -70,7 +70,7 @@ describe('chat/completions errors', () => {
     const other = await test.createWorkspace();
     const foreign = await post('/chat/completions', { messages }, other.apiKey);
     expect(foreign.status).toBe(404);
-    const wrongPath = await post('/embeddings', { input: 'x' });
+    const wrongPath = await post('/audio/speech', { input: 'x' });
     expect(wrongPath.status).toBe(404);
     const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     await expect(client.models.retrieve('gpt-4o')).rejects.toBeInstanceOf(OpenAI.NotFoundError);

@@ -64,19 +64,33 @@ describe('GraphQL refuses bad input', () => {
     ]);
   });
 
-  it('addCredit: an amount out of (0, 1000000] and an unknown workspace; the balance is unchanged', async () => {
-    const credit = 'mutation($workspaceId: ID!, $amount: Float!) { addCredit(workspaceId: $workspaceId, amount: $amount) }';
-    const amountRule = /amount must be a positive number up to 1000000/;
+  it('addCredit: an amount out of (0, 1000000], not a decimal, or past 10 decimal places, and an unknown workspace; the balance is unchanged', async () => {
+    const credit = 'mutation($workspaceId: ID!, $amount: Decimal!) { addCredit(workspaceId: $workspaceId, amount: $amount) }';
+    const amountRule = /^amount must be a decimal above 0 up to 1000000 with at most 10 decimal places, got /;
+    const workspaceId = workspace.workspaceId;
     await expectRefused(operator, [
-      ['amount 0', credit, { workspaceId: workspace.workspaceId, amount: 0 }, 'BAD_USER_INPUT', 'amount', amountRule],
-      ['amount -5', credit, { workspaceId: workspace.workspaceId, amount: -5 }, 'BAD_USER_INPUT', 'amount', amountRule],
-      ['amount 1000000.01', credit, { workspaceId: workspace.workspaceId, amount: 1_000_000.01 }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount 0', credit, { workspaceId, amount: 0 }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "0.0"', credit, { workspaceId, amount: '0.0' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount -5', credit, { workspaceId, amount: -5 }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "-0.01"', credit, { workspaceId, amount: '-0.01' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount 1000000.01', credit, { workspaceId, amount: 1_000_000.01 }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "1e7"', credit, { workspaceId, amount: '1e7' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "NaN"', credit, { workspaceId, amount: 'NaN' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "Infinity"', credit, { workspaceId, amount: 'Infinity' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount "ten"', credit, { workspaceId, amount: 'ten' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount ""', credit, { workspaceId, amount: '' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount with 11 decimal places', credit, { workspaceId, amount: '0.00000000001' }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['amount 1e-11', credit, { workspaceId, amount: 1e-11 }, 'BAD_USER_INPUT', 'amount', amountRule],
+      ['literal amount "abc"', `mutation { addCredit(workspaceId: "${workspaceId}", amount: "abc") }`, {}, 'BAD_USER_INPUT', 'amount', amountRule],
       ['unknown workspace', credit, { workspaceId: 'ws_0000', amount: 10 }, 'NOT_FOUND', 'workspaceId', /no workspace 'ws_0000'/],
     ]);
     expect((await graphql('{ creditBalance }')).data).toEqual({ creditBalance: null });
-    // The upper bound itself is allowed.
+    // The upper bound itself is allowed, as a number or a string, and so are 10 decimal places.
     const other = await test.createWorkspace();
-    expect((await operator(credit, { workspaceId: other.workspaceId, amount: 1_000_000 })).data).toEqual({ addCredit: 1_000_000 });
+    expect((await operator(credit, { workspaceId: other.workspaceId, amount: 1_000_000 })).data).toEqual({ addCredit: '1000000' });
+    expect((await operator(credit, { workspaceId: other.workspaceId, amount: '0.0000000001' })).data).toEqual({ addCredit: '1000000.0000000001' });
+    // A boolean is no decimal at all: refused by the schema before the operation runs.
+    expect((await operator(credit, { workspaceId: other.workspaceId, amount: true })).errors?.[0].extensions.code).toBe('BAD_USER_INPUT');
   });
 
   it('registerStaticHost: each out-of-range field is refused naming it; no host is registered', async () => {
@@ -84,7 +98,9 @@ describe('GraphQL refuses bad input', () => {
     await expectRefused(operator, [
       ['blank name', host, { input: { ...HOST, name: '  ' } }, 'BAD_USER_INPUT', 'name', /name must not be empty/],
       ['blank gpuName', host, { input: { ...HOST, gpuName: '' } }, 'BAD_USER_INPUT', 'gpuName', /gpuName must not be empty/],
-      ['gpuMemoryGb 0', host, { input: { ...HOST, gpuMemoryGb: 0 } }, 'BAD_USER_INPUT', 'gpuMemoryGb', /gpuMemoryGb must be .*above 0/],
+      ['gpuMemoryGb 0', host, { input: { ...HOST, gpuMemoryGb: 0 } }, 'BAD_USER_INPUT', 'gpuMemoryGb', /gpuMemoryGb must be a number from 0.01 to 10000/],
+      // The column keeps two decimals with CHECK > 0: the smallest double passed "above 0" and failed the CHECK as a 500.
+      ['gpuMemoryGb 5e-324', host, { input: { ...HOST, gpuMemoryGb: 5e-324 } }, 'BAD_USER_INPUT', 'gpuMemoryGb', /gpuMemoryGb must be a number from 0.01 to 10000/],
       // The limit is 10000 GB: the message has to say so, not only "above 0".
       ['gpuMemoryGb 20000', host, { input: { ...HOST, gpuMemoryGb: 20_000 } }, 'BAD_USER_INPUT', 'gpuMemoryGb', /gpuMemoryGb must be .*10000/],
       ['region "US East"', host, { input: { ...HOST, region: 'US East' } }, 'BAD_USER_INPUT', 'region', /region must be 1-64 lowercase letters, digits or "-"/],

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startCpuEngineServer, type CpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
-import { startMockEngine } from '../support/mock-engine';
+import { MOCK_CHOICES_USAGE, startMockEngine } from '../support/mock-engine';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
@@ -85,6 +85,14 @@ describe('openai engine adapter through the platform', () => {
       body: JSON.stringify({ messages: [{ role: 'user', content }], stream }), signal,
     });
 
+    it('lists the model in /v1/models without the stand-in label: an HTTP engine serves it', async () => {
+      const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
+      const [listed] = (await client.models.list()).data;
+      expect(listed).toMatchObject({ id: MODEL, object: 'model' });
+      expect(listed).not.toHaveProperty('engine');
+      expect(listed).not.toHaveProperty('note');
+    });
+
     it('passes an engine 4xx through with its status and OpenAI error body', async () => {
       const response = await post('#reject this');
       expect(response.status).toBe(400);
@@ -95,6 +103,24 @@ describe('openai engine adapter through the platform', () => {
       const response = await post('#crash now');
       expect(response.status).toBe(502);
       expect((await response.json()).error.code).toBe('upstream_error');
+    });
+
+    it('keeps an engine\'s several choices intact, with their indexes and usage, plain and streamed', async () => {
+      const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
+      const body = { model: MODEL, prompt: ['#choices a', '#choices b'], n: 2 };
+      const completion = await client.completions.create(body);
+      expect(completion.choices.map((choice) => [choice.index, choice.text])).toEqual([[0, 'choice 0'], [1, 'choice 1'], [2, 'choice 2'], [3, 'choice 3']]);
+      expect(completion.usage).toEqual(MOCK_CHOICES_USAGE);
+      const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+      const texts: string[] = [];
+      let usage: OpenAI.CompletionUsage | undefined;
+      for await (const chunk of stream) {
+        for (const choice of chunk.choices) texts[choice.index] = (texts[choice.index] ?? '') + choice.text;
+        if (chunk.usage) usage = chunk.usage;
+      }
+      expect(texts).toEqual(['choice 0', 'choice 1', 'choice 2', 'choice 3']);
+      expect(usage).toEqual(MOCK_CHOICES_USAGE);
+      expect(engine.requests.at(-1)!.body).toMatchObject({ prompt: ['#choices a', '#choices b'], n: 2 });
     });
 
     it('cancels the engine call at once when the client disconnects, and meters it as canceled', async () => {

@@ -81,6 +81,28 @@ describe('text serving path', () => {
     expect(text).toBe(completion.choices[0].text);
   });
 
+  it('answers a prompt array with n choices per prompt, indexed prompt·n + choice, plain and streamed, usage over all prompts', async () => {
+    const prompts = ['Once upon a time', 'The replica said'];
+    const body = { model: modelId, prompt: prompts, n: 2, max_tokens: 5, seed: 11 };
+    const completion = await client.completions.create(body);
+    expect(completion.choices.map((choice) => choice.index)).toEqual([0, 1, 2, 3]);
+    expect(completion.choices.every((choice) => choice.text.length > 0 && choice.finish_reason === 'length')).toBe(true);
+    // The CPU engine counts one token per word: 4 + 3 prompt tokens, 4 choices × 5.
+    expect(completion.usage).toEqual({ prompt_tokens: 7, completion_tokens: 20, total_tokens: 27 });
+    const alone = await client.completions.create({ model: modelId, prompt: prompts[1], max_tokens: 5, seed: 11 });
+    expect(alone.usage!.prompt_tokens).toBe(3);
+
+    const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    const texts = ['', '', '', ''];
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) texts[choice.index] += choice.text;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(texts).toEqual(completion.choices.map((choice) => choice.text));
+    expect(usage).toEqual(completion.usage);
+  });
+
   it('accepts a request without model and lists and retrieves the endpoint model', async () => {
     const response = await fetch(`${deployment.baseUrl}/chat/completions`, {
       method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
@@ -91,6 +113,17 @@ describe('text serving path', () => {
     const models = await client.models.list();
     expect(models.data.map((model) => model.id)).toEqual([modelId]);
     expect((await client.models.retrieve(modelId)).id).toBe(modelId);
+  });
+
+  it('says in /v1/models that the built-in CPU engine is a stand-in, and how to get real answers', async () => {
+    const standIn = {
+      id: modelId, object: 'model', owned_by: workspace.workspaceId, engine: 'cpu-stand-in',
+      note: expect.stringContaining('LOCAL_MODEL_PATH=/path/to/model.gguf npm start'),
+    };
+    const [listed] = (await client.models.list()).data;
+    expect(listed).toMatchObject(standIn);
+    expect((listed as unknown as { note: string }).note).toMatch(/no model weights and answers with placeholder words/);
+    expect(await client.models.retrieve(modelId)).toMatchObject(standIn);
   });
 
   it('records usage for every call, with the tokens the client saw', async () => {

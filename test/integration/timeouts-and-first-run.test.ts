@@ -1,6 +1,8 @@
 import OpenAI from 'openai';
+import { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
 import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
 import { firstRunBanner } from '../../gateway/first-run-banner';
+import { standInDeployments } from '../../gateway/stand-in-engine';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
 
 describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
@@ -55,15 +57,19 @@ describe('first run', () => {
     await test?.stop();
   });
 
-  it('creates a dev workspace, key and deployment once; the printed URL and key work with the SDK', async () => {
+  it('creates a dev workspace, key and deployment once; the printed URL and key work with the SDK; both banners say the CPU engine is a stand-in', async () => {
+    const engines = new DeploymentEngines(test.server.controlPlane.replicas, test.server.controlPlane.localProvider);
     const first = await ensureFirstRun(test.server.controlPlane);
-    expect(first.created).toBe(true);
-    const banner = firstRunBanner(first, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`);
+    if (!first.created) throw new Error('expected a first run');
+    // Printed at once, before the replica's agent has said Hello: its engine is the one it is started with.
+    const standIn = await standInDeployments(engines, [first.deployment]);
+    const banner = firstRunBanner(first, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`, (deployment) => standIn.has(deployment.id));
+    expect(banner).toContain('This deployment is a stand-in');
+    expect(banner).toContain('LOCAL_MODEL_PATH=/path/to/model.gguf npm start');
     const apiKey = /API key:\s+(mk-\S+)/.exec(banner)![1];
     const baseUrl = /Base URL:\s+(\S+)/.exec(banner)![1];
     const model = /model: '([^']+)'/.exec(banner)![1];
     expect(banner).toContain(`curl ${baseUrl}/chat/completions`);
-    if (!first.created) throw new Error('unreachable');
     await test.waitForReplicas(first.deployment.id, 1);
     const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
     const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello!' }] });
@@ -71,9 +77,12 @@ describe('first run', () => {
 
     const second = await ensureFirstRun(test.server.controlPlane);
     expect(second.created).toBe(false);
-    const again = firstRunBanner(second, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`);
+    if (second.created) throw new Error('expected a later start');
+    const standInLater = await standInDeployments(engines, second.deployments);
+    const again = firstRunBanner(second, (slug) => `${test.url}/d/${slug}/v1`, `${test.url}/graphql`, (deployment) => standInLater.has(deployment.id));
     expect(again).not.toMatch(/mk-/);
-    expect(again).toContain(baseUrl);
+    expect(again).toContain(`${baseUrl}  (built-in CPU stand-in)`);
+    expect(again).toContain('LOCAL_MODEL_PATH=/path/to/model.gguf npm start');
     expect(await test.server.controlPlane.workspaces.count()).toBe(1);
   });
 });

@@ -45,6 +45,12 @@ describe('llama.cpp serving path', () => {
     expect(replica).toMatchObject({ status: 'Running', engineKind: 'llama-cpp', maxConcurrency: PARALLEL, gpus: [] });
   });
 
+  it('lists its model in /v1/models without the stand-in label: llama.cpp serves real weights', async () => {
+    const [listed] = (await client.models.list()).data;
+    expect(listed).toEqual({ id: modelId, object: 'model', created: expect.any(Number), owned_by: workspace.workspaceId });
+    expect(await client.models.retrieve(modelId)).toEqual(listed);
+  });
+
   it('answers a chat completion with usage equal to the tokenizer\'s counts', async () => {
     const messages = [{ role: 'system' as const, content: 'You are terse.' }, ...ask('Hello, tiny model!')];
     const completion = await client.chat.completions.create({ model: modelId, messages, max_tokens: 24 });
@@ -141,6 +147,26 @@ describe('llama.cpp serving path', () => {
     const texts = ['', ''];
     for await (const chunk of stream) for (const choice of chunk.choices) texts[choice.index] += choice.delta?.content ?? '';
     expect(texts).toEqual(completion.choices.map((choice) => choice.message.content));
+  });
+
+  it('answers a prompt array with one choice per prompt, in prompt order, plain and streamed, prompt tokens summed', async () => {
+    const prompts = ['Once upon a time', 'Hi'];
+    const body = { model: modelId, prompt: prompts, max_tokens: 6, seed: 9 };
+    const completion = await client.completions.create(body);
+    expect(completion.choices.map((choice) => choice.index)).toEqual([0, 1]);
+    expect(completion.choices.every((choice) => choice.text.length === 6)).toBe(true);
+    // One token per byte: each prompt counted once.
+    const promptTokens = prompts[0].length + prompts[1].length;
+    expect(completion.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 12, total_tokens: promptTokens + 12 });
+    const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    const texts = ['', ''];
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) texts[choice.index] += choice.text;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(texts).toEqual(completion.choices.map((choice) => choice.text));
+    expect(usage).toEqual(completion.usage);
   });
 
   it('maps presence/frequency penalties and logit_bias onto llama.cpp\'s samplers', async () => {

@@ -1,6 +1,7 @@
 import sharp from 'sharp';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';
+import { graphqlClient } from '../capacity/support/graphql-client';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -94,6 +95,34 @@ describe('async image requests', () => {
     // The canceled record never ran and cost nothing.
     const row = await test.server.controlPlane.requestRecords.find(queued.body.id);
     expect(row).toMatchObject({ status: 'canceled', startedAt: null, billedGpuSeconds: 0 });
+  });
+
+  it('over GraphQL (the console): cancelRequest cancels a queued request only, and outputUrls signs links to a succeeded one, for its workspace only', async () => {
+    const graphql = graphqlClient(test.url, workspace.apiKey);
+    const cancel = 'mutation($id: ID!) { cancelRequest(id: $id) { id status } }';
+    const outputs = 'query($id: ID!) { request(id: $id) { status outputUrls } }';
+    const slow = await generate('slow [cpu-engine:delay=1500]');
+    await client.waitForRecord(slow.body.id, (record) => record.status === 'running');
+    const queued = await generate('waits its turn');
+
+    expect((await graphql(cancel, { id: queued.body.id })).data).toEqual({ cancelRequest: { id: queued.body.id, status: 'canceled' } });
+    const running = await graphql(cancel, { id: slow.body.id });
+    expect(running.errors?.[0]).toMatchObject({ message: `request ${slow.body.id} is running; only queued requests can be canceled`, extensions: { code: 'CONFLICT', param: 'id' } });
+    expect((await graphql(outputs, { id: slow.body.id })).data.request.outputUrls).toBeNull();
+
+    await client.waitForRecord(slow.body.id);
+    const { data } = await graphql(outputs, { id: slow.body.id });
+    expect(data.request.status).toBe('succeeded');
+    expect(data.request.outputUrls).toHaveLength(1);
+    expect((await fetch(data.request.outputUrls[0])).status).toBe(200);
+    expect((await graphql(outputs, { id: queued.body.id })).data.request.outputUrls).toBeNull();
+
+    const unknown = await graphql(cancel, { id: 'req_000000000000000000000000' });
+    expect(unknown.errors?.[0].extensions).toMatchObject({ code: 'NOT_FOUND' });
+    expect(unknown.errors?.[0].message).toContain('req_000000000000000000000000');
+    const outsider = graphqlClient(test.url, (await test.createWorkspace()).apiKey);
+    expect((await outsider(outputs, { id: slow.body.id })).errors?.[0].extensions.code).toBe('FORBIDDEN');
+    expect((await outsider(cancel, { id: slow.body.id })).errors?.[0].extensions.code).toBe('FORBIDDEN');
   });
 
   it('lists newest first, filters by status, honours limit, and never carries output_urls', async () => {

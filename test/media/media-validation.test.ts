@@ -107,6 +107,9 @@ describe('image and video validation', () => {
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5', size: '1280x720' }), 422, 'resolution_not_supported', 'size', ['480x832, 832x480']);
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '6', size: '832x480' }), 422, 'duration_mismatch', 'seconds', ['5']);
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5.4', size: '832x480', fps: '24' }), 422, 'fps_mismatch', 'fps', ['16']);
+    // fps defaults to SPEC's 24 on both routes, so leaving it out on a 16 fps model is a mismatch too.
+    await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5', size: '832x480' }), 422, 'fps_mismatch', 'fps', ['fps must be 16', 'omitted']);
+    await expectError(await json(PINNED_VIDEO, '/videos/generations', { model: PINNED_VIDEO, prompt: 'x', resolution: '832x480' }), 422, 'fps_mismatch', 'fps', ['fps must be 16', 'omitted']);
     await expectError(await json(PINNED_VIDEO, '/videos/generations', { model: PINNED_VIDEO, prompt: 'x', resolution: '832x480', duration: 4.4 }), 422, 'duration_mismatch', 'duration');
     await expectError(await json(PINNED_VIDEO, '/videos/generations', { model: PINNED_VIDEO, prompt: 'x' }), 422, 'resolution_not_supported', 'resolution', ['480x832, 832x480']);
     await expectError(await json('Lightricks/LTX-Video', '/videos/generations', { model: 'Lightricks/LTX-Video', prompt: 'x', resolution: '100x100' }), 422, 'resolution_not_supported', 'resolution',

@@ -51,7 +51,7 @@ describe('videos', () => {
 
   it('creates, polls and downloads a pinned-spec video with the SDK: native duration and fps, exact frames', async () => {
     const client = new OpenAI({ baseURL: pinned.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
-    const created = await client.videos.create({ model: PINNED, prompt: 'waves on a shore', seconds: '5', size: '832x480' } as never);
+    const created = await client.videos.create({ model: PINNED, prompt: 'waves on a shore', seconds: '5', size: '832x480', fps: 16 } as never);
     expect(created).toMatchObject({ object: 'video', status: 'queued', model: PINNED, progress: 0, size: '832x480', seconds: '5' });
     expect(created.id).toMatch(/^req_/);
     const done = await waitForVideo(client, created.id);
@@ -93,6 +93,20 @@ describe('videos', () => {
     const file = Buffer.from(await (await fetch(record.output_urls[0])).arrayBuffer());
     // Default 720x1280 → 704x1280; 1 s × 8 fps = 8 frames → 9.
     expect(readMp4Info(file)).toMatchObject({ width: 704, height: 1280, frames: 9, fps: 8 });
+  });
+
+  it('an omitted fps is 24 on an unpinned model, on both routes', async () => {
+    const client = new OpenAI({ baseURL: unpinned.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const created = await client.videos.create({ model: UNPINNED, prompt: 'a kite', seconds: '1', size: '704x480' } as never);
+    expect((await waitForVideo(client, created.id)).status).toBe('completed');
+    // 1 s × 24 fps = 24 frames → nearest 4n+1 is 25.
+    expect(readMp4Info(await download(client, created.id))).toMatchObject({ frames: 25, fps: 24 });
+
+    const media = new MediaClient(unpinned.baseUrl, workspace.apiKey);
+    const submitted = await media.post('/videos/generations', { model: UNPINNED, prompt: 'a kite', resolution: '704x480', duration: 1 });
+    const record = await media.waitForRecord(submitted.body.id);
+    expect(record.status).toBe('succeeded');
+    expect(readMp4Info(Buffer.from(await (await fetch(record.output_urls[0])).arrayBuffer()))).toMatchObject({ frames: 25, fps: 24 });
   });
 
   it('content before completion is 409 video_not_ready; cancel: 204 queued, 409 running, 204 when finished', async () => {

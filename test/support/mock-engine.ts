@@ -10,8 +10,10 @@ export interface MockEngineRequest {
 
 /**
  * A scripted OpenAI-compatible engine at the boundary we don't own. The first message's
- * content picks the behaviour: `#reject` → 400 with an OpenAI error body, `#crash` → 500,
- * `#slow` → one chunk every 50 ms for 30 s (to observe cancellation); otherwise a short stream.
+ * content (or the completion prompt) picks the behaviour: `#reject` → 400 with an OpenAI error
+ * body, `#crash` → 500, `#slow` → one chunk every 50 ms for 30 s (to observe cancellation),
+ * `#choices` → a completions answer with the four choices of two prompts × n = 2, as a body or
+ * interleaved chunks; otherwise a short stream.
  */
 export async function startMockEngine(): Promise<{ url: string; requests: MockEngineRequest[]; close(): Promise<void> }> {
   const requests: MockEngineRequest[] = [];
@@ -41,6 +43,11 @@ export async function startMockEngine(): Promise<{ url: string; requests: MockEn
         finished = true;
         response.writeHead(500, { 'content-type': 'application/json' });
         response.end(JSON.stringify({ error: { message: 'CUDA out of memory', type: 'InternalServerError', code: 500 } }));
+        return;
+      }
+      if (content.includes('#choices')) {
+        finished = true;
+        sendChoices(response, body.stream === true);
         return;
       }
       const chunk = (text: string) => `data: ${JSON.stringify({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })}\n\n`;
@@ -76,4 +83,26 @@ export async function startMockEngine(): Promise<{ url: string; requests: MockEn
       server.close(() => resolve());
     }),
   };
+}
+
+/** What `#choices` answers: choice i's text is `choice i`, 3 prompt and 2 completion tokens each. */
+export const MOCK_CHOICES_USAGE = { prompt_tokens: 6, completion_tokens: 8, total_tokens: 14 };
+
+function sendChoices(response: http.ServerResponse, stream: boolean): void {
+  const head = { id: 'cmpl-mock', object: 'text_completion', created: 1, model: 'mock-model' };
+  const indexes = [0, 1, 2, 3];
+  if (!stream) {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    const choices = indexes.map((index) => ({ index, text: `choice ${index}`, logprobs: null, finish_reason: 'length' }));
+    response.end(JSON.stringify({ ...head, choices, usage: MOCK_CHOICES_USAGE }));
+    return;
+  }
+  const event = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`;
+  const piece = (index: number, text: string, finishReason: string | null) => event({ ...head, choices: [{ index, text, logprobs: null, finish_reason: finishReason }] });
+  response.writeHead(200, { 'content-type': 'text/event-stream' });
+  // Choices interleave, as a batching engine sends them.
+  response.write(indexes.map((index) => piece(index, 'choice', null)).join(''));
+  response.write(indexes.map((index) => piece(index, ` ${index}`, 'length')).join(''));
+  response.write(event({ ...head, choices: [], usage: MOCK_CHOICES_USAGE }));
+  response.end('data: [DONE]\n\n');
 }

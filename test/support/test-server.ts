@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import type { ControlPlaneOverrides } from '../../control-plane/config/control-plane-config';
 import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
 import type { GatewayConfig } from '../../gateway/gateway-config';
@@ -15,6 +15,8 @@ export interface TestServerOptions {
   databaseUrl?: string;
   /** Reuse a data directory (storage keys, local objects); otherwise a temporary one is made and removed. */
   dataDir?: string;
+  /** The server's logger (tests that read the logs); otherwise one at TEST_LOG_LEVEL, silent by default. */
+  logger?: Logger;
 }
 
 export interface TestWorkspace {
@@ -48,7 +50,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'inference-test-data-'));
   const server = await startServer({
     env: {},
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     controlPlane: {
       databaseUrl, dataDir, grpcHost: '127.0.0.1', grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
       usageFlushIntervalMs: 20, apiKeyCacheTtlMs: 5_000,

@@ -1,7 +1,9 @@
 import net from 'node:net';
 import os from 'node:os';
 import { Client } from 'pg';
+import pino from 'pino';
 import { controlPlaneProbes } from '../../control-plane/telemetry/readiness-probes';
+import { Readiness } from '../../gateway/http/readiness.route';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
 
 /** Turns new connections to one test database away and ends the open ones, until restored. */
@@ -36,17 +38,40 @@ describe('/readyz', () => {
     await test?.stop();
   });
 
-  it('answers 503 naming the database while it is unreachable, and 200 once it is back', async () => {
+  it('answers 503 naming the database while it is unreachable, and 200 once it is back; requests meanwhile get 503, never 500', async () => {
+    // A key never looked up yet: its first request must reach the database.
+    const workspace = await test.createWorkspace();
     expect((await readyz(test)).status).toBe(200);
     await setDatabaseReachable(test.databaseUrl, false);
     let result = await readyz(test);
     await waitFor(async () => (result = await readyz(test)).status === 503, 10_000, '/readyz to notice the database is gone');
-    expect(result.body).toEqual({ status: 'not_ready', not_ready: ['database'], checks: { database: 'failing', agent_server: 'ok', shutdown: 'ok' } });
+    expect(result.body).toEqual({ status: 'not_ready', not_ready: ['database'], checks: { rate_limits: 'ok', database: 'failing', agent_server: 'ok', shutdown: 'ok' } });
+    const rest = await fetch(`${test.url}/d/any-deployment-1/v1/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    expect(rest.status).toBe(503);
+    expect(rest.headers.get('retry-after')).toBe('2');
+    expect(((await rest.json()) as any).error).toMatchObject({ code: 'service_unavailable', type: 'service_unavailable_error' });
+    const graphql = await fetch(`${test.url}/graphql`, {
+      method: 'POST', headers: { authorization: `Bearer mk-${'x'.repeat(43)}`, 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ deployments { id } }' }),
+    });
+    expect(((await graphql.json()) as any).errors[0].extensions.code).toBe('UNAVAILABLE');
     // The liveness probe does not depend on the database: restarting would not help.
     expect((await fetch(`${test.url}/healthz`)).status).toBe(200);
 
     await setDatabaseReachable(test.databaseUrl, true);
     await waitFor(async () => (await readyz(test)).status === 200, 10_000, '/readyz to recover');
+  });
+
+  it('stays ready but says so when rate limits fall back to each server (Redis away)', async () => {
+    const readiness = new Readiness(controlPlaneProbes({
+      dataSource: test.server.controlPlane.dataSource, grpcHost: '127.0.0.1', agentServer: test.server.controlPlane.agentServer,
+      rateLimiter: { degraded: () => 'Redis is unreachable: each server limits requests in its own process until it is back' },
+    }), pino({ level: 'silent' }));
+    const report = await readiness.report();
+    expect(report.ready).toBe(true);
+    expect(report.body).toEqual({
+      status: 'ready', checks: { rate_limits: 'degraded', database: 'ok', agent_server: 'ok', shutdown: 'ok' },
+      degraded: { rate_limits: 'Redis is unreachable: each server limits requests in its own process until it is back' },
+    });
   });
 
   it('fails the agent_server probe when nothing listens on the agent port', async () => {
@@ -56,7 +81,7 @@ describe('/readyz', () => {
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const probes = controlPlaneProbes({ dataSource: test.server.controlPlane.dataSource, grpcHost: '0.0.0.0', agentServer: { port } }, 500);
     const results = await Promise.all(probes.map((probe) => probe.check().then(() => 'ok', () => 'failing')));
-    expect(Object.fromEntries(probes.map((probe, index) => [probe.name, results[index]]))).toEqual({ database: 'ok', agent_server: 'failing' });
+    expect(Object.fromEntries(probes.map((probe, index) => [probe.name, results[index]]))).toEqual({ database: 'ok', agent_server: 'failing', rate_limits: 'ok' });
     const live = controlPlaneProbes({ dataSource: test.server.controlPlane.dataSource, grpcHost: '0.0.0.0', agentServer: test.server.controlPlane.agentServer });
     await expect(live[1].check()).resolves.toBeUndefined();
   });

@@ -114,7 +114,7 @@ describe('telemetry on the serving path', () => {
     // As in OpenAI's API, the id travels in the header, not in the error body.
     expect(JSON.stringify(await fastLaneError.json())).not.toContain('bad-key-trace');
 
-    const koaError = await fetch(`${deployment.baseUrl}/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'x-request-id': 'koa-trace' } });
+    const koaError = await fetch(`${deployment.baseUrl}/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'x-request-id': 'koa-trace' } });
     expect(koaError.status).toBe(404);
     expect(koaError.headers.get('x-request-id')).toBe('koa-trace');
     const models = await fetch(`${deployment.baseUrl}/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
@@ -132,7 +132,7 @@ describe('telemetry on the serving path', () => {
   it('answers /readyz 200 naming each check, and keeps /healthz', async () => {
     const ready = await fetch(`${test.url}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', checks: { database: 'ok', agent_server: 'ok', shutdown: 'ok' } });
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { rate_limits: 'ok', database: 'ok', agent_server: 'ok', shutdown: 'ok' } });
     const health = await fetch(`${test.url}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ status: 'ok' });

@@ -16,13 +16,30 @@ describe('video parameter rules', () => {
     expect(snapDown32(pixels)).toBe(snapped);
   });
 
-  it('a pinned model accepts its native duration ±0.5 s and exactly its fps, and defaults fps to it', () => {
-    const ok = readVideoParams(new FieldReader({ prompt: 'x', seconds: '5.5', size: '832x480' }, true), pinned, 'videos', false);
+  it('a pinned model accepts its native duration ±0.5 s and exactly its fps', () => {
+    const ok = readVideoParams(new FieldReader({ prompt: 'x', seconds: '5.5', size: '832x480', fps: '16' }, true), pinned, 'videos', false);
     expect(ok).toMatchObject({ fps: 16, frames: 81, width: 832, height: 480, seconds: '5.5' });
     const tooLong = () => readVideoParams(new FieldReader({ prompt: 'x', seconds: '5.6', size: '832x480' }, true), pinned, 'videos', false);
     expect(tooLong).toThrow(expect.objectContaining({ code: 'duration_mismatch' }) as unknown as AppError);
     const wrongFps = () => readVideoParams(new FieldReader({ prompt: 'x', seconds: '5', size: '832x480', fps: '15' }, true), pinned, 'videos', false);
     expect(wrongFps).toThrow(expect.objectContaining({ code: 'fps_mismatch' }) as unknown as AppError);
+  });
+
+  it.each([
+    ['videos', { prompt: 'x', seconds: '5', size: '832x480' }],
+    ['videos/generations', { prompt: 'x', resolution: '832x480' }],
+  ] as const)('an omitted fps is SPEC\'s 24 on a pinned model too: %s answers fps_mismatch naming the native 16', (route, fields) => {
+    const read = () => readVideoParams(new FieldReader(fields, route === 'videos'), pinned, route, false);
+    expect(read).toThrow(expect.objectContaining({
+      code: 'fps_mismatch', param: 'fps', message: expect.stringMatching(/fps must be 16 \(got 24, the default when fps is omitted\)/),
+    }) as unknown as AppError);
+  });
+
+  it.each([
+    ['videos', { prompt: 'x', seconds: '2', size: '704x480' }],
+    ['videos/generations', { prompt: 'x', resolution: '704x480', duration: 2 }],
+  ] as const)('an omitted fps is 24 on an unpinned model: %s renders 2 s as 49 frames', (route, fields) => {
+    expect(readVideoParams(new FieldReader(fields, route === 'videos'), unpinned, route, false)).toMatchObject({ fps: 24, frames: 49 });
   });
 
   it('an unpinned model honours duration × fps; the JSON route snaps the resolution and defaults to 720x1280, 5 s, 24 fps', () => {

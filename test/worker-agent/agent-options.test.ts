@@ -11,7 +11,10 @@ describe('loadAgentOptions', () => {
     expect(options).toMatchObject({
       controlPlaneAddress: '127.0.0.1:50051', joinToken: 'jt_1', engineKind: 'cpu', maxConcurrency: 64,
       reconnectInitialMs: 250, reconnectMaxMs: 10_000, drainTimeoutMs: 30_000, gpus: [],
+      keepaliveIntervalMs: 30_000, keepaliveTimeoutMs: 10_000,
       cpuTtftMs: 0, cpuTokensPerSecond: 0, cpuTestControls: false,
+      // Agents on GPU hosts outlive their control plane and reconnect; only the local provider sets it.
+      exitWithParent: false,
     });
     expect(options.agentId).toMatch(/^agt_[0-9a-f]{16}$/);
     expect(Object.isFrozen(options)).toBe(true);

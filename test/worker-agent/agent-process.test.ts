@@ -64,6 +64,28 @@ describe('worker agent process', () => {
     expect(agent.stderr()).toContain('WORKER_CONTROL_PLANE');
   });
 
+  test('WORKER_EXIT_WITH_PARENT: when the parent\'s end of the stdin pipe closes, the agent exits at once with code 4, without a drain', async () => {
+    const plane = await controlPlane();
+    const agent = spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_EXIT_WITH_PARENT: 'true', WORKER_CPU_TEST_CONTROLS: '1' }, disposables, { stdin: 'pipe' });
+    const stream = await plane.stream(0, 10_000);
+    stream.send(assignFrame('job_orphaned', { stream: true, max_tokens: 50, cpu_engine: { tokens_per_second: 10 } }));
+    await stream.until(() => stream.frames.find((candidate) => (candidate.heartbeat?.inFlight ?? 0) > 0));
+    // What the kernel does to the pipe when the parent dies, kill -9 included.
+    const closedAt = Date.now();
+    agent.child.stdin!.destroy();
+    expect(await agent.exited).toEqual({ code: 4, signal: null });
+    // A drain would have let the job run its 5 s.
+    expect(Date.now() - closedAt).toBeLessThan(1_000);
+    expect(stream.terminalOf('job_orphaned')).toBeUndefined();
+    expect(agent.stderr()).toContain('the process that spawned the agent is gone');
+  });
+
+  test('WORKER_EXIT_WITH_PARENT without a pipe on stdin is refused with code 2 (it would exit at once, or never)', async () => {
+    const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_JOIN_TOKEN: 'jt', WORKER_EXIT_WITH_PARENT: 'true' });
+    expect((await agent.exited).code).toBe(2);
+    expect(agent.lastLine()).toMatch(/WORKER_EXIT_WITH_PARENT: stdin is a terminal or device; .* needs a pipe/);
+  });
+
   test('the crash switch kills the process mid-stream', async () => {
     const plane = await controlPlane();
     const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_CPU_CRASH_AFTER_TOKENS: '3', WORKER_CPU_TOKENS_PER_SECOND: '100' });

@@ -35,7 +35,7 @@ describe('CPU engine HTTP server', () => {
     const invalid = await post('/v1/chat/completions', '{oops');
     expect(invalid.status).toBe(400);
     expect(JSON.parse(invalid.text).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_json' });
-    const missing = await post('/v1/embeddings', {});
+    const missing = await post('/v1/audio/speech', {});
     expect(missing.status).toBe(404);
   });
 

@@ -61,6 +61,35 @@ describe('CpuEngine', () => {
     expect(body.id).toMatch(/^cmpl-/);
   });
 
+  test('answers n choices per prompt of a completions batch, prompt i\'s choice j at index i·n + j, usage summed', async () => {
+    const prompts = ['Once upon a time', 'The replica said'];
+    const body = { prompt: prompts, n: 2, max_tokens: 4, seed: 3 };
+    const plain = JSON.parse((await runEngine(new CpuEngine(), engineJob(body, { kind: 'JOB_KIND_COMPLETION' }))).outputs[0].data.toString('utf8'));
+    expect(plain.choices.map((choice: any) => choice.index)).toEqual([0, 1, 2, 3]);
+    const promptTokens = countTokens(prompts[0]) + countTokens(prompts[1]);
+    expect(plain.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 16, total_tokens: promptTokens + 16 });
+    // Each prompt's first choice is the answer that prompt gets on its own.
+    const alone = JSON.parse((await runEngine(new CpuEngine(), engineJob({ prompt: prompts[0], max_tokens: 4, seed: 3 }, { kind: 'JOB_KIND_COMPLETION' }))).outputs[0].data.toString('utf8'));
+    expect(plain.choices[0].text).toBe(alone.choices[0].text);
+    expect(new Set(plain.choices.map((choice: any) => choice.text)).size).toBe(4);
+
+    const run = await runEngine(new CpuEngine(), engineJob({ ...body, stream: true, stream_options: { include_usage: true } }, { kind: 'JOB_KIND_COMPLETION' }));
+    const events = sseEvents(run.text) as Array<Record<string, any>>;
+    const texts = ['', '', '', ''];
+    for (const event of events) for (const choice of event.choices) texts[choice.index] += choice.text;
+    expect(texts).toEqual(plain.choices.map((choice: any) => choice.text));
+    expect(events.at(-1)!.usage).toEqual(plain.usage);
+  });
+
+  test('refuses an empty prompt batch, and more than 128 choices in all, naming the field', async () => {
+    const failure = async (body: Record<string, unknown>) => {
+      const error = (await runEngine(new CpuEngine(), engineJob(body, { kind: 'JOB_KIND_COMPLETION' }))).error as EngineFailure;
+      return { status: error.engineStatus, param: JSON.parse(error.engineBody!.toString()).error.param };
+    };
+    expect(await failure({ prompt: [] })).toEqual({ status: 400, param: 'prompt' });
+    expect(await failure({ prompt: ['a', 'b'], n: 65 })).toEqual({ status: 400, param: 'n' });
+  });
+
   test('streams chat chunks as SSE bytes without [DONE] and without usage unless asked', async () => {
     const run = await runEngine(new CpuEngine(), engineJob({ messages, stream: true, max_tokens: 6 }));
     const events = sseEvents(run.text);

@@ -10,6 +10,8 @@ export interface AgentProcess {
   readonly child: ChildProcess;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stderr(): string;
+  /** What it printed on stdout (the agent writes only `--help` there; tests check nothing else leaks). */
+  stdout(): string;
   /** The last plain line of stderr: JSON log records (connection attempts) may follow it; the local provider reads the same. */
   lastLine(): string;
 }
@@ -20,16 +22,19 @@ export function assertAgentBuilt(): void {
 
 /**
  * `node dist/worker-agent/main.js` with only PATH and the given WORKER_* variables; what it
- * prints on stderr is kept. Killed (and awaited) by the returned process's entry in `disposables`.
+ * prints on stderr and stdout is kept; stdin is /dev/null unless asked to be a pipe (the local
+ * provider's WORKER_EXIT_WITH_PARENT). Killed (and awaited) by the returned process's entry in `disposables`.
  */
-export function spawnAgent(env: Record<string, string>, disposables: Array<() => Promise<unknown>>): AgentProcess {
-  const child = spawn(process.execPath, [AGENT_ENTRY], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+export function spawnAgent(env: Record<string, string>, disposables: Array<() => Promise<unknown>>, options: { stdin?: 'ignore' | 'pipe' } = {}): AgentProcess {
+  const child = spawn(process.execPath, [AGENT_ENTRY], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'] });
   let stderr = '';
+  let stdout = '';
   child.stderr!.on('data', (data: Buffer) => { stderr += data.toString(); });
+  child.stdout!.on('data', (data: Buffer) => { stdout += data.toString(); });
   const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
   disposables.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   });
-  return { child, exited, stderr: () => stderr, lastLine: () => stderr.trim().split('\n').filter((line) => !line.startsWith('{')).pop() ?? '' };
+  return { child, exited, stderr: () => stderr, stdout: () => stdout, lastLine: () => stderr.trim().split('\n').filter((line) => !line.startsWith('{')).pop() ?? '' };
 }
