@@ -69,10 +69,15 @@ export function spawnPinned(cpus: string | null, command: string, args: string[]
   return cpus ? spawn('taskset', ['-c', cpus, command, ...args], options) : spawn(command, args, options);
 }
 
+/** Load generators running now (`run`), so an interrupted benchmark can stop them. */
+export const runningCommands = new Set<ChildProcess>();
+
 /** Runs a command to completion and returns its stdout. */
 export function run(cpus: string | null, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawnPinned(cpus, command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    runningCommands.add(child);
+    child.on('exit', () => runningCommands.delete(child));
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (part) => (stdout += part));
@@ -88,5 +93,38 @@ export function hasCommand(command: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** SIGKILL to a whole process group (a detached server and what it spawned). */
+export function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // the group is empty
+  }
+}
+
+/**
+ * Stops a detached server started by a benchmark: SIGINT (it drains its agents and stops its
+ * embedded PostgreSQL), SIGKILL to its group after 30 s, then to any straggler of its tree.
+ */
+export async function stopServerTree(child: ChildProcess, pid: number): Promise<void> {
+  const tree = [pid, ...descendants(pid)];
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGINT');
+    const timer = setTimeout(() => killGroup(pid), 30_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  killGroup(pid);
+  for (const member of tree) {
+    try {
+      process.kill(member, 'SIGKILL');
+    } catch {
+      // gone, as it should be
+    }
   }
 }

@@ -23,14 +23,14 @@ export function median(values: number[]): number {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
-/** Medians per scenario and target; "added" compares each run to direct in the same repetition. */
-export function summarize(runs: RunResult[]): Summary[] {
+/** Medians per scenario and target; "added" compares each run to `baseline` (direct) in the same repetition. */
+export function summarize(runs: RunResult[], baseline = 'direct'): Summary[] {
   const keys = [...new Set(runs.map((run) => `${run.scenario}|${run.target}`))];
   return keys.map((key) => {
     const [scenario, target] = key.split('|');
     const mine = runs.filter((run) => run.scenario === scenario && run.target === target);
-    const direct = (run: RunResult) => runs.find((other) => other.scenario === scenario && other.target === 'direct' && other.repetition === run.repetition);
-    const added = (pick: (run: RunResult) => number | null) => target === 'direct' ? null
+    const direct = (run: RunResult) => runs.find((other) => other.scenario === scenario && other.target === baseline && other.repetition === run.repetition);
+    const added = (pick: (run: RunResult) => number | null) => target === baseline ? null
       : median(mine.map((run) => { const base = direct(run); return base && pick(run) !== null && pick(base) !== null ? pick(run)! - pick(base)! : NaN; }));
     const roles = [...new Set(mine.flatMap((run) => Object.keys(run.cpuMicrosPerRequest)))];
     return {
@@ -47,7 +47,9 @@ export function summarize(runs: RunResult[]): Summary[] {
   });
 }
 
-const number = (value: number | null, digits = 2) => (value === null || !Number.isFinite(value) ? '–' : value.toFixed(digits));
+export const number = (value: number | null, digits = 2) => (value === null || !Number.isFinite(value) ? '–' : value.toFixed(digits));
+/** A difference with its sign: +0.42, -0.10. */
+export const signed = (value: number | null, digits = 2) => (value === null || !Number.isFinite(value) ? '–' : `${value < 0 ? '' : '+'}${value.toFixed(digits)}`);
 
 export function markdownTables(summaries: Summary[]): string {
   const lines: string[] = [];
@@ -56,8 +58,8 @@ export function markdownTables(summaries: Summary[]): string {
     for (const summary of summaries.filter((candidate) => candidate.scenario === scenario)) {
       const cpu = Object.entries(summary.cpuMicrosPerRequest).map(([role, value]) => `${role} ${number(value, 0)}`).join(', ');
       const rss = Object.entries(summary.rssMiB).filter(([role]) => role !== 'upstream').map(([role, value]) => `${role} ${number(value, 1)}`).join(', ');
-      const ttfb = summary.ttfbP50Ms === null ? '–' : `${number(summary.ttfbP50Ms)} (${summary.addedTtfbP50Ms === null ? '–' : `+${number(summary.addedTtfbP50Ms)}`})`;
-      const added = summary.addedP50Ms === null ? '–' : `+${number(summary.addedP50Ms)} / +${number(summary.addedP99Ms)}`;
+      const ttfb = summary.ttfbP50Ms === null ? '–' : `${number(summary.ttfbP50Ms)} (${signed(summary.addedTtfbP50Ms)})`;
+      const added = summary.addedP50Ms === null ? '–' : `${signed(summary.addedP50Ms)} / ${signed(summary.addedP99Ms)}`;
       lines.push(`| ${summary.target} | ${number(summary.requestsPerSecond, 0)} | ${number(summary.p50Ms)} | ${number(summary.p99Ms)} | ${added} | ${ttfb} | ${cpu} | ${rss || '–'} | ${summary.failed} |`);
     }
     lines.push('');

@@ -26,6 +26,8 @@ export interface RunResult {
   ttfbP99Ms: number | null;
   /** CPU microseconds per completed request, by process role. */
   cpuMicrosPerRequest: Record<string, number>;
+  /** CPU microseconds over the measured run, by process role (not rounded: background costs are a fraction of a µs per request). */
+  cpuMicros: Record<string, number>;
   rssMiB: Record<string, number>;
 }
 
@@ -45,14 +47,16 @@ export async function measure(target: Target, scenario: Scenario, repetition: nu
   const load = await drive(target, scenario, options.seconds, options.loadCpus);
   const after = readCpu(roles);
   const cpuMicrosPerRequest: Record<string, number> = {};
+  const cpuMicrosTotal: Record<string, number> = {};
   const rssMiB: Record<string, number> = {};
   for (const role of Object.keys(roles)) {
     // Per process, and only processes still alive at the end (a PostgreSQL backend may exit).
     const spent = roles[role].reduce((sum, pid) => sum + (after[pid] > 0 ? after[pid] - before[pid] : 0), 0);
+    cpuMicrosTotal[role] = spent;
     cpuMicrosPerRequest[role] = Math.round(spent / Math.max(1, load.requests));
     rssMiB[role] = Math.round(roles[role].reduce((sum, pid) => sum + rssBytes(pid), 0) / 1024 / 102.4) / 10;
   }
-  return { scenario: scenario.name, target: target.name, repetition, ...load, cpuMicrosPerRequest, rssMiB };
+  return { scenario: scenario.name, target: target.name, repetition, ...load, cpuMicrosPerRequest, cpuMicros: cpuMicrosTotal, rssMiB };
 }
 
 function readCpu(roles: Record<string, number[]>): Record<number, number> {

@@ -4,9 +4,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { commandOf, descendants, hasCommand, pin, spawnPinned } from './processes';
+import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from './processes';
 
-export type TargetName = 'direct' | 'nginx' | 'ours';
+/** `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A. */
+export type TargetName = 'direct' | 'nginx' | 'ours' | 'A' | 'B→A';
 
 export interface Target {
   readonly name: TargetName;
@@ -116,9 +117,10 @@ http {
 
 /**
  * The real server (`dist/gateway/main.js`) on a fresh embedded database, with one local agent
- * whose `openai` engine is the upstream: client → gateway → gRPC → agent → upstream.
+ * whose `openai` engine is the upstream: client → gateway → gRPC → agent → upstream. `onStart`
+ * gets its stop as soon as it is spawned (a failed start or Ctrl-C still stops it).
  */
-export async function oursTarget(upstream: { url: string; pid: number }, cpus: string | null): Promise<Target> {
+export async function oursTarget(upstream: { url: string; pid: number }, cpus: string | null, onStart?: (stop: () => Promise<void>) => void): Promise<Target> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-ours-'));
   // As root, embedded PostgreSQL runs initdb as a `postgres` user, which must enter the folder.
   fs.chmodSync(dataDir, 0o755);
@@ -135,13 +137,28 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
   let banner = '';
   child.stdout!.on('data', (part) => (banner += part));
   child.stderr!.on('data', (part) => (banner += part));
-  await waitUntil(async () => /API key:\s+mk-/.test(banner) && /Base URL:\s+http/.test(banner), 60_000, 'the server banner').catch((error) => {
-    throw new Error(`${(error as Error).message}; server said: ${banner.slice(-2000)}`);
-  });
-  const key = /API key:\s+(mk-\S+)/.exec(banner)![1];
-  const url = `${/Base URL:\s+(\S+)/.exec(banner)![1]}/chat/completions`;
-  await waitUntil(() => answers(url, key), 60_000, 'the first 200 through our path');
   const pid = child.pid!;
+  // Once: a Ctrl-C during the run and the `finally` after it both call it, and a second SIGINT would make the server exit without draining.
+  let stopping: Promise<void> | null = null;
+  const stop = () => (stopping ??= (async () => {
+    await stopChild(child, 'SIGINT', 30_000);
+    killGroup(pid); // whatever outlived it (agents, PostgreSQL)
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  })());
+  onStart?.(stop);
+  let key: string;
+  let url: string;
+  try {
+    await waitUntil(async () => /API key:\s+mk-/.test(banner) && /Base URL:\s+http/.test(banner), 60_000, 'the server banner').catch((error) => {
+      throw new Error(`${(error as Error).message}; server said: ${banner.slice(-2000)}`);
+    });
+    key = /API key:\s+(mk-\S+)/.exec(banner)![1];
+    url = `${/Base URL:\s+(\S+)/.exec(banner)![1]}/chat/completions`;
+    await waitUntil(() => answers(url, key), 60_000, 'the first 200 through our path');
+  } catch (error) {
+    await stop();
+    throw error;
+  }
   const roles = () => {
     const below = descendants(pid);
     return {
@@ -159,9 +176,7 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
       pin(current.postgres, cpus);
       return { ...current, upstream: [upstream.pid] };
     },
-    stop: async () => {
-      await stopChild(child, 'SIGINT');
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    },
+    stop,
   };
 }
+
