@@ -52,7 +52,7 @@ async function main(): Promise<void> {
 
 async function benchOpenAi(requests: number, databaseUrl: string | undefined): Promise<Row[]> {
   const engine: CpuEngineServer = await startCpuEngineServer({ embedding: { dimensions: 1024, maxInputTokens: 512 } });
-  const server = await ServerProcess.start({ name: 'bench-embeddings', databaseUrl, env: { LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: engine.url } });
+  const server = await ServerProcess.start({ name: 'bench-embeddings', databaseUrl, env: { LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: engine.url, LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS ?? '' } });
   try {
     const platform = await deploy(server, OPENAI_MODEL);
     const direct: Embed = (inputs) => post(`${engine.url}/v1/embeddings`, { model: OPENAI_MODEL, input: inputs }, undefined);

@@ -37,7 +37,9 @@ export class ServerProcess {
     fs.chmodSync(dataDir, 0o755);
     const port = await freePort();
     const databasePort = await freePort();
-    const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
+    // BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the server; LOCAL_AGENT_NODE_ARGS in `env` its agents.
+    const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const child = spawn(process.execPath, [...nodeArgs, path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
       env: {
         PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
         ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : { EMBEDDED_DATABASE_PORT: String(databasePort) }),

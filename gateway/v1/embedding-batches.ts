@@ -2,6 +2,7 @@ import type { DispatchRequest, Job, JobFailure, JobListener } from '../../contro
 import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
 import { jobFailureError } from '../errors/openai-error';
+import { assembleEmbeddingLists } from './embedding-lists';
 
 /** One engine call's share of an embeddings request: `count` inputs starting at `offset`. */
 export interface EmbeddingBatch {
@@ -63,7 +64,7 @@ export class EmbeddingBatches {
       clearTimeout(timer);
     }
     if (this.stopped) throw this.stopped;
-    return this.batches.length === 1 ? outputs[0] : assemble(this.batches, outputs);
+    return this.batches.length === 1 ? outputs[0] : assembleEmbeddingLists(this.batches, outputs);
   }
 
   /** The client went away: cancel what still runs. */
@@ -118,34 +119,4 @@ function batchError(failure: JobFailure, batch: EmbeddingBatch, split: boolean):
   const message = split ? error.message.replace(INPUT_INDEX, (_match, index: string) => `input[${batch.offset + Number(index)}]`) : error.message;
   const param = /\binput\[\d+\]/.exec(message)?.[0] ?? 'input';
   return new AppError('invalid_request', message, { param, cause: error });
-}
-
-interface EmbeddingItem { object?: unknown; index?: unknown; embedding?: unknown }
-interface EmbeddingList { data?: unknown; model?: unknown; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } }
-
-function assemble(batches: readonly EmbeddingBatch[], outputs: readonly Buffer[]): Buffer {
-  const data: EmbeddingItem[] = [];
-  let model: unknown;
-  let promptTokens = 0;
-  let totalTokens = 0;
-  batches.forEach((batch, position) => {
-    let list: EmbeddingList;
-    try {
-      list = JSON.parse(outputs[position].toString('utf8')) as EmbeddingList;
-    } catch (error) {
-      throw new AppError('upstream_error', 'the engine answered an embeddings job with a body that is not JSON', { cause: error });
-    }
-    const items = Array.isArray(list.data) ? (list.data as EmbeddingItem[]) : [];
-    if (items.length !== batch.count) {
-      throw new AppError('upstream_error', `the engine answered ${items.length} embeddings for a batch of ${batch.count} inputs`);
-    }
-    const ordered = items
-      .map((item, at) => ({ ...item, index: (typeof item.index === 'number' ? item.index : at) + batch.offset }))
-      .sort((left, right) => left.index - right.index);
-    data.push(...ordered);
-    model ??= list.model;
-    promptTokens += typeof list.usage?.prompt_tokens === 'number' ? list.usage.prompt_tokens : 0;
-    totalTokens += typeof list.usage?.total_tokens === 'number' ? list.usage.total_tokens : 0;
-  });
-  return Buffer.from(JSON.stringify({ object: 'list', data, model, usage: { prompt_tokens: promptTokens, total_tokens: totalTokens } }));
 }

@@ -8,7 +8,7 @@ import type { Usage } from '../../proto/worker/v1/index';
 import type { JobCancellation } from '../job-cancellation';
 import type { EngineResult, EngineSink } from './engine';
 import { EngineFailure, withUsage } from './engine-failure';
-import { forwardJsonBody, type StreamForwarder } from './engine-response';
+import type { StreamForwarder } from './engine-response';
 import { estimateUsage } from './usage-estimate';
 
 export class EngineCall implements Dispatcher.DispatchHandler {
@@ -24,6 +24,8 @@ export class EngineCall implements Dispatcher.DispatchHandler {
     private readonly cancellation: JobCancellation,
     private readonly promptText: () => string,
     private readonly engineUrl: string,
+    /** Reads a whole (not streamed) answer for its usage and passes it on: forwardJsonBody or forwardEmbeddingsBody. */
+    private readonly forwardBody: (body: Buffer, sink: EngineSink, promptText: () => string) => Promise<EngineResult>,
     private readonly resolve: (result: EngineResult) => void,
     private readonly reject: (error: unknown) => void,
   ) {}
@@ -63,7 +65,7 @@ export class EngineCall implements Dispatcher.DispatchHandler {
     } else if (this.forwarder) {
       this.settle(this.forwarder.finish());
     } else {
-      this.settle(forwardJsonBody(body, this.sink, this.promptText));
+      this.settle(this.forwardBody(body, this.sink, this.promptText));
     }
   }
 

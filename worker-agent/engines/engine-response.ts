@@ -5,6 +5,7 @@
 import type { Usage } from '../../proto/worker/v1/index';
 import type { EngineResult, EngineSink } from './engine';
 import { EngineFailure, withUsage } from './engine-failure';
+import { NotJsonHere, topLevelMembers } from './json-spans';
 import { SseEventFilter } from './sse-event-filter';
 import { estimateTokensOfText, estimateUsage, usageFromOpenAi } from './usage-estimate';
 
@@ -70,6 +71,24 @@ export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText
     const text = choices.map((choice) => String(choice.message?.content ?? choice.text ?? '')).join('');
     return estimateUsage(promptText(), estimateTokensOfText(text));
   });
+}
+
+/**
+ * An embeddings answer, passed on unchanged. Its `usage` is read from the body's spans, not by
+ * parsing it: the body is mostly numbers (see json-spans.ts). A body the spans cannot read goes
+ * the JSON.parse way, which also refuses one that is not JSON.
+ */
+export async function forwardEmbeddingsBody(body: Buffer, sink: EngineSink, promptText: () => string): Promise<EngineResult> {
+  let usage: Usage | undefined;
+  try {
+    const span = topLevelMembers(body).get('usage');
+    usage = span ? usageFromOpenAi(JSON.parse(body.toString('utf8', span.start, span.end))) : undefined;
+  } catch (error) {
+    if (!(error instanceof NotJsonHere) && !(error instanceof SyntaxError)) throw error;
+  }
+  if (!usage) return await forwardJsonBody(body, sink, promptText);
+  await sink.output(body, 'application/json');
+  return { usage, finishReason: '', usageEstimated: false };
 }
 
 function resultOf(usage: Usage | undefined, finishReason: string, estimate: () => Usage): EngineResult {

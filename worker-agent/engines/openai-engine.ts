@@ -10,7 +10,7 @@ import { EngineFailure } from './engine-failure';
 import { EngineHealthProbe } from './engine-health-probe';
 import { prepareEngineRequest } from './engine-request';
 import { EngineCall } from './engine-call';
-import { StreamForwarder } from './engine-response';
+import { forwardEmbeddingsBody, forwardJsonBody, StreamForwarder } from './engine-response';
 import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
 
@@ -77,7 +77,8 @@ export class OpenAiEngine implements Engine {
     return await new Promise<EngineResult>((resolve, reject) => {
       this.pool.dispatch(
         { method: 'POST', path: this.basePath + request.path, headers: this.headers, body: request.bytes },
-        new EngineCall(forwarder, sink, cancellation, promptText, this.url, resolve, reject),
+        new EngineCall(forwarder, sink, cancellation, promptText, this.url,
+          request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject),
       );
     });
   }
