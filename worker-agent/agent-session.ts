@@ -108,7 +108,7 @@ export class AgentSession {
       const connection = this.connect();
       await connection.closed;
       if (connection.rejection && FATAL_REJECTIONS.has(connection.rejection.code)) {
-        this.finish({ exitCode: 2, reason: `rejected by the control plane: ${connection.rejection.code}: ${connection.rejection.message}` });
+        this.finish({ exitCode: 2, reason: `refused: ${connection.rejection.code}: ${connection.rejection.message}` });
         return;
       }
       if (this.state !== 'running') return;
@@ -185,6 +185,16 @@ export class AgentSession {
   }
 
   private onWelcome(connection: Connection, welcome: Welcome): void {
+    if (welcome.protocolVersion !== PROTOCOL_VERSION) {
+      // Frames of another version could mean other things: refuse it as it would refuse us.
+      connection.rejection = {
+        code: 'unsupported_protocol',
+        message: `the control plane speaks worker protocol ${welcome.protocolVersion}; this agent speaks ${PROTOCOL_VERSION}: run an agent of the control plane's release`,
+      };
+      this.logger.error({ ours: PROTOCOL_VERSION, theirs: welcome.protocolVersion }, 'control plane speaks another worker protocol version');
+      connection.call.cancel();
+      return;
+    }
     connection.welcomed = true;
     this.welcome = welcome;
     // Guests only where the engine can run them below owners: a control plane that asks an
@@ -194,9 +204,6 @@ export class AgentSession {
     this.logger.info({ replicaId: welcome.replicaId, deploymentId: welcome.deploymentId, model: welcome.model, priorityScheduling }, 'welcomed by the control plane');
     if (welcome.priorityScheduling && !priorityScheduling) {
       this.logger.warn({ engine: this.dependencies.engine.kind }, 'welcomed with priority scheduling, but the engine does not run it: guest jobs will be refused');
-    }
-    if (welcome.protocolVersion !== PROTOCOL_VERSION) {
-      this.logger.warn({ ours: PROTOCOL_VERSION, theirs: welcome.protocolVersion }, 'control plane speaks another worker protocol version');
     }
     const intervalMs = welcome.heartbeatIntervalMs > 0 ? welcome.heartbeatIntervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.sendHeartbeat(connection);

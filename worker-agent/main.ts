@@ -1,19 +1,23 @@
 /**
  * Worker agent entry point: `node dist/worker-agent/main.js --control-plane host:port
- * --join-token X [--engine cpu|openai|llama-cpp --engine-url URL --model-path FILE]`. Only
- * composes; exit codes: 0 after a drain, 1 on an unexpected error, 2 on bad options or a
- * Reject that retrying cannot fix, 3 when the engine cannot start (e.g. a model that does not load),
- * 4 when, with WORKER_EXIT_WITH_PARENT, the process that spawned the agent is gone.
+ * --join-token X [--engine cpu|openai|llama-cpp --engine-url URL --model-path FILE]`, and the
+ * same in the single binary and the npm package (worker-agent/packaging). Only composes; exit
+ * codes: 0 after a drain, 1 on an unexpected error, 2 on bad options, a Reject that retrying
+ * cannot fix (bad token, another protocol version) or an engine this build does not carry,
+ * 3 when the engine cannot start (e.g. a model that does not load), 4 when, with
+ * WORKER_EXIT_WITH_PARENT, the process that spawned the agent is gone.
  */
 import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
-import { AgentSession } from './agent-session';
+import { AgentSession, type AgentExit } from './agent-session';
 import { readAgentVersion } from './agent-version';
 import { createEngine } from './engines/create-engine';
 import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
+import { runningAsBinary } from './packaging/embedded-modules';
 import { parentPipeProblem, watchParentPipe } from './parent-pipe';
+import { PROTOCOL_VERSION } from '../proto/worker/v1';
 
 const EXIT_BAD_CONFIG = 2;
 const EXIT_ENGINE_START_FAILED = 3;
@@ -25,12 +29,22 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.stdout.write(`usage: worker-agent [flags]; every option also has an environment variable:\n${agentOptionsUsage()}\n`);
     return 0;
   }
+  if (argv.includes('--version')) {
+    process.stdout.write(`worker-agent ${readAgentVersion()} (worker protocol ${PROTOCOL_VERSION})\n`);
+    return 0;
+  }
   let options: AgentOptions;
   try {
     options = loadAgentOptions(argv, env);
   } catch (error) {
     if (!(error instanceof OptionsError)) throw error;
     process.stderr.write(`${error.message}\n`);
+    return EXIT_BAD_CONFIG;
+  }
+  if (options.engineKind === 'llama-cpp' && runningAsBinary()) {
+    process.stderr.write('invalid worker agent options: --engine llama-cpp is not in the single binary (llama.cpp\'s native builds are'
+      + ' hundreds of MB per GPU flavour); run the npm package with node-llama-cpp installed beside it:'
+      + ' npx -p inference-worker-agent -p node-llama-cpp@3.22.1 inference-worker-agent --engine llama-cpp ...\n');
     return EXIT_BAD_CONFIG;
   }
   const pipeProblem = options.exitWithParent ? parentPipeProblem() : undefined;
@@ -72,7 +86,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     const early = await Promise.race([engine.start().then(() => undefined), session.finished]);
     if (early) {
       await engine.close();
-      return early.exitCode;
+      return reported(early);
     }
   } catch (error) {
     if (!(error instanceof EngineStartError)) throw error;
@@ -84,6 +98,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
   const exit = await session.finished;
   await engine.close();
+  return reported(exit);
+}
+
+/** One plain line, last, as for an engine that cannot start: what an operator reads first. */
+function reported(exit: AgentExit): number {
+  if (exit.exitCode !== 0) process.stderr.write(`worker agent: ${exit.reason}\n`);
   return exit.exitCode;
 }
 

@@ -20,10 +20,17 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   oneofs: true,
 };
 
+/**
+ * worker.proto as protobufjs JSON, put here by the agent's single-file builds (an esbuild
+ * `define`, worker-agent/packaging/build-agent.ts): the binary reads no file. Undefined elsewhere.
+ */
+declare const __WORKER_PROTO_JSON__: Parameters<typeof protoLoader.fromJSON>[0] | undefined;
+
 /** Loads the service definition; the path works from both `proto/` (ts) and `dist/proto/`. */
 export function loadWorkerService(): grpc.ServiceClientConstructor {
-  const file = require('node:fs').existsSync(PROTO_PATH) ? PROTO_PATH : path.resolve(__dirname, 'worker.proto');
-  const definition = protoLoader.loadSync(file, LOADER_OPTIONS);
+  const definition = typeof __WORKER_PROTO_JSON__ === 'object'
+    ? protoLoader.fromJSON(__WORKER_PROTO_JSON__, LOADER_OPTIONS)
+    : protoLoader.loadSync(require('node:fs').existsSync(PROTO_PATH) ? PROTO_PATH : path.resolve(__dirname, 'worker.proto'), LOADER_OPTIONS);
   const root = grpc.loadPackageDefinition(definition) as any;
   return root.worker.v1.WorkerService as grpc.ServiceClientConstructor;
 }
