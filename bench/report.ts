@@ -1,5 +1,8 @@
 /** Medians of repeated runs, the Markdown tables, and the check against the issue's targets. */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { RunResult } from './scenario';
+import { PROJECT_ROOT } from './targets';
 
 export interface Summary {
   scenario: string;
@@ -85,4 +88,12 @@ export function targetsCheck(summaries: Summary[]): string {
     lines.push(`| ${name} | ${value === undefined || value === null ? 'not measured' : number(value, value > 100 ? 0 : 2)} | ${goal} | ${value === undefined || value === null ? '–' : passes(value) ? 'PASS' : 'FAIL'} |`);
   }
   return lines.join('\n');
+}
+
+/** Writes `bench/results/<name>.json` and `.md` and prints the Markdown. */
+export function saveResults(name: string, results: unknown, markdown: string): void {
+  const directory = path.join(PROJECT_ROOT, 'bench/results');
+  fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify(results, null, 2));
+  fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
+  console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);
 }

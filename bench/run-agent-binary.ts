@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame } from '../proto/worker/v1';
 import { describeMachine } from './machine';
-import { median } from './report';
+import { median, saveResults } from './report';
 import { PROJECT_ROOT } from './targets';
 
 const BINARY = path.join(PROJECT_ROOT, 'dist', 'bin', `worker-agent-linux-${process.arch}`);
@@ -188,8 +188,6 @@ const round1 = (value: number) => Math.round(value * 10) / 10;
 
 function write(results: { machine: Record<string, string | number>; sizes: Record<string, number>; coldStartMs: Array<{ variant: string; medianMs: number; maxMs: number; runs: number }>; memory: Array<{ variant: string; idleRssMiB: number; peakRssMiB: number; streamsSeen: number }>; streams: number }): void {
   const name = `agent-binary-${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;
-  const directory = path.join(PROJECT_ROOT, 'bench/results');
-  fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify(results, null, 2));
   const { sizes: size } = results;
   const markdown = [
     `# Worker agent: single binary vs a clone (${name})`,
@@ -212,8 +210,7 @@ function write(results: { machine: Record<string, string | number>; sizes: Recor
     ...results.memory.map((row) => `| ${row.variant} | ${row.idleRssMiB} MiB | ${row.peakRssMiB} MiB | ${row.streamsSeen} |`),
     '',
   ].join('\n');
-  fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
-  console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);
+  saveResults(name, results, markdown);
 }
 
 main().catch((error) => {

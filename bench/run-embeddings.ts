@@ -20,9 +20,9 @@ import { parseArgs } from 'node:util';
 import { startCpuEngineServer, type CpuEngineServer } from '../worker-agent/engines/cpu-engine-server';
 import { writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
 import { describeMachine } from './machine';
+import { saveResults } from './report';
 import { percentile } from './paced-client';
 import { ServerProcess, until } from './server-process';
-import { PROJECT_ROOT } from './targets';
 
 const BATCH_SIZES = [1, 32, 256] as const;
 const OPENAI_MODEL = 'BAAI/bge-large-en-v1.5';
@@ -156,8 +156,6 @@ function round(value: number): number {
 
 function write(results: { machine: Record<string, string | number>; loadAverage1m: number; options: unknown; rows: Row[] }): void {
   const name = `embeddings-${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;
-  const directory = path.join(PROJECT_ROOT, 'bench/results');
-  fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify(results, null, 2));
   const markdown = [
     `# Embeddings through the platform vs the engine directly (${name})`,
     '',
@@ -168,8 +166,7 @@ function write(results: { machine: Record<string, string | number>; loadAverage1
     ...results.rows.map((row) => `| ${row.engine} | ${row.batch} | ${row.requests} | ${row.direct.p50Ms} / ${row.direct.p99Ms} | ${row.platform.p50Ms} / ${row.platform.p99Ms} | ${row.direct.embeddingsPerSecond} | ${row.platform.embeddingsPerSecond} | ${row.overheadPerRequestMs} ms | ${row.overheadPerInputMs} ms |`),
     '',
   ].join('\n');
-  fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
-  console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);
+  saveResults(name, results, markdown);
 }
 
 main().catch((error) => {

@@ -21,9 +21,9 @@ import { parseArgs } from 'node:util';
 import type { Token } from 'node-llama-cpp';
 import { writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
 import { describeMachine } from './machine';
+import { saveResults } from './report';
 import { percentile } from './paced-client';
 import { ServerProcess, until } from './server-process';
-import { PROJECT_ROOT } from './targets';
 
 interface Run {
   readonly ttftMs: number;
@@ -252,9 +252,7 @@ function round(value: number): number {
 
 function write(results: any): void {
   const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;
-  const directory = path.join(PROJECT_ROOT, 'bench/results');
   const name = `llama-${stamp}-${results.options.model.startsWith('generated') ? /(\d+)-dim, (\d+) layers/.exec(results.options.model)!.slice(1).join('x') : results.options.model.replace(/\.gguf$/, '')}`;
-  fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify(results, null, 2));
   const { direct, platform } = results;
   const overheadUs = round(platform.microsecondsPerToken - direct.microsecondsPerToken);
   const markdown = [
@@ -268,8 +266,7 @@ function write(results: any): void {
     `Overhead of the platform path: **${round(platform.ttftMs - direct.ttftMs)} ms** on the first token, **${overheadUs} µs per token** after it ` +
     `(${round((overheadUs / direct.microsecondsPerToken) * 100)} % of the direct per-token time).`, '',
   ].join('\n');
-  fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
-  console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);
+  saveResults(name, results, markdown);
 }
 
 main().catch((error) => {
