@@ -49,6 +49,7 @@ export class AgentServer {
       this.server.bindAsync(`${this.options.host}:${this.options.port}`, grpc.ServerCredentials.createInsecure(),
         (error, port) => (error ? reject(error) : resolve(port)));
     });
+    this.lastSweepAt = Date.now();
     this.sweepTimer = setInterval(() => this.sweep(), this.options.heartbeatIntervalMs);
     this.sweepTimer.unref();
     return this.port;
@@ -218,9 +219,19 @@ export class AgentServer {
     }
   }
 
+  /** When the sweep last ran: a sweep much later than its interval follows a stall of this process. */
+  private lastSweepAt = Date.now();
+
   /** Ends streams silent for 3 heartbeat intervals: a frozen host holds no work. */
   private sweep(): void {
-    const cutoff = Date.now() - 3 * this.options.heartbeatIntervalMs;
+    const now = Date.now();
+    const stalled = now - this.lastSweepAt > 2 * this.options.heartbeatIntervalMs;
+    this.lastSweepAt = now;
+    // After a stall of this server's own loop (a long GC pause, a blocking call) the overdue
+    // sweep runs before the sockets are read again: the heartbeats sent meanwhile are still
+    // waiting there. Judge silence at the next sweep, once they are read.
+    if (stalled) return;
+    const cutoff = now - 3 * this.options.heartbeatIntervalMs;
     for (const connection of this.byReplica.values()) {
       if (connection.lastSeenAt < cutoff) this.onClosed(connection, 'the replica\'s agent stopped sending heartbeats');
     }
