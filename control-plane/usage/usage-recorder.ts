@@ -14,14 +14,27 @@ export class UsageRecorder {
   private pending: UsageInput[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  private stopped = false;
 
   constructor(private readonly dataSource: DataSource, private readonly flushIntervalMs: number, private readonly logger: Logger) {
     this.records = dataSource.getRepository(UsageRecord);
   }
 
   record(input: UsageInput): void {
+    if (this.stopped) return this.recordLate(input);
     this.pending.push(input);
     if (!this.timer) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
+  }
+
+  /**
+   * A job's terminal event can arrive after shutdown began (a canceled job the engine ends
+   * late). Written at once while the database is still open; after that only the log keeps it.
+   * Never a timer: a retry loop against a closed database would keep the process alive.
+   */
+  private recordLate(input: UsageInput): void {
+    const lost = (error?: unknown) => this.logger.error({ err: error, record: input }, 'usage record arrived after shutdown and could not be written');
+    if (!this.dataSource.isInitialized) return lost();
+    this.insert([input]).catch(lost);
   }
 
   async flush(): Promise<void> {
@@ -36,7 +49,7 @@ export class UsageRecorder {
       } catch (error) {
         this.logger.error({ err: error, records: batch.length }, 'usage write failed; will retry');
         this.pending = batch.concat(this.pending);
-        if (!this.timer) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs * 4);
+        if (!this.timer && !this.stopped) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs * 4);
       }
     });
     await this.flushing;
@@ -71,7 +84,13 @@ export class UsageRecorder {
     return await this.records.find({ where: { workspaceId }, order: { id: 'DESC' }, take: limit });
   }
 
+  /** Writes what is pending; records that arrive later are written one by one (recordLate). */
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.flush();
+    if (this.pending.length > 0) {
+      this.logger.error({ records: this.pending }, 'usage records could not be written at shutdown');
+      this.pending = [];
+    }
   }
 }
