@@ -92,6 +92,22 @@ describe('the single binary', () => {
     }
   });
 
+  it('reconnects with backoff when the control plane ends its stream, and drains on SIGTERM when idle (exit 0)', async () => {
+    const plane = await FakeControlPlane.start();
+    try {
+      const agent = run({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_AGENT_ID: 'agt_binary' });
+      const first = await plane.stream(0, 10_000);
+      first.end();
+      const second = await plane.stream(1, 10_000);
+      expect(second.hello).toMatchObject({ agentId: 'agt_binary', agentVersion: VERSION, protocolVersion: 1 });
+      expect(agent.stderr()).toMatch(/reconnecting/);
+      agent.kill('SIGTERM');
+      expect(await agent.exited).toBe(0);
+    } finally {
+      await plane.close();
+    }
+  });
+
   describe('joined to a server with a static host\'s token', () => {
     let test: TestServer;
     let workspace: TestWorkspace;
