@@ -66,7 +66,7 @@ async function benchOpenAi(requests: number, databaseUrl: string | undefined): P
 async function benchLlama(requests: number, threads: number, databaseUrl: string | undefined): Promise<Row[]> {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-embeddings-'));
   fs.chmodSync(workDir, 0o755);
-  const modelPath = writeTinyGguf(path.join(workDir, 'embed.gguf'), { contextLength: 512 });
+  const modelPath = writeTinyGguf(path.join(workDir, 'embed.gguf'), { contextLength: 512, variant: 'embedding' });
   const library = await import('node-llama-cpp');
   const llama = await library.getLlama({ gpu: false, build: 'never', maxThreads: threads, logLevel: library.LlamaLogLevel.error });
   const model = await llama.loadModel({ modelPath, gpuLayers: 0 });

@@ -5,6 +5,8 @@ import { modelDirectory, type ModelDirectory } from './support/tiny-model';
 
 const CONTEXT_SIZE = 256;
 const MODEL_ID = 'local/tiny-embed';
+/** The chat variant of the same network (same seed) served as embeddings: llama.cpp takes its last token's state. */
+const LAST_TOKEN_MODEL_ID = 'local/tiny-last-token';
 
 /**
  * Real embeddings through the platform: client → gateway → gRPC → agent process → llama.cpp's
@@ -15,20 +17,24 @@ describe('llama.cpp embeddings', () => {
   let models: ModelDirectory;
   let test: TestServer;
   let client: OpenAI;
+  let lastTokenClient: OpenAI;
 
   beforeAll(async () => {
     models = modelDirectory();
-    const modelPath = models.write('tiny-embed.gguf', { contextLength: CONTEXT_SIZE });
     test = await startTestServer({ controlPlane: { localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: 1 } });
-    test.server.controlPlane.catalog.register({
-      id: MODEL_ID, name: 'tiny embedding model', modality: 'text', task: 'embedding', engine: 'llama-cpp', official: false,
-      gpuMemoryGb: 0.1, inputModalities: ['text'], sizes: [], targetConcurrency: 1, source: { kind: 'gguf', path: modelPath },
-      embedding: { dimensions: 64, maxInputTokens: 128, maxBatchInputs: 8 },
-    });
     const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { modelId: MODEL_ID });
-    await test.waitForReplicas(deployment.id, 1, 30_000);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const deploy = async (id: string, file: string) => {
+      test.server.controlPlane.catalog.register({
+        id, name: 'tiny embedding model', modality: 'text', task: 'embedding', engine: 'llama-cpp', official: false,
+        gpuMemoryGb: 0.1, inputModalities: ['text'], sizes: [], targetConcurrency: 1, source: { kind: 'gguf', path: file },
+        embedding: { dimensions: 64, maxInputTokens: 128, maxBatchInputs: 8 },
+      });
+      const deployment = await test.createDeployment(workspace, { modelId: id });
+      await test.waitForReplicas(deployment.id, 1, 30_000);
+      return new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    };
+    client = await deploy(MODEL_ID, models.write('tiny-embed.gguf', { contextLength: CONTEXT_SIZE, variant: 'embedding' }));
+    lastTokenClient = await deploy(LAST_TOKEN_MODEL_ID, models.write('tiny-chat.gguf', { contextLength: CONTEXT_SIZE }));
   });
 
   afterAll(async () => {
@@ -48,6 +54,26 @@ describe('llama.cpp embeddings', () => {
     expect(answer.data[1].embedding).not.toEqual(answer.data[0].embedding);
     const tokens = inputs.reduce((sum, input) => sum + tinyTokenCount(input), 0);
     expect(answer.usage).toEqual({ prompt_tokens: tokens, total_tokens: tokens });
+  });
+
+  it('the generated embedding variant mean-pools: one token gives the last-token vector, "ab" lies between the states of "a" and "ab"', async () => {
+    const embed = async (target: OpenAI, input: string[]) => (await target.embeddings.create({ input, encoding_format: 'float' })).data.map((item) => item.embedding);
+    const [meanA, meanAB] = await embed(client, ['a', 'ab']);
+    const [lastA, lastAB] = await embed(lastTokenClient, ['a', 'ab']);
+    // One token: its mean is itself.
+    meanA.forEach((value, index) => expect(value).toBeCloseTo(lastA[index], 5));
+    // Two tokens, causal attention: mean("ab") ∝ state(a) + state(b after a), which the
+    // last-token model gives (scaled to unit length) as its vectors for "a" and "ab". So
+    // mean("ab") is a combination of those two, and is neither of them.
+    const dot = (x: number[], y: number[]) => x.reduce((sum, value, index) => sum + value * y[index], 0);
+    const g = dot(lastA, lastAB);
+    const [p, q] = [dot(meanAB, lastA), dot(meanAB, lastAB)];
+    const alpha = (p - g * q) / (1 - g * g);
+    const beta = (q - g * p) / (1 - g * g);
+    const residual = Math.hypot(...meanAB.map((value, index) => value - alpha * lastA[index] - beta * lastAB[index]));
+    expect(residual).toBeLessThan(1e-4);
+    expect(alpha).toBeGreaterThan(0.05);
+    expect(beta).toBeGreaterThan(0.05);
   });
 
   it('keeps the order across batches and decodes base64 to the float vectors', async () => {

@@ -58,6 +58,17 @@ describe('tiny GGUF generator', () => {
     expect(file.tensors.every((tensor) => tensor.type === 0 && tensor.offset % GGUF_ALIGNMENT === 0)).toBe(true);
   });
 
+  it('writes an embedding variant: mean pooling, no output head, no chat template, the chat variant\'s other tensors', () => {
+    const chat = readGguf(tinyGguf());
+    const embedding = readGguf(tinyGguf({ variant: 'embedding' }));
+    expect(embedding.metadata.get('llama.pooling_type')).toBe(1);
+    expect(chat.metadata.has('llama.pooling_type')).toBe(false);
+    expect(embedding.metadata.has('tokenizer.chat_template')).toBe(false);
+    expect(embedding.metadata.get('general.name')).toBe('tiny-llama-embed');
+    const names = (file: ReturnType<typeof readGguf>) => file.tensors.map((tensor) => tensor.name);
+    expect(names(embedding)).toEqual(names(chat).filter((name) => name !== 'output.weight'));
+  });
+
   it('is reproducible from its seed, small, and fast to write', () => {
     const startedAt = performance.now();
     const first = tinyGguf({ seed: 3 });

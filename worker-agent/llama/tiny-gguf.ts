@@ -29,9 +29,19 @@ export interface TinyGgufOptions {
   readonly feedForwardLength?: number;
   /** Jinja chat template; `null` writes none (the adapter's fallback is used). @default ChatML */
   readonly chatTemplate?: string | null;
-  /** `general.name`. @default "tiny-llama" */
+  /** `general.name`. @default "tiny-llama" (the embedding variant: "tiny-llama-embed") */
   readonly name?: string;
+  /**
+   * `embedding` writes the same network as an embedding model, as GGUF embedding models are:
+   * mean pooling (`llama.pooling_type` 1), no output head (`output.weight`) and no chat
+   * template. With the same seed its per-token states are the chat variant's.
+   * @default "chat"
+   */
+  readonly variant?: 'chat' | 'embedding';
 }
+
+/** llama.cpp's LLAMA_POOLING_TYPE_MEAN. */
+const POOLING_MEAN = 1;
 
 /** Control tokens after the 256 byte tokens. */
 export const TINY_SPECIAL_TOKENS = Object.freeze({ endOfText: 256, imStart: 257, imEnd: 258 });
@@ -62,10 +72,12 @@ export function tinyGguf(options: TinyGgufOptions = {}): Buffer {
     throw new Error('embeddingLength must be a multiple of heads, and heads a multiple of kvHeads');
   }
   const headDim = shape.embedding / shape.heads;
-  const chatTemplate = options.chatTemplate === undefined ? CHATML_TEMPLATE : options.chatTemplate;
+  const embedding = options.variant === 'embedding';
+  const chatTemplate = embedding ? null : options.chatTemplate === undefined ? CHATML_TEMPLATE : options.chatTemplate;
   const metadata: Array<readonly [string, GgufValue]> = [
     ['general.architecture', { type: 'string', value: 'llama' }],
-    ['general.name', { type: 'string', value: options.name ?? 'tiny-llama' }],
+    ['general.name', { type: 'string', value: options.name ?? (embedding ? 'tiny-llama-embed' : 'tiny-llama') }],
+    ...(embedding ? [['llama.pooling_type', { type: 'u32', value: POOLING_MEAN }] as const] : []),
     ['llama.context_length', { type: 'u32', value: shape.contextLength }],
     ['llama.embedding_length', { type: 'u32', value: shape.embedding }],
     ['llama.block_count', { type: 'u32', value: shape.layers }],
@@ -87,7 +99,8 @@ export function tinyGguf(options: TinyGgufOptions = {}): Buffer {
     ['tokenizer.ggml.add_bos_token', { type: 'bool', value: false }],
     ...(chatTemplate === null ? [] : [['tokenizer.chat_template', { type: 'string', value: chatTemplate }] as const]),
   ];
-  return encodeGguf(metadata, tinyTensors(shape, options.seed ?? 1));
+  const tensors = tinyTensors(shape, options.seed ?? 1);
+  return encodeGguf(metadata, embedding ? tensors.filter((tensor) => tensor.name !== 'output.weight') : tensors);
 }
 
 /** Writes the model to `file` (creating or replacing it) and returns the path. */
