@@ -3,7 +3,7 @@
  * the engine directly, for batches of 1, 32 and 256 inputs, on two engines:
  * - `openai`: the pass-through adapter in front of an HTTP engine (the CPU engine's HTTP
  *   server, as a stand-in for vLLM/TEI: it answers in microseconds, so what is measured is the
- *   platform's own cost). Direct = the same HTTP call to that engine.
+ *   platform's own cost). Direct = the same HTTP call to that engine. Float, then base64.
  * - `llama`: llama.cpp on a generated GGUF model. Direct = node-llama-cpp's embedding context in
  *   this process, one input after another, as the agent runs them.
  * The platform is a server process (client → gateway → gRPC → agent process → engine); a batch
@@ -54,9 +54,15 @@ async function benchOpenAi(requests: number, databaseUrl: string | undefined): P
   const engine: CpuEngineServer = await startCpuEngineServer({ embedding: { dimensions: 1024, maxInputTokens: 512 } });
   const server = await ServerProcess.start({ name: 'bench-embeddings', databaseUrl, env: { LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: engine.url, LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS ?? '' } });
   try {
-    const platform = await deploy(server, OPENAI_MODEL);
-    const direct: Embed = (inputs) => post(`${engine.url}/v1/embeddings`, { model: OPENAI_MODEL, input: inputs }, undefined);
-    return await compare('openai (mock engine)', direct, platform, requests);
+    const url = await deploy(server, OPENAI_MODEL);
+    const rows: Row[] = [];
+    // Float, then base64: what the openai SDKs ask for when the caller does not say (a quarter of the bytes).
+    for (const encoding of ['float', 'base64'] as const) {
+      const direct: Embed = (inputs) => post(`${engine.url}/v1/embeddings`, { model: OPENAI_MODEL, input: inputs, encoding_format: encoding }, undefined);
+      const platform: Embed = (inputs) => post(url, { input: inputs, encoding_format: encoding }, server.key);
+      rows.push(...await compare(`openai (mock engine), ${encoding}`, direct, platform, requests));
+    }
+    return rows;
   } finally {
     await server.stop();
     await engine.close();
@@ -80,7 +86,8 @@ async function benchLlama(requests: number, threads: number, databaseUrl: string
         embedding: { dimensions: model.embeddingVectorSize, maxInputTokens: 256, maxBatchInputs: 64 },
       },
     });
-    const platform = await deploy(server, LLAMA_MODEL);
+    const url = await deploy(server, LLAMA_MODEL);
+    const platform: Embed = (inputs) => post(url, { input: inputs, encoding_format: 'float' }, server.key);
     const direct: Embed = async (inputs) => {
       const startedAt = performance.now();
       for (const input of inputs) await context.getEmbeddingFor(input);
@@ -95,13 +102,12 @@ async function benchLlama(requests: number, threads: number, databaseUrl: string
   }
 }
 
-/** An embedding deployment of `modelId` on the server, once its replica answers. */
-async function deploy(server: ServerProcess, modelId: string): Promise<Embed> {
+/** An embedding deployment of `modelId` on the server, once its replica answers: its embeddings URL. */
+async function deploy(server: ServerProcess, modelId: string): Promise<string> {
   const created = await server.graphql(`mutation { createDeployment(input: {modelId: "${modelId}", priceCapPerHour: 2, minReplicas: 1, maxReplicas: 1}) { deployment { slug } } }`);
   const url = `${server.baseUrl}/d/${created.createDeployment.deployment.slug}/v1/embeddings`;
-  const embed: Embed = (inputs) => post(url, { input: inputs }, server.key);
-  await until(async () => (await embed(['warm']).then(() => true, () => false)), 120_000, `the ${modelId} replica`, 250);
-  return embed;
+  await until(async () => (await post(url, { input: ['warm'] }, server.key).then(() => true, () => false)), 120_000, `the ${modelId} replica`, 250);
+  return url;
 }
 
 async function compare(engine: string, direct: Embed, platform: Embed, requests: number): Promise<Row[]> {
