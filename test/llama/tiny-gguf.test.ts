@@ -69,10 +69,8 @@ describe('tiny GGUF generator', () => {
     expect(names(embedding)).toEqual(names(chat).filter((name) => name !== 'output.weight'));
   });
 
-  it('is reproducible from its seed, small, and fast to write', () => {
-    const startedAt = performance.now();
+  it('is reproducible from its seed, and small', () => {
     const first = tinyGguf({ seed: 3 });
-    expect(performance.now() - startedAt).toBeLessThan(500);
     expect(first.length).toBeLessThan(600_000);
     expect(tinyGguf({ seed: 3 }).equals(first)).toBe(true);
     expect(tinyGguf({ seed: 4 }).equals(first)).toBe(false);

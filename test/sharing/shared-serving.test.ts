@@ -263,7 +263,8 @@ describe('shared serving', () => {
         method: 'POST', headers: { authorization: `Bearer ${guest.apiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model: SHARED_ID, messages: [{ role: 'user', content: 'one more' }], max_tokens: 2 }),
       });
-      expect(Date.now() - started).toBeLessThan(1_000);
+      // Refused at once, not queued behind the 8 s guests (the bound leaves room for a loaded CI machine).
+      expect(Date.now() - started).toBeLessThan(2_500);
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(((await refused.json()) as any).error).toMatchObject({ code: 'shared_pool_busy', type: 'rate_limit_error' });
@@ -285,7 +286,7 @@ describe('shared serving', () => {
       expect(ended).toEqual([]);
       const ownerStarted = Date.now();
       expect((await ownerChat(shared.baseUrl)).status).toBe(200);
-      expect(Date.now() - ownerStarted).toBeLessThan(1_000);
+      expect(Date.now() - ownerStarted).toBeLessThan(2_500);
       controller.abort();
       await Promise.all(slow);
       // Canceled guest requests cost nothing and hold nothing.

@@ -154,6 +154,7 @@ describe('CpuEngine', () => {
     const startedAt = Date.now();
     const run = await runEngine(engine, engineJob({ messages, stream: true, max_tokens: 100 }), cancellation, () => cancellation.abort(new EngineFailure('canceled', 'test abort')));
     expect(run.error).toBeDefined();
-    expect(Date.now() - startedAt).toBeLessThan(500);
+    // The whole generation would take 5 s; a loaded machine still stops it far sooner.
+    expect(Date.now() - startedAt).toBeLessThan(2_000);
   });
 });
