@@ -45,14 +45,16 @@ class HelloClock {
     let clock: HelloClock | undefined;
     server.addService(loadWorkerService().service, {
       Connect: (call: grpc.ServerDuplexStream<AgentFrame, ControlFrame>) => {
+        let agentId = '';
         call.on('data', (frame: AgentFrame) => {
           if (frame.hello) {
             const at = performance.now();
-            clock!.streams.set(frame.hello.agentId, call);
+            agentId = frame.hello.agentId;
+            clock!.streams.set(agentId, call);
             call.write({ welcome: { protocolVersion: PROTOCOL_VERSION, replicaId: 'rep_bench', deploymentId: 'dep_bench', model: 'bench', heartbeatIntervalMs: 500 } } as ControlFrame);
-            clock!.waiting.get(frame.hello.agentId)?.(at);
+            clock!.waiting.get(agentId)?.(at);
           } else if (frame.heartbeat) {
-            for (const [agentId, stream] of clock!.streams) if (stream === call) clock!.inFlight.set(agentId, frame.heartbeat.inFlight);
+            clock!.inFlight.set(agentId, frame.heartbeat.inFlight);
           }
         });
         call.on('error', () => {});

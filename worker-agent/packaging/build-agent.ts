@@ -23,7 +23,7 @@ const BINARY = path.join(ROOT, 'dist', 'bin', `worker-agent-linux-${process.arch
 /** Node's SEA fuse: the string postject flips to tell the binary it carries a blob. */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 /** The npm package's name (and its command). */
-export const AGENT_PACKAGE_NAME = 'inference-worker-agent';
+const AGENT_PACKAGE_NAME = 'inference-worker-agent';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'skip-binary': { type: 'boolean', default: false } } });

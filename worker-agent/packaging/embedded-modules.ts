@@ -40,7 +40,7 @@ export function requireEmbedded(name: string): unknown {
  * systemd's CacheDirectory= (CACHE_DIRECTORY), WORKER_MODULE_CACHE_DIR, the XDG cache, ~/.cache,
  * else the temporary directory: the first that is set (and, for the home, exists).
  */
-export function cacheBase(env: NodeJS.ProcessEnv = process.env): string {
+function cacheBase(env: NodeJS.ProcessEnv = process.env): string {
   const explicit = env.WORKER_MODULE_CACHE_DIR || env.CACHE_DIRECTORY?.split(':')[0] || env.XDG_CACHE_HOME;
   if (explicit) return path.join(explicit, 'inference-worker-agent');
   const home = os.homedir();

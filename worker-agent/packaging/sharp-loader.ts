@@ -10,7 +10,7 @@ import { requireEmbedded, runningAsBinary } from './embedded-modules';
 let loaded: typeof SharpModule | undefined;
 
 function load(): typeof SharpModule {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- resolved at run time, beside the bundle
+  // A run-time require, resolved beside the bundle (the package's node_modules), never bundled.
   loaded ??= (runningAsBinary() ? requireEmbedded('sharp') : require('sharp')) as typeof SharpModule;
   return loaded;
 }
