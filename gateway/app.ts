@@ -33,7 +33,10 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   // callback only after every app.use().
   const server = http.createServer({ keepAliveTimeout: 65_000 });
   let publicUrl = config.publicUrl ?? '';
-  const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, config.maxBodyBytes, logger.child({ component: 'graphql' }));
+  const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, {
+    maxBodyBytes: config.graphqlMaxBodyBytes, anonymousMaxBodyBytes: config.graphqlAnonymousMaxBodyBytes, maxTokens: config.graphqlMaxTokens,
+    keepAliveMs: config.graphqlKeepAliveMs, connectionInitTimeoutMs: config.graphqlConnectionInitTimeoutMs,
+  }, logger.child({ component: 'graphql' }));
   await graphql.start();
 
   const requestIds = new RequestIds();

@@ -10,6 +10,19 @@ const shape = {
   publicUrl: z.string().url().optional(),
   /** Largest accepted request body. @default 4194304 (4 MiB) */
   maxBodyBytes: intField(1024).default(4 * 1024 * 1024),
+  /** Largest `/graphql` body (and WebSocket message) of a caller with a key or the operator token. @default 262144 (256 KiB) */
+  graphqlMaxBodyBytes: intField(1024).default(256 * 1024),
+  /**
+   * Largest `/graphql` body without a key, and largest WebSocket message before the connection
+   * is accepted: only sign-in is served without a key. @default 4096
+   */
+  graphqlAnonymousMaxBodyBytes: intField(512).default(4096),
+  /** Most lexical tokens in one GraphQL document; parsing stops there. @default 10000 */
+  graphqlMaxTokens: intField(100).default(10_000),
+  /** graphql-ws keep-alive: ping interval; a socket silent for two intervals is dropped. 0 disables. @default 12000 */
+  graphqlKeepAliveMs: intField(0).default(12_000),
+  /** A WebSocket that sends no `connection_init` within this is closed (4408). @default 3000 */
+  graphqlConnectionInitTimeoutMs: intField(1).default(3_000),
   /** Chat/completion budget per request (SPEC.md: 120 s). @default 120000 */
   requestTimeoutMs: intField(1).default(120_000),
   /** Log level of the server (pino). @default info */
@@ -27,7 +40,9 @@ const shape = {
 
 const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
-  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
+  requestTimeoutMs: 'REQUEST_TIMEOUT_MS',
+  graphqlMaxBodyBytes: 'GRAPHQL_MAX_BODY_BYTES', graphqlAnonymousMaxBodyBytes: 'GRAPHQL_ANONYMOUS_MAX_BODY_BYTES', graphqlMaxTokens: 'GRAPHQL_MAX_TOKENS',
+  graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
 } as const;
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -4,15 +4,17 @@ import { createPubSub } from '@graphql-yoga/subscription';
 import { GraphQLError, specifiedRules } from 'graphql';
 import { hashSecret, sameHash } from '../../control-plane/secrets';
 import { queryLimitRules } from './query-limits';
-import { useServer } from 'graphql-ws/use/ws';
+import { makeServer } from 'graphql-ws';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import type { PubSub } from 'type-graphql';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { AppError } from '../../control-plane/errors/app-error';
+import { WebSocketServer } from 'ws';
 import type { ControlPlane } from '../../control-plane/main';
 import { bearerToken } from '../http/bearer-token';
-import { readBody } from '../http/read-body';
+import { anonymousOperationsPlugin } from './anonymous-operations';
+import { readGraphQLBody, type GraphQLLimits } from './graphql-limits';
+import { SocketSessions } from './socket-sessions';
+import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
 import { formatGraphQLError } from './graphql-errors';
@@ -43,10 +45,11 @@ export class GraphQLServer {
   private readonly websockets: WebSocketServer;
   private readonly disposeWebsockets: () => Promise<void>;
   private readonly unsubscribe: () => void;
+  private readonly sessions: SocketSessions;
   /** Hashed once: each caller's token is hashed and compared to it in constant time. */
   private readonly operatorTokenHash: string | null;
 
-  constructor(private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly maxBodyBytes: number, logger: Logger) {
+  constructor(private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger) {
     this.operatorTokenHash = controlPlane.config.operatorToken ? hashSecret(controlPlane.config.operatorToken) : null;
     const pubSub = createPubSub();
     const instances = new Map<unknown, unknown>([
@@ -88,31 +91,41 @@ export class GraphQLServer {
       // process before the server drains its agents and stops the database.
       stopOnTerminationSignals: false,
       validationRules: [...queryLimitRules(), nulByteRule],
-      plugins: [nulBytesInVariablesPlugin, subscriptionsOverWebSocketPlugin],
+      parseOptions: { maxTokens: limits.maxTokens },
+      plugins: [nulBytesInVariablesPlugin, subscriptionsOverWebSocketPlugin, anonymousOperationsPlugin(asGraphQLError)],
       // Errors never carry stack traces to clients, whatever NODE_ENV says (formatGraphQLError drops them too).
       includeStacktraceInErrorResponses: false,
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
-    this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
-    // Registered before graphql-ws's own listener, so it runs first on each message.
-    this.websockets.on('connection', refuseServerMessagesFromClients);
-    const operations = websocketOperations([...specifiedRules, ...queryLimitRules(), nulByteRule], logger);
-    const cleanup = useServer<Record<string, unknown>, { caller?: GraphQLContext }>({
+    // maxPayload: ws refuses a larger frame (1009) while reading it, instead of buffering up to its 100 MiB default.
+    this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, maxPayload: limits.maxBodyBytes });
+    this.sessions = new SocketSessions((authorization) => this.callerFrom(authorization), controlPlane.apiKeys, logger);
+    const operations = websocketOperations([...specifiedRules, ...queryLimitRules(), nulByteRule], limits.maxTokens, logger);
+    const server = makeServer<Record<string, unknown>, SocketExtra>({
       schema,
-      onSubscribe: (_context, _id, payload) => operations.prepare(schema, payload),
-      onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
-      onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
+      connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
       onConnect: async (context) => {
         const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
-        const caller = await this.callerFrom(typeof header === 'string' ? header : undefined);
+        const authorization = typeof header === 'string' ? header : undefined;
+        const caller = await this.callerFrom(authorization);
         if (!caller.key && !caller.operator) return false;
-        context.extra.caller = caller;
+        this.sessions.add(context.extra.socket, authorization, caller);
+        context.extra.acknowledged = true;
         return true;
       },
-      context: (context) => context.extra.caller ?? { key: null, operator: false },
-    }, this.websockets);
+      // Each operation runs as the key is now, not as it was when the socket opened.
+      onSubscribe: async (context, _id, payload) => {
+        const caller = await this.sessions.current(context.extra.socket);
+        if (!caller) return [revokedError()];
+        return operations.prepare(schema, payload, caller);
+      },
+      onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
+      onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
+    });
+    const transport = serveOverWebSocket(this.websockets, server, { preInitMaxBytes: limits.anonymousMaxBodyBytes, keepAliveMs: limits.keepAliveMs }, logger);
     this.disposeWebsockets = async () => {
-      await cleanup.dispose();
+      this.sessions.stop();
+      await transport.dispose();
     };
   }
 
@@ -123,22 +136,24 @@ export class GraphQLServer {
   middleware() {
     return async (context: Context, next: Next): Promise<void> => {
       if (context.path !== GRAPHQL_PATH) return await next();
-      let body: unknown;
-      if (context.method === 'POST') {
-        const raw = await readBody(context.req, this.maxBodyBytes);
-        try {
-          body = raw.length ? JSON.parse(raw.toString('utf8')) : {};
-        } catch (error) {
-          throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
-        }
+      // The caller is known from its header before a byte of the body is read: a request
+      // without a key may only sign in, so its body is capped small and refused unread beyond.
+      let caller: GraphQLContext | undefined;
+      let lookupFailure: unknown;
+      try {
+        caller = await this.callerFrom(context.get('authorization') || undefined);
+      } catch (error) {
+        lookupFailure = error; // answered by the context below: 503 UNAVAILABLE, as on /v1
       }
+      const hasKey = caller ? Boolean(caller.key || caller.operator) : true;
+      const body = context.method === 'POST' ? await readGraphQLBody(context.req, hasKey, this.limits) : undefined;
       const headers = new HeaderMap();
       for (const [name, value] of Object.entries(context.headers)) {
         if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
       }
       const result = await this.apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
-        context: () => this.callerFrom(context.get('authorization') || undefined).catch(asGraphQLError),
+        context: async () => caller ?? asGraphQLError(lookupFailure),
       });
       for (const [name, value] of result.headers) context.set(name, value);
       context.status = result.status ?? 200;
@@ -155,7 +170,6 @@ export class GraphQLServer {
   async stop(): Promise<void> {
     this.unsubscribe();
     await this.disposeWebsockets();
-    this.websockets.close();
     await this.apollo.stop();
   }
 
@@ -214,18 +228,6 @@ const subscriptionsOverWebSocketPlugin: ApolloServerPlugin<GraphQLContext> = {
   },
 };
 
-/** Messages only a server sends; graphql-ws answers one from a client by closing with 4500 (its "internal error"). */
-const SERVER_MESSAGE_TYPES = new Set(['connection_ack', 'next', 'error']);
-
-/** A client that sends one breaks the protocol: 4400 Bad Request, the code graphql-ws gives other malformed messages. */
-function refuseServerMessagesFromClients(socket: WebSocket): void {
-  socket.on('message', (data) => {
-    let type: unknown;
-    try {
-      type = (JSON.parse(String(data)) as { type?: unknown } | null)?.type;
-    } catch {
-      return;
-    }
-    if (typeof type === 'string' && SERVER_MESSAGE_TYPES.has(type)) socket.close(4400, `Unexpected message of type ${type} received`);
-  });
+function revokedError(): GraphQLError {
+  return new GraphQLError('the API key of this connection was revoked or replaced', { extensions: { code: ERROR_TABLE.invalid_api_key.graphql } });
 }

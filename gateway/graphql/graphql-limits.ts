@@ -1,0 +1,36 @@
+import type { IncomingMessage } from 'node:http';
+import { AppError } from '../../control-plane/errors/app-error';
+import { readBody } from '../http/read-body';
+import { parseJson } from '../http/request-parsing';
+
+/** What one GraphQL request may cost before it is refused (gateway config, README table). */
+export interface GraphQLLimits {
+  /** Largest body (HTTP) or message (WebSocket) of a caller with a key. */
+  maxBodyBytes: number;
+  /** Largest body without a key, and largest WebSocket message before `connection_init` was accepted: sign-in needs a few hundred bytes. */
+  anonymousMaxBodyBytes: number;
+  /** Most lexical tokens in a document: graphql-js stops parsing there, before validation. */
+  maxTokens: number;
+  /** graphql-ws keep-alive ping interval. */
+  keepAliveMs: number;
+  /** A WebSocket that sends no `connection_init` within this is closed with 4408. */
+  connectionInitTimeoutMs: number;
+}
+
+/**
+ * The JSON body of `POST /graphql`, read only after the caller was identified from its
+ * Authorization header: without a key (or with one that is no key) only sign-in is served, so
+ * at most `anonymousMaxBodyBytes` are read and anything larger is refused unread. Over-deep JSON
+ * is refused while scanning, before JSON.parse builds it.
+ */
+export async function readGraphQLBody(request: IncomingMessage, hasKey: boolean, limits: GraphQLLimits): Promise<unknown> {
+  const limit = hasKey ? limits.maxBodyBytes : limits.anonymousMaxBodyBytes;
+  let raw: Buffer;
+  try {
+    raw = await readBody(request, limit);
+  } catch (error) {
+    if (hasKey || !(error instanceof AppError) || error.code !== 'body_too_large') throw error;
+    throw new AppError('invalid_api_key', `send "Authorization: Bearer <API_KEY>": without a key only sign-in (redeemSignInLink) is served, in at most ${limit} bytes`);
+  }
+  return raw.length ? parseJson(raw) : {};
+}
