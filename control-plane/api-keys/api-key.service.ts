@@ -45,6 +45,7 @@ export class ApiKeyService {
   private readonly keys: Repository<ApiKey>;
   private readonly workspaces: Repository<Workspace>;
   private readonly cache = new Map<string, CacheEntry>();
+  private readonly invalidationListeners = new Set<(hash: string) => void>();
 
   constructor(
     dataSource: DataSource,
@@ -54,13 +55,23 @@ export class ApiKeyService {
   ) {
     this.keys = dataSource.getRepository(ApiKey);
     this.workspaces = dataSource.getRepository(Workspace);
-    notifier.on('api-key', (hash) => (hash === '*' ? this.cache.clear() : this.cache.delete(hash)));
-    notifier.onReset(() => this.cache.clear());
+    notifier.on('api-key', (hash) => this.invalidated(hash));
+    notifier.onReset(() => this.invalidated('*'));
+  }
+
+  /**
+   * `listener` hears of every key whose cached state was dropped on this server (its hash, or
+   * `*` for all of them), whichever server changed it: holders of long-lived connections
+   * authenticated with a key re-check it then (a revoked key's open WebSockets are closed).
+   */
+  onInvalidated(listener: (hash: string) => void): () => void {
+    this.invalidationListeners.add(listener);
+    return () => this.invalidationListeners.delete(listener);
   }
 
   /** Forgets cached lookups on every server (after a workspace's credit changes, for instance). */
   clearCache(): void {
-    this.cache.clear();
+    this.invalidated('*');
     this.notifier.publish('api-key', '*');
   }
 
@@ -145,8 +156,14 @@ export class ApiKeyService {
 
   /** Drops a key from this server's cache at once and from every other server's. */
   private forget(hash: string): void {
-    this.cache.delete(hash);
+    this.invalidated(hash);
     this.notifier.publish('api-key', hash);
+  }
+
+  private invalidated(hash: string): void {
+    if (hash === '*') this.cache.clear();
+    else this.cache.delete(hash);
+    for (const listener of this.invalidationListeners) listener(hash);
   }
 
   private async owned(workspaceId: string, id: string): Promise<ApiKey> {

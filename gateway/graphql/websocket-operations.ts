@@ -5,6 +5,7 @@ import {
 } from 'graphql';
 import type { SubscribePayload } from 'graphql-ws';
 import type { Logger } from 'pino';
+import type { GraphQLContext } from './graphql-context';
 import { formatGraphQLError } from './graphql-errors';
 import { nulByteInVariables } from './nul-byte-checks';
 
@@ -15,15 +16,19 @@ import { nulByteInVariables } from './nul-byte-checks';
  * their rule's code, variable errors BAD_USER_INPUT, and every error goes through
  * formatGraphQLError (codes from the error table, no stack traces).
  */
-export function websocketOperations(rules: readonly ValidationRule[], logger: Logger) {
+export function websocketOperations(rules: readonly ValidationRule[], maxTokens: number, logger: Logger) {
   const format = (error: GraphQLError): GraphQLFormattedError => formatGraphQLError(error.toJSON(), error, logger);
 
   return {
-    /** Parses, validates and checks the variables; errors are returned (sent as an `error` message), not thrown. */
-    prepare(schema: GraphQLSchema, payload: SubscribePayload): ExecutionArgs | readonly GraphQLError[] {
+    /**
+     * Parses (stopping at `maxTokens`, as Apollo does over HTTP), validates and checks the
+     * variables; errors are returned (sent as an `error` message), not thrown. `caller` is the
+     * operation's context.
+     */
+    prepare(schema: GraphQLSchema, payload: SubscribePayload, caller: GraphQLContext): ExecutionArgs | readonly GraphQLError[] {
       let document: DocumentNode;
       try {
-        document = parse(payload.query);
+        document = parse(payload.query, { maxTokens });
       } catch (error) {
         return [withCode(readingError(error), 'GRAPHQL_PARSE_FAILED')];
       }
@@ -36,7 +41,7 @@ export function websocketOperations(rules: readonly ValidationRule[], logger: Lo
       if (invalid.length > 0) return invalid.map((error) => withCode(error, 'GRAPHQL_VALIDATION_FAILED'));
       const nul = nulByteInVariables(document, payload.operationName, payload.variables);
       if (nul) return [nul];
-      return { schema, document, operationName: payload.operationName, variableValues: payload.variables };
+      return { schema, document, operationName: payload.operationName, variableValues: payload.variables, contextValue: caller };
     },
 
     formatResult(result: ExecutionResult): FormattedExecutionResult {

@@ -88,6 +88,10 @@ export class WebSocketSession {
 
 /** Null when what the server sent for an operation keeps the contract (errors with codes, no internals, no server-side close). */
 export function webSocketProblem(outcome: Outcome): string | null {
+  // A message nested past the JSON depth limit is not read at all (it would be built before
+  // anything could refuse it): the socket is closed with 4400 naming the limit, as graphql-ws
+  // closes for any message it cannot read. Only that reason is a client's fault.
+  if (outcome.closed?.code === 4400 && /nests more than \d+ levels deep/.test(outcome.closed.reason)) return null;
   if (outcome.closed) return `the server closed the socket: ${outcome.closed.code} ${outcome.closed.reason}`;
   for (const message of outcome.messages) {
     const leak = leakedInternals(JSON.stringify(message.payload) ?? '');
