@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { descendants } from './processes';
 import { freePort, PROJECT_ROOT } from './targets';
 
 export interface ServerProcessOptions {
@@ -17,6 +18,8 @@ export interface ServerProcessOptions {
   /** External PostgreSQL; otherwise an embedded one on a free port. */
   readonly databaseUrl?: string;
   readonly readyTimeoutMs?: number;
+  /** Called as soon as the process is spawned with a way to kill it (and what it started), so a benchmark interrupted during the start can stop it. */
+  readonly onSpawn?: (kill: () => void) => void;
 }
 
 export class ServerProcess {
@@ -50,8 +53,16 @@ export class ServerProcess {
     let output = '';
     child.stdout!.on('data', (part) => (output += part));
     child.stderr!.on('data', (part) => (output += part));
-    await until(() => /API key:\s+mk-/.test(output) || child.exitCode !== null, options.readyTimeoutMs ?? 120_000, 'the server banner');
-    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    const kill = () => killTree(child);
+    options.onSpawn?.(kill);
+    try {
+      await until(() => /API key:\s+mk-/.test(output) || child.exitCode !== null, options.readyTimeoutMs ?? 120_000, 'the server banner');
+      if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    } catch (error) {
+      kill();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      throw error;
+    }
     const key = /API key:\s+(mk-\S+)/.exec(output)![1];
     const databaseUrl = options.databaseUrl ?? `postgres://postgres:postgres@127.0.0.1:${databasePort}/postgres`;
     return new ServerProcess(child, dataDir, `http://127.0.0.1:${port}`, key, databaseUrl, () => output);
@@ -67,13 +78,34 @@ export class ServerProcess {
     return body.data;
   }
 
-  /** Ctrl-C (which drains its agents), then the data directory goes. */
-  async stop(): Promise<void> {
+  /** The server's process id (its agents and embedded PostgreSQL are its children). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Ctrl-C (which drains its agents), SIGKILL to it and its children if it has not exited after `timeoutMs`, then the data directory goes. */
+  async stop(timeoutMs = 30_000): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) {
+      const exited = new Promise((resolve) => this.child.once('exit', resolve));
+      const tree = descendants(this.pid);
       this.child.kill('SIGINT');
-      await new Promise((resolve) => this.child.once('exit', resolve));
+      const timer = setTimeout(() => killTree(this.child, tree), timeoutMs);
+      await exited;
+      clearTimeout(timer);
     }
     fs.rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** SIGKILL to a server and everything below it (agents, PostgreSQL), now or when `known` was taken. */
+function killTree(child: ChildProcess, known: number[] = []): void {
+  if (child.pid === undefined) return;
+  for (const pid of new Set([...known, ...descendants(child.pid), child.pid])) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
   }
 }
 
