@@ -1,4 +1,5 @@
 import { AppError } from '../errors/app-error';
+import { quoteValue } from '../errors/quote-value';
 
 /**
  * An exact amount of money as a decimal string (`"12.5"`, `"-0.00000018"`). Money never
@@ -33,8 +34,7 @@ export function parseDecimal(value: unknown, param: string, bounds: DecimalBound
   const scale = bounds.scale ?? MONEY_SCALE;
   const rule = `${param} must be a decimal ${bounds.min === 'positive' ? 'above 0' : 'from 0'} up to ${bounds.max} with at most ${scale} decimal places`;
   const refuse = (): never => {
-    const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : String(value);
-    throw new AppError('invalid_request', `${rule}, got ${shown}`, { param });
+    throw new AppError('invalid_request', `${rule}, got ${quoteValue(value)}`, { param });
   };
   let text: string;
   if (typeof value === 'string') text = value.trim();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { PROJECT_ROOT } from '../project-root';
+import { shortened } from '../errors/quote-value';
 
 const modelSchema = z.object({
   id: z.string().min(1),
@@ -135,7 +136,7 @@ export class Catalog {
   get(id: string): CatalogModel {
     const model = this.byId.get(id);
     if (!model) {
-      throw new AppError('model_not_found', `model '${id}' is not in the catalog; see the catalog query for the available models`, { param: 'model' });
+      throw new AppError('model_not_found', `model '${shortened(id)}' is not in the catalog; see the catalog query for the available models`, { param: 'model' });
     }
     return model;
   }

@@ -9,6 +9,7 @@ import { Deployment, PROVIDER_KINDS, type DeploymentStatus, type ProviderKind } 
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
 import { assertShareable } from '../sharing/sharing-eligibility';
+import { shortened } from '../errors/quote-value';
 
 /** Statuses in which a deployment's settings may change. */
 const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
@@ -90,10 +91,10 @@ export class DeploymentService {
   async get(workspaceId: string, id: string): Promise<Deployment> {
     const deployment = await this.store.find(id);
     if (!deployment || deployment.status === 'Deleted') {
-      throw new AppError('not_found', `no deployment '${id}'`, { param: 'id' });
+      throw new AppError('not_found', `no deployment '${shortened(id)}'`, { param: 'id' });
     }
     if (deployment.workspaceId !== workspaceId) {
-      throw new AppError('permission_denied', `deployment '${id}' belongs to another workspace`, { param: 'id' });
+      throw new AppError('permission_denied', `deployment '${shortened(id)}' belongs to another workspace`, { param: 'id' });
     }
     return deployment;
   }

@@ -1,3 +1,5 @@
+import { capMessage } from './quote-value';
+
 /**
  * The one error vocabulary of the platform. Domain code throws `AppError` with a code from
  * this closed union; each edge (REST, GraphQL, gRPC) maps codes to its wire form in one table
@@ -65,7 +67,8 @@ export class AppError extends Error {
   readonly upstreamBody?: Buffer;
 
   constructor(code: AppErrorCode, message: string, options: AppErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    // Messages echo client values: whatever built one, a huge one is capped here (quote-value.ts).
+    super(capMessage(message), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.param = options.param ?? null;

@@ -1,4 +1,5 @@
 import { AppError } from '../errors/app-error';
+import { quoteValue, shortened } from '../errors/quote-value';
 
 /**
  * Reads typed fields of a JSON body or a multipart form (where every value is a string) and
@@ -29,7 +30,7 @@ export class FieldReader {
   integer(name: string, min: number, max: number): number | undefined {
     const value = this.number(name, `an integer from ${min} to ${max}`);
     if (value === undefined) return undefined;
-    if (!Number.isInteger(value) || value < min || value > max) throw invalid(name, `${name} must be an integer from ${min} to ${max}, got ${this.fields[name]}`);
+    if (!Number.isInteger(value) || value < min || value > max) throw invalid(name, `${name} must be an integer from ${min} to ${max}, got ${quoteValue(this.fields[name])}`);
     return value;
   }
 
@@ -37,14 +38,14 @@ export class FieldReader {
     if (!this.has(name) && options.required) throw invalid(name, `${name} is required: a number from ${min} to ${max}`);
     const value = this.number(name, `a number from ${min} to ${max}`);
     if (value === undefined) return undefined;
-    if (value < min || value > max) throw invalid(name, `${name} must be a number from ${min} to ${max}, got ${this.fields[name]}`);
+    if (value < min || value > max) throw invalid(name, `${name} must be a number from ${min} to ${max}, got ${quoteValue(this.fields[name])}`);
     return value;
   }
 
   oneOf<T extends string>(name: string, allowed: readonly T[]): T | undefined {
     const value = this.string(name);
     if (value === undefined) return undefined;
-    if (!allowed.includes(value as T)) throw invalid(name, `${name} must be one of ${allowed.map((item) => `'${item}'`).join(', ')}, got '${value}'`);
+    if (!allowed.includes(value as T)) throw invalid(name, `${name} must be one of ${allowed.map((item) => `'${item}'`).join(', ')}, got '${shortened(value)}'`);
     return value as T;
   }
 
@@ -52,7 +53,7 @@ export class FieldReader {
     if (!this.has(name)) return undefined;
     const raw = this.fields[name];
     const value = typeof raw === 'number' ? raw : this.fromForm && typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : NaN;
-    if (!Number.isFinite(value)) throw invalid(name, `${name} must be ${allowed}, got ${JSON.stringify(raw)}`);
+    if (!Number.isFinite(value)) throw invalid(name, `${name} must be ${allowed}, got ${quoteValue(raw)}`);
     return value;
   }
 }

@@ -3,6 +3,7 @@ import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
 import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/webhook-url';
+import { shortened } from '../errors/quote-value';
 
 export const MAX_IMAGES_PER_REQUEST = 10;
 
@@ -34,7 +35,7 @@ export function readImageParams(fields: FieldReader, model: CatalogModel): { par
   const requested = fields.string('size', { maxLength: 32 }) ?? '1024x1024';
   const size = requested === 'auto' ? (model.sizes.includes('1024x1024') ? '1024x1024' : model.sizes[0]) : requested;
   if (!model.sizes.includes(size)) {
-    throw new AppError('size_not_supported', `size '${requested}' is not supported by ${model.id}; supported sizes: ${sortedSizes(model.sizes).join(', ')}`, { param: 'size' });
+    throw new AppError('size_not_supported', `size '${shortened(requested)}' is not supported by ${model.id}; supported sizes: ${sortedSizes(model.sizes).join(', ')}`, { param: 'size' });
   }
   const { width, height } = parseSize(size)!;
   const params: ImageJobParams = {

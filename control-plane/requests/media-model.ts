@@ -2,6 +2,7 @@ import type { Catalog, CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
+import { shortened } from '../errors/quote-value';
 
 /**
  * The model a media call names, checked in SPEC.md's order: unknown id 404 `model_not_found`,
@@ -10,7 +11,7 @@ import type { FieldReader } from './field-reader';
 export function resolveMediaModel(catalog: Catalog, deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
   if (requested === undefined) throw new AppError('invalid_request', `model is required: this endpoint serves '${deployment.modelId}'`, { param: 'model' });
   const model = catalog.find(requested);
-  if (!model) throw new AppError('model_not_found', `model '${requested}' does not exist; this endpoint serves '${deployment.modelId}'`, { param: 'model' });
+  if (!model) throw new AppError('model_not_found', `model '${shortened(requested)}' does not exist; this endpoint serves '${deployment.modelId}'`, { param: 'model' });
   if (model.modality !== modality) {
     throw new AppError('wrong_modality', `'${model.id}' is a ${model.modality} model, not a ${modality} model`, { param: 'model' });
   }

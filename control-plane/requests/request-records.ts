@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager, Repository } from 'typeorm';
 import { AppError } from '../errors/app-error';
 import { RequestRecord, type RequestModality, type RequestStatus } from './request-record.entity';
+import { shortened } from '../errors/quote-value';
 
 export interface RequestFilter {
   readonly status?: RequestStatus;
@@ -47,8 +48,8 @@ export class RequestRecords {
   /** The record if it belongs to the workspace: 404 when unknown, 403 when another workspace's. */
   async owned(workspaceId: string, id: string): Promise<RequestRecord> {
     const record = /^req_[0-9a-f]{1,64}$/.test(id) ? await this.find(id) : null;
-    if (!record) throw new AppError('not_found', `no request '${id}'`, { param: 'id' });
-    if (record.workspaceId !== workspaceId) throw new AppError('permission_denied', `request '${id}' belongs to another workspace`, { param: 'id' });
+    if (!record) throw new AppError('not_found', `no request '${shortened(id)}'`, { param: 'id' });
+    if (record.workspaceId !== workspaceId) throw new AppError('permission_denied', `request '${shortened(id)}' belongs to another workspace`, { param: 'id' });
     return record;
   }
 

@@ -14,6 +14,7 @@ import type { OutputDestinations } from './output-destinations';
 import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, type RequestModality, type RequestStatus } from './request-record.entity';
 import type { RequestRecords } from './request-records';
 import type { RequestScheduler } from './request-scheduler';
+import { quoteValue } from '../errors/quote-value';
 
 export interface MediaSubmission {
   workspaceId: string;
@@ -133,10 +134,10 @@ export class RequestService {
   async list(deploymentId: string, filter: { status?: string; modality?: RequestModality }, limit: number): Promise<RequestRecord[]> {
     const { status, modality } = filter;
     if (status !== undefined && !REQUEST_STATUSES.includes(status as RequestStatus)) {
-      throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${JSON.stringify(status)}`, { param: 'status' });
+      throw new AppError('invalid_request', `status must be one of ${REQUEST_STATUSES.join(', ')}, got ${quoteValue(status)}`, { param: 'status' });
     }
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${JSON.stringify(limit)}`, { param: 'limit' });
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
     }
     return await this.records.list(deploymentId, { status: status as RequestStatus | undefined, modality }, limit);
   }

@@ -2,6 +2,7 @@ import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
 import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
+import { shortened } from '../errors/quote-value';
 
 /** The job body of a video generation, as the agent receives it. */
 export interface VideoJobParams extends GenerationControls {
@@ -46,7 +47,7 @@ export function readVideoParams(fields: FieldReader, model: CatalogModel, route:
 
   const dimensions = parseSize(requestedSize);
   if (!dimensions || !model.sizes.includes(requestedSize)) {
-    throw new AppError('resolution_not_supported', `${sizeField} '${requestedSize}' is not supported by ${model.id}; supported: ${sortedSizes(model.sizes).join(', ')}`, { param: sizeField });
+    throw new AppError('resolution_not_supported', `${sizeField} '${shortened(requestedSize)}' is not supported by ${model.id}; supported: ${sortedSizes(model.sizes).join(', ')}`, { param: sizeField });
   }
   if (pinned && Math.abs(requestedSeconds - pinned.durationSeconds) > DURATION_TOLERANCE_SECONDS) {
     throw new AppError('duration_mismatch',

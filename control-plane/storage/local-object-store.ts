@@ -6,6 +6,7 @@ import { AtomicFiles } from './atomic-file';
 import { assertLinkValid, linkSignature, type LinkMethod } from './link-signature';
 import { assertObjectKey, bucketNameProblem } from './object-names';
 import { DEFAULT_CONTENT_TYPE, type ObjectStore, type PresignedUpload } from './object-store';
+import { quoteValue, shortened } from '../errors/quote-value';
 
 export interface LocalObjectStoreOptions {
   /** `<dataDir>/objects`: objects live at `<rootDir>/<bucket>/<key>`. */
@@ -103,7 +104,7 @@ export class LocalObjectStore implements ObjectStore {
 
   /** Throws `permission_denied` for a tampered, foreign-bucket or expired link. */
   verifyLink(method: string, bucket: string, key: string, expires: string | number, signature: string): void {
-    if (bucket !== this.bucket) throw new AppError('permission_denied', `this link is not valid: bucket '${bucket}' is not served here`);
+    if (bucket !== this.bucket) throw new AppError('permission_denied', `this link is not valid: bucket '${shortened(bucket)}' is not served here`);
     assertLinkValid(this.options.signingKey, Math.floor(this.now() / 1000), { method, bucket, key, expires, signature });
   }
 
@@ -157,7 +158,7 @@ export class LocalObjectStore implements ObjectStore {
     assertObjectKey(key);
     const resolved = path.resolve(directory, key + suffix);
     if (!resolved.startsWith(directory + path.sep)) {
-      throw new AppError('invalid_request', `object key ${JSON.stringify(key)} leaves the bucket directory`, { param: 'key' });
+      throw new AppError('invalid_request', `object key ${quoteValue(key)} leaves the bucket directory`, { param: 'key' });
     }
     return resolved;
   }

@@ -1,4 +1,5 @@
 import { AppError } from '../errors/app-error';
+import { quoteValue } from '../errors/quote-value';
 
 /** S3's own limit on a key; the local store keeps it so keys move between stores unchanged. */
 const MAX_KEY_BYTES = 1024;
@@ -22,7 +23,7 @@ export function objectKeyProblem(key: string): string | null {
 
 export function assertObjectKey(key: string, param = 'key'): void {
   const problem = objectKeyProblem(key);
-  if (problem) throw new AppError('invalid_request', `object key ${JSON.stringify(key)} ${problem}`, { param });
+  if (problem) throw new AppError('invalid_request', `object key ${quoteValue(key)} ${problem}`, { param });
 }
 
 /** Why `value` cannot prefix keys, or null. A trailing '/' is allowed (and added when missing). */

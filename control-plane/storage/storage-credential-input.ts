@@ -1,5 +1,6 @@
 import { AppError } from '../errors/app-error';
 import { bucketNameProblem, keyPrefixProblem, normalizeKeyPrefix } from './object-names';
+import { quoteValue } from '../errors/quote-value';
 
 /** What a user submits to register a bucket; untrusted, so every field is checked here. */
 export interface StorageCredentialInput {
@@ -31,12 +32,12 @@ export function validateStorageCredentialInput(input: StorageCredentialInput): V
   const name = text(input.name, 'name').trim();
   if (!name || name.length > 100 || CONTROL_CHARACTERS.test(name)) fail('name', 'name must be 1 to 100 characters without control characters');
   const provider = input.provider ?? 's3';
-  if (provider !== 's3') fail('provider', `provider must be 's3' (any S3-compatible store), got ${JSON.stringify(provider)}`);
+  if (provider !== 's3') fail('provider', `provider must be 's3' (any S3-compatible store), got ${quoteValue(provider)}`);
   const region = text(input.region, 'region').trim();
-  if (region.length > 32 || !REGION.test(region)) fail('region', `region must be like 'us-east-1' (lowercase letters, digits and single hyphens), got ${JSON.stringify(region)}`);
+  if (region.length > 32 || !REGION.test(region)) fail('region', `region must be like 'us-east-1' (lowercase letters, digits and single hyphens), got ${quoteValue(region)}`);
   const bucket = text(input.bucket, 'bucket').trim();
   const bucketProblem = bucketNameProblem(bucket);
-  if (bucketProblem) fail('bucket', `bucket ${JSON.stringify(bucket)} ${bucketProblem}`);
+  if (bucketProblem) fail('bucket', `bucket ${quoteValue(bucket)} ${bucketProblem}`);
   return {
     name, provider, region, bucket,
     endpoint: endpoint(input.endpoint),
@@ -53,7 +54,7 @@ function endpoint(value: unknown): string | null {
   try {
     url = new URL(raw);
   } catch {
-    return fail('endpoint', `endpoint must be an http(s) URL such as https://s3.example.com, got ${JSON.stringify(raw)}`);
+    return fail('endpoint', `endpoint must be an http(s) URL such as https://s3.example.com, got ${quoteValue(raw)}`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') fail('endpoint', `endpoint must use http or https, got ${url.protocol}`);
   if (url.username || url.password) fail('endpoint', 'endpoint must not contain credentials; use accessKeyId and secretAccessKey');
@@ -66,7 +67,7 @@ function keyPrefix(value: unknown): string {
   if (value === undefined || value === null) return '';
   const raw = text(value, 'keyPrefix');
   const problem = keyPrefixProblem(raw);
-  if (problem) fail('keyPrefix', `keyPrefix ${JSON.stringify(raw)} ${problem}`);
+  if (problem) fail('keyPrefix', `keyPrefix ${quoteValue(raw)} ${problem}`);
   return normalizeKeyPrefix(raw);
 }
 

@@ -4,6 +4,7 @@ import type { LocalObjectStore } from '../../control-plane/storage/local-object-
 import { assertObjectKey } from '../../control-plane/storage/object-names';
 import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
 import { decodePathSegment } from '../http/request-parsing';
+import { shortened } from '../../control-plane/errors/quote-value';
 
 export interface FileLinkRouteOptions {
   /** The local store this server serves links of (its bucket; others are 404). */
@@ -44,11 +45,11 @@ export function fileLinkRoute(options: FileLinkRouteOptions) {
     const key = match[2].split('/').map((segment) => decodePathSegment(segment, 'key')).join('/');
     assertObjectKey(key);
     const store = lookup(bucket);
-    if (!store) throw new AppError('permission_denied', `this link is not valid: bucket '${bucket}' is not served here`);
+    if (!store) throw new AppError('permission_denied', `this link is not valid: bucket '${shortened(bucket)}' is not served here`);
     const linkMethod = method === 'PUT' ? 'PUT' : 'GET';
     const query = (name: string) => (typeof context.query[name] === 'string' ? context.query[name] as string : '');
     if (query('method') !== linkMethod) {
-      throw new AppError('permission_denied', `this link is for ${query('method') || 'no method'}, not ${linkMethod}`);
+      throw new AppError('permission_denied', `this link is for ${shortened(query('method')) || 'no method'}, not ${linkMethod}`);
     }
     store.verifyLink(linkMethod, bucket, key, query('expires'), query('signature'));
 
@@ -86,5 +87,5 @@ async function receive(context: Context, store: LocalObjectStore, key: string, m
 
 
 function notFound(bucket: string, key: string): AppError {
-  return new AppError('not_found', `no file at ${bucket}/${key}: it was never uploaded, or it has been removed`);
+  return new AppError('not_found', `no file at ${shortened(`${bucket}/${key}`)}: it was never uploaded, or it has been removed`);
 }

@@ -1,6 +1,7 @@
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
+import { capMessage } from '../../control-plane/errors/quote-value';
 import { ERROR_TABLE } from '../errors/error-table';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 
@@ -12,7 +13,9 @@ import { asAppError } from '../../control-plane/database/database-unavailable';
  * with their stack and answered as INTERNAL_SERVER_ERROR "internal error".
  */
 export function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
-  const { message, locations, path } = formatted;
+  const { locations, path } = formatted;
+  // graphql-js quotes a bad argument or variable whole (`Variable "$id" got invalid value "…100 KB…"`).
+  const message = capMessage(formatted.message);
   const appError = appErrorIn(error);
   if (appError) {
     if (appError.code === 'internal_error') logger.error({ err: appError.cause ?? appError }, 'graphql operation failed');

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import { renderError } from '../errors/openai-error';
 import { requestIdOf } from './request-telemetry';
+import { shortened } from '../../control-plane/errors/quote-value';
 
 /** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
 export function errorMiddleware(logger: Logger) {
@@ -10,7 +11,7 @@ export function errorMiddleware(logger: Logger) {
     try {
       await next();
       if (context.status === 404 && context.body === undefined) {
-        throw new AppError('not_found', `${context.method} ${context.path} is not an endpoint; deployment endpoints live under /d/<slug>/v1`);
+        throw new AppError('not_found', `${shortened(context.method)} ${shortened(context.path)} is not an endpoint; deployment endpoints live under /d/<slug>/v1`);
       }
     } catch (error) {
       if (!(error instanceof AppError)) logger.error({ err: error, path: context.path, requestId: requestIdOf(context) }, 'unhandled error');

@@ -1,6 +1,7 @@
 import type { CatalogModel } from '../../control-plane/catalog/catalog';
 import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
+import { quoteValue } from '../../control-plane/errors/quote-value';
 
 /** OpenAI's own cap on the inputs of one embeddings request. */
 export const MAX_EMBEDDING_INPUTS = 2048;
@@ -27,14 +28,14 @@ export function parseEmbeddingsRequest(raw: Buffer, modelId: string, limits: Emb
   const fields = parseJsonObject(raw);
   const inputs = checkInput(fields.input, limits.maxInputTokens);
   const model = fields.model;
-  if (model !== undefined && model !== null && typeof model !== 'string') throw invalid(`model must be a string, got ${JSON.stringify(model)}`, 'model');
+  if (model !== undefined && model !== null && typeof model !== 'string') throw invalid(`model must be a string, got ${quoteValue(model)}`, 'model');
   const format = fields.encoding_format;
   if (format !== undefined && format !== null && format !== 'float' && format !== 'base64') {
-    throw invalid(`encoding_format must be "float" or "base64", got ${JSON.stringify(format)}`, 'encoding_format');
+    throw invalid(`encoding_format must be "float" or "base64", got ${quoteValue(format)}`, 'encoding_format');
   }
   checkDimensions(fields.dimensions, modelId, limits);
   const user = fields.user;
-  if (user !== undefined && user !== null && typeof user !== 'string') throw invalid(`user must be a string, got ${JSON.stringify(user)}`, 'user');
+  if (user !== undefined && user !== null && typeof user !== 'string') throw invalid(`user must be a string, got ${quoteValue(user)}`, 'user');
   return { model: typeof model === 'string' ? model : undefined, inputs, fields };
 }
 
@@ -72,7 +73,7 @@ function checkInput(input: unknown, maxInputTokens: number): EmbeddingInput[] {
 
 function checkTokens(tokens: unknown[], param: string, maxInputTokens: number): void {
   const bad = tokens.findIndex((token) => !Number.isInteger(token) || (token as number) < 0);
-  if (bad !== -1) throw invalid(`${param}[${bad}] must be a token id (an integer of at least 0), got ${JSON.stringify(tokens[bad])}`, `${param}[${bad}]`);
+  if (bad !== -1) throw invalid(`${param}[${bad}] must be a token id (an integer of at least 0), got ${quoteValue(tokens[bad])}`, `${param}[${bad}]`);
   if (tokens.length > maxInputTokens) {
     throw invalid(`${param} is ${tokens.length} tokens, over the model's limit of ${maxInputTokens} input tokens; shorten or split it (inputs are never truncated)`, param);
   }
@@ -84,7 +85,7 @@ function checkDimensions(dimensions: unknown, modelId: string, limits: Embedding
     throw invalid(`dimensions is not supported by ${modelId}: its vectors always have ${limits.dimensions} dimensions; omit the field`, 'dimensions');
   }
   if (!Number.isInteger(dimensions) || (dimensions as number) < limits.minDimensions || (dimensions as number) > limits.dimensions) {
-    throw invalid(`dimensions must be an integer from ${limits.minDimensions} to ${limits.dimensions} for ${modelId}, got ${JSON.stringify(dimensions)}`, 'dimensions');
+    throw invalid(`dimensions must be an integer from ${limits.minDimensions} to ${limits.dimensions} for ${modelId}, got ${quoteValue(dimensions)}`, 'dimensions');
   }
 }
 

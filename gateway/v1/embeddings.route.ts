@@ -12,6 +12,7 @@ import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
 import { rateLimitHeaders } from './rate-limit-headers';
 import { servedEndpoints } from './served-endpoints';
 import type { TextRouteOptions } from './text-completion.route';
+import { shortened } from '../../control-plane/errors/quote-value';
 
 /**
  * `POST /v1/embeddings` on a deployment endpoint: endpoint check → validate → model check →
@@ -27,7 +28,7 @@ export class EmbeddingsRoute {
     const raw = await readBody(context.req, this.options.maxBodyBytes);
     const request = parseEmbeddingsRequest(raw, model.id, limits);
     if (request.model !== undefined && request.model !== deployment.modelId) {
-      throw new AppError('model_mismatch', `model '${request.model}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
+      throw new AppError('model_mismatch', `model '${shortened(request.model)}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
     }
     if (key.creditExhausted) {
       throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');

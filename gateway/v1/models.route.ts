@@ -2,6 +2,7 @@ import type { Deployment } from '../../control-plane/deployments/deployment.enti
 import { AppError } from '../../control-plane/errors/app-error';
 import type { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
 import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
+import { shortened } from '../../control-plane/errors/quote-value';
 
 /**
  * `GET /v1/models[/{id}]`: the endpoint's one model in OpenAI's model-object shape. A model
@@ -19,7 +20,7 @@ export class ModelsRoute {
   /** Model ids contain `/`, so the id is the rest of the path. */
   async retrieve(deployment: Deployment, id: string) {
     if (id !== deployment.modelId) {
-      throw new AppError('model_not_found', `model '${id}' is not served by this endpoint; it serves '${deployment.modelId}'`, { param: 'model' });
+      throw new AppError('model_not_found', `model '${shortened(id)}' is not served by this endpoint; it serves '${deployment.modelId}'`, { param: 'model' });
     }
     return await this.modelObject(deployment);
   }

@@ -1,5 +1,6 @@
 import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
+import { quoteValue } from '../../control-plane/errors/quote-value';
 
 export type TextEndpoint = 'chat.completions' | 'completions';
 
@@ -65,7 +66,7 @@ function checkPrompt(prompt: unknown): void {
 function optional(fields: Record<string, unknown>, name: string, expected: string, valid: (value: unknown) => boolean): void {
   const value = fields[name];
   if (value === undefined || value === null) return;
-  if (!valid(value)) throw invalid(`${name} must be ${expected}, got ${JSON.stringify(value)}`, name);
+  if (!valid(value)) throw invalid(`${name} must be ${expected}, got ${quoteValue(value)}`, name);
 }
 
 function isNumber(value: unknown): value is number {

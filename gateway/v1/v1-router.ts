@@ -14,6 +14,7 @@ import { ModelsRoute } from './models.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
+import { shortened } from '../../control-plane/errors/quote-value';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -46,7 +47,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
       if (other) {
         await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
         const slug = decodePathSegment(other[1], 'slug');
-        throw new AppError('deployment_not_found', `no deployment endpoint at /d/${slug}/v1: slugs are 1-64 lowercase letters, digits and "-"`);
+        throw new AppError('deployment_not_found', `no deployment endpoint at /d/${shortened(slug)}/v1: slugs are 1-64 lowercase letters, digits and "-"`);
       }
       const shared = SHARED_PATH.exec(path);
       if (!shared) return await next();
@@ -89,7 +90,7 @@ function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string)
   if (context.method === 'GET' && rest.startsWith('/models/')) {
     return json(context, retrieveSharedModel(controlPlane.shared, decodePathSegment(rest.slice(8), 'model')));
   }
-  throw new AppError('not_found', `${context.method} /shared/v1${rest} is not an endpoint of the shared endpoint; available: `
+  throw new AppError('not_found', `${context.method} /shared/v1${shortened(rest)} is not an endpoint of the shared endpoint; available: `
     + 'POST /shared/v1/chat/completions, GET /shared/v1/models, GET /shared/v1/models/{id}');
 }
 
@@ -99,7 +100,7 @@ function json(context: Context, body: unknown): void {
 }
 
 function unknownRoute(method: string, rest: string, deployment: Deployment): AppError {
-  return new AppError('not_found', `${method} /v1${rest} is not an endpoint of this deployment (${deployment.modelId}); available: `
+  return new AppError('not_found', `${method} /v1${shortened(rest)} is not an endpoint of this deployment (${deployment.modelId}); available: `
     + 'POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, POST /v1/images/generations, POST /v1/images/edits, '
     + 'POST /v1/videos, POST /v1/videos/generations, GET /v1/videos/{id}[/content], POST /v1/videos/{id}/cancel, '
     + 'GET /v1/requests, GET /v1/requests/{id}, POST /v1/requests/{id}/cancel');

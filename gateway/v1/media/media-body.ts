@@ -5,6 +5,7 @@ import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
 import { parseJsonObject } from '../../http/request-parsing';
+import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 /** A media request's fields (JSON body or multipart form) and its files. */
 export interface MediaBody {
@@ -50,7 +51,7 @@ export function asyncFlag(context: Context): boolean {
   if (value === undefined) return false;
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
-  throw new AppError('invalid_request', `async must be true or false, got ${JSON.stringify(value)}`, { param: 'async' });
+  throw new AppError('invalid_request', `async must be true or false, got ${quoteValue(value)}`, { param: 'async' });
 }
 
 /** The Idempotency-Key header (printable ASCII, at most 255 characters), or undefined. */

@@ -5,6 +5,7 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { MAX_LIST_LIMIT } from '../../../control-plane/requests/request-service';
 import { requestObject } from './media-objects';
+import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 const DEFAULT_LIST_LIMIT = 50;
 
@@ -18,7 +19,7 @@ export class RequestsRoute {
     if (Array.isArray(status)) throw new AppError('invalid_request', 'status may be given once', { param: 'status' });
     const count = limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit);
     if (typeof limit !== 'undefined' && (typeof limit !== 'string' || !/^\d+$/.test(limit))) {
-      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${JSON.stringify(limit)}`, { param: 'limit' });
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
     }
     const records = await this.controlPlane.requests.list(deployment.id, { status }, count);
     context.body = { object: 'list', data: records.map((record) => requestObject(record)) };

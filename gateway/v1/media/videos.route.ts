@@ -11,6 +11,7 @@ import { readVideoParams, type VideoRoute } from '../../../control-plane/request
 import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
+import { quoteValue, shortened } from '../../../control-plane/errors/quote-value';
 
 /**
  * `POST /v1/videos` (OpenAI's multipart shape, the Video object back), `POST
@@ -56,7 +57,7 @@ export class VideosRoute {
   /** 302 to a fresh presigned link; 409 `video_not_ready` with the status while it is not `completed`. */
   async content(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
     const variant = context.query.variant ?? 'video';
-    if (variant !== 'video') throw new AppError('invalid_request', `variant must be 'video' (thumbnails and spritesheets are not produced), got ${JSON.stringify(variant)}`, { param: 'variant' });
+    if (variant !== 'video') throw new AppError('invalid_request', `variant must be 'video' (thumbnails and spritesheets are not produced), got ${quoteValue(variant)}`, { param: 'variant' });
     const record = await this.video(key, id);
     if (record.status !== 'succeeded') {
       throw new AppError('video_not_ready', `video ${id} is ${videoStatus(record)}, not completed${record.status === 'failed' ? `: ${record.errorMessage}` : ''}`);
@@ -79,7 +80,7 @@ export class VideosRoute {
 
   private async video(key: AuthenticatedKey, id: string): Promise<RequestRecord> {
     const record = await this.controlPlane.requests.get(key.workspaceId, id);
-    if (record.modality !== 'video') throw new AppError('not_found', `no video '${id}' (it is an ${record.modality} request)`, { param: 'id' });
+    if (record.modality !== 'video') throw new AppError('not_found', `no video '${shortened(id)}' (it is an ${record.modality} request)`, { param: 'id' });
     return record;
   }
 }
