@@ -4,7 +4,10 @@ import net from 'node:net';
  * Addresses the platform must never reach on a user's behalf (webhooks, bucket endpoints):
  * loopback, private, link-local (cloud metadata lives at 169.254.169.254 and
  * fd00:ec2::254), CGNAT, multicast, documentation and reserved ranges, local-use NAT64.
- * IPv4 embedded in IPv6 (mapped, NAT64, 6to4) is checked as the IPv4 it carries.
+ * IPv4 embedded in IPv6 (mapped, translated, compatible, NAT64, 6to4) is checked as the IPv4 it
+ * carries: a gateway or the kernel may deliver it to that IPv4. Teredo (2001::/32) and the rest of
+ * the IETF protocol block 2001::/23 are refused whole: Teredo reaches a host through a relay
+ * named by an embedded (and obfuscated) IPv4, and no webhook or bucket legitimately lives there.
  */
 const BLOCKED = new net.BlockList();
 for (const [network, prefix] of [
@@ -27,14 +30,21 @@ export function isPrivateAddress(address: string): boolean {
   return BLOCKED.check(address, 'ipv6');
 }
 
-/** The IPv4 inside ::ffff:a.b.c.d, ::a.b.c.d, 64:ff9b::/96 and 2002:aabb:ccdd::/48 (6to4), else null. */
+/**
+ * The IPv4 inside ::ffff:a.b.c.d (mapped), ::ffff:0:a.b.c.d (translated, RFC 2765 SIIT),
+ * ::a.b.c.d (compatible, deprecated but still parsed), 64:ff9b::/96 (NAT64) and
+ * 2002:aabb:ccdd::/48 (6to4), else null.
+ */
 function embeddedIpv4(address: string): string | null {
   const words = expandIpv6(address);
   if (!words) return null;
   if (words[0] === 0x2002) return [words[1] >> 8, words[1] & 0xff, words[2] >> 8, words[2] & 0xff].join('.');
-  const mapped = words.slice(0, 5).every((word) => word === 0) && (words[5] === 0xffff || words[5] === 0);
-  const nat64 = words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((word) => word === 0);
-  if (!mapped && !nat64) return null;
+  const zeroes = (from: number, to: number) => words.slice(from, to).every((word) => word === 0);
+  const mapped = zeroes(0, 5) && words[5] === 0xffff;
+  const translated = zeroes(0, 4) && words[4] === 0xffff && words[5] === 0;
+  const compatible = zeroes(0, 6);
+  const nat64 = words[0] === 0x64 && words[1] === 0xff9b && zeroes(2, 6);
+  if (!mapped && !translated && !compatible && !nat64) return null;
   return [words[6] >> 8, words[6] & 0xff, words[7] >> 8, words[7] & 0xff].join('.');
 }
 

@@ -1,6 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import { isPrivateAddress } from './private-addresses';
+import { shortened } from '../errors/quote-value';
 
 /** Resolves a host name to every address it has (injectable: tests cannot use public DNS). */
 export type HostResolver = (hostname: string) => Promise<string[]>;
@@ -26,15 +27,15 @@ export async function resolvePublicHost(hostname: string, resolve: HostResolver)
   if (net.isIP(hostname)) {
     return isPrivateAddress(hostname) ? { refused: `${hostname} is a private, loopback, link-local or reserved address` } : { addresses: [hostname] };
   }
-  if (BLOCKED_NAMES.test(hostname) || !hostname.includes('.')) return { refused: `'${hostname}' is not a public host name` };
+  if (BLOCKED_NAMES.test(hostname) || !hostname.includes('.')) return { refused: `'${shortened(hostname)}' is not a public host name` };
   let addresses: string[];
   try {
     addresses = await resolve(hostname);
   } catch {
-    return { refused: `'${hostname}' does not resolve` };
+    return { refused: `'${shortened(hostname)}' does not resolve` };
   }
-  if (addresses.length === 0) return { refused: `'${hostname}' does not resolve` };
+  if (addresses.length === 0) return { refused: `'${shortened(hostname)}' does not resolve` };
   const internal = addresses.find((address) => isPrivateAddress(address));
-  if (internal) return { refused: `'${hostname}' resolves to ${internal}, a private, loopback, link-local or reserved address` };
+  if (internal) return { refused: `'${shortened(hostname)}' resolves to ${internal}, a private, loopback, link-local or reserved address` };
   return { addresses };
 }

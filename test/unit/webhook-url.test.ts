@@ -41,6 +41,15 @@ describe('webhook_url validation (public HTTPS only)', () => {
     ['6to4 carrying loopback', 'https://[2002:7f00:1::1]/', 'private'],
     ['6to4 carrying metadata', 'https://[2002:a9fe:a9fe::1]/', 'private'],
     ['local-use NAT64', 'https://[64:ff9b:1::a00:1]/', 'private'],
+    ['IPv4-translated loopback', 'https://[::ffff:0:7f00:1]/h', 'private'],
+    ['IPv4-translated metadata', 'https://[::ffff:0:169.254.169.254]/h', 'private'],
+    ['IPv4-translated private 10/8', 'https://[::ffff:0:a00:5]/h', 'private'],
+    ['IPv4-compatible loopback', 'https://[::127.0.0.1]/h', 'private'],
+    ['IPv4-compatible private 192.168/16', 'https://[::c0a8:101]/h', 'private'],
+    ['NAT64 carrying loopback', 'https://[64:ff9b::7f00:1]/h', 'private'],
+    ['NAT64 carrying metadata', 'https://[64:ff9b::169.254.169.254]/h', 'private'],
+    ['Teredo', 'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/h', 'private'],
+    ['Teredo carrying loopback as its server', 'https://[2001:0:7f00:1::1]/h', 'private'],
     ['unspecified', 'https://0.0.0.0/', 'private'],
     ['internal name', 'https://metadata.google.internal/computeMetadata', 'not a public host name'],
     ['single-label name', 'https://intranet/hook', 'not a public host name'],
@@ -63,6 +72,9 @@ describe('webhook_url validation (public HTTPS only)', () => {
     ['https://api.customer.io:8443/webhooks?tenant=7', ['2606:4700::6810:84e5', '104.16.132.229']],
     ['https://93.184.215.14/in', ['93.184.215.14']],
     ['https://[2002:5db8:d70e::1]/in', ['2002:5db8:d70e::1']],
+    // Embedded public IPv4 is judged as that IPv4: allowed, like the IPv4 itself.
+    ['https://[::ffff:0:5db8:d70e]/in', ['::ffff:0:5db8:d70e']],
+    ['https://[64:ff9b::5db8:d70e]/in', ['64:ff9b::5db8:d70e']],
   ])('accepts %s and returns the addresses to connect to', async (url, addresses) => {
     const checked = await checkWebhookUrl(url, strict);
     expect(checked.url.toString()).toBe(new URL(url).toString());
