@@ -1,15 +1,18 @@
 import net from 'node:net';
 import type { Context, Next } from 'koa';
 import { AppError } from '../../control-plane/errors/app-error';
+import { shortened } from '../../control-plane/errors/quote-value';
 import { hashSecret, sameHash } from '../../control-plane/secrets';
 import type { Metrics } from '../../control-plane/telemetry/metrics';
 import { bearerToken } from './bearer-token';
+import { forwardingHeaderIn } from './forwarding-headers';
 
 /**
  * `GET /metrics` in the Prometheus text format. With `METRICS_TOKEN` set, every scraper must
  * send `Authorization: Bearer <token>`; without it, only clients on this host may scrape, and
- * only directly: a request carrying `X-Forwarded-For`/`Forwarded` came through a proxy, whose
- * loopback address says nothing about the real client.
+ * only directly: a request carrying any forwarding header (`X-Forwarded-For`, `Forwarded`,
+ * `X-Real-IP`, … see forwarding-headers.ts) came through a proxy, whose loopback address says
+ * nothing about the real client.
  */
 export function metricsRoute(metrics: Metrics, token: string | undefined) {
   const expected = token ? hashSecret(token) : null;
@@ -33,9 +36,14 @@ function authorizeScrape(context: Context, expected: string | null): void {
     }
     return;
   }
-  const proxied = context.get('x-forwarded-for') !== '' || context.get('forwarded') !== '';
-  if (proxied || !isLoopbackAddress(context.req.socket.remoteAddress)) {
-    throw new AppError('permission_denied', 'GET /metrics is served only to clients on this host, not through a proxy; set METRICS_TOKEN to scrape from elsewhere');
+  // The socket's peer, never `context.ip`: that one follows X-Forwarded-For as soon as
+  // `app.proxy` is set. Headers can only refuse a scrape here, never admit one.
+  const forwarding = forwardingHeaderIn(context.req.headers);
+  if (forwarding) {
+    throw new AppError('permission_denied', `GET /metrics is served only to clients on this host, not through a proxy (this request carries ${shortened(forwarding)}); set METRICS_TOKEN to scrape through one`);
+  }
+  if (!isLoopbackAddress(context.req.socket.remoteAddress)) {
+    throw new AppError('permission_denied', 'GET /metrics is served only to clients on this host; set METRICS_TOKEN to scrape from elsewhere');
   }
 }
 
