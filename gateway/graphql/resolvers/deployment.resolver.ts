@@ -81,6 +81,21 @@ export class DeploymentResolver {
     return load;
   }
 
+  /**
+   * Run when a `replicaLoad` subscription starts (buildGatewaySchema wires it): another
+   * workspace's deployment is FORBIDDEN and an unknown one NOT_FOUND, as `deployment(id:)`
+   * answers, instead of a subscription that is accepted and silently never fires.
+   */
+  async checkReplicaLoadSubscription(context: GraphQLContext, deploymentId: string): Promise<void> {
+    try {
+      await this.controlPlane.deployments.get(workspaceOf(context), deploymentId);
+    } catch (error) {
+      // The same refusal, naming this operation's argument rather than `deployment(id:)`'s.
+      if (error instanceof AppError && error.param === 'id') throw new AppError(error.code, error.message, { param: 'deploymentId', cause: error });
+      throw error;
+    }
+  }
+
   @Mutation(() => CreateDeploymentPayload, { description: 'Creates a deployment from the catalog and places its minimum replicas' })
   async createDeployment(@Arg('input') input: CreateDeploymentInput, @Ctx() context: GraphQLContext): Promise<CreateDeploymentPayload> {
     const { deployment, joinToken } = await this.controlPlane.deployments.create(workspaceOf(context), {
