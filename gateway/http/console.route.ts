@@ -21,11 +21,22 @@ const TYPES: Record<string, string> = {
 /**
  * The console talks only to this origin's `/graphql` (HTTP and WebSocket); previews load from
  * signed links, which may point at an S3-compatible bucket elsewhere (https only, or this origin).
+ * `connect-src` names no bare scheme: `ws: wss:` let a script in the page open a WebSocket to
+ * any host. 'self' covers this origin's ws:/wss: in CSP Level 3 browsers (Chromium 71+,
+ * Firefox, Safari 16+); for older ones (Safari 15 matches 'self' to http(s) only) the page's
+ * own host is spelled out as ws:// and wss://, taken from the request's Host header when it is a
+ * plain host[:port], so nothing else can end up in the policy.
  */
-const CONTENT_SECURITY_POLICY = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "connect-src 'self' ws: wss:",
-  "img-src 'self' data: blob: https:", "media-src 'self' blob: https:", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'",
-].join('; ');
+export function contentSecurityPolicy(host: string | undefined): string {
+  const sameHostSockets = host && host.length <= 261 && PLAIN_HOST.test(host) ? ` ws://${host} wss://${host}` : '';
+  return [
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", `connect-src 'self'${sameHostSockets}`,
+    "img-src 'self' data: blob: https:", "media-src 'self' blob: https:", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'",
+  ].join('; ');
+}
+
+/** A DNS name or IP literal and an optional port: no wildcard, path, space or `;` can pass. */
+const PLAIN_HOST = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
 /**
  * `GET /console/*`: the built single-page app. Files under `assets/` have content hashes in
@@ -57,7 +68,8 @@ export function consoleRoute(dir: string = defaultConsoleDir()) {
     }
     if (context.path === CONSOLE_PATH) return context.redirect(`${CONSOLE_PATH}/`);
     const relative = context.path.slice(CONSOLE_PATH.length + 1);
-    context.set('content-security-policy', CONTENT_SECURITY_POLICY);
+    // The Host header as sent, never X-Forwarded-Host (which Koa's `context.host` reads once `app.proxy` is set).
+    context.set('content-security-policy', contentSecurityPolicy(context.get('host') || undefined));
     context.set('x-content-type-options', 'nosniff');
     context.set('referrer-policy', 'no-referrer');
     const asset = relative.startsWith('assets/') && /^[\w./-]+$/.test(relative) && !relative.includes('..') ? read(path.join(dir, relative)) : null;
