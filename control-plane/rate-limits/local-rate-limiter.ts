@@ -1,7 +1,7 @@
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
 import {
   DAY_MS, MINUTE_MS, msUntilNextUtcDay, requestsPerMinuteExceeded, tokensPerDayExceeded,
-  type RateLimitDecision, type RateLimiter, type TokensSince,
+  type RateLimitDecision, type RateLimiter, type TokenHold, type TokensSince,
 } from './rate-limit-decision';
 import { SlidingWindowLog } from './sliding-window';
 
@@ -13,9 +13,9 @@ interface KeyState {
 }
 
 /**
- * RPM (exact sliding window) and TPD (tokens recorded since 00:00 UTC) per API key, in this
- * process: the default for one server. The day's total is read once from recorded usage, then
- * kept current by `addTokens`. Several servers share limits through `RedisRateLimiter`.
+ * RPM (exact sliding window) and TPD (tokens recorded since 00:00 UTC, plus the holds of
+ * requests still running) per API key, in this process: the default for one server. The day's
+ * total is read once from recorded usage, then kept current by holds and their settlement. Several servers share limits through `RedisRateLimiter`.
  */
 export class LocalRateLimiter implements RateLimiter {
   private readonly keys = new Map<string, KeyState>();
@@ -26,7 +26,7 @@ export class LocalRateLimiter implements RateLimiter {
     private readonly windowMs = MINUTE_MS,
   ) {}
 
-  async admit(key: AuthenticatedKey): Promise<RateLimitDecision> {
+  async admit(key: AuthenticatedKey, holdTokens = 0): Promise<RateLimitDecision> {
     const now = this.now();
     const state = this.state(key, now);
     if (state.loading) await state.loading;
@@ -39,12 +39,21 @@ export class LocalRateLimiter implements RateLimiter {
     if (state.tokensToday >= key.tpdLimit) throw tokensPerDayExceeded(state.tokensToday, key.tpdLimit, resetTokensMs);
     const window = state.requests.tryAcquire(now, key.rpmLimit);
     if (!window.allowed) throw requestsPerMinuteExceeded(key.rpmLimit, window.resetMs);
+    const tokens = Math.max(0, Math.ceil(holdTokens));
+    state.tokensToday += tokens;
     return {
+      hold: { apiKeyId: key.id, day, tokens, shared: false },
       remainingRequests: window.remaining,
       resetRequestsSeconds: Math.max(0, Math.ceil(window.resetMs / 1000)),
       remainingTokens: Math.max(0, key.tpdLimit - state.tokensToday),
       resetTokensSeconds: Math.ceil(resetTokensMs / 1000),
     };
+  }
+
+  settle(hold: TokenHold, usedTokens: number): void {
+    const state = this.keys.get(hold.apiKeyId);
+    // A hold of an earlier day left with that day's budget.
+    if (state && state.day === hold.day) state.tokensToday = Math.max(0, state.tokensToday + Math.max(0, usedTokens) - hold.tokens);
   }
 
   addTokens(apiKeyId: string, tokens: number): void {

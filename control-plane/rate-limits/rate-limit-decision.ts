@@ -9,13 +9,36 @@ export interface RateLimitDecision {
   remainingTokens: number;
   /** Seconds until the UTC day (and the TPD budget) resets. */
   resetTokensSeconds: number;
+  /** The tokens set aside for this request against the day's budget; settled to its real usage. */
+  hold: TokenHold;
+}
+
+/**
+ * Tokens a request may still use, counted against its key's day budget from admission on: TPD
+ * is checked on what was used *and* what admitted requests may still use, so parallel requests
+ * cannot all pass a check that only sees finished ones (40 parallel `max_tokens: 500` at TPD 50
+ * were all admitted). `settle` replaces the hold with the real usage, on every path a request
+ * ends by (0 when it never ran).
+ */
+export interface TokenHold {
+  readonly apiKeyId: string;
+  /** UTC day number of the admission: a hold is settled on the day it was taken. */
+  readonly day: number;
+  readonly tokens: number;
+  /** Taken in the shared store (Redis) rather than this process's. */
+  readonly shared: boolean;
 }
 
 /** RPM and TPD per API key: admit a request before it runs, count its tokens after. */
 export interface RateLimiter {
-  /** Admits one request or throws a 429 `rate_limit_error` with Retry-After. */
-  admit(key: AuthenticatedKey): Promise<RateLimitDecision>;
-  /** Adds a finished request's usage tokens to the key's day total. */
+  /**
+   * Admits one request or throws a 429 `rate_limit_error` with Retry-After. `holdTokens`: the
+   * most tokens it may use (prompt bound + completion bound), held against the day's budget.
+   */
+  admit(key: AuthenticatedKey, holdTokens?: number): Promise<RateLimitDecision>;
+  /** The request ended having used `usedTokens`: its hold is replaced by them. */
+  settle(hold: TokenHold, usedTokens: number): void;
+  /** Adds tokens used outside a hold to the key's day total. */
   addTokens(apiKeyId: string, tokens: number): void;
   close?(): Promise<void>;
   /** Why limits are not shared between servers now (Redis unreachable: each server limits in process), or null. */

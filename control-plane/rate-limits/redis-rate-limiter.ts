@@ -4,15 +4,16 @@ import type { Logger } from 'pino';
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
 import {
   DAY_MS, MINUTE_MS, msUntilNextUtcDay, requestsPerMinuteExceeded, tokensPerDayExceeded,
-  type RateLimitDecision, type RateLimiter, type TokensSince,
+  type RateLimitDecision, type RateLimiter, type TokenHold, type TokensSince,
 } from './rate-limit-decision';
 
 /**
  * One round trip decides both limits atomically. KEYS[1]: the key's request log (a sorted
  * set of admission times), KEYS[2]: the key's token counter for the UTC day. Time comes from
  * Redis (TIME), so servers with skewed clocks still share one exact window.
+ * ARGV[5]: tokens held for the request, added to the day counter when it is admitted.
  * Returns {-1} when the day counter is not loaded yet; {0, 1, used} over TPD;
- * {0, 2, resetMs} over RPM; {1, remaining, resetMs, used} admitted.
+ * {0, 2, resetMs} over RPM; {1, remaining, resetMs, used} admitted (used includes the hold).
  */
 const ADMIT_SCRIPT = `
 local used = redis.call('GET', KEYS[2])
@@ -31,18 +32,20 @@ if count >= limit then
 end
 redis.call('ZADD', KEYS[1], now, ARGV[4])
 redis.call('PEXPIRE', KEYS[1], window)
+local hold = tonumber(ARGV[5])
+if hold > 0 then used = redis.call('INCRBY', KEYS[2], hold) end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {1, limit - count - 1, tonumber(oldest[2]) + window - now, used}
 `;
 
-/** Adds tokens only to a loaded counter: an absent one is loaded from recorded usage instead. */
+/** Adds tokens (a settlement's difference may be negative) only to a loaded counter: an absent one is loaded from recorded usage instead. */
 const ADD_TOKENS_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], ARGV[1]) end
 return -1
 `;
 
 interface LimiterCommands {
-  admitRequest(requestLog: string, dayTokens: string, rpmLimit: number, tpdLimit: number, windowMs: number, member: string): Promise<number[]>;
+  admitRequest(requestLog: string, dayTokens: string, rpmLimit: number, tpdLimit: number, windowMs: number, member: string, holdTokens: number): Promise<number[]>;
   addDayTokens(dayTokens: string, tokens: number): Promise<number>;
 }
 
@@ -83,26 +86,29 @@ export class RedisRateLimiter implements RateLimiter {
     this.commands = redis as unknown as LimiterCommands;
   }
 
-  async admit(key: AuthenticatedKey): Promise<RateLimitDecision> {
+  async admit(key: AuthenticatedKey, holdTokens = 0): Promise<RateLimitDecision> {
     const now = Date.now();
-    const dayKey = this.dayKey(key.id, now);
+    const day = Math.floor(now / DAY_MS);
+    const dayKey = this.dayKey(key.id, day);
+    const tokens = Math.max(0, Math.ceil(holdTokens));
     let result: number[];
     try {
-      result = await this.run(key, dayKey);
+      result = await this.run(key, dayKey, tokens);
       if (result[0] === -1) {
         await this.loadDay(key.id, dayKey, now);
-        result = await this.run(key, dayKey);
+        result = await this.run(key, dayKey, tokens);
       }
     } catch (error) {
       this.fallingBack = true;
       this.warn(error);
-      return await this.fallback.admit(key);
+      return await this.fallback.admit(key, tokens);
     }
     this.fallingBack = false;
     const resetTokensMs = msUntilNextUtcDay(now);
     if (result[0] === 0 && result[1] === 1) throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
     if (result[0] === 0) throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
     return {
+      hold: { apiKeyId: key.id, day, tokens, shared: true },
       remainingRequests: result[1],
       resetRequestsSeconds: Math.max(0, Math.ceil(result[2] / 1000)),
       remainingTokens: Math.max(0, key.tpdLimit - (result[3] ?? 0)),
@@ -110,10 +116,31 @@ export class RedisRateLimiter implements RateLimiter {
     };
   }
 
+  /**
+   * A hold taken in Redis is replaced there by the usage (and the usage mirrored in the
+   * fallback, which has to know the day's total if Redis goes away); a hold taken by the
+   * fallback while Redis was away is settled there, and the usage added to Redis.
+   */
+  settle(hold: TokenHold, usedTokens: number): void {
+    const used = Math.max(0, usedTokens);
+    if (!hold.shared) {
+      this.fallback.settle(hold, used);
+      this.addDayTokens(this.dayKey(hold.apiKeyId, hold.day), used);
+      return;
+    }
+    this.fallback.addTokens(hold.apiKeyId, used);
+    this.addDayTokens(this.dayKey(hold.apiKeyId, hold.day), used - hold.tokens);
+  }
+
   addTokens(apiKeyId: string, tokens: number): void {
     if (tokens <= 0) return;
     this.fallback.addTokens(apiKeyId, tokens);
-    this.commands.addDayTokens(this.dayKey(apiKeyId, Date.now()), tokens).catch((error) => this.warn(error));
+    this.addDayTokens(this.dayKey(apiKeyId, Math.floor(Date.now() / DAY_MS)), tokens);
+  }
+
+  private addDayTokens(dayKey: string, tokens: number): void {
+    if (tokens === 0) return;
+    this.commands.addDayTokens(dayKey, tokens).catch((error) => this.warn(error));
   }
 
   async close(): Promise<void> {
@@ -124,9 +151,9 @@ export class RedisRateLimiter implements RateLimiter {
     return this.fallingBack ? 'Redis is unreachable: each server limits requests in its own process until it is back' : null;
   }
 
-  private run(key: AuthenticatedKey, dayKey: string): Promise<number[]> {
+  private run(key: AuthenticatedKey, dayKey: string, holdTokens: number): Promise<number[]> {
     const member = `${this.memberPrefix}:${(this.sequence++).toString(36)}`;
-    return this.commands.admitRequest(`${this.keyPrefix}{${key.id}}:rpm`, dayKey, key.rpmLimit, key.tpdLimit, this.windowMs, member);
+    return this.commands.admitRequest(`${this.keyPrefix}{${key.id}}:rpm`, dayKey, key.rpmLimit, key.tpdLimit, this.windowMs, member, holdTokens);
   }
 
   /**
@@ -150,8 +177,8 @@ export class RedisRateLimiter implements RateLimiter {
     return loading;
   }
 
-  private dayKey(apiKeyId: string, now: number): string {
-    return `${this.keyPrefix}{${apiKeyId}}:tpd:${Math.floor(now / DAY_MS)}`;
+  private dayKey(apiKeyId: string, day: number): string {
+    return `${this.keyPrefix}{${apiKeyId}}:tpd:${day}`;
   }
 
   private warn(error: unknown): void {

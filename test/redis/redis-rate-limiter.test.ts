@@ -74,6 +74,18 @@ describeWithRedis('RedisRateLimiter (real Redis)', () => {
     expect((refused as AppError).message).toContain('105 of 100 tokens');
   });
 
+  it('holds a request\'s bound against TPD across servers until it is settled to its usage', async () => {
+    const [serverA, serverB] = [limiter(), limiter()];
+    const key = newKey({ tpdLimit: 50 });
+    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, index) => (index % 2 ? serverA : serverB).admit(key, 520).then((decision) => decision, () => null)));
+    const admitted = outcomes.filter((decision) => decision !== null);
+    expect(admitted).toHaveLength(1);
+    expect(admitted[0]!.hold).toMatchObject({ tokens: 520, shared: true });
+    serverA.settle(admitted[0]!.hold, 30);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await serverB.admit(key, 0)).remainingTokens).toBe(20);
+  });
+
   it('limits in process when Redis is unreachable instead of failing requests', async () => {
     const unreachable = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
     unreachable.on('error', () => {});
