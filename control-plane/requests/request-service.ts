@@ -15,10 +15,13 @@ import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, t
 import type { RequestRecords } from './request-records';
 import type { RequestScheduler } from './request-scheduler';
 import { quoteValue } from '../errors/quote-value';
+import { refuseWithoutCredit } from '../pipeline/admission';
 
 export interface MediaSubmission {
   workspaceId: string;
   apiKeyId: string;
+  /** The submitting key's workspace has used up its prepaid credit (402, like every endpoint that spends). */
+  creditExhausted: boolean;
   deployment: Deployment;
   model: CatalogModel;
   kind: RequestKind;
@@ -172,6 +175,7 @@ export class RequestService {
   /** Checks that hold for async and sync alike, before anything is stored. */
   private async admit(submission: MediaSubmission): Promise<void> {
     const { deployment, delivery } = submission;
+    refuseWithoutCredit(submission);
     if (deployment.status === 'Paused') {
       throw new AppError('no_pod_available', 'this deployment is paused: no replica will take the job; resume it first', { retryAfterSeconds: 60 });
     }

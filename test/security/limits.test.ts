@@ -213,6 +213,21 @@ describe('limits: body and header size, malformed JSON, prepaid credit, RPM unde
       expect(served.map(({ what, answer }) => ({ what, code: answer.json?.error?.code }))).toEqual(calls.map(([what]) => ({ what, code: 'no_replica_available' })));
     });
 
+    it('a zero-credit workspace gets 402 on images and videos too, sync and async, and no record is created', async () => {
+      const broke = await createWorkspace('zero credit media', '0');
+      const image = await test.createDeployment(broke, { modelId: 'black-forest-labs/FLUX.1-schnell', provider: 'external' });
+      const video = await test.createDeployment(broke, { modelId: 'Lightricks/LTX-Video', provider: 'external' });
+      const calls: Array<[string, string, unknown]> = [
+        ['images sync', `${image.baseUrl}/images/generations`, { model: 'black-forest-labs/FLUX.1-schnell', prompt: 'a lighthouse', size: '512x512' }],
+        ['images async', `${image.baseUrl}/images/generations?async=true`, { model: 'black-forest-labs/FLUX.1-schnell', prompt: 'a lighthouse', size: '512x512' }],
+        ['videos/generations', `${video.baseUrl}/videos/generations`, { model: 'Lightricks/LTX-Video', prompt: 'waves' }],
+      ];
+      const refused = await statuses(calls, broke.apiKey);
+      expect(refused.map(({ what, answer }) => ({ what, error: openAIError(answer) }))).toEqual(calls.map(([what]) => ({ what, error: QUOTA })));
+      const records = await test.server.controlPlane.dataSource.query('SELECT count(*)::int AS count FROM request_records WHERE workspace_id = $1', [broke.workspaceId]);
+      expect(records[0].count).toBe(0);
+    });
+
     it('credit used up by GPU time turns the same calls into 402 within the key cache\'s lifetime', async () => {
       // 0.4 $ at 0.1 $/s: about 4 s of running replica.
       const spender = await createWorkspace('spender', '0.4');

@@ -45,7 +45,7 @@ export class ImagesRoute {
     }
     const { params, delivery } = readImageParams(body.fields, model);
     const submission: MediaSubmission = {
-      workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model,
+      workspaceId: key.workspaceId, apiKeyId: key.id, creditExhausted: key.creditExhausted, deployment, model,
       kind: operation === 'edit' ? 'image-edit' : 'image-generation',
       params: { ...params }, outputCount: params.n, responseFormat: params.response_format, delivery, inputs,
       idempotencyKey: idempotencyKey(context),

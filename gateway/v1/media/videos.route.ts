@@ -33,7 +33,7 @@ export class VideosRoute {
     }
     const params = readVideoParams(body.fields, model, route, reference !== undefined);
     const submission: MediaSubmission = {
-      workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model, kind: 'video-generation',
+      workspaceId: key.workspaceId, apiKeyId: key.id, creditExhausted: key.creditExhausted, deployment, model, kind: 'video-generation',
       params: { ...params }, outputCount: 1, responseFormat: 'url', delivery: readDelivery(body.fields),
       inputs: reference ? [{ name: 'input_reference', ...reference }] : [], idempotencyKey: idempotencyKey(context),
     };
