@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   });
   if (!hasCommand('wrk')) throw new Error('wrk is not installed: apt-get install wrk');
   const pinning = !values['no-pin'];
-  // Load generator and upstream share CPU 0; the proxy under test gets CPU 1 (PERF-NOTES.md).
+  // Load generator and upstream share CPU 0; the proxy under test gets CPU 1 (docs/performance.md#measurement-conditions).
   const loadCpus = pinning ? '0' : null;
   const proxyCpus = pinning ? '1' : null;
   const options = { seconds: Number(values.seconds), warmupSeconds: Number(values.warmup), loadCpus };

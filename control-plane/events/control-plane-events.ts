@@ -21,9 +21,9 @@ export interface ReplicaLoad {
 
 interface EventMap {
   deploymentUpdated: [Deployment];
-  /** A request record changed status or progress (on this server). */
+  /** A request record changed status or progress (on this server, or on another one: re-emitted by event-bridge.ts). */
   requestUpdated: [RequestRecord];
-  /** A replica's agent reported its load (every heartbeat, on the server it is connected to). */
+  /** A replica's agent reported its load (every heartbeat; emitted on the server it is connected to, and re-emitted on the others by event-bridge.ts). */
   replicaLoad: [ReplicaLoad];
   /** A webhook delivery attempt was logged (on any server: relayed by the cluster notifier). */
   webhookAttemptLogged: [WebhookAttempt];
@@ -33,6 +33,10 @@ interface EventMap {
 
 /**
  * In-process notifications from the control plane to its edges (GraphQL subscriptions).
- * With several server instances this is bridged to Redis pub/sub at the edge.
+ * With several server instances on one database, other servers' events arrive over PostgreSQL
+ * LISTEN/NOTIFY (ClusterNotifier, cluster-notifier.ts): request and replica-load events are
+ * published and re-emitted by event-bridge.ts, a changed deployment is re-read by the
+ * deployment store and a logged webhook attempt by the webhook module when notified, and each
+ * server recomputes shared-model availability itself. No Redis is involved.
  */
 export class ControlPlaneEvents extends EventEmitter<EventMap> {}

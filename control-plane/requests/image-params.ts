@@ -25,7 +25,7 @@ export interface DeliveryOptions {
 }
 
 /**
- * SPEC.md's image fields with their defaults; unknown standard fields (`style`, `quality`,
+ * The image fields of docs/api-contract.md#images with their defaults; unknown standard fields (`style`, `quality`,
  * `user`, …) are ignored. `size: "auto"` (an OpenAI value) picks 1024x1024 when offered,
  * else the model's first size.
  */

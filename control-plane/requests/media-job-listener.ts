@@ -8,7 +8,7 @@ import type { RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
 
 /**
- * Agent failure codes as the record's `error_code`: SPEC.md's four (`vram_exceeded`,
+ * Agent failure codes as the record's `error_code`: the four of docs/api-contract.md#async-failure-codes (`vram_exceeded`,
  * `model_timeout`, `pod_crash`, `storage_upload_failed`), plus `invalid_request` when the engine
  * refused the parameters and `upstream_error` for any other engine failure.
  */

@@ -10,11 +10,11 @@ import type { RequestKind, RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
 
 export interface MediaJobsOptions {
-  /** SPEC.md: an image job may run 5 min… @default 300000 */
+  /** docs/api-contract.md: an image job may run 5 min… @default 300000 */
   imageTimeoutMs: number;
   /** …a video job 30 min. @default 1800000 */
   videoTimeoutMs: number;
-  /** Managed outputs of async requests are deleted this long after completion (SPEC: 10 days). */
+  /** Managed outputs of async requests are deleted this long after completion (docs/api-contract.md: 10 days). */
   managedRetentionMs: number;
   /** Managed outputs of sync calls (only reachable through the returned link) live this long. */
   syncManagedRetentionMs: number;

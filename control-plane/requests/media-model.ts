@@ -5,7 +5,7 @@ import type { FieldReader } from './field-reader';
 import { shortened } from '../errors/quote-value';
 
 /**
- * The model a media call names, checked in SPEC.md's order: unknown id 404 `model_not_found`,
+ * The model a media call names, checked in the order of docs/api-contract.md#image-errors: unknown id 404 `model_not_found`,
  * a model of another modality 400 `wrong_modality`, then a model other than the endpoint's 400.
  */
 export function resolveMediaModel(catalog: Catalog, deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
@@ -21,7 +21,7 @@ export function resolveMediaModel(catalog: Catalog, deployment: Deployment, requ
   return model;
 }
 
-/** `WIDTHxHEIGHT` sizes sorted by width, then height, as SPEC.md's error messages list them. */
+/** `WIDTHxHEIGHT` sizes sorted by width, then height, as the error messages of docs/api-contract.md list them. */
 export function sortedSizes(sizes: readonly string[]): string[] {
   const dimensions = (size: string) => size.split('x').map(Number);
   return [...sizes].sort((left, right) => {

@@ -3,9 +3,9 @@ import type { StorageCredentialService } from '../storage/storage-credential.ser
 import type { RequestRecord } from './request-record.entity';
 
 export interface OutputDestinationOptions {
-  /** SPEC.md: Managed links about 1 h. @default 3600 */
+  /** docs/api-contract.md: Managed links about 1 h. @default 3600 */
   managedLinkTtlSeconds: number;
-  /** SPEC.md: customer-bucket links about 7 days (S3's presigning maximum). @default 604800 */
+  /** docs/api-contract.md: customer-bucket links about 7 days (S3's presigning maximum). @default 604800 */
   customerLinkTtlSeconds: number;
 }
 
@@ -20,7 +20,7 @@ export interface OutputDestination {
 }
 
 /**
- * SPEC.md's destination table: Managed by default (links ~1 h, objects removed by retention),
+ * The destination table of docs/api-contract.md#output-destinations: Managed by default (links ~1 h, objects removed by retention),
  * or a customer's bucket chosen per request (`storage_credential_id`) or as the deployment's
  * default (links ~7 days, objects kept). Managed keys are namespaced by workspace; a
  * customer bucket holds only that customer's objects, under its own prefix.

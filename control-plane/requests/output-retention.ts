@@ -10,7 +10,7 @@ export interface OutputRetentionOptions {
 }
 
 /**
- * Deletes managed outputs whose time is up (SPEC.md: sync links about 1 h, async results 10
+ * Deletes managed outputs whose time is up (docs/api-contract.md: sync links about 1 h, async results 10
  * days by default). Each pass locks its batch with SKIP LOCKED, so several servers share the
  * work without a leader, and marks a record only after its files are gone: a crash between
  * the two leaves the record due and the next pass deletes again (deletes are idempotent).

@@ -8,13 +8,13 @@ const shape = {
   sweepIntervalMs: intField(10).default(5_000),
   /** Longest wait in the queue before a record fails with `model_timeout`. @default 3600000 (1 h) */
   queueTtlMs: intField(1_000).default(3_600_000),
-  /** SPEC.md: image model response timeout. @default 300000 (5 min) */
+  /** docs/api-contract.md: image model response timeout. @default 300000 (5 min) */
   imageTimeoutMs: intField(100).default(300_000),
-  /** SPEC.md: video job maximum. @default 1800000 (30 min) */
+  /** docs/api-contract.md: video job maximum. @default 1800000 (30 min) */
   videoTimeoutMs: intField(100).default(1_800_000),
-  /** SPEC.md: sync image budget. @default 30000 */
+  /** docs/api-contract.md: sync image budget. @default 30000 */
   syncImageBudgetMs: intField(100).default(30_000),
-  /** SPEC.md: managed results are kept 10 days by default. @default 10 */
+  /** docs/api-contract.md: managed results are kept 10 days by default. @default 10 */
   managedRetentionDays: z.coerce.number().positive().default(10),
   /** How often the retention loop deletes expired managed outputs. @default 60000 */
   retentionIntervalMs: intField(10).default(60_000),

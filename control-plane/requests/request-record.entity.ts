@@ -16,7 +16,7 @@ export interface RequestInput {
 
 
 /**
- * One image or video job (`req_<hex>`): SPEC.md's async request record, also behind sync
+ * One image or video job (`req_<hex>`): the async request record of docs/api-contract.md#request-records, also behind sync
  * image calls and the Video object. queued → running → succeeded | failed; queued → canceled.
  */
 @Entity('request_records')

@@ -15,7 +15,7 @@ export interface ClaimOptions {
   replicaId: string;
   leaseOwner: string;
   leaseMs: number;
-  /** How long the job may run once started (SPEC: images 5 min, videos 30 min). */
+  /** How long the job may run once started (docs/api-contract.md: images 5 min, videos 30 min). */
   timeoutMs: (record: Pick<RequestRecord, 'modality'>) => number;
 }
 

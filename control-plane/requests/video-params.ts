@@ -25,11 +25,11 @@ const MAX_SECONDS = 120;
 export type VideoRoute = 'videos' | 'videos/generations';
 
 /**
- * SPEC.md's video rules: (1) size in the model's list, else 422 `resolution_not_supported`
+ * The video rules of docs/api-contract.md#videos: (1) size in the model's list, else 422 `resolution_not_supported`
  * listing the sorted options; (2) a pinned model takes its native duration ±0.5 s and exactly
  * its native fps; (3) otherwise duration × fps is honoured with the frame count snapped to the
  * nearest 4n+1 (at least 5), and the JSON route also snaps width and height down to multiples
- * of 32. An omitted fps is SPEC's default 24 on both routes, pinned models included: the
+ * of 32. An omitted fps is the contract's default 24 on both routes, pinned models included: the
  * contract gives fps one default, so a pinned model whose native fps is not 24 answers
  * `fps_mismatch` (naming its fps) rather than quietly taking another value than the one asked.
  */

@@ -1,4 +1,4 @@
-/** SPEC.md's availability states of a shared model. */
+/** The availability states of a shared model (docs/api-contract.md#shared-endpoint). */
 export type SharedAvailability = 'Available' | 'Degraded' | 'Unavailable';
 
 /** What the pool measures of one shared model, as the availability rule reads it. */

@@ -37,7 +37,7 @@ export type GuestPlacement =
  * The shared deployments of each model and their replicas' guest slots. A replica admits a
  * guest only into a slot its owner leaves idle, keeping `ownerHeadroomFraction` of its slots
  * (at least one) free for the owner's next requests, and at most `maxGuestsPerReplica` guests:
- * the engine's priority only reorders its waiting queue (SHARING-NOTES.md), so owners are
+ * the engine's priority only reorders its waiting queue (docs/shared-serving.md), so owners are
  * protected here, before the engine. Past idle capacity a guest is refused at once, never queued.
  */
 export class SharedPool {

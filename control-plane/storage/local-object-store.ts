@@ -11,7 +11,7 @@ import { quoteValue, shortened } from '../errors/quote-value';
 export interface LocalObjectStoreOptions {
   /** `<dataDir>/objects`: objects live at `<rootDir>/<bucket>/<key>`. */
   rootDir: string;
-  /** SPEC's `output_bucket`; follows S3 naming rules so keys and names move to S3 unchanged. */
+  /** The request record's `output_bucket`; follows S3 naming rules so keys and names move to S3 unchanged. */
   bucket: string;
   /** Base URL of the gateway serving `/files/…`; read per link because it is known only once the server listens. */
   publicUrl: () => string;

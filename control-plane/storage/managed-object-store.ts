@@ -4,7 +4,7 @@ import type { ObjectStore } from './object-store';
 import { S3ObjectStore } from './s3-object-store';
 import type { StorageConfig } from './storage-config';
 
-/** The platform's own output store (SPEC's "Managed"), built from configuration at boot. */
+/** The platform's own output store ("Managed" in docs/api-contract.md#output-destinations), built from configuration at boot. */
 export function createManagedObjectStore(
   config: StorageConfig,
   options: { dataDir: string; publicUrl: () => string; signingKey: Buffer },

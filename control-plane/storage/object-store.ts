@@ -12,9 +12,9 @@ export interface PresignedUpload {
  * with `assertObjectKey` by every implementation.
  */
 export interface ObjectStore {
-  /** SPEC's `storage_provider`: `local` or `s3`. */
+  /** The request record's `storage_provider` (docs/api-contract.md#request-records): `local` or `s3`. */
   readonly provider: string;
-  /** SPEC's `output_bucket`. */
+  /** The request record's `output_bucket`. */
   readonly bucket: string;
   put(key: string, data: Buffer, contentType: string): Promise<void>;
   /** The object, or null when there is none. */

@@ -10,7 +10,7 @@ const bucketName = z.string().refine((name) => bucketNameProblem(name) === null,
 const shape = {
   /** Where managed outputs go: `local` files under `<dataDir>/objects`, or the `s3` bucket below. @default local */
   storageProvider: z.enum(['local', 's3']).default('local'),
-  /** SPEC's `output_bucket` of managed outputs (also the directory name of the local store). @default outputs */
+  /** The request record's `output_bucket` (docs/api-contract.md#request-records) of managed outputs (also the directory name of the local store). @default outputs */
   outputBucket: bucketName.default('outputs'),
   /** S3-compatible endpoint of the managed bucket; unset means AWS S3. */
   s3Endpoint: z.string().url().optional(),
@@ -28,9 +28,9 @@ const shape = {
     .transform(normalizeKeyPrefix),
   /** HMAC key of local-store links, 64 hex characters or base64 of 32 bytes; shared by every instance. Unset: `<dataDir>/storage-signing.key`, created once. */
   storageSigningKey: z.string().optional(),
-  /** Lifetime of links to managed outputs (SPEC: about 1 hour). @default 3600 */
+  /** Lifetime of links to managed outputs (docs/api-contract.md: about 1 hour). @default 3600 */
   outputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(3600),
-  /** Lifetime of links to outputs in a customer bucket (SPEC: about 7 days; SigV4's maximum). @default 604800 */
+  /** Lifetime of links to outputs in a customer bucket (docs/api-contract.md: about 7 days; SigV4's maximum). @default 604800 */
   customerOutputUrlTtlSeconds: intField(1, MAX_PRESIGN_SECONDS).default(MAX_PRESIGN_SECONDS),
   /**
    * Let customers' bucket endpoints be private, loopback or link-local addresses (a MinIO in

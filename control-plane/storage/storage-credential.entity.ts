@@ -19,7 +19,7 @@ export interface PublicStorageCredential {
 }
 
 /**
- * A customer's own bucket for outputs (SPEC's `storage_credential_id`, an integer). The secret
+ * A customer's own bucket for outputs (`storage_credential_id` in docs/api-contract.md, an integer). The secret
  * access key is kept AES-256-GCM-sealed (see SecretBox), because the platform signs URLs with
  * it; agents never see it. Only `verified` credentials may receive outputs.
  */

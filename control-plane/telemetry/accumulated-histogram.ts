@@ -31,7 +31,7 @@ interface ExportedValue {
  * prom-client's collector shape (`get()` → name, type, values with `metricName`) so it sits
  * in the same Registry as everything else. prom-client's own `Histogram.observe` re-hashes
  * and re-validates the label object on every call, cached child or not: ~0.5 µs each, two
- * per request, against a gateway budget of ~150 µs (PERF-NOTES.md).
+ * per request, against a gateway budget of ~150 µs (docs/performance.md#count-every-microsecond-on-the-per-request-path).
  */
 export class AccumulatedHistogram {
   readonly type = 'histogram';

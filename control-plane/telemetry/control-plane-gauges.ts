@@ -10,7 +10,7 @@ import { withTimeout } from './with-timeout';
  */
 export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatcher, timeoutMs = 2_000): Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight'> {
   return {
-    /** Owner and guest work apart: what SHARING-NOTES.md asks a shared pool to show. */
+    /** Owner and guest work apart: what docs/shared-serving.md asks a shared pool to show. */
     async inFlight(): Promise<InFlight[]> {
       const counts = new Map<string, { owner: number; guest: number }>();
       for (const connection of dispatcher.connections()) {

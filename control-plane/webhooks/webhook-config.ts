@@ -5,13 +5,13 @@ const schedule = z.string().regex(/^\d+(,\d+)*$/, 'must be comma-separated milli
   .transform((value) => value.split(',').map(Number));
 
 const shape = {
-  /** SPEC.md: each attempt times out after 5 s (a slow handler is a failure). @default 5000 */
+  /** docs/api-contract.md#webhooks: each attempt times out after 5 s (a slow handler is a failure). @default 5000 */
   attemptTimeoutMs: intField(1).default(5_000),
-  /** SPEC.md: up to 3 attempts. @default 3 */
+  /** docs/api-contract.md: up to 3 attempts. @default 3 */
   maxAttempts: intField(1, 20).default(3),
-  /** Delay before attempts 2, 3, …; SPEC.md: 2 s, 4 s, 8 s. @default 2000,4000,8000 */
+  /** Delay before attempts 2, 3, …; docs/api-contract.md: 2 s, 4 s, 8 s. @default 2000,4000,8000 */
   retryScheduleMs: schedule.default([2_000, 4_000, 8_000]),
-  /** SPEC.md: an endpoint failing about 20 deliveries in a row is disabled. @default 20 */
+  /** docs/api-contract.md: an endpoint failing about 20 deliveries in a row is disabled. @default 20 */
   autoDisableAfter: intField(1).default(20),
   /** Attempts in flight on one server at once. @default 32 */
   maxInFlight: intField(1).default(32),

@@ -7,11 +7,11 @@ import type { WebhookSecrets } from './webhook-secrets';
 import type { AttemptOutcome, WebhookSender } from './webhook-sender';
 
 export interface DeliveryLoopOptions {
-  /** SPEC.md: up to 3 attempts. */
+  /** docs/api-contract.md#webhooks: up to 3 attempts. */
   maxAttempts: number;
-  /** Delay before attempt n+1 (SPEC.md: 2 s, 4 s, 8 s); the last entry repeats if attempts outnumber it. */
+  /** Delay before attempt n+1 (docs/api-contract.md: 2 s, 4 s, 8 s); the last entry repeats if attempts outnumber it. */
   retryScheduleMs: readonly number[];
-  /** SPEC.md: an endpoint failing about 20 deliveries in a row is disabled. */
+  /** docs/api-contract.md: an endpoint failing about 20 deliveries in a row is disabled. */
   autoDisableAfter: number;
   /** Attempts in flight on this server at once. */
   maxInFlight: number;

@@ -15,7 +15,7 @@ export interface AttemptOutcome {
 }
 
 export interface WebhookSenderOptions {
-  /** SPEC.md: each attempt times out after 5 s; a slow handler is a failure. */
+  /** docs/api-contract.md#webhooks: each attempt times out after 5 s; a slow handler is a failure. */
   attemptTimeoutMs: number;
   urls: WebhookUrlPolicy;
   userAgent: string;

@@ -1,5 +1,5 @@
 /**
- * SPEC.md's webhook signature: `X-Service-Signature: t=<unix seconds>,v1=<hex>`, where v1 is
+ * The webhook signature of docs/api-contract.md#webhooks: `X-Service-Signature: t=<unix seconds>,v1=<hex>`, where v1 is
  * the lowercase hex HMAC-SHA256, keyed with the workspace's signing secret, of `"<t>." + raw
  * body`. During a secret rotation the header carries one v1 per valid secret (newest first).
  * This file has no dependencies beyond node:crypto, so receivers can copy it as it is.

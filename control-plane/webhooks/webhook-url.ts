@@ -14,7 +14,7 @@ export interface WebhookUrlPolicy {
 export const MAX_WEBHOOK_URL_LENGTH = 2_048;
 
 /**
- * SPEC.md: `webhook_url` must be public HTTPS (422 `invalid_webhook_url`). Checked when a
+ * docs/api-contract.md#webhooks: `webhook_url` must be public HTTPS (422 `invalid_webhook_url`). Checked when a
  * request is submitted and again, resolving the host anew, before every delivery attempt, so a
  * name that later points inside the network (DNS rebinding) is refused at send time too.
  * Returns the addresses the host resolved to, so the sender can connect to exactly those.

@@ -1,7 +1,7 @@
 import type { RateLimitDecision } from '../../control-plane/rate-limits/rate-limit-decision';
 
 /**
- * SPEC.md's `X-RateLimit-Remaining` / `X-RateLimit-Reset` describe the RPM window (requests
+ * The contract's `X-RateLimit-Remaining` / `X-RateLimit-Reset` (docs/api-contract.md#rate-limits) describe the RPM window (requests
  * left, seconds until the oldest request leaves it); the `-Tokens` pair describes TPD.
  */
 export function rateLimitHeaders(decision: RateLimitDecision, rpmLimit: number, tpdLimit: number): string[] {

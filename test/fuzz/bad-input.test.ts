@@ -43,7 +43,7 @@ const EDGE_FAILURES = ['unhandled error', 'graphql operation failed'];
 /**
  * Bad input at scale: property-based fuzzing (fast-check, a fixed seed, FUZZ_SEED to replay)
  * of every /v1 route (deployment endpoints and the shared endpoint), every multipart form and
- * every GraphQL operation over HTTP and graphql-ws, plus malformed HTTP. SPEC.md's contract
+ * every GraphQL operation over HTTP and graphql-ws, plus malformed HTTP. The contract (docs/api-contract.md)
  * for every case: never a 5xx, a 4xx in the OpenAI error shape (REST) or GraphQL errors with a
  * code other than INTERNAL_SERVER_ERROR, no stack traces or server paths; afterwards the server
  * answers normally, its heap is flat and its agents are the ones it started with.

@@ -3,7 +3,7 @@ import { startTestServer, type TestServer, type TestWorkspace } from '../support
 
 interface ErrorBody { error: { message: string; type: string; param: string | null; code: string } }
 
-/** Every row of SPEC.md's chat/completions error table, and bad input naming the field. */
+/** Every row of the chat/completions error table (docs/api-contract.md#chat-and-completions), and bad input naming the field. */
 describe('chat/completions errors', () => {
   let test: TestServer;
   let workspace: TestWorkspace;

@@ -103,11 +103,11 @@ describe('image and video validation', () => {
     await expectError(await json(EDIT_MODEL, '/images/edits', { model: EDIT_MODEL, prompt: 'x' }), 400, 'invalid_request', null);
   });
 
-  it('videos: resolution, pinned duration and fps rules (SPEC rules 1 and 2)', async () => {
+  it('videos: resolution, pinned duration and fps rules (the contract\'s video rules 1 and 2)', async () => {
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5', size: '1280x720' }), 422, 'resolution_not_supported', 'size', ['480x832, 832x480']);
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '6', size: '832x480' }), 422, 'duration_mismatch', 'seconds', ['5']);
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5.4', size: '832x480', fps: '24' }), 422, 'fps_mismatch', 'fps', ['16']);
-    // fps defaults to SPEC's 24 on both routes, so leaving it out on a 16 fps model is a mismatch too.
+    // fps defaults to the contract's 24 (docs/api-contract.md#videos) on both routes, so leaving it out on a 16 fps model is a mismatch too.
     await expectError(await form(PINNED_VIDEO, '/videos', { model: PINNED_VIDEO, prompt: 'x', seconds: '5', size: '832x480' }), 422, 'fps_mismatch', 'fps', ['fps must be 16', 'omitted']);
     await expectError(await json(PINNED_VIDEO, '/videos/generations', { model: PINNED_VIDEO, prompt: 'x', resolution: '832x480' }), 422, 'fps_mismatch', 'fps', ['fps must be 16', 'omitted']);
     await expectError(await json(PINNED_VIDEO, '/videos/generations', { model: PINNED_VIDEO, prompt: 'x', resolution: '832x480', duration: 4.4 }), 422, 'duration_mismatch', 'duration');

@@ -8,7 +8,7 @@ const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
 const CUSTOMER_BUCKET = 'customer-renders';
 const MANAGED_BUCKET = 'platform-outputs';
 
-/** SPEC.md's destination table, against a real S3-compatible server (s3rver) and the local store. */
+/** The destination table of docs/api-contract.md#output-destinations, against a real S3-compatible server (s3rver) and the local store. */
 describe('output storage destinations', () => {
   let s3: TestS3;
   let test: TestServer;

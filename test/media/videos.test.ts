@@ -19,7 +19,7 @@ const hasFfprobe = (() => {
   }
 })();
 
-/** Videos through the official SDK (create, retrieve, download) and the JSON route; SPEC's rules 1–3 on real files. */
+/** Videos through the official SDK (create, retrieve, download) and the JSON route; the video rules 1–3 of docs/api-contract.md#videos on real files. */
 describe('videos', () => {
   let test: TestServer;
   let workspace: TestWorkspace;

@@ -19,7 +19,7 @@ describe('storage configuration', () => {
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('defaults to local files in the outputs bucket with SPEC link lifetimes', () => {
+  it('defaults to local files in the outputs bucket with the contract\'s link lifetimes', () => {
     expect(loadStorageConfig({})).toMatchObject({
       storageProvider: 'local', outputBucket: 'outputs', s3Region: 'us-east-1', s3ForcePathStyle: false, s3KeyPrefix: '',
       outputUrlTtlSeconds: 3600, customerOutputUrlTtlSeconds: 604800, maxUploadBytes: 536870912,

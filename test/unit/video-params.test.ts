@@ -28,7 +28,7 @@ describe('video parameter rules', () => {
   it.each([
     ['videos', { prompt: 'x', seconds: '5', size: '832x480' }],
     ['videos/generations', { prompt: 'x', resolution: '832x480' }],
-  ] as const)('an omitted fps is SPEC\'s 24 on a pinned model too: %s answers fps_mismatch naming the native 16', (route, fields) => {
+  ] as const)('an omitted fps is the contract\'s 24 on a pinned model too: %s answers fps_mismatch naming the native 16', (route, fields) => {
     const read = () => readVideoParams(new FieldReader(fields, route === 'videos'), pinned, route, false);
     expect(read).toThrow(expect.objectContaining({
       code: 'fps_mismatch', param: 'fps', message: expect.stringMatching(/fps must be 16 \(got 24, the default when fps is omitted\)/),

@@ -6,7 +6,7 @@ describe('webhook signatures', () => {
   const body = '{"id":"evt_1","type":"request.completed","data":{"id":"req_1"}}';
   const now = 1_790_000_000;
 
-  it('is the hex HMAC-SHA256 of "<t>." + raw body, as SPEC.md defines it', () => {
+  it('is the hex HMAC-SHA256 of "<t>." + raw body, as docs/api-contract.md defines it', () => {
     const expected = createHmac('sha256', secret).update(`${now}.${body}`).digest('hex');
     expect(signWebhookPayload([secret], body, now)).toBe(`t=${now},v1=${expected}`);
   });

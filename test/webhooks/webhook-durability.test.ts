@@ -19,7 +19,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Delivery survives the death of the server that was sending it, and follows SPEC.md's real 2 s / 4 s spacing. */
+/** Delivery survives the death of the server that was sending it, and follows the real 2 s / 4 s spacing of docs/api-contract.md#webhooks. */
 describe('webhook durability', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
@@ -76,7 +76,7 @@ describe('webhook durability', () => {
     }
   });
 
-  it('retries at SPEC.md\'s real spacing: 2 s, then 4 s', async () => {
+  it('retries at the contract\'s real spacing: 2 s, then 4 s', async () => {
     const test = await startTestServer({ controlPlane: { localAgents: false, webhooks: { allowInsecureLoopback: true } } });
     try {
       const workspace = await test.createWorkspace();

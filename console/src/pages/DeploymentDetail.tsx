@@ -203,7 +203,7 @@ function SharingBadge({ sharing }: { sharing: string }) {
   return null;
 }
 
-/** The OpenAI path of each catalog task (SPEC: Endpoints). */
+/** The OpenAI path of each catalog task (docs/api-contract.md). */
 function pathFor(task: string): string {
   switch (task) {
     case 'completion': return 'completions';

@@ -73,7 +73,7 @@ const DELIVERY_CONTEXT = { additionalTypenames: ['WebhookDelivery'] };
 // and refuses 500 deliveries with their attempts as too complex.
 const ROW_STYLE = { display: 'flex', flexWrap: 'wrap', gap: 6, alignItems: 'center' } as const;
 
-/** SPEC.md's console side of webhooks: endpoints, the signing secret, test sends and the delivery log. */
+/** The console side of webhooks (docs/api-contract.md#webhooks): endpoints, the signing secret, test sends and the delivery log. */
 export function Webhooks() {
   return (
     <section>

@@ -1,6 +1,6 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-/** Customers' own output buckets (SPEC's integer `storage_credential_id`), secrets sealed with AES-256-GCM. */
+/** Customers' own output buckets (the integer `storage_credential_id` of docs/api-contract.md#images), secrets sealed with AES-256-GCM. */
 export class StorageCredentials1763900000000 implements MigrationInterface {
   name = 'StorageCredentials1763900000000';
 

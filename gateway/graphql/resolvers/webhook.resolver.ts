@@ -8,7 +8,7 @@ import {
 
 export const WEBHOOK_ATTEMPT_LOGGED = 'WEBHOOK_ATTEMPT_LOGGED';
 
-/** Endpoints, the signing secret, test sends and the delivery log (SPEC.md: console operations). */
+/** Endpoints, the signing secret, test sends and the delivery log (console operations: docs/api-contract.md#webhooks). */
 @Resolver(() => WebhookDeliveryType)
 export class WebhookResolver {
   constructor(private readonly controlPlane: ControlPlane) {}

@@ -28,7 +28,7 @@ export class CreateStorageCredentialInput {
   @Field() secretAccessKey: string;
 }
 
-@ObjectType('Request', { description: 'An image or video job (SPEC.md request record)' })
+@ObjectType('Request', { description: 'An image or video job (the request record of docs/api-contract.md)' })
 export class RequestType {
   @Field(() => ID) id: string;
   @Field() deploymentId: string;

@@ -7,7 +7,7 @@ const SYNC_ERRORS: Record<string, AppErrorCode> = {
 };
 
 /**
- * A failed sync image call as the HTTP error SPEC.md lists: `storage_upload_failed` 502,
+ * A failed sync image call as the HTTP error docs/api-contract.md#image-errors lists: `storage_upload_failed` 502,
  * engine refusals 400, a job that ran out of time 504, and GPU failures (memory most often)
  * `upstream_error` 502, with the record's own code in the message.
  */

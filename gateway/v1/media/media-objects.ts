@@ -3,7 +3,7 @@ import type { RequestRecord, RequestStatus } from '../../../control-plane/reques
 const unix = (date: Date | null) => (date ? Math.floor(date.getTime() / 1000) : null);
 
 /**
- * SPEC.md's async request record. `output_urls` is present only on a succeeded record fetched
+ * The async request record (docs/api-contract.md#request-records). `output_urls` is present only on a succeeded record fetched
  * by id (freshly signed); list results never carry it.
  */
 export function requestObject(record: RequestRecord, outputUrls?: string[] | null) {
@@ -37,7 +37,7 @@ export function videoStatus(record: RequestRecord): string {
   return VIDEO_STATUS[record.status];
 }
 
-/** SPEC.md's Video object (OpenAI's shape): the same record seen as a video. */
+/** The Video object (docs/api-contract.md#video-object; OpenAI's shape): the same record seen as a video. */
 export function videoObject(record: RequestRecord) {
   const params = record.params as { size?: string; seconds?: string };
   return {

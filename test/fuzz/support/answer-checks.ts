@@ -28,7 +28,7 @@ export function leakedInternals(text: string): string | null {
 }
 
 /**
- * SPEC.md's contract for any input: never a 5xx, and every 4xx in OpenAI's error shape
+ * The contract for any input (docs/api-contract.md#principles): never a 5xx, and every 4xx in OpenAI's error shape
  * `{error: {message, type, param, code}}`. Null when the answer keeps it, else what broke it.
  */
 export function restProblem(answer: HttpAnswer, method: string): string | null {
