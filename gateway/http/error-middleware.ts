@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import { renderError } from '../errors/openai-error';
 import { requestIdOf } from './request-telemetry';
+import { bodyLeftUnread } from './unread-body';
 import { shortened } from '../../control-plane/errors/quote-value';
 
 /** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
@@ -20,6 +21,7 @@ export function errorMiddleware(logger: Logger) {
       context.respond = true;
       context.status = rendered.status;
       context.set(rendered.headers);
+      if (bodyLeftUnread(context.req)) context.set('connection', 'close');
       context.body = rendered.body;
     }
   };
