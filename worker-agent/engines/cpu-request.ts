@@ -1,11 +1,12 @@
 /**
- * Validates an OpenAI-style request for the CPU engine and decides the whole answer up
- * front (generation is cheap), so streaming only has to pace it out.
+ * Validates an OpenAI-style request for the CPU engine and decides what each choice is made
+ * from; the text itself is made as it is sent (cpu-text-generator.ts), so a long answer costs
+ * memory only for what is in flight.
  */
 import { randomBytes } from 'node:crypto';
 import type { CpuEngineBehaviour, CpuEngineOptions } from './cpu-engine-options';
 import { countTokens } from './cpu-tokenizer';
-import { generateChoice, type GeneratedChoice } from './cpu-text-generator';
+import type { GenerationRequest } from './cpu-text-generator';
 import { isObject, type EngineRoutePath } from './engine-request';
 import { promptTextOf } from './prompt-text';
 import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from './request-fields';
@@ -19,8 +20,8 @@ export interface CpuCompletionPlan extends CompletionHeader {
   /** Every prompt as one text, for the agent's usage estimate should usage ever be missing. */
   readonly promptText: string;
   /** In answer order: prompt i's choice j is at index i·n + j. */
-  readonly choices: readonly GeneratedChoice[];
-  readonly usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  readonly choices: readonly GenerationRequest[];
+  readonly promptTokens: number;
   readonly behaviour: CpuEngineBehaviour;
 }
 
@@ -45,10 +46,9 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
   }
   const stop = stopSequences(payload.stop);
   const choices = prompts.flatMap((promptText, promptIndex) =>
-    Array.from({ length: n }, (_, choice) => generateChoice({ promptText, seed, maxTokens, stop }, promptIndex * n + choice)));
+    Array.from({ length: n }, (_, choice): GenerationRequest => ({ promptText, seed, maxTokens, stop, choiceIndex: promptIndex * n + choice })));
   const promptText = promptTextOf(payload, path);
   const promptTokens = prompts.reduce((sum, prompt) => sum + countTokens(prompt), 0);
-  const completionTokens = choices.reduce((sum, choice) => sum + choice.completionTokens, 0);
   const streamOptions = isObject(payload.stream_options) ? payload.stream_options : {};
   return {
     kind,
@@ -59,7 +59,7 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
     includeUsage: payload.stream === true && streamOptions.include_usage === true,
     promptText,
     choices,
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    promptTokens,
     behaviour: behaviourOf(payload, options),
   };
 }

@@ -4,15 +4,22 @@
  * and vLLM emit them. Chunks are templated so a token costs one small string build.
  */
 import type { CpuCompletionPlan } from './cpu-request';
+import type { GeneratedAnswer } from './cpu-text-generator';
 
 export const DONE_EVENT = 'data: [DONE]\n\n';
 
-export function renderCompletionBody(plan: CpuCompletionPlan): Buffer {
-  const choices = plan.choices.map((choice, index) => (plan.kind === 'chat'
+export interface OpenAiUsage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+
+export function usageOf(plan: CpuCompletionPlan, completionTokens: number): OpenAiUsage {
+  return { prompt_tokens: plan.promptTokens, completion_tokens: completionTokens, total_tokens: plan.promptTokens + completionTokens };
+}
+
+export function renderCompletionBody(plan: CpuCompletionPlan, answers: readonly GeneratedAnswer[], usage: OpenAiUsage): Buffer {
+  const choices = answers.map((choice, index) => (plan.kind === 'chat'
     ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
     : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
   const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
-  return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices, usage: plan.usage }));
+  return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices, usage }));
 }
 
 export interface ChunkFormat {
@@ -21,7 +28,7 @@ export interface ChunkFormat {
   content(index: number, piece: string): string;
   finish(index: number, finishReason: string): string;
   /** The usage-only chunk (`choices: []`) sent before `[DONE]` when include_usage is set. */
-  usage(): string;
+  usage(usage: OpenAiUsage): string;
 }
 
 export function chunkFormat(plan: CpuCompletionPlan): ChunkFormat {
@@ -36,13 +43,13 @@ export function chunkFormat(plan: CpuCompletionPlan): ChunkFormat {
       role: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
       content: (index, piece) => event(index, `"delta":{"content":${JSON.stringify(piece)}}`, null),
       finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
-      usage: () => `${head}],"usage":${JSON.stringify(plan.usage)}}\n\n`,
+      usage: (usage) => `${head}],"usage":${JSON.stringify(usage)}}\n\n`,
     };
   }
   return {
     role: () => '',
     content: (index, piece) => event(index, `"text":${JSON.stringify(piece)}`, null),
     finish: (index, finishReason) => event(index, '"text":""', finishReason),
-    usage: () => `${head}],"usage":${JSON.stringify(plan.usage)}}\n\n`,
+    usage: (usage) => `${head}],"usage":${JSON.stringify(usage)}}\n\n`,
   };
 }

@@ -6,7 +6,8 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { performance } from 'node:perf_hooks';
 import type { CpuEngineBehaviour } from './cpu-engine-options';
 import type { CpuCompletionPlan } from './cpu-request';
-import { chunkFormat, DONE_EVENT, renderCompletionBody } from './cpu-response-format';
+import { chunkFormat, DONE_EVENT, renderCompletionBody, usageOf } from './cpu-response-format';
+import { AnswerText, ChoiceGenerator, type GeneratedAnswer } from './cpu-text-generator';
 import { EngineFailure } from './engine-failure';
 
 // Without a rate limit, yield to the event loop this often so a long generation never
@@ -15,37 +16,71 @@ const STEPS_PER_TURN = 64;
 
 /** The whole non-streamed body, after the time a real engine would take to produce it. */
 export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal): Promise<Buffer> {
-  const tokens = plan.usage.completion_tokens;
+  const answers = await generateAnswers(plan, signal);
+  const tokens = answers.reduce((sum, answer) => sum + answer.completionTokens, 0);
   const limit = Math.min(tokens, plan.behaviour.failAfterTokens ?? Infinity, plan.behaviour.crashAfterTokens ?? Infinity);
   await pause(plan.behaviour.ttftMs + limit * intervalOf(plan.behaviour), signal);
   const budget = new TokenBudget(plan.behaviour);
   for (let token = 0; token < tokens; token += 1) budget.spend();
-  return renderCompletionBody(plan);
+  return renderCompletionBody(plan, answers, usageOf(plan, tokens));
 }
 
-/** SSE bytes, one buffer per generation step (one token of every unfinished choice). */
+/**
+ * SSE bytes, one buffer per generation step (one token of every unfinished choice). A choice's
+ * finish event goes out in the step of its last token, so each generator is read one piece ahead.
+ */
 export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSignal): AsyncGenerator<Buffer> {
   const format = chunkFormat(plan);
   const interval = intervalOf(plan.behaviour);
   const budget = new TokenBudget(plan.behaviour);
   await pause(plan.behaviour.ttftMs, signal);
   const startedAt = performance.now();
-  const steps = Math.max(1, ...plan.choices.map((choice) => choice.pieces.length));
+  const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));
+  const upcoming = generators.map((generator) => generator.next());
   let text = plan.choices.map((_, index) => format.role(index)).join('');
-  for (let step = 0; step < steps; step += 1) {
+  for (let step = 0, unfinished = true; unfinished; step += 1) {
     if (step > 0 && interval > 0) await pause(startedAt + step * interval - performance.now(), signal);
     else if (step > 0 && step % STEPS_PER_TURN === 0) await nextTurn(undefined, { signal });
-    plan.choices.forEach((choice, index) => {
-      if (step < choice.pieces.length) {
-        budget.spend();
-        text += format.content(index, choice.pieces[step]);
+    unfinished = false;
+    generators.forEach((generator, index) => {
+      const piece = upcoming[index];
+      if (piece === undefined) {
+        // A choice with no token at all finishes in the first step.
+        if (step === 0) text += format.finish(index, generator.finishReason);
+        return;
       }
-      if (step === Math.max(0, choice.pieces.length - 1)) text += format.finish(index, choice.finishReason);
+      budget.spend();
+      text += format.content(index, piece);
+      upcoming[index] = generator.next();
+      if (upcoming[index] === undefined) text += format.finish(index, generator.finishReason);
+      else unfinished = true;
     });
     yield Buffer.from(text);
     text = '';
   }
-  yield Buffer.from((plan.includeUsage ? format.usage() : '') + DONE_EVENT);
+  const completionTokens = generators.reduce((sum, generator) => sum + generator.completionTokens, 0);
+  yield Buffer.from((plan.includeUsage ? format.usage(usageOf(plan, completionTokens)) : '') + DONE_EVENT);
+}
+
+/**
+ * Every choice's whole text, made a step (a token of each choice) at a time and yielding to the
+ * event loop as a stream does: 16 choices of 65,536 tokens take a few hundred milliseconds,
+ * during which the agent must still answer its control plane.
+ */
+async function generateAnswers(plan: CpuCompletionPlan, signal?: AbortSignal): Promise<GeneratedAnswer[]> {
+  const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));
+  const texts = generators.map(() => new AnswerText());
+  for (let step = 0, unfinished = true; unfinished; step += 1) {
+    if (step > 0 && step % STEPS_PER_TURN === 0) await nextTurn(undefined, { signal });
+    unfinished = false;
+    generators.forEach((generator, index) => {
+      const piece = generator.next();
+      if (piece === undefined) return;
+      texts[index].add(piece);
+      unfinished = true;
+    });
+  }
+  return generators.map((generator, index) => ({ text: texts[index].text(), finishReason: generator.finishReason, completionTokens: generator.completionTokens }));
 }
 
 /** Counts generated tokens and trips the fail / crash switches when their K is reached. */
