@@ -176,6 +176,8 @@ export class AgentSession {
         return;
       case 'cancel':
         return this.jobs.cancel(frame.cancel!.jobId, frame.cancel!.reason);
+      case 'credit':
+        return this.jobs.credit(frame.credit!.jobId, frame.credit!.bytes);
       case 'drain':
         void this.stop(`drain requested: ${frame.drain?.reason || 'no reason given'}`);
         return;
@@ -238,6 +240,7 @@ export class AgentSession {
       maxConcurrency: options.maxConcurrency,
       agentId: options.agentId,
       priorityCapable: engine.priorityCapable,
+      flowControl: true,
     };
   }
 

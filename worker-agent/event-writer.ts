@@ -1,8 +1,11 @@
 /**
  * Writes job events to the agent's stream. Events produced in the same event-loop turn go out
  * as one `JobEventBatch` in order (gRPC-js moves only a few thousand small messages a second,
- * see PERF-NOTES.md). When the stream's buffer is full, `send` hands back a promise that
+ * see docs/performance.md#coalesce-grpc-frames). When the stream's buffer is full, `send` hands back a promise that
  * resolves on 'drain'; engines await it before reading more, so memory stays bounded.
+ * That wait holds every job of the stream, so it is only the last resort against a control
+ * plane that reads slowly as a whole: a slow client holds only its own job, by its stream
+ * window (stream-window.ts), long before the shared stream fills.
  */
 import type { AgentFrame, JobEvent } from '../proto/worker/v1/index';
 
@@ -77,18 +80,23 @@ export class EventWriter {
     this.joinMerged();
     const events = this.pending;
     this.pending = [];
-    let writable = true;
     let start = 0;
     let bytes = 0;
     for (let index = 0; index < events.length; index += 1) {
       bytes += sizeOf(events[index]);
       if (bytes >= MAX_BATCH_BYTES || index === events.length - 1) {
-        writable = this.stream.write(frameOf(events.slice(start, index + 1)));
+        const writable = this.stream.write(frameOf(events.slice(start, index + 1)));
         start = index + 1;
         bytes = 0;
+        if (!writable) {
+          // The rest waits here, in order, rather than in the stream's buffer: a saturated stream
+          // gets at most one batch past its high-water mark, whatever the engines made this turn.
+          this.pending = events.slice(start);
+          this.waitForDrain();
+          return;
+        }
       }
     }
-    if (!writable) this.waitForDrain();
   };
 
   private joinMerged(): void {

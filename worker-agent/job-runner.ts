@@ -14,12 +14,15 @@ import type { EventWriter } from './event-writer';
 import { JobCancellation } from './job-cancellation';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
 import { isMediaJob, runMediaJob } from './media-job-runner';
+import { StreamWindow } from './stream-window';
 
 interface TrackedJob {
   readonly assign: Assign;
   /** The stream the job arrived on; its events can only go back there. */
   readonly writer: EventWriter;
   readonly cancellation: JobCancellation;
+  /** Streamed jobs with `stream_window_bytes`: how far the job may run ahead of its client. */
+  readonly window: StreamWindow | null;
   running: boolean;
   finished: boolean;
   deadlineTimer?: NodeJS.Timeout;
@@ -32,6 +35,8 @@ interface TrackedJob {
  */
 const ABORT_GRACE_MS = 1_000;
 const EMPTY_USAGE = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
+/** What an engine still waiting for credit after its job ended unwinds with (nobody reads its answer). */
+const FINISHED = new EngineFailure('canceled', 'the job already ended');
 /** Media jobs are billed by GPU time, not tokens. */
 const MEDIA_RESULT = Object.freeze({ usage: EMPTY_USAGE, finishReason: 'stop', usageEstimated: false });
 
@@ -82,7 +87,8 @@ export class JobRunner {
       writer.send(failedEvent(assign.jobId, 'invalid_job', 'this replica does not serve guests'));
       return;
     }
-    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), running: false, finished: false };
+    const window = assign.stream && assign.streamWindowBytes ? new StreamWindow(assign.streamWindowBytes) : null;
+    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, running: false, finished: false };
     const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
     if (remainingMs <= 0) {
       writer.send(failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it'));
@@ -107,11 +113,18 @@ export class JobRunner {
     if (job) this.abort(job, 'canceled', `canceled by the control plane: ${reason || 'no reason given'}`);
   }
 
+  /** The job's client consumed `bytes` more of its chunks. Unknown ids are ignored (it may have just finished). */
+  credit(jobId: string, bytes: number): void {
+    this.jobs.get(jobId)?.window?.credit(bytes);
+  }
+
   /** The stream these jobs came on dropped: nobody can receive their results, so stop them silently. */
   abandon(writer: EventWriter): void {
     for (const job of [...this.jobs.values()]) {
       if (job.writer !== writer) continue;
-      job.cancellation.abort(new EngineFailure('canceled', 'the stream to the control plane dropped'));
+      const reason = new EngineFailure('canceled', 'the stream to the control plane dropped');
+      job.cancellation.abort(reason);
+      job.window?.close(reason);
       this.finish(job, undefined);
     }
   }
@@ -139,7 +152,10 @@ export class JobRunner {
       this.finish(job, failedEvent(job.assign.jobId, code, message));
       return;
     }
-    job.cancellation.abort(new EngineFailure(code, message));
+    const reason = new EngineFailure(code, message);
+    job.cancellation.abort(reason);
+    // An engine waiting for its client's credit is not reading anything that could notice the abort.
+    job.window?.close(reason);
     job.abortTimer = setTimeout(() => this.finish(job, failedEvent(job.assign.jobId, code, message)), ABORT_GRACE_MS);
   }
 
@@ -148,7 +164,13 @@ export class JobRunner {
     this.running += 1;
     const { jobId } = job.assign;
     const sink: EngineSink = {
-      chunk: (data) => (job.finished || job.cancellation.aborted ? undefined : job.writer.send({ jobId, chunk: { data } })),
+      chunk: (data) => {
+        if (job.finished || job.cancellation.aborted) return undefined;
+        const saturated = job.writer.send({ jobId, chunk: { data } });
+        const windowFull = job.window?.sent(data.length);
+        if (!windowFull) return saturated;
+        return saturated ? Promise.all([saturated, windowFull]).then(() => undefined) : windowFull;
+      },
       output: (data, contentType) => (job.finished || job.cancellation.aborted ? undefined : job.writer.send({ jobId, output: { data, contentType, objectKey: '' } })),
     };
     try {
@@ -205,6 +227,7 @@ export class JobRunner {
     clearTimeout(job.deadlineTimer);
     clearTimeout(job.abortTimer);
     this.jobs.delete(job.assign.jobId);
+    job.window?.close(FINISHED);
     if (job.running) this.running -= 1;
     else this.removeFromQueue(job);
     if (terminal) job.writer.send(terminal);

@@ -89,6 +89,25 @@ describe('worker agent with the llama-cpp engine', () => {
     expect(Date.now() - startedAt).toBeLessThan(1_000);
   });
 
+  it('stops at its stream window until Credit comes (the client reads slowly), then goes on', async () => {
+    const stream = await connectedAgent();
+    const window = 16 * 1024;
+    const job = assign('job_windowed', { messages: [{ role: 'user', content: 'go on' }], max_tokens: 2000, n: 2, stream: true });
+    stream.send({ assign: { ...job.assign, streamWindowBytes: window } });
+    const sent = () => Buffer.byteLength(stream.chunkText('job_windowed'));
+    await stream.until(() => sent() >= window, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const held = sent();
+    // Each choice may be one token past the window when it stops.
+    expect(held).toBeLessThan(window + 4 * 1024);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(sent()).toBe(held);
+    stream.send({ credit: { jobId: 'job_windowed', bytes: held } });
+    await stream.until(() => sent() >= held + window, 10_000);
+    stream.send({ cancel: { jobId: 'job_windowed', reason: 'client_stalled' } });
+    expect((await stream.terminal('job_windowed')).failed?.code).toBe('canceled');
+  });
+
   it('exits with code 3 and one clear line when the model file is missing', async () => {
     const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_LLAMA_MODEL_PATH: path.join(directory, 'missing.gguf') });
     expect(await agent.exited).toEqual({ code: 3, signal: null });

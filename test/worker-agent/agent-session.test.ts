@@ -62,7 +62,7 @@ describe('AgentSession', () => {
       protocolVersion: PROTOCOL_VERSION, agentVersion: '9.9.9', joinToken: 'jt_secret',
       gpus: [{ name: 'H100', memoryBytes: 80 * 1024 ** 3, index: 0 }],
       engine: { kind: 'cpu', version: expect.any(String), url: '' }, models: [], maxConcurrency: 4, agentId: 'agt_test',
-      priorityCapable: true,
+      priorityCapable: true, flowControl: true,
     });
     const heartbeat = await stream.until(() => stream.frames.find((frame) => frame.heartbeat)?.heartbeat);
     expect(heartbeat).toMatchObject({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });
@@ -83,6 +83,45 @@ describe('AgentSession', () => {
     const text = stream.chunkText(frame.assign.jobId);
     expect(text).not.toContain('[DONE]');
     expect(countTokens(streamedText(sseEvents(text)))).toBe(8);
+  });
+
+  describe.each([
+    ['the in-process CPU engine', async () => new CpuEngine()],
+    ['an OpenAI-compatible HTTP engine', async () => {
+      const server = await startCpuEngineServer();
+      disposables.push(() => server.close());
+      const engine = new OpenAiEngine({ url: server.url, connections: 4, connectTimeoutMs: 1_000, healthIntervalMs: 60_000 });
+      disposables.push(() => engine.close());
+      await engine.start();
+      return engine;
+    }],
+  ])('a streamed job with a window, on %s', (_name, makeEngine) => {
+    const WINDOW = 64 * 1024;
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+    test('stops once a window of chunk bytes is uncredited, goes on with Credit, and a Cancel ends it with its usage', async () => {
+      const { plane } = await setup({}, {}, undefined, await makeEngine());
+      const stream = await plane.stream(0);
+      await stream.ready();
+      const frame = assign({ stream: true, n: 16, max_tokens: 65_536 }, { streamWindowBytes: WINDOW });
+      const { jobId } = frame.assign;
+      const sent = () => Buffer.byteLength(stream.chunkText(jobId));
+      stream.send(frame);
+      await stream.until(() => sent() >= WINDOW);
+      await settle();
+      const held = sent();
+      // One engine read past the window at most (an HTTP engine's reads are up to 64 KiB).
+      expect(held).toBeLessThan(WINDOW + 96 * 1024);
+      await settle();
+      expect(sent()).toBe(held);
+
+      stream.send({ credit: { jobId, bytes: held } });
+      await stream.until(() => sent() >= held + WINDOW);
+      stream.send({ cancel: { jobId, reason: 'client_stalled' } });
+      const terminal = await stream.terminal(jobId);
+      expect(terminal.failed).toMatchObject({ code: 'canceled' });
+      expect(terminal.failed!.usage!.completionTokens).toBeGreaterThan(0);
+    });
   });
 
   test('runs a non-streamed job: one output with the engine body', async () => {

@@ -86,4 +86,28 @@ describe('EventWriter', () => {
     expect(eventsOf(frames).some((event) => event.chunk!.data.toString().includes('99'))).toBe(false);
     stream.destroy();
   });
+
+  test('stops handing frames to a saturated stream at the first refused one; the rest follow in order after drain', async () => {
+    const frames: AgentFrame[] = [];
+    let written = 0;
+    const stream = new Writable({
+      objectMode: true,
+      highWaterMark: 1,
+      write(frame: AgentFrame, _encoding, callback) {
+        frames.push(frame);
+        setTimeout(callback, 20);
+      },
+    });
+    const original = stream.write.bind(stream);
+    stream.write = ((frame: AgentFrame) => { written += 1; return original(frame); }) as typeof stream.write;
+    const writer = new EventWriter(stream);
+    // 600 KB each, of different jobs (never merged): three batches' worth in one turn.
+    const big = (jobId: string): JobEvent => ({ jobId, chunk: { data: Buffer.alloc(600 * 1024, jobId) } });
+    for (const jobId of ['a', 'b', 'c', 'd', 'e']) writer.send(big(jobId));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(written).toBe(1);
+    await writer.flushed();
+    expect(written).toBe(3);
+    expect(eventsOf(frames).map((event) => event.jobId)).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
 });

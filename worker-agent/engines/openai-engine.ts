@@ -1,7 +1,7 @@
 /**
  * Any OpenAI-compatible HTTP engine: vLLM, SGLang, llama.cpp server, TGI. Requests go through
  * an undici `Pool` on its dispatch API (engine-call.ts; not fetch: WHATWG streams cost a fifth
- * of the CPU on this hot path, see PERF-NOTES.md) and response bytes are forwarded as they arrive.
+ * of the CPU on this hot path, see docs/performance.md#avoid-fetch-and-web-streams) and response bytes are forwarded as they arrive.
  */
 import { Pool, type Dispatcher } from 'undici';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob } from './engine';

@@ -57,6 +57,8 @@ export interface Hello {
   agentId: string;
   /** The agent can put owner jobs before guest jobs (absent from agents older than shared serving). */
   priorityCapable?: boolean;
+  /** The agent honours per-job stream windows and Credit (absent from agents older than flow control). */
+  flowControl?: boolean;
 }
 
 export interface Heartbeat { inFlight: number; queued: number; engineHealth: EngineHealth; detail: string; loadPercent?: number }
@@ -117,16 +119,19 @@ export interface Assign {
   guest?: boolean;
   /** Embedding jobs only: the model's vector size and input limit (null when unset on the wire). */
   embedding?: EmbeddingSpec | null;
+  /** Streamed jobs: chunk bytes the agent may send ahead of credit; 0 or absent = no window. */
+  streamWindowBytes?: number;
 }
 
 export interface EmbeddingSpec { dimensions: number; maxInputTokens: number }
 
 export interface ControlFrame {
-  frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject' | 'assignBatch';
+  frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject' | 'assignBatch' | 'credit';
   welcome?: Welcome;
   assign?: Assign;
   assignBatch?: { assigns: Assign[] };
   cancel?: { jobId: string; reason: string };
   drain?: { reason: string };
   reject?: { code: string; message: string };
+  credit?: { jobId: string; bytes: number };
 }
