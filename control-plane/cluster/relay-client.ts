@@ -75,6 +75,7 @@ class PeerLink {
         assign: {
           jobId: '', kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body, stream: request.stream,
           includeUsage: request.includeUsage, model: request.model, guest: request.guest, embedding: request.embedding,
+          streamWindowBytes: request.streamWindowBytes ?? 0,
         },
       },
     });
@@ -82,6 +83,10 @@ class PeerLink {
 
   cancel(relayJobId: string, reason: string): void {
     if (this.jobs.has(relayJobId)) this.write({ relayJobId, request: 'cancel', cancel: { reason } });
+  }
+
+  credit(relayJobId: string, bytes: number): void {
+    if (this.jobs.has(relayJobId)) this.write({ relayJobId, request: 'credit', credit: { bytes } });
   }
 
   end(): void {
@@ -114,6 +119,10 @@ class RelayCarrier implements JobCarrier {
 
   cancelJob(_job: Job, reason: string): void {
     this.link.cancel(this.relayJobId, reason);
+  }
+
+  creditJob(_job: Job, bytes: number): void {
+    this.link.credit(this.relayJobId, bytes);
   }
 }
 

@@ -47,7 +47,8 @@ export class RelayServer {
     this.streams.add(stream);
     call.on('close', () => this.streams.delete(stream));
     call.on('data', (request: RelayRequest) => {
-      if (request.request === 'cancel') stream.cancel(request.relayJobId, request.cancel.reason);
+      if (request.request === 'credit') stream.credit(request.relayJobId, request.credit.bytes);
+      else if (request.request === 'cancel') stream.cancel(request.relayJobId, request.cancel.reason);
       else if (request.request === 'job') this.start(stream, request.relayJobId, request.job.deploymentId, request.job.assign);
     });
     // The relaying server went away (it stopped, crashed, or its network broke): nobody can receive the results.
@@ -69,6 +70,8 @@ export class RelayServer {
     const request: DispatchRequest = {
       deploymentId, kind: assign.kind, body: assign.body, stream: assign.stream, includeUsage: assign.includeUsage,
       model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
+      // The relaying server's gateway holds the client: its window is the one the agent must keep.
+      streamWindowBytes: assign.streamWindowBytes ?? 0,
     };
     const listener = stream.listener(relayJobId);
     try {
@@ -125,6 +128,11 @@ class RelayedJobs {
 
   cancel(relayJobId: string, reason: string): void {
     this.jobs.get(relayJobId)?.cancel(reason || 'canceled by the relaying server');
+  }
+
+  /** The relaying server's client took more of the job's chunks: straight on to the agent. */
+  credit(relayJobId: string, bytes: number): void {
+    this.jobs.get(relayJobId)?.credit(bytes);
   }
 
   close(reason: string): void {

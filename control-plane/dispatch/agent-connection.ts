@@ -40,6 +40,8 @@ export class AgentConnection implements JobCarrier {
     readonly priorityScheduling = false,
     /** `Hello.engine.kind`: what answers on this replica ("cpu" is the weights-free stand-in). */
     readonly engineKind = '',
+    /** `Hello.flow_control`: the agent honours stream windows and Credit; older agents get neither. */
+    readonly flowControl = false,
   ) {}
 
   /** Made once: jobs' events arrive per chunk, on the hot path. */
@@ -86,7 +88,7 @@ export class AgentConnection implements JobCarrier {
       jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
       stream: request.stream, includeUsage: request.includeUsage, model: request.model,
       inputs: request.inputs, uploads: request.uploads, inlineOutputs: request.inlineOutputs, guest: request.guest,
-      embedding: request.embedding,
+      embedding: request.embedding, streamWindowBytes: this.flowControl && request.stream ? request.streamWindowBytes ?? 0 : 0,
     });
     if (this.pendingAssigns.length === 1) setImmediate(this.flushAssigns);
   }
@@ -100,6 +102,10 @@ export class AgentConnection implements JobCarrier {
 
   cancelJob(job: Job, reason: string): void {
     if (this.jobs.has(job.id)) this.send({ frame: 'cancel', cancel: { jobId: job.id, reason } });
+  }
+
+  creditJob(job: Job, bytes: number): void {
+    if (this.flowControl && this.jobs.has(job.id)) this.send({ frame: 'credit', credit: { jobId: job.id, bytes } });
   }
 
   drain(reason: string): void {

@@ -17,6 +17,12 @@ export interface DispatchRequest {
   guest?: boolean;
   /** Embedding jobs: the model's vector size and input limit (`Assign.embedding`). */
   embedding?: EmbeddingSpec;
+  /**
+   * Streamed jobs: chunk bytes the agent may send beyond what the consumer has taken
+   * (`Assign.stream_window_bytes`); the consumer reports what it took with `Job.consumed`.
+   * Unset or 0: no window (the job streams as fast as the engine produces).
+   */
+  streamWindowBytes?: number;
 }
 
 export interface JobFailure {
@@ -43,6 +49,8 @@ export interface JobListener {
 export interface JobCarrier {
   readonly replicaId: string;
   cancelJob(job: Job, reason: string): void;
+  /** The job's consumer took `bytes` more of its chunks: let the agent send that many more. */
+  creditJob(job: Job, bytes: number): void;
 }
 
 export class Job {
@@ -54,6 +62,8 @@ export class Job {
   attempts = 1;
   /** performance.now() when the job was handed to its current carrier (latency figures). */
   assignedAt = 0;
+  /** Chunk bytes the consumer took since the last credit. */
+  private uncredited = 0;
 
   constructor(
     readonly id: string,
@@ -74,5 +84,25 @@ export class Job {
     if (this.finished || this.canceled) return;
     this.canceled = true;
     this.carrier.cancelJob(this, reason);
+  }
+
+  /**
+   * The consumer took `bytes` of the job's chunks (written them to its client). Credit goes
+   * back once half a window is taken, so a response shorter than that costs no extra message
+   * and a long one one per half window.
+   */
+  consumed(bytes: number): void {
+    const window = this.request.streamWindowBytes;
+    if (!window) return;
+    this.uncredited += bytes;
+    if (this.uncredited * 2 < window) return;
+    const credit = this.uncredited;
+    this.uncredited = 0;
+    this.credit(credit);
+  }
+
+  /** Passes credit to the agent as it is (a relayed job: the relaying server already coalesced it). */
+  credit(bytes: number): void {
+    if (!this.finished && !this.canceled) this.carrier.creditJob(this, bytes);
   }
 }

@@ -7,6 +7,8 @@ import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '.
  * Any server serves any request: server B holds no agent, so its chat requests are relayed to
  * server A, which holds the deployment's replicas (cluster.v1 RelayService).
  */
+const WINDOW = 64 * 1024;
+
 describe('relay between servers', () => {
   let serverA: TestServer;
   let serverB: TestServer;
@@ -18,7 +20,8 @@ describe('relay between servers', () => {
   beforeAll(async () => {
     serverA = await startTestServer({ controlPlane: { ...cluster, localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
     databaseUrl = serverA.databaseUrl;
-    serverB = await startTestServer({ databaseUrl: serverA.databaseUrl, controlPlane: { ...cluster, localAgents: false } });
+    // B's window is the smallest allowed, so a modest stream needs many credits to cross the relay.
+    serverB = await startTestServer({ databaseUrl: serverA.databaseUrl, controlPlane: { ...cluster, localAgents: false }, gateway: { streamBufferBytes: WINDOW } });
     workspace = await serverA.createWorkspace();
     deployment = await serverA.createDeployment(workspace);
     await serverA.waitForReplicas(deployment.id, 1);
@@ -80,6 +83,24 @@ describe('relay between servers', () => {
     expect(canceled.completion_tokens).toBeLessThan(200);
     // The agent is free again: its job was canceled, not left running.
     await waitFor(() => serverA.server.controlPlane.dispatcher.connections(deployment.id)[0].inFlight === 0, 3_000, 'the agent idle');
+  });
+
+  it('runs a stream many windows long to the end: the client\'s credit crosses the relay to the agent', async () => {
+    const stream = await clientOf(serverB).chat.completions.create({
+      messages: [{ role: 'user', content: 'a long one' }], n: 8, max_tokens: 2_000, stream: true, stream_options: { include_usage: true },
+    });
+    let contentChunks = 0;
+    let bytes = 0;
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      bytes += JSON.stringify(chunk).length;
+      if (chunk.choices[0]?.delta?.content) contentChunks++;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    // Without credit the agent would have stopped after one window (64 KiB).
+    expect(bytes).toBeGreaterThan(20 * WINDOW);
+    expect(contentChunks).toBe(8 * 2_000);
+    expect(usage!.completion_tokens).toBe(8 * 2_000);
   });
 
   it('answers 503 when no server holds a ready replica, and a relayed stream fails cleanly when the holding server goes', async () => {

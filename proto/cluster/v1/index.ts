@@ -15,7 +15,8 @@ export interface RelayJob { deploymentId: string; assign: Assign }
 
 export type RelayRequest = { relayJobId: string } & (
   | { request: 'job'; job: RelayJob }
-  | { request: 'cancel'; cancel: { reason: string } });
+  | { request: 'cancel'; cancel: { reason: string } }
+  | { request: 'credit'; credit: { bytes: number } });
 
 export type RelayEvent = { relayJobId: string } & (
   | { event: 'replicaId'; replicaId: string }
