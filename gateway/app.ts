@@ -66,7 +66,10 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
     maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
   }));
   const koa = app.callback();
-  const fastLane = textFastLane(controlPlane, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs }, logger, requestIds);
+  const fastLane = textFastLane(controlPlane, {
+    maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
+    streamStallTimeoutMs: config.streamStallTimeoutMs, streamBufferBytes: config.streamBufferBytes,
+  }, logger, requestIds);
   server.on('request', (request, response) => {
     if (!fastLane(request, response)) void koa(request, response);
   });

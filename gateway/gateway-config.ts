@@ -23,8 +23,20 @@ const shape = {
   graphqlKeepAliveMs: intField(0).default(12_000),
   /** A WebSocket that sends no `connection_init` within this is closed (4408). @default 3000 */
   graphqlConnectionInitTimeoutMs: intField(1).default(3_000),
-  /** Chat/completion budget per request (SPEC.md: 120 s). @default 120000 */
+  /** Chat/completion budget per request (docs/api-contract.md: 120 s). @default 120000 */
   requestTimeoutMs: intField(1).default(120_000),
+  /**
+   * A streamed or written-out response whose client takes no byte of it for this long is
+   * abandoned: the socket is closed and the job canceled (`client_stalled`), metered like a
+   * disconnect. @default 30000
+   */
+  streamStallTimeoutMs: intField(100).default(30_000),
+  /**
+   * How far a streamed job may run ahead of its client: the chunk bytes its agent may send
+   * that the client has not taken yet (the job's stream window). Also bounds what the gateway
+   * buffers per request (twice this at most). @default 1048576 (1 MiB)
+   */
+  streamBufferBytes: intField(64 * 1024, 64 * 1024 * 1024).default(1024 * 1024),
   /** Log level of the server (pino). @default info */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /**
@@ -40,7 +52,7 @@ const shape = {
 
 const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
-  requestTimeoutMs: 'REQUEST_TIMEOUT_MS',
+  requestTimeoutMs: 'REQUEST_TIMEOUT_MS', streamStallTimeoutMs: 'STREAM_STALL_TIMEOUT_MS', streamBufferBytes: 'STREAM_BUFFER_BYTES',
   graphqlMaxBodyBytes: 'GRAPHQL_MAX_BODY_BYTES', graphqlAnonymousMaxBodyBytes: 'GRAPHQL_ANONYMOUS_MAX_BODY_BYTES', graphqlMaxTokens: 'GRAPHQL_MAX_TOKENS',
   graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
 } as const;

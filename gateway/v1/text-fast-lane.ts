@@ -9,7 +9,9 @@ import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { TextEndpoint } from './text-request';
+import type { StreamLimits } from './text-job-run';
 import { authenticate } from './authenticate';
+import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL } from './shared-chat.route';
 
 const TEXT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1\/(chat\/completions|completions)(?:\?|$)/;
@@ -18,11 +20,11 @@ const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 /**
  * `POST /d/<slug>/v1/chat/completions` and `/completions` answered on node:http directly, in
  * front of Koa: the hot path builds no Koa context, runs no middleware chain and wraps no
- * response (Koa's share was ~30 µs of the gateway's ~150 µs per request; PERF-NOTES.md).
+ * response (Koa's share was ~30 µs of the gateway's ~150 µs per request; docs/performance.md#what-a-proxy-hop-costs).
  * The shared endpoint's `POST /shared/v1/chat/completions` takes the same lane.
  * Returns false for every other request, which Koa then serves.
  */
-export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions, logger: Logger, requestIds: RequestIds) {
+export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds) {
   const text = new TextCompletionRoute(controlPlane, options);
   const sharedChat = new SharedChatRoute(controlPlane, options);
   const metrics = controlPlane.metrics;
@@ -34,7 +36,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       deploymentId = deployment.id;
       await text.handle(request, response, deployment, key, endpoint, trace);
     } catch (error) {
-      fail(response, error, trace.id);
+      fail(request, response, error, trace.id);
     }
     const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
     const seconds = (performance.now() - trace.receivedAt) / 1000;
@@ -49,7 +51,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
       await sharedChat.handle(request, response, key, trace, (model) => (label = model));
     } catch (error) {
-      fail(response, error, trace.id);
+      fail(request, response, error, trace.id);
     }
     const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
     const seconds = (performance.now() - trace.receivedAt) / 1000;
@@ -57,14 +59,15 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
   };
 
-  const fail = (response: ServerResponse, error: unknown, requestId: string): void => {
+  const fail = (request: IncomingMessage, response: ServerResponse, error: unknown, requestId: string): void => {
     if (!(error instanceof AppError)) logger.error({ err: error, requestId }, 'unhandled error');
     if (response.headersSent || response.writableEnded) {
       response.end();
       return;
     }
     const rendered = renderError(error);
-    response.writeHead(rendered.status, { ...rendered.headers, 'content-length': String(rendered.body.length), 'x-request-id': requestId });
+    const connection = bodyLeftUnread(request) ? { connection: 'close' } : {};
+    response.writeHead(rendered.status, { ...rendered.headers, ...connection, 'content-length': String(rendered.body.length), 'x-request-id': requestId });
     response.end(rendered.body);
   };
 

@@ -3,6 +3,7 @@ import type { Usage } from '../../proto/worker/v1';
 import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
 import type { AppError } from '../../control-plane/errors/app-error';
 import { errorBody, jobFailureError } from '../errors/openai-error';
+import { ResponseFlow, type ResponseFlowOptions } from './response-flow';
 
 export type JobOutcome = 'succeeded' | 'failed' | 'canceled';
 
@@ -11,6 +12,10 @@ export interface TextJobCallbacks {
   respond(error?: AppError): void;
   /** The job's terminal event arrived (also after a cancel): what to meter. */
   meter(outcome: JobOutcome, usage: Usage | undefined): void;
+  /** The client took `bytes` more of the stream: the job may produce that many more. */
+  consumed(bytes: number): void;
+  /** The client stopped reading before the job ended: it is abandoned like a disconnect (the socket is destroyed here). */
+  stalled(): void;
 }
 
 const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];
@@ -18,7 +23,8 @@ const DONE = Buffer.from('data: [DONE]\n\n');
 
 /**
  * Writes one job's events to the raw HTTP response: engine SSE bytes go out as they arrive
- * (no parsing, no re-serialising); a non-streamed body is sent once the job completes.
+ * (no parsing, no re-serialising), and as the client takes them the job is let produce more
+ * (response-flow.ts); a non-streamed body is sent once the job completes.
  * A failure after the first byte becomes a final `data: {"error": ...}` event.
  */
 export class TextJobResponse implements JobListener {
@@ -27,13 +33,17 @@ export class TextJobResponse implements JobListener {
   private ended = false;
   /** `performance.now()` when a stream's first byte was written; 0 before, and for non-streamed responses. */
   firstByteAt = 0;
+  private readonly flow: ResponseFlow;
 
   constructor(
     private readonly response: ServerResponse,
     private readonly stream: boolean,
     private readonly headers: string[],
     private readonly callbacks: TextJobCallbacks,
-  ) {}
+    flowOptions: ResponseFlowOptions,
+  ) {
+    this.flow = new ResponseFlow(response, flowOptions, { consumed: callbacks.consumed, stalled: () => this.onStalled() });
+  }
 
   get isEnded(): boolean {
     return this.ended;
@@ -42,7 +52,7 @@ export class TextJobResponse implements JobListener {
   onChunk(data: Buffer): void {
     if (this.ended) return;
     if (!this.started) this.start(SSE_HEADERS);
-    this.response.write(data);
+    this.flow.write(data);
   }
 
   onOutput(data: Buffer): void {
@@ -55,11 +65,11 @@ export class TextJobResponse implements JobListener {
     this.ended = true;
     if (this.stream) {
       if (!this.started) this.start(SSE_HEADERS);
-      this.response.end(DONE);
+      this.flow.end(DONE);
     } else {
       const body = this.output ?? Buffer.from('{}');
       this.start(['content-type', 'application/json', 'content-length', String(body.length)]);
-      this.response.end(body);
+      this.flow.end(body);
     }
     this.callbacks.respond();
   }
@@ -74,7 +84,7 @@ export class TextJobResponse implements JobListener {
     if (this.ended) return;
     this.ended = true;
     if (this.started) {
-      this.response.end(`data: ${JSON.stringify(errorBody(error))}\n\n`);
+      this.flow.end(`data: ${JSON.stringify(errorBody(error))}\n\n`);
       this.callbacks.respond();
     } else {
       this.callbacks.respond(error);
@@ -86,6 +96,19 @@ export class TextJobResponse implements JobListener {
     if (this.ended) return;
     this.ended = true;
     this.callbacks.respond();
+  }
+
+  /**
+   * The client holds its socket open and reads nothing: the job is let go as for a disconnect
+   * (while it runs), and the socket with what it still buffers is destroyed (also after the end).
+   */
+  private onStalled(): void {
+    if (!this.ended) {
+      this.ended = true;
+      this.callbacks.stalled();
+      this.callbacks.respond();
+    }
+    this.response.destroy();
   }
 
   private start(contentHeaders: string[]): void {
