@@ -4,10 +4,11 @@ import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
+import { refuseWithoutCredit } from '../pipeline/admission';
 import type { GuestPlacement, PricedModel, SharedModel, SharedPool } from './shared-pool';
 import type { RelayClient } from '../cluster/relay-client';
 import type { SharingConfig } from './sharing-config';
-import type { SharedPrices } from './sharing-eligibility';
+import type { SharedPrices } from '../deployments/sharing-eligibility';
 
 /** The model id prefix of the shared endpoint: `shared/<catalog model id>`. */
 export const SHARED_MODEL_PREFIX = 'shared/';
@@ -88,7 +89,7 @@ export class SharedServing {
    * has an idle guest slot, 402 when the guest's credit cannot hold the worst-case cost.
    */
   async admit(key: AuthenticatedKey, model: PricedModel, fields: Record<string, unknown>, body: Buffer): Promise<GuestAdmission> {
-    if (key.creditExhausted) throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
+    refuseWithoutCredit(key);
     const traffic = this.pool.trafficOf(model.modelId);
     const placement = this.pool.place(model.modelId);
     if (placement.kind === 'unavailable') {
@@ -133,13 +134,16 @@ export class SharedServing {
   }
 
   /**
-   * Charges a succeeded request its usage (the owner is credited the same, in one transaction)
-   * and releases the hold of a failed or canceled one, which costs nothing.
+   * Charges the request its usage (the owner is credited the same, in one transaction) when it
+   * succeeded or ended early (the client left, stalled or ran out of time: it was sent tokens,
+   * counted by the engine, else by the agent from what it relayed), and releases the hold of one
+   * that never ran or failed on the platform's side, which costs nothing. Aborted streams were
+   * free before: 3 streams of 15,041 delivered tokens each left the guest's balance unchanged.
    */
-  async finish(admission: GuestAdmission, succeeded: boolean, usage: GuestUsage | undefined, firstTokenMs: number | null): Promise<void> {
+  async finish(admission: GuestAdmission, outcome: 'succeeded' | 'failed' | 'canceled', usage: GuestUsage | undefined, firstTokenMs: number | null): Promise<void> {
     if (firstTokenMs !== null) this.pool.trafficOf(admission.model.modelId).firstToken(firstTokenMs);
     try {
-      if (!succeeded || !usage) {
+      if (outcome === 'failed' || !usage || usage.promptTokens + usage.completionTokens === 0) {
         await this.billing.release(admission.reservation);
         return;
       }

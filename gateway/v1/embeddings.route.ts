@@ -13,6 +13,7 @@ import { rateLimitHeaders } from './rate-limit-headers';
 import { servedEndpoints } from './served-endpoints';
 import type { TextRouteOptions } from './text-completion.route';
 import { shortened } from '../../control-plane/errors/quote-value';
+import { refuseWithoutCredit } from '../../control-plane/pipeline/admission';
 
 /**
  * `POST /v1/embeddings` on a deployment endpoint: endpoint check → validate → model check →
@@ -30,13 +31,12 @@ export class EmbeddingsRoute {
     if (request.model !== undefined && request.model !== deployment.modelId) {
       throw new AppError('model_mismatch', `model '${shortened(request.model)}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
     }
-    if (key.creditExhausted) {
-      throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
-    }
+    refuseWithoutCredit(key);
     if (deployment.status === 'Paused') {
       throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
     }
-    const decision = await this.controlPlane.rateLimiter.admit(key);
+    // No input has more tokens than bytes: the body's size bounds what TPD must hold.
+    const decision = await this.controlPlane.rateLimiter.admit(key, raw.length);
     const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
 
     const template: Omit<DispatchRequest, 'body'> = {
@@ -50,8 +50,6 @@ export class EmbeddingsRoute {
     let status: 'succeeded' | 'failed' | 'canceled' = 'failed';
     try {
       const result = await batches.run((batchUsage) => {
-        // TPD counts each batch as it finishes, so a long request is not invisible until its end.
-        this.controlPlane.rateLimiter.addTokens(key.id, batchUsage.totalTokens);
         usage = addUsage(usage, batchUsage);
       });
       status = 'succeeded';
@@ -63,6 +61,7 @@ export class EmbeddingsRoute {
       if (batches.canceled) status = 'canceled';
       throw error;
     } finally {
+      this.controlPlane.rateLimiter.settle(decision.hold, usage.totalTokens);
       this.controlPlane.usage.record({
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, replicaId: batches.firstReplicaId,
         endpoint: 'embeddings', status, stream: false, promptTokens: usage.promptTokens, completionTokens: 0,

@@ -9,8 +9,9 @@ import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from './rate-limit-headers';
 import type { TextRouteOptions } from './text-completion.route';
 import type { JobOutcome } from './text-job-response';
-import { runTextJob } from './text-job-run';
+import { runTextJob, type StreamLimits } from './text-job-run';
 import { parseTextRequest } from './text-request';
+import { textTokenHold } from '../../control-plane/pipeline/admission';
 
 /** The metrics and log label of a guest request before its model is known. */
 export const SHARED_MODEL_LABEL = 'shared';
@@ -21,7 +22,7 @@ export const SHARED_MODEL_LABEL = 'shared';
  * endpoint, on a replica of any owner who shares that model, billed per token.
  */
 export class SharedChatRoute {
-  constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions) {}
+  constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions & StreamLimits) {}
 
   /** Answers on the raw response; `labelled` learns the shared model once it is known (the metrics and log label). */
   async handle(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, labelled: (label: string) => void): Promise<void> {
@@ -32,16 +33,22 @@ export class SharedChatRoute {
     const model = shared.resolve(textRequest.model);
     const label = `${SHARED_MODEL_PREFIX}${model.modelId}`;
     labelled(label);
-    const decision = await rateLimiter.admit(key);
+    const decision = await rateLimiter.admit(key, textTokenHold(body.length, textRequest.fields));
     const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
     headers.push('x-request-id', trace.id);
-    const admission = await shared.admit(key, model, textRequest.fields, body);
+    let admission;
+    try {
+      admission = await shared.admit(key, model, textRequest.fields, body);
+    } catch (error) {
+      rateLimiter.settle(decision.hold, 0);
+      throw error;
+    }
 
-    let metered: (outcome: { succeeded: boolean; usage: Usage | undefined }) => void = () => {};
-    const outcome = new Promise<{ succeeded: boolean; usage: Usage | undefined }>((resolve) => (metered = resolve));
+    let metered: (outcome: { result: JobOutcome; usage: Usage | undefined }) => void = () => {};
+    const outcome = new Promise<{ result: JobOutcome; usage: Usage | undefined }>((resolve) => (metered = resolve));
     const meter = (result: JobOutcome, usage: Usage | undefined) => {
       const total = usage?.totalTokens ?? 0;
-      rateLimiter.addTokens(key.id, total);
+      rateLimiter.settle(decision.hold, total);
       // The guest's own record (TPD, the guest's usage): the shared model, never the owner's deployment or replica.
       usageRecorder.record({
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: label, replicaId: null,
@@ -49,25 +56,31 @@ export class SharedChatRoute {
         completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt),
       });
       if (usage) this.controlPlane.metrics.recordTokens(label, usage.promptTokens, usage.completionTokens);
-      metered({ succeeded: result === 'succeeded', usage });
+      metered({ result, usage });
     };
     let dispatched = false;
     const dispatch = (listener: JobListener) => {
       const job = shared.dispatch(admission, {
         kind: 'JOB_KIND_CHAT_COMPLETION', stream: textRequest.stream, includeUsage: textRequest.includeUsage,
-        deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
+        deadlineUnixMs: startedAt + this.options.requestTimeoutMs, streamWindowBytes: textRequest.stream ? this.options.streamBufferBytes : 0,
       }, listener);
       dispatched = true;
       return job;
     };
     let firstTokenMs: number | null = null;
     try {
-      const jobResponse = await runTextJob(response, { stream: textRequest.stream, headers, requestTimeoutMs: this.options.requestTimeoutMs, dispatch, meter });
+      const jobResponse = await runTextJob(response, {
+        stream: textRequest.stream, headers, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, dispatch, meter,
+      });
       if (jobResponse.firstByteAt) firstTokenMs = jobResponse.firstByteAt - trace.receivedAt;
     } finally {
       // Settled once the job's terminal event (with its usage) is in: after a client left, that comes later.
-      if (!dispatched) await shared.finish(admission, false, undefined, null);
-      else void outcome.then(({ succeeded, usage }) => shared.finish(admission, succeeded, usage, firstTokenMs));
+      if (!dispatched) {
+        rateLimiter.settle(decision.hold, 0);
+        await shared.finish(admission, 'failed', undefined, null);
+      } else {
+        void outcome.then(({ result, usage }) => shared.finish(admission, result, usage, firstTokenMs));
+      }
     }
   }
 }

@@ -11,8 +11,10 @@ import type { Job, JobListener } from '../../control-plane/dispatch/job';
 import { RESTARTING_FOR_SHARING } from '../../control-plane/sharing/sharing-rollout';
 import type { JobOutcome } from './text-job-response';
 import { servedEndpoints } from './served-endpoints';
-import { runTextJob } from './text-job-run';
+import { runTextJob, type StreamLimits } from './text-job-run';
 import { parseTextRequest, type TextEndpoint } from './text-request';
+import { shortened } from '../../control-plane/errors/quote-value';
+import { refuseWithoutCredit, textTokenHold } from '../../control-plane/pipeline/admission';
 
 export interface TextRouteOptions {
   maxBodyBytes: number;
@@ -24,7 +26,7 @@ export interface TextRouteOptions {
  * validate → model check → paused check → rate limit → dispatch → relay → meter.
  */
 export class TextCompletionRoute {
-  constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions) {}
+  constructor(private readonly controlPlane: ControlPlane, private readonly options: TextRouteOptions & StreamLimits) {}
 
   /**
    * Answers on the raw response (the gateway's fast lane calls this without Koa); an error
@@ -35,19 +37,17 @@ export class TextCompletionRoute {
     const body = await readBody(request, this.options.maxBodyBytes);
     const textRequest = parseTextRequest(body, endpoint);
     this.checkModel(deployment, textRequest.model, endpoint);
-    if (key.creditExhausted) {
-      throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
-    }
+    refuseWithoutCredit(key);
     if (deployment.status === 'Paused') {
       throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
     }
-    const decision = await this.controlPlane.rateLimiter.admit(key);
+    const decision = await this.controlPlane.rateLimiter.admit(key, textTokenHold(body.length, textRequest.fields));
     const headers = rateLimitHeaders(decision, key.rpmLimit, key.tpdLimit);
     headers.push('x-request-id', trace.id);
 
     const meter = (outcome: JobOutcome, usage: Usage | undefined, job: Job) => {
       const total = usage?.totalTokens ?? 0;
-      this.controlPlane.rateLimiter.addTokens(key.id, total);
+      this.controlPlane.rateLimiter.settle(decision.hold, total);
       this.controlPlane.usage.record({
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, replicaId: job.replicaId,
         endpoint, status: outcome, stream: textRequest.stream, promptTokens: usage?.promptTokens ?? 0,
@@ -55,27 +55,36 @@ export class TextCompletionRoute {
       });
       if (usage) this.controlPlane.metrics.recordTokens(deployment.id, usage.promptTokens, usage.completionTokens);
     };
+    let dispatched = false;
     const dispatch = (listener: JobListener) => {
       try {
-        return this.controlPlane.jobs.dispatch({
+        const job = this.controlPlane.jobs.dispatch({
           deploymentId: deployment.id,
           kind: endpoint === 'chat.completions' ? 'JOB_KIND_CHAT_COMPLETION' : 'JOB_KIND_COMPLETION',
           body, stream: textRequest.stream, includeUsage: textRequest.includeUsage, model: deployment.modelId,
-          deadlineUnixMs: startedAt + this.options.requestTimeoutMs,
+          deadlineUnixMs: startedAt + this.options.requestTimeoutMs, streamWindowBytes: textRequest.stream ? this.options.streamBufferBytes : 0,
         }, listener);
+        dispatched = true;
+        return job;
       } catch (error) {
         throw restartingForSharing(deployment, error);
       }
     };
-    const jobResponse = await runTextJob(response, {
-      stream: textRequest.stream, headers, requestTimeoutMs: this.options.requestTimeoutMs, dispatch, meter,
-    });
+    let jobResponse;
+    try {
+      jobResponse = await runTextJob(response, {
+        stream: textRequest.stream, headers, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, dispatch, meter,
+      });
+    } finally {
+      // A job never dispatched has no terminal event to meter it: its hold goes back whole.
+      if (!dispatched) this.controlPlane.rateLimiter.settle(decision.hold, 0);
+    }
     if (jobResponse.firstByteAt) this.controlPlane.metrics.recordTimeToFirstToken(endpoint, (jobResponse.firstByteAt - trace.receivedAt) / 1000);
   }
 
   private checkModel(deployment: Deployment, model: string | undefined, endpoint: TextEndpoint): void {
     if (model !== undefined && model !== deployment.modelId) {
-      throw new AppError('model_mismatch', `model '${model}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
+      throw new AppError('model_mismatch', `model '${shortened(model)}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
     }
     const entry = this.controlPlane.catalog.find(deployment.modelId);
     if (entry && entry.modality !== 'text') {

@@ -14,7 +14,7 @@ export interface TextRequest {
 }
 
 /**
- * Checks the fields SPEC.md names, with OpenAI's types and ranges, so bad input is a 400
+ * Checks the fields docs/api-contract.md#chat-and-completions names, with OpenAI's types and ranges, so bad input is a 400
  * naming the field instead of an engine error. Unknown fields are not looked at.
  */
 export function parseTextRequest(raw: Buffer, endpoint: TextEndpoint): TextRequest {

@@ -88,4 +88,39 @@ describe('rate limits', () => {
       await restarted.stop();
     }
   });
+
+  it('holds TPD under parallel load: 40 parallel max_tokens 500 at TPD 50 serve at most 50 + one request', async () => {
+    const workspace = await test.createWorkspace({ tpdLimit: 50, rpmLimit: 1_000 });
+    const deployment = await test.createDeployment(workspace);
+    await test.waitForReplicas(deployment.id, 1);
+    const body = JSON.stringify({ messages: [{ role: 'user', content: 'parallel' }], max_tokens: 500 });
+    const answers = await Promise.all(Array.from({ length: 40 }, async () => {
+      const response = await fetch(`${deployment.baseUrl}/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' }, body,
+      });
+      return { status: response.status, body: await response.json() };
+    }));
+    const served = answers.filter((answer) => answer.status === 200);
+    const refused = answers.filter((answer) => answer.status === 429);
+    expect(served.length + refused.length).toBe(40);
+    expect(served.length).toBeGreaterThanOrEqual(1);
+    const tokens = served.reduce((sum, answer) => sum + answer.body.usage.total_tokens, 0);
+    expect(tokens).toBeLessThanOrEqual(50 + 500 + 10);
+    expect(refused.every((answer) => /tokens per day/.test(answer.body.error.message))).toBe(true);
+  });
+
+  it('a request that is never run gives its TPD hold back', async () => {
+    const workspace = await test.createWorkspace({ tpdLimit: 5_000 });
+    // An external deployment with no replica: admitted, then refused at dispatch (503).
+    const deployment = await test.createDeployment(workspace, { provider: 'external' });
+    for (let index = 0; index < 3; index++) {
+      const response = await fetch(`${deployment.baseUrl}/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], max_tokens: 4_000 }),
+      });
+      expect({ status: response.status, code: (await response.json()).error.code }).toEqual({ status: 503, code: 'no_replica_available' });
+    }
+    const key = (await test.server.controlPlane.apiKeys.authenticate(workspace.apiKey))!;
+    expect((await test.server.controlPlane.rateLimiter.admit(key)).remainingTokens).toBe(5_000);
+  });
 });

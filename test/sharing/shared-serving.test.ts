@@ -213,6 +213,34 @@ describe('shared serving', () => {
       expect(guestUsage.data.usage).toEqual([{ key: SHARED_ID, requests: 2 }]);
     });
 
+    it('a guest who aborts a stream pays for the tokens it was sent, and the owner is credited the same', async () => {
+      const dataSource = fixture.test.server.controlPlane.dataSource;
+      const debits = async () => await dataSource.query(
+        `SELECT shared_request_id, amount::text, completion_tokens FROM billing_ledger WHERE workspace_id = $1 AND kind = 'guest_debit' ORDER BY id`, [guest.id]);
+      const before = (await debits()).length;
+      const controller = new AbortController();
+      const stream = await client.chat.completions.create({
+        model: SHARED_ID, messages: [{ role: 'user', content: 'a long story' }], max_tokens: 2_000, stream: true,
+        // 50 tokens/s: the stream is still running when the client leaves.
+        ...({ cpu_engine: { ttft_ms: 0, tokens_per_second: 50 } } as object),
+      }, { signal: controller.signal });
+      let chunks = 0;
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta?.content) chunks++;
+        if (chunks === 5) break; // leaving the loop closes the connection, as a client that goes away
+      }
+      controller.abort();
+      expect(chunks).toBe(5);
+      await waitFor(async () => (await debits()).length === before + 1, 5_000, 'the aborted stream settled');
+      const debit = (await debits())[before];
+      expect(debit.completion_tokens).toBeGreaterThanOrEqual(5);
+      expect(debit.completion_tokens).toBeLessThan(2_000);
+      expect(Number(debit.amount)).toBeLessThan(0);
+      const [credit] = await dataSource.query(`SELECT workspace_id, amount::text FROM billing_ledger WHERE kind = 'owner_credit' AND shared_request_id = $1`, [debit.shared_request_id]);
+      expect(credit).toEqual({ workspace_id: owner.id, amount: debit.amount.slice(1) });
+      await waitFor(async () => (await dataSource.query('SELECT count(*)::int AS holds FROM credit_reservations'))[0].holds === 0, 5_000, 'no hold left');
+    });
+
     it('answers 401, 404 and 400 for a bad key, an unknown model and a model without the shared/ prefix', async () => {
       await expect(fixture.guestClient('mk-not-a-key').chat.completions.create({ model: SHARED_ID, messages: [{ role: 'user', content: 'x' }] }))
         .rejects.toMatchObject({ status: 401 });
