@@ -3,7 +3,7 @@
  *  `npm test` builds first. */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/test', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
+  roots: ['<rootDir>/test', '<rootDir>/common', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
   testMatch: ['**/*.test.ts'],
   // The fault suite kills and partitions real processes: `npm run test:faults` (jest.faults.config.js).
   // The console suite needs Chromium: `npm run test:console` (jest.console.config.js).

@@ -3,7 +3,7 @@ import { ensureFirstRun } from '../control-plane/workspaces/first-run';
 import { firstRunBanner } from './first-run-banner';
 import { startServer } from './server';
 import { CONSOLE_PATH } from './http/console.route';
-import { watchParentPipe } from '../worker-agent/parent-pipe';
+import { watchParentPipe } from '../common/parent-pipe';
 import { standInDeployments } from './stand-in-engine';
 
 /** `npm start`: the server process (gateway + control plane) on embedded defaults unless configured. */

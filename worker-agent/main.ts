@@ -16,7 +16,7 @@ import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
 import { runningAsBinary } from './packaging/embedded-modules';
-import { parentPipeProblem, watchParentPipe } from './parent-pipe';
+import { parentPipeProblem, watchParentPipe } from '../common/parent-pipe';
 import { PROTOCOL_VERSION } from '../proto/worker/v1';
 
 const EXIT_BAD_CONFIG = 2;

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
-import type { GpuOffer } from '../capacity/gpu-offer';
+import type { GpuOffer } from '../replicas/gpu-offer';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
-import type { CapacityProvider } from './capacity-provider';
+import type { CapacityProvider } from '../replicas/capacity-provider';
 
 export interface LocalProviderOptions {
   /** `host:port` the spawned agents dial. */
@@ -141,7 +141,7 @@ export class LocalProvider implements CapacityProvider {
       WORKER_MAX_CONCURRENCY: String(maxConcurrency),
       // The agent watches its stdin, a pipe whose other end this process holds and never closes:
       // when the server dies, however it dies, its agents exit at once instead of living on as
-      // strays that redial this address (worker-agent/parent-pipe.ts).
+      // strays that redial this address (common/parent-pipe.ts).
       WORKER_EXIT_WITH_PARENT: 'true',
       ...(this.options.engineUrl ? { WORKER_ENGINE_URL: this.options.engineUrl } : {}),
       ...this.options.extraEnv,

@@ -3,8 +3,9 @@
  * (each `index` moved by its batch's offset), the model, and the usage summed.
  */
 import { AppError } from '../../control-plane/errors/app-error';
-import { arrayElements, NotJsonHere, objectMembers, skipWhitespace, valueEnd } from '../../worker-agent/engines/json-spans';
-import type { EmbeddingBatch } from './embedding-batches';
+import { arrayElements, NotJsonHere, objectMembers, skipWhitespace, valueEnd } from '../../common/json-spans';
+/** What the assembly reads of a batch (embedding-batches.ts): where its inputs start, and how many. */
+interface EmbeddingBatch { offset: number; count: number }
 
 interface Usage { prompt_tokens?: unknown; total_tokens?: unknown }
 

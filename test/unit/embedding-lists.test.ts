@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { assembleEmbeddingLists } from '../../gateway/v1/embedding-lists';
-import { NotJsonHere, topLevelMembers, valueEnd } from '../../worker-agent/engines/json-spans';
+import { NotJsonHere, topLevelMembers, valueEnd } from '../../common/json-spans';
 import { forwardEmbeddingsBody } from '../../worker-agent/engines/engine-response';
 import type { EngineSink } from '../../worker-agent/engines/engine';
 

@@ -5,7 +5,7 @@
 import type { Usage } from '../../proto/worker/v1/index';
 import type { EngineResult, EngineSink } from './engine';
 import { EngineFailure, withUsage } from './engine-failure';
-import { NotJsonHere, topLevelMembers } from './json-spans';
+import { NotJsonHere, topLevelMembers } from '../../common/json-spans';
 import { SseEventFilter } from './sse-event-filter';
 import { estimateTokensOfText, estimateUsage, usageFromOpenAi } from './usage-estimate';
 
