@@ -1,6 +1,6 @@
 import pino, { type Logger } from 'pino';
-import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/config/control-plane-config';
-import { openDatabase } from '../control-plane/database/data-source';
+import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/full-config';
+import { openDatabase } from '../control-plane/data-source';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';

@@ -9,7 +9,7 @@ import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentService } from '../deployments/deployment.service';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import type { CapacityProvider } from '../providers/capacity-provider';
+import type { CapacityProvider } from '../replicas/capacity-provider';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import type { RequestRecords } from '../requests/request-records';
 import { ScalingDecisionRecord } from './scaling-decision.entity';

@@ -1,5 +1,5 @@
 import { seededRandom } from '../autoscaling/seeded-random';
-import type { GpuOffer } from './gpu-offer';
+import type { GpuOffer } from '../replicas/gpu-offer';
 
 /** One kind of machine on the simulated marketplace. */
 export interface MarketOfferSpec {

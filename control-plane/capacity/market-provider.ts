@@ -2,10 +2,10 @@ import type { Logger } from 'pino';
 import { seededRandom } from '../autoscaling/seeded-random';
 import { AppError } from '../errors/app-error';
 import type { Deployment } from '../deployments/deployment.entity';
-import type { CapacityProvider, HostLostListener } from '../providers/capacity-provider';
+import type { CapacityProvider, HostLostListener } from '../replicas/capacity-provider';
 import type { LocalProvider } from '../providers/local-provider';
 import type { Replica } from '../replicas/replica.entity';
-import type { GpuOffer } from './gpu-offer';
+import type { GpuOffer } from '../replicas/gpu-offer';
 import { driftPrices, seededMarket, toOffer, type MarketOfferSpec } from './market-offers';
 
 export interface MarketProviderOptions {

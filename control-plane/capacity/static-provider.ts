@@ -3,11 +3,11 @@ import { IsNull } from 'typeorm';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
-import type { CapacityProvider, HostLostListener } from '../providers/capacity-provider';
+import type { CapacityProvider, HostLostListener } from '../replicas/capacity-provider';
 import type { Replica } from '../replicas/replica.entity';
 import { hashSecret, newSecret } from '../secrets';
 import { GpuHost } from './gpu-host.entity';
-import type { GpuOffer } from './gpu-offer';
+import type { GpuOffer } from '../replicas/gpu-offer';
 
 export interface StaticHostInput {
   name: string;

@@ -1,10 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { PROJECT_ROOT } from '../project-root';
-import { loadRequestConfig, type RequestConfig } from '../requests/request-config';
-import { loadStorageConfig, type StorageConfig } from '../storage/storage-config';
-import { loadWebhookConfig, type WebhookConfig } from '../webhooks/webhook-config';
-import { loadSharingConfig, type SharingConfig } from '../sharing/sharing-config';
 import { boolField, intField, loadEnv } from './env-fields';
 
 const shape = {
@@ -111,21 +107,10 @@ const names = {
   autoscaleScaleUpStabilizationMs: 'AUTOSCALE_SCALE_UP_STABILIZATION_MS', autoscaleScaleDownStabilizationMs: 'AUTOSCALE_SCALE_DOWN_STABILIZATION_MS',
 } as const;
 
-export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
-  /** Object storage (managed outputs, customer buckets). */
-  storage: StorageConfig;
-  /** Image/video request records. */
-  requests: RequestConfig;
-  /** Webhook delivery. */
-  webhooks: WebhookConfig;
-  /** Shared serving: guest admission and the pool's availability. */
-  sharing: SharingConfig;
-  /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
-  localAgentEnv?: Record<string, string>;
-  /** Path of the compiled agent entry point. */
-  agentEntry?: string;
-};
-
+/**
+ * The control plane's own settings. With each module's (storage, requests, webhooks, sharing)
+ * they make the whole configuration, put together at the composition root: full-config.ts.
+ */
 export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = loadEnv('control plane', shape, names, env);
   if (config.localEngine === 'llama-cpp' && !config.localModelPath) {
@@ -134,18 +119,5 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
   return config;
 }
 
-/** Every control-plane setting, each concern validated by its own loader. */
-export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
-  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env), sharing: loadSharingConfig(env) };
-}
-
 /** The compiled agent; tests and `npm start` build it first. */
 export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');
-
-/** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing'>> & {
-  storage?: Partial<StorageConfig>;
-  requests?: Partial<RequestConfig>;
-  webhooks?: Partial<WebhookConfig>;
-  sharing?: Partial<SharingConfig>;
-};

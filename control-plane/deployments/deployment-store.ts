@@ -7,6 +7,13 @@ import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { Deployment, type DeploymentStatus, type SharingState } from './deployment.entity';
 import { assertTransition } from './deployment-transitions';
 
+declare module '../events/control-plane-events' {
+  interface ControlPlaneEventMap {
+    /** A deployment changed (here, or on another server: re-read on its notification). */
+    deploymentUpdated: [Deployment];
+  }
+}
+
 /**
  * Deployment rows plus the slug cache the request path reads. Every status change goes
  * through `transition`, which checks the table, clears the cache and tells subscribers, on

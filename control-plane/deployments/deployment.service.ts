@@ -3,12 +3,11 @@ import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialE
 import type { Catalog } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
-import type { ReplicaManager } from '../replicas/replica-manager';
 import { hashSecret, newSecret } from '../secrets';
 import { Deployment, PROVIDER_KINDS, type DeploymentStatus, type ProviderKind } from './deployment.entity';
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
-import { assertShareable } from '../sharing/sharing-eligibility';
+import { assertShareable } from './sharing-eligibility';
 import { shortened } from '../errors/quote-value';
 
 /** Statuses in which a deployment's settings may change. */
@@ -38,6 +37,12 @@ export interface DeploymentChanges {
   shareIdleCapacity?: boolean;
 }
 
+/** The replica manager's side (replicas/replica-manager.ts): places a deployment's wanted replicas, or ends them all. */
+export interface DeploymentReplicas {
+  ensure(deployment: Deployment): Promise<void>;
+  release(deployment: Deployment, reason: string): Promise<void>;
+}
+
 /** Checks that a storage credential is a verified one of the workspace (422 otherwise). */
 export interface StorageCheck {
   check(workspaceId: string, storageCredentialId: number | null): Promise<void>;
@@ -50,7 +55,7 @@ export const MAX_PRICE_CAP_PER_HOUR = 1_000;
 export class DeploymentService {
   constructor(
     private readonly store: DeploymentStore,
-    private readonly replicas: ReplicaManager,
+    private readonly replicas: DeploymentReplicas,
     private readonly catalog: Catalog,
     private readonly storage: StorageCheck,
   ) {}

@@ -1,9 +1,13 @@
 import type { Deployment } from '../deployments/deployment.entity';
-import type { LocalProvider } from '../providers/local-provider';
 import type { ReplicaManager } from './replica-manager';
 
 /** `Hello.engine.kind` of the agents' built-in CPU engine: weights-free, it answers with placeholder words. */
 export const STAND_IN_ENGINE_KIND = 'cpu';
+
+/** This server's agent launcher (providers/local-provider.ts): the engine it starts a deployment's agents with. */
+export interface AgentEngines {
+  engineOf(deployment: Deployment): string;
+}
 
 /** Providers whose agents this server starts itself, so it knows their engine before they say Hello. */
 const LAUNCHED_HERE: ReadonlySet<string> = new Set(['local', 'market']);
@@ -19,7 +23,7 @@ export class DeploymentEngines {
   constructor(
     private readonly replicas: Pick<ReplicaManager, 'listActive'>,
     /** This server's agent launcher (null with LOCAL_AGENTS=false: it launches none). */
-    private readonly localAgents: Pick<LocalProvider, 'engineOf'> | null,
+    private readonly localAgents: AgentEngines | null,
   ) {}
 
   async of(deployment: Deployment): Promise<ReadonlySet<string>> {

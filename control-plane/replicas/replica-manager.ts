@@ -3,13 +3,12 @@ import { In, Not } from 'typeorm';
 import type { Logger } from 'pino';
 import type { Hello } from '../../proto/worker/v1';
 import type { Metering } from '../billing/metering';
-import { chooseOffer } from '../capacity/placement';
-import type { StaticProvider } from '../capacity/static-provider';
+import { chooseOffer } from './placement';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import { newId } from '../ids';
-import type { CapacityProvider } from '../providers/capacity-provider';
+import type { CapacityProvider, HostTokens } from './capacity-provider';
 import { hashSecret, newSecret } from '../secrets';
 import { Replica } from './replica.entity';
 
@@ -43,7 +42,7 @@ export class ReplicaManager {
     private readonly providers: ReadonlyMap<string, CapacityProvider>,
     private readonly catalog: Catalog,
     private readonly metering: Metering,
-    private readonly staticHosts: StaticProvider | null,
+    private readonly staticHosts: HostTokens | null,
     private readonly logger: Logger,
     /** This server: it holds the streams of the agents it spawns and of those that join it. */
     private readonly serverId = '',

@@ -2,7 +2,7 @@ import type { CatalogModel } from '../catalog/catalog';
 import { AppError } from '../errors/app-error';
 import type { FieldReader } from './field-reader';
 import { parseSize, readGenerationControls, sortedSizes, type GenerationControls } from './media-model';
-import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/webhook-url';
+import { MAX_WEBHOOK_URL_LENGTH } from '../network/webhook-url';
 import { shortened } from '../errors/quote-value';
 
 export const MAX_IMAGES_PER_REQUEST = 10;

@@ -2,10 +2,15 @@ import type { Logger } from 'pino';
 import type { UploadTarget } from '../../proto/worker/v1';
 import type { JobFailure, JobListener } from '../dispatch/job';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import type { MediaOutcome } from './media-jobs';
 import type { OutputDestination } from './output-destinations';
 import type { RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
+
+/** What a finished media job hands back: its terminal record, and the inline bytes of a sync `b64_json` call. */
+export interface MediaOutcome {
+  record: RequestRecord;
+  inline: Buffer[];
+}
 
 /**
  * Agent failure codes as the record's `error_code`: the four of docs/api-contract.md#async-failure-codes (`vram_exceeded`,

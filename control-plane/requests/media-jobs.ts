@@ -4,7 +4,7 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { Job } from '../dispatch/job';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import { MediaJobListener } from './media-job-listener';
+import { MediaJobListener, type MediaOutcome } from './media-job-listener';
 import type { OutputDestination, OutputDestinations } from './output-destinations';
 import type { RequestKind, RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
@@ -22,11 +22,8 @@ export interface MediaJobsOptions {
   progressWriteIntervalMs: number;
 }
 
-/** What a finished media job hands back: its terminal record, and the inline bytes of a sync `b64_json` call. */
-export interface MediaOutcome {
-  record: RequestRecord;
-  inline: Buffer[];
-}
+/** Declared beside the listener that builds it; callers of MediaJobs take it from here. */
+export type { MediaOutcome };
 
 const JOB_KINDS: Record<RequestKind, JobKind> = {
   'image-generation': 'JOB_KIND_IMAGE_GENERATION',

@@ -3,6 +3,13 @@ import { AppError } from '../errors/app-error';
 import { RequestRecord, type RequestModality, type RequestStatus } from './request-record.entity';
 import { shortened } from '../errors/quote-value';
 
+declare module '../events/control-plane-events' {
+  interface ControlPlaneEventMap {
+    /** A request record changed status or progress (on this server, or on another one: re-emitted by cluster/event-bridge.ts). */
+    requestUpdated: [RequestRecord];
+  }
+}
+
 export interface RequestFilter {
   readonly status?: RequestStatus;
   readonly modality?: RequestModality;
@@ -17,6 +24,11 @@ export interface ClaimOptions {
   leaseMs: number;
   /** How long the job may run once started (docs/api-contract.md: images 5 min, videos 30 min). */
   timeoutMs: (record: Pick<RequestRecord, 'modality'>) => number;
+  /**
+   * A record queued longer than this is not started: the sweep fails it (`model_timeout`), as
+   * its submitter was promised. Claiming it instead raced the sweep.
+   */
+  queueTtlMs: number;
 }
 
 export type TerminalPatch = Partial<Pick<RequestRecord,
@@ -96,10 +108,11 @@ export class RequestRecords {
         lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
         deadline_at = clock_timestamp() + (CASE WHEN modality = 'video' THEN $5::bigint ELSE $6::bigint END) * interval '1 millisecond'
       WHERE id = (SELECT id FROM request_records WHERE deployment_id = $1 AND status = 'queued'
+                    AND queued_at >= clock_timestamp() - $7::bigint * interval '1 millisecond'
                   ORDER BY queued_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
       RETURNING *`,
     [deploymentId, options.replicaId, options.leaseOwner, options.leaseMs,
-      options.timeoutMs({ modality: 'video' }), options.timeoutMs({ modality: 'image' })]);
+      options.timeoutMs({ modality: 'video' }), options.timeoutMs({ modality: 'image' }), options.queueTtlMs]);
     const [claimed] = (Array.isArray(rows[0]) ? rows[0] : rows) as Array<Record<string, unknown>>;
     return claimed ? this.fromRow(claimed) : null;
   }

@@ -132,7 +132,7 @@ export class RequestScheduler {
       try {
         record = await this.records.claim(deploymentId, {
           replicaId: connection.replicaId, leaseOwner: this.notifier.instanceId, leaseMs: this.options.leaseMs,
-          timeoutMs: (candidate) => this.jobs.timeoutMs(candidate),
+          timeoutMs: (candidate) => this.jobs.timeoutMs(candidate), queueTtlMs: this.options.queueTtlMs,
         });
       } catch (error) {
         connection.reserved--;

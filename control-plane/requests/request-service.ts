@@ -7,7 +7,7 @@ import type { Deployment } from '../deployments/deployment.entity';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import { AppError } from '../errors/app-error';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import { checkWebhookUrl, type WebhookUrlPolicy } from '../webhooks/webhook-url';
+import { checkWebhookUrl, type WebhookUrlPolicy } from '../network/webhook-url';
 import type { DeliveryOptions } from './image-params';
 import type { MediaJobs, MediaOutcome } from './media-jobs';
 import type { OutputDestinations } from './output-destinations';

@@ -9,7 +9,14 @@ import type { Dispatcher } from '../dispatch/dispatcher';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
 import type { SharingConfig } from './sharing-config';
-import { sharedPrices, type SharedPrices } from './sharing-eligibility';
+import { sharedPrices, type SharedPrices } from '../deployments/sharing-eligibility';
+
+declare module '../events/control-plane-events' {
+  interface ControlPlaneEventMap {
+    /** A shared model's availability changed (recomputed every SHARED_AVAILABILITY_INTERVAL_MS on each server). */
+    sharedModelUpdated: [SharedModel];
+  }
+}
 
 /** A shareable model and its per-token prices: all a guest request's admission needs. */
 export interface PricedModel {

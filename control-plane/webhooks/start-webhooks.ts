@@ -11,7 +11,7 @@ import { WebhookSecrets } from './webhook-secrets';
 import { WebhookSender } from './webhook-sender';
 import { WebhookService } from './webhook.service';
 import { systemResolver } from '../network/public-host';
-import type { WebhookUrlPolicy } from './webhook-url';
+import type { WebhookUrlPolicy } from '../network/webhook-url';
 
 export interface Webhooks {
   readonly service: WebhookService;

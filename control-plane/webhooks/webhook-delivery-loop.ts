@@ -6,6 +6,13 @@ import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhook.enti
 import type { WebhookSecrets } from './webhook-secrets';
 import type { AttemptOutcome, WebhookSender } from './webhook-sender';
 
+declare module '../events/control-plane-events' {
+  interface ControlPlaneEventMap {
+    /** A webhook delivery attempt was logged (on any server: relayed by the cluster notifier). */
+    webhookAttemptLogged: [WebhookAttempt];
+  }
+}
+
 export interface DeliveryLoopOptions {
   /** docs/api-contract.md#webhooks: up to 3 attempts. */
   maxAttempts: number;

@@ -3,7 +3,7 @@ import { IsNull } from 'typeorm';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
 import { WebhookEndpoint } from './webhook.entities';
-import { checkWebhookUrl, type WebhookUrlPolicy } from './webhook-url';
+import { checkWebhookUrl, type WebhookUrlPolicy } from '../network/webhook-url';
 
 export const MAX_ENDPOINTS_PER_WORKSPACE = 20;
 

@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { AppError } from '../errors/app-error';
 import { EVENT_HEADER, SIGNATURE_HEADER, signWebhookPayload } from './webhook-signature';
-import { checkWebhookUrl, type WebhookUrlPolicy } from './webhook-url';
+import { checkWebhookUrl, type WebhookUrlPolicy } from '../network/webhook-url';
 
 export interface AttemptOutcome {
   succeeded: boolean;

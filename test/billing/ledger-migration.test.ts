@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { MIGRATIONS, openDatabase } from '../../control-plane/database/data-source';
+import { MIGRATIONS, openDatabase } from '../../control-plane/data-source';
 import { WorkspacesAndLedger1764500000000 } from '../../control-plane/database/migrations/1764500000000-workspaces-and-ledger';
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 

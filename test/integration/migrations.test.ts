@@ -1,4 +1,4 @@
-import { MIGRATIONS, openDatabase } from '../../control-plane/database/data-source';
+import { MIGRATIONS, openDatabase } from '../../control-plane/data-source';
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 
 /** Every checked-in migration rolls back to an empty schema and forward again. */

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { openDatabase } from '../../control-plane/database/data-source';
+import { openDatabase } from '../../control-plane/data-source';
 import { dropTestDatabase } from '../support/test-database';
 import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { openDatabase } from '../../control-plane/database/data-source';
+import { openDatabase } from '../../control-plane/data-source';
 import type { StorageCredentialInput } from '../../control-plane/storage/storage-credential-input';
 import { StorageCredentialService } from '../../control-plane/storage/storage-credential.service';
 import { WorkspaceService } from '../../control-plane/workspaces/workspace.service';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
-import type { ControlPlaneOverrides } from '../../control-plane/config/control-plane-config';
+import type { ControlPlaneOverrides } from '../../control-plane/full-config';
 import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
 import type { GatewayConfig } from '../../gateway/gateway-config';
 import { startServer, type Server } from '../../gateway/server';

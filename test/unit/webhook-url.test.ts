@@ -1,6 +1,6 @@
 import { AppError } from '../../control-plane/errors/app-error';
 import type { HostResolver } from '../../control-plane/network/public-host';
-import { checkWebhookUrl } from '../../control-plane/webhooks/webhook-url';
+import { checkWebhookUrl } from '../../control-plane/network/webhook-url';
 
 /** DNS is a boundary we do not own (and this sandbox has no public DNS): a fixed table. */
 const dns: Record<string, string[]> = {

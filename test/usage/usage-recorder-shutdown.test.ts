@@ -1,6 +1,6 @@
 import pino from 'pino';
 import type { DataSource } from 'typeorm';
-import { openDatabase } from '../../control-plane/database/data-source';
+import { openDatabase } from '../../control-plane/data-source';
 import { UsageRecorder, type UsageInput } from '../../control-plane/usage/usage-recorder';
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 

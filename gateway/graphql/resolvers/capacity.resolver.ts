@@ -1,6 +1,6 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Arg, Ctx, Float, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
-import type { GpuOffer } from '../../../control-plane/capacity/gpu-offer';
+import type { GpuOffer } from '../../../control-plane/replicas/gpu-offer';
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { BillingQueries } from '../../../control-plane/billing/billing-queries';
-import { openDatabase } from '../../../control-plane/database/data-source';
+import { openDatabase } from '../../../control-plane/data-source';
 import { WorkspaceService } from '../../../control-plane/workspaces/workspace.service';
 import { createTestDatabase, dropTestDatabase } from '../../support/test-database';
 

@@ -1,6 +1,6 @@
 import type { CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
-import type { CapacityProvider } from '../providers/capacity-provider';
+import type { CapacityProvider } from './capacity-provider';
 import type { GpuOffer } from './gpu-offer';
 
 export type OfferChoice = { offer: GpuOffer } | { offer: null; reason: string };

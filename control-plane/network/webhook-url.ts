@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { AppError } from '../errors/app-error';
-import { hostOf, resolvePublicHost, type HostResolver } from '../network/public-host';
+import { hostOf, resolvePublicHost, type HostResolver } from './public-host';
 
 export interface WebhookUrlPolicy {
   resolve: HostResolver;

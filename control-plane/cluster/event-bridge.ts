@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { RequestRecords } from '../requests/request-records';
-import type { ClusterNotifier } from './cluster-notifier';
-import type { ControlPlaneEvents, ReplicaLoad } from './control-plane-events';
+import type { ClusterNotifier } from '../events/cluster-notifier';
+import type { ControlPlaneEvents, ReplicaLoad } from '../events/control-plane-events';
 
 /**
  * Makes the events that happen on one server (a request record's progress or end, a

@@ -1,5 +1,5 @@
 import type { CatalogModel } from '../catalog/catalog';
-import type { ProviderKind } from '../deployments/deployment.entity';
+import type { ProviderKind } from './deployment.entity';
 import { AppError } from '../errors/app-error';
 
 /**

@@ -1,6 +1,6 @@
-import type { GpuOffer } from '../capacity/gpu-offer';
+import type { GpuOffer } from './gpu-offer';
 import type { Deployment, ProviderKind } from '../deployments/deployment.entity';
-import type { Replica } from '../replicas/replica.entity';
+import type { Replica } from './replica.entity';
 
 /**
  * Where replicas run: GPU capacity offered at a price. Placement picks an offer (the cheapest
@@ -20,3 +20,11 @@ export interface CapacityProvider {
 
 /** Told when a provider loses a replica's host for good (a reclaimed machine, a removed host). */
 export type HostLostListener = (replicaId: string, reason: string) => void;
+
+/**
+ * Admission of a static host's agent, which joins with its host token: the host it names, and
+ * the replica placed on it (null while the host is free). The static provider implements it.
+ */
+export interface HostTokens {
+  hostByToken(tokenHash: string): Promise<{ name: string; replicaId: string | null } | null>;
+}

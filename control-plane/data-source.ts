@@ -1,0 +1,58 @@
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { ApiKey } from './api-keys/api-key.entity';
+import { Deployment } from './deployments/deployment.entity';
+import { Replica } from './replicas/replica.entity';
+import { RequestRecord } from './requests/request-record.entity';
+import { StorageCredential } from './storage/storage-credential.entity';
+import { LedgerEntry } from './billing/ledger-entry.entity';
+import { GpuHost } from './capacity/gpu-host.entity';
+import { ScalingDecisionRecord } from './capacity/scaling-decision.entity';
+import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSigningSecret } from './webhooks/webhook.entities';
+import { UsageRecord } from './usage/usage-record.entity';
+import { Workspace } from './workspaces/workspace.entity';
+import { InitialSchema1763800000000 } from './database/migrations/1763800000000-initial-schema';
+import { StorageCredentials1763900000000 } from './database/migrations/1763900000000-storage-credentials';
+import { RequestRecords1764000000000 } from './database/migrations/1764000000000-request-records';
+import { Webhooks1764100000000 } from './database/migrations/1764100000000-webhooks';
+import { CapacityAndBilling1764200000000 } from './database/migrations/1764200000000-capacity-and-billing';
+import { SharedServing1764400000000 } from './database/migrations/1764400000000-shared-serving';
+import { WorkspacesAndLedger1764500000000 } from './database/migrations/1764500000000-workspaces-and-ledger';
+import { ClusterServers1764600000000 } from './database/migrations/1764600000000-cluster-servers';
+import { ConsoleSignInLinks1764700000000 } from './database/migrations/1764700000000-console-sign-in-links';
+
+/**
+ * Every module's tables. Each module keeps its entities beside its code; this list, at the
+ * composition root, is the one place that names them all (database/ is core and knows none).
+ */
+export const ENTITIES = [
+  Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
+  WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
+  GpuHost, LedgerEntry, ScalingDecisionRecord,
+];
+export const MIGRATIONS = [
+  InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
+  CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
+];
+
+/** A DataSource for `url`; schema changes only through the checked-in migrations. */
+export function createDataSource(url: string): DataSource {
+  return new DataSource({
+    type: 'postgres',
+    url,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsRun: false,
+    synchronize: false,
+    uuidExtension: 'pgcrypto',
+    extra: { max: 10 },
+    logging: false,
+  });
+}
+
+export async function openDatabase(url: string): Promise<DataSource> {
+  const dataSource = createDataSource(url);
+  await dataSource.initialize();
+  await dataSource.runMigrations({ transaction: 'all' });
+  return dataSource;
+}

@@ -1,0 +1,38 @@
+import { loadControlPlaneConfig } from './config/control-plane-config';
+import { loadRequestConfig, type RequestConfig } from './requests/request-config';
+import { loadSharingConfig, type SharingConfig } from './sharing/sharing-config';
+import { loadStorageConfig, type StorageConfig } from './storage/storage-config';
+import { loadWebhookConfig, type WebhookConfig } from './webhooks/webhook-config';
+
+/**
+ * Every control-plane setting: the control plane's own (config/control-plane-config.ts) and each
+ * module's, which the module declares and validates itself. Put together here, at the
+ * composition root, so that config/ (core) names no module above it.
+ */
+export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
+  /** Object storage (managed outputs, customer buckets). */
+  storage: StorageConfig;
+  /** Image/video request records. */
+  requests: RequestConfig;
+  /** Webhook delivery. */
+  webhooks: WebhookConfig;
+  /** Shared serving: guest admission and the pool's availability. */
+  sharing: SharingConfig;
+  /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
+  localAgentEnv?: Record<string, string>;
+  /** Path of the compiled agent entry point. */
+  agentEntry?: string;
+};
+
+/** Every control-plane setting, each concern validated by its own loader. */
+export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
+  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env), sharing: loadSharingConfig(env) };
+}
+
+/** What a caller (tests, `startServer`) may override; nested concerns field by field. */
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing'>> & {
+  storage?: Partial<StorageConfig>;
+  requests?: Partial<RequestConfig>;
+  webhooks?: Partial<WebhookConfig>;
+  sharing?: Partial<SharingConfig>;
+};
