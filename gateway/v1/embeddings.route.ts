@@ -10,7 +10,7 @@ import { readBody } from '../http/read-body';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings-request';
 import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
 import { rateLimitHeaders } from './rate-limit-headers';
-import { servedEndpoints } from './served-endpoints';
+import { servedEndpoints } from './endpoint-table';
 import type { TextRouteOptions } from './text-completion.route';
 import { shortened } from '../../control-plane/errors/quote-value';
 import { refuseWithoutCredit } from '../../control-plane/pipeline/admission';

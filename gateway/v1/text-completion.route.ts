@@ -10,7 +10,7 @@ import { rateLimitHeaders } from './rate-limit-headers';
 import type { Job, JobListener } from '../../control-plane/dispatch/job';
 import { RESTARTING_FOR_SHARING } from '../../control-plane/sharing/sharing-rollout';
 import type { JobOutcome } from './text-job-response';
-import { servedEndpoints } from './served-endpoints';
+import { servedEndpoints } from './endpoint-table';
 import { runTextJob, type StreamLimits } from './text-job-run';
 import { parseTextRequest, type TextEndpoint } from './text-request';
 import { shortened } from '../../control-plane/errors/quote-value';

@@ -11,10 +11,12 @@ import { TextCompletionRoute, type TextRouteOptions } from './text-completion.ro
 import type { TextEndpoint } from './text-request';
 import type { StreamLimits } from './text-job-run';
 import { authenticate } from './authenticate';
+import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL } from './shared-chat.route';
 
-const TEXT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1\/(chat\/completions|completions)(?:\?|$)/;
+/** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
+const TEXT_PATH = fastLanePaths();
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 
 /**

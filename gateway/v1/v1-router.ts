@@ -14,12 +14,11 @@ import { ModelsRoute } from './models.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
+import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } from './endpoint-table';
+import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
-
-/** `/requests/{id}[/cancel]`, `/videos/{id}[/content|/cancel]`. */
-const RECORD_PATH = /^\/(requests|videos)\/([^/]+)(\/content|\/cancel)?$/;
 
 /** `/d/<slug>/v1/<rest>`: each deployment's own OpenAI-compatible base URL. */
 const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
@@ -38,6 +37,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
+  const handlers = endpointHandlers({ images, videos, requests, embeddings, models });
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -57,29 +57,36 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
     attributeDeployment(context, deployment.id);
     const rest = match[2];
-    const method = context.method;
-    if (rest === '/models' && method === 'GET') return json(context, await models.list(deployment));
-    if (rest.startsWith('/models/') && method === 'GET') return json(context, await models.retrieve(deployment, decodePathSegment(rest.slice(8), 'model')));
-    if (method === 'POST') {
-      if (rest === '/embeddings') return await embeddings.handle(context, deployment, key);
-      if (rest === '/images/generations') return await images.handle(context, deployment, key, 'generation');
-      if (rest === '/images/edits') return await images.handle(context, deployment, key, 'edit');
-      if (rest === '/videos') return await videos.create(context, deployment, key, 'videos');
-      if (rest === '/videos/generations') return await videos.create(context, deployment, key, 'videos/generations');
-    }
-    if (rest === '/requests' && method === 'GET') return await requests.list(context, deployment);
-    if (rest === '/videos' && method === 'GET') return await videos.list(context, deployment);
-    const record = RECORD_PATH.exec(rest);
-    if (record) {
-      const [, collection, encodedId, action] = record;
-      const id = decodePathSegment(encodedId, 'id');
-      if (collection === 'requests' && !action && method === 'GET') return await requests.retrieve(context, key, id);
-      if (collection === 'requests' && action === '/cancel' && method === 'POST') return await requests.cancel(context, key, id);
-      if (collection === 'videos' && !action && method === 'GET') return await videos.retrieve(context, key, id);
-      if (collection === 'videos' && action === '/content' && method === 'GET') return await videos.content(context, key, id);
-      if (collection === 'videos' && action === '/cancel' && method === 'POST') return await videos.cancel(context, key, id);
-    }
-    throw unknownRoute(method, rest, deployment);
+    const found = matchDeploymentEndpoint(context.method, rest);
+    const handler = found ? handlers[found.endpoint.name] : undefined;
+    if (!found || !handler) throw unknownRoute(context.method, rest, deployment);
+    return await handler(context, deployment, key, found.param);
+  };
+}
+
+type EndpointHandler = (context: Context, deployment: Deployment, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
+
+/** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
+function endpointHandlers(routes: {
+  images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute;
+}): Partial<Record<DeploymentEndpointName, EndpointHandler>> {
+  const { images, videos, requests, embeddings, models } = routes;
+  const id = (param: string | undefined) => decodePathSegment(param!, 'id');
+  return {
+    'models.list': async (context, deployment) => json(context, await models.list(deployment)),
+    'models.retrieve': async (context, deployment, _key, param) => json(context, await models.retrieve(deployment, decodePathSegment(param!, 'model'))),
+    embeddings: (context, deployment, key) => embeddings.handle(context, deployment, key),
+    'images.generations': (context, deployment, key) => images.handle(context, deployment, key, 'generation'),
+    'images.edits': (context, deployment, key) => images.handle(context, deployment, key, 'edit'),
+    'videos.create': (context, deployment, key) => videos.create(context, deployment, key, 'videos'),
+    'videos.generations': (context, deployment, key) => videos.create(context, deployment, key, 'videos/generations'),
+    'videos.list': (context, deployment) => videos.list(context, deployment),
+    'videos.retrieve': (context, _deployment, key, param) => videos.retrieve(context, key, id(param)),
+    'videos.content': (context, _deployment, key, param) => videos.content(context, key, id(param)),
+    'videos.cancel': (context, _deployment, key, param) => videos.cancel(context, key, id(param)),
+    'requests.list': (context, deployment) => requests.list(context, deployment),
+    'requests.retrieve': (context, _deployment, key, param) => requests.retrieve(context, key, id(param)),
+    'requests.cancel': (context, _deployment, key, param) => requests.cancel(context, key, id(param)),
   };
 }
 
@@ -100,8 +107,5 @@ function json(context: Context, body: unknown): void {
 }
 
 function unknownRoute(method: string, rest: string, deployment: Deployment): AppError {
-  return new AppError('not_found', `${method} /v1${shortened(rest)} is not an endpoint of this deployment (${deployment.modelId}); available: `
-    + 'POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, POST /v1/images/generations, POST /v1/images/edits, '
-    + 'POST /v1/videos, POST /v1/videos/generations, GET /v1/videos/{id}[/content], POST /v1/videos/{id}/cancel, '
-    + 'GET /v1/requests, GET /v1/requests/{id}, POST /v1/requests/{id}/cancel');
+  return new AppError('not_found', `${method} /v1${shortened(rest)} is not an endpoint of this deployment (${deployment.modelId}); available: ${endpointList()}`);
 }

@@ -1,0 +1,104 @@
+import type { CatalogModel } from '../../control-plane/catalog/catalog';
+import type { RouteLabel } from '../../control-plane/telemetry/metrics';
+
+/**
+ * Every endpoint of a deployment's `/v1`, declared once. The router, the fast lane, metric
+ * labels, the 404 message and the "this deployment serves …" messages all read this table, so
+ * adding an endpoint is one row here and its handler (route knowledge used to live in four
+ * files that had to agree).
+ */
+export interface DeploymentEndpoint {
+  readonly name: DeploymentEndpointName;
+  readonly method: 'GET' | 'POST';
+  /** Under the deployment's `/v1`; `{id}` is one path segment, `{model}` the rest of the path (ids hold slashes). */
+  readonly path: string;
+  /** The metrics `route` label (a closed set: dashboards depend on it). */
+  readonly label: RouteLabel;
+  /** Answered on node:http in front of Koa (text-fast-lane.ts). */
+  readonly fastLane?: boolean;
+  /** Catalog tasks whose deployments answer it; absent: every deployment (listing, records). */
+  readonly tasks?: readonly CatalogModel['task'][];
+}
+
+export type DeploymentEndpointName =
+  | 'chat.completions' | 'completions' | 'embeddings' | 'models.list' | 'models.retrieve'
+  | 'images.generations' | 'images.edits' | 'videos.create' | 'videos.generations' | 'videos.list'
+  | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel';
+
+const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
+
+export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
+  { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'chat.completions', fastLane: true, tasks: ['chat'] },
+  { name: 'completions', method: 'POST', path: '/completions', label: 'completions', fastLane: true, tasks: ['chat', 'completion'] },
+  { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'] },
+  { name: 'models.list', method: 'GET', path: '/models', label: 'models' },
+  { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'models' },
+  { name: 'images.generations', method: 'POST', path: '/images/generations', label: 'images.generations', tasks: IMAGE_TASKS },
+  { name: 'images.edits', method: 'POST', path: '/images/edits', label: 'images.edits', tasks: IMAGE_TASKS },
+  { name: 'videos.create', method: 'POST', path: '/videos', label: 'videos', tasks: ['video-generation'] },
+  { name: 'videos.generations', method: 'POST', path: '/videos/generations', label: 'videos', tasks: ['video-generation'] },
+  { name: 'videos.list', method: 'GET', path: '/videos', label: 'videos.retrieve' },
+  { name: 'videos.retrieve', method: 'GET', path: '/videos/{id}', label: 'videos.retrieve' },
+  { name: 'videos.content', method: 'GET', path: '/videos/{id}/content', label: 'videos.retrieve' },
+  { name: 'videos.cancel', method: 'POST', path: '/videos/{id}/cancel', label: 'videos.retrieve' },
+  { name: 'requests.list', method: 'GET', path: '/requests', label: 'requests' },
+  { name: 'requests.retrieve', method: 'GET', path: '/requests/{id}', label: 'requests' },
+  { name: 'requests.cancel', method: 'POST', path: '/requests/{id}/cancel', label: 'requests' },
+];
+
+interface CompiledEndpoint {
+  readonly endpoint: DeploymentEndpoint;
+  readonly pattern: RegExp;
+}
+
+const COMPILED: readonly CompiledEndpoint[] = DEPLOYMENT_ENDPOINTS.map((endpoint) => ({
+  endpoint,
+  pattern: new RegExp(`^${endpoint.path.replace(/\//g, '\\/').replace('{id}', '([^/]+)').replace('{model}', '(.+)')}$`),
+}));
+
+export interface EndpointMatch {
+  readonly endpoint: DeploymentEndpoint;
+  /** The `{id}` or `{model}` of the path, still percent-encoded. */
+  readonly param: string | undefined;
+}
+
+/** The endpoint `method` + `rest` (the path after `/v1`) names, or null. */
+export function matchDeploymentEndpoint(method: string, rest: string): EndpointMatch | null {
+  for (const { endpoint, pattern } of COMPILED) {
+    if (endpoint.method !== method) continue;
+    const match = pattern.exec(rest);
+    if (match) return { endpoint, param: match[1] };
+  }
+  return null;
+}
+
+/** The metrics label of a path under `/v1`: the endpoint's with that method, else any endpoint's at that path, else `v1.other`. */
+export function deploymentRouteLabel(method: string, rest: string): RouteLabel {
+  let label: RouteLabel | null = null;
+  for (const { endpoint, pattern } of COMPILED) {
+    if (!pattern.test(rest)) continue;
+    if (endpoint.method === method) return endpoint.label;
+    label ??= endpoint.label;
+  }
+  return label ?? 'v1.other';
+}
+
+/** The fast lane's path under `/d/<slug>/v1`: its endpoints' paths, captured. */
+export function fastLanePaths(): RegExp {
+  const paths = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/'));
+  return new RegExp(`^\\/d\\/([a-z0-9-]{1,64})\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
+}
+
+/** Every endpoint, for a 404's message. */
+export function endpointList(): string {
+  return DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(', ');
+}
+
+/**
+ * The inference endpoints a deployment of `model` answers, for the message of a call to one
+ * it does not (chat on an embedding model, embeddings on a chat model, …).
+ */
+export function servedEndpoints(model: Pick<CatalogModel, 'task'>): string {
+  return DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.tasks?.includes(model.task))
+    .map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(' and ');
+}
