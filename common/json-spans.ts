@@ -110,10 +110,17 @@ export function topLevelMembers(text: Buffer): Map<string, { start: number; end:
 }
 
 function stringEnd(text: Buffer, start: number): number {
+  const end = closingQuoteEnd(text, start);
+  if (end < 0) throw new NotJsonHere('a string does not end');
+  return end;
+}
+
+/** Index just past the quote that closes the string opened at `start` (found with indexOf), or -1 when it does not end. */
+export function closingQuoteEnd(text: Buffer, start: number): number {
   let from = start + 1;
   for (;;) {
     const quote = text.indexOf(QUOTE, from);
-    if (quote < 0) throw new NotJsonHere('a string does not end');
+    if (quote < 0) return -1;
     let backslashes = 0;
     while (text[quote - 1 - backslashes] === BACKSLASH) backslashes++;
     if (backslashes % 2 === 0) return quote + 1;

@@ -1,3 +1,5 @@
+import { closingQuoteEnd } from '../../common/json-spans';
+
 /**
  * No API field nests anywhere near this deep. JSON.parse builds a body nested thousands of
  * levels deep, but JSON.stringify and recursive readers (an error message quoting a field, the
@@ -19,8 +21,9 @@ export function nestsDeeperThan(raw: Buffer, maxDepth: number): boolean {
   for (let index = 0; index < length; index++) {
     const byte = raw[index];
     if (byte === 0x22) {
-      index = endOfString(raw, index);
-      if (index === -1) return false; // unterminated: JSON.parse refuses it, cheaply
+      const end = closingQuoteEnd(raw, index);
+      if (end === -1) return false; // unterminated: JSON.parse refuses it, cheaply
+      index = end - 1;
     } else if (byte === 0x7b || byte === 0x5b) {
       if (++depth > maxDepth) return true;
     } else if (byte === 0x7d || byte === 0x5d) {
@@ -28,16 +31,4 @@ export function nestsDeeperThan(raw: Buffer, maxDepth: number): boolean {
     }
   }
   return false;
-}
-
-/** Index of the quote that closes the string opened at `start`, or -1. */
-function endOfString(raw: Buffer, start: number): number {
-  let quote = raw.indexOf(0x22, start + 1);
-  while (quote !== -1) {
-    let backslashes = 0;
-    while (raw[quote - 1 - backslashes] === 0x5c) backslashes++;
-    if (backslashes % 2 === 0) return quote;
-    quote = raw.indexOf(0x22, quote + 1);
-  }
-  return -1;
 }
