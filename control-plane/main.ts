@@ -51,6 +51,7 @@ import { relayToken, ServerRegistry } from './cluster/server-registry';
 import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
+import { InferencePipeline } from './pipeline/inference-pipeline';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -88,6 +89,11 @@ export interface ControlPlane {
   readonly sharedBilling: SharedBilling;
   /** The guest side of shared serving: shared models, admission into idle slots, settlement. */
   readonly shared: SharedServing;
+  /**
+   * The path every inference request takes: resolve the target, admission, placement and
+   * dispatch, settlement. The `/v1` and `/shared/v1` routes call only this for their work.
+   */
+  readonly pipeline: InferencePipeline;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
@@ -246,12 +252,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('shared pool', () => sharedPool.stop());
   const shared = new SharedServing(sharedPool, dispatcher, sharedBilling, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
   await replicas.reconcile(await servers.liveServerIds());
+  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
-    sharedBilling, shared,
+    sharedBilling, shared, pipeline,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,

@@ -1,5 +1,8 @@
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { CatalogModel } from '../catalog/catalog';
+import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
+import { shortened } from '../errors/quote-value';
 
 /**
  * Admission rules every kind of work shares, decided here once so that no endpoint can forget
@@ -10,6 +13,45 @@ import { AppError } from '../errors/app-error';
 /** 402 `insufficient_quota` before anything runs, on every endpoint that spends. */
 export function refuseWithoutCredit(key: Pick<AuthenticatedKey, 'creditExhausted'>): void {
   if (key.creditExhausted) throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
+}
+
+/**
+ * 503 on a paused deployment. Text answers `deployment_paused`; a media job, which would wait in
+ * the queue for a replica that never comes, `no_pod_available` (the contract's codes).
+ */
+export function refusePaused(deployment: Pick<Deployment, 'status'>, work: 'text' | 'media'): void {
+  if (deployment.status !== 'Paused') return;
+  if (work === 'text') throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
+  throw new AppError('no_pod_available', 'this deployment is paused: no replica will take the job; resume it first', { retryAfterSeconds: 60 });
+}
+
+/** A request's optional `model` names the deployment's model or is left out. */
+export function checkModelField(deployment: Pick<Deployment, 'modelId'>, model: string | undefined): void {
+  if (model !== undefined && model !== deployment.modelId) {
+    throw new AppError('model_mismatch', `model '${shortened(model)}' is not served here; this endpoint serves '${deployment.modelId}' (the field may be omitted)`, { param: 'model' });
+  }
+}
+
+/**
+ * A chat or completions request fits the deployment's model: the field names it, the model is
+ * a text model that generates (not an embedding model), and chat has a chat template.
+ * `servedBy` describes the endpoints a model does answer (the gateway's endpoint table).
+ */
+export function checkTextModel(
+  deployment: Pick<Deployment, 'modelId'>, model: string | undefined, endpoint: 'chat.completions' | 'completions',
+  entry: CatalogModel | undefined, servedBy: (model: CatalogModel) => string,
+): void {
+  checkModelField(deployment, model);
+  if (!entry) return;
+  if (entry.modality !== 'text') {
+    throw new AppError('wrong_modality', `'${deployment.modelId}' is an ${entry.modality} model; use the ${entry.modality} endpoints`, { param: 'model' });
+  }
+  if (entry.task === 'embedding') {
+    throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is an embedding model; this deployment serves ${servedBy(entry)} (and GET /v1/models)`);
+  }
+  if (endpoint === 'chat.completions' && entry.task === 'completion') {
+    throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is a base model without a chat template; use POST /v1/completions`, { param: 'messages' });
+  }
 }
 
 /**

@@ -8,7 +8,7 @@ import { shortened } from '../errors/quote-value';
  * The model a media call names, checked in the order of docs/api-contract.md#image-errors: unknown id 404 `model_not_found`,
  * a model of another modality 400 `wrong_modality`, then a model other than the endpoint's 400.
  */
-export function resolveMediaModel(catalog: Catalog, deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
+export function resolveMediaModel(catalog: Pick<Catalog, 'find'>, deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
   if (requested === undefined) throw new AppError('invalid_request', `model is required: this endpoint serves '${deployment.modelId}'`, { param: 'model' });
   const model = catalog.find(requested);
   if (!model) throw new AppError('model_not_found', `model '${shortened(requested)}' does not exist; this endpoint serves '${deployment.modelId}'`, { param: 'model' });

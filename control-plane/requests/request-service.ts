@@ -15,13 +15,10 @@ import { REQUEST_STATUSES, RequestRecord, type RequestInput, type RequestKind, t
 import type { RequestRecords } from './request-records';
 import type { RequestScheduler } from './request-scheduler';
 import { quoteValue } from '../errors/quote-value';
-import { refuseWithoutCredit } from '../pipeline/admission';
 
 export interface MediaSubmission {
   workspaceId: string;
   apiKeyId: string;
-  /** The submitting key's workspace has used up its prepaid credit (402, like every endpoint that spends). */
-  creditExhausted: boolean;
   deployment: Deployment;
   model: CatalogModel;
   kind: RequestKind;
@@ -33,6 +30,9 @@ export interface MediaSubmission {
   inputs: Array<{ name: RequestInput['name']; data: Buffer; contentType: string }>;
   idempotencyKey?: string;
 }
+
+/** Throws when the request may not spend (the pipeline's admission rules). */
+export type MediaAdmission = () => void;
 
 export interface RequestServiceOptions {
   /** An Idempotency-Key dedupes submissions for this long (then it may be used again). @default 86400000 */
@@ -66,13 +66,18 @@ export class RequestService {
     private readonly logger: Logger,
   ) {}
 
-  /** Queues the job (202); a repeated Idempotency-Key with the same request returns the first record. */
-  async submit(submission: MediaSubmission): Promise<{ record: RequestRecord; created: boolean }> {
+  /**
+   * Queues the job (202); a repeated Idempotency-Key with the same request returns the first
+   * record. `admission` (the pipeline's rules: credit, a paused deployment) runs after that
+   * lookup, before anything is stored.
+   */
+  async submit(submission: MediaSubmission, admission: MediaAdmission = () => {}): Promise<{ record: RequestRecord; created: boolean }> {
     // A retry of an accepted submission gets its record back before anything that could
     // refuse it now (a full queue, a paused deployment) or upload its inputs again.
     const earlier = submission.idempotencyKey === undefined ? null
       : await this.earlierSubmission(submission.workspaceId, submission.idempotencyKey, requestHash(submission));
     if (earlier) return { record: earlier, created: false };
+    admission();
     await this.admit(submission);
     const queued = await this.records.countQueued(submission.deployment.id);
     if (queued >= this.options.maxQueuedPerDeployment) {
@@ -98,10 +103,11 @@ export class RequestService {
    * A sync image call: runs at once on a free replica and waits at most `budgetMs`; past it the
    * job is canceled, the record fails with `model_timeout`, and `timeoutError` is thrown.
    */
-  async run(submission: MediaSubmission, budgetMs: number, timeoutError: () => AppError): Promise<MediaOutcome> {
+  async run(submission: MediaSubmission, budgetMs: number, timeoutError: () => AppError, admission: MediaAdmission = () => {}): Promise<MediaOutcome> {
     if (submission.idempotencyKey !== undefined) {
       throw new AppError('invalid_request', 'Idempotency-Key deduplicates async submissions: add ?async=true, or retry a sync call without the header', { param: 'Idempotency-Key' });
     }
+    admission();
     await this.admit(submission);
     const connection = this.scheduler.reserveSlot(submission.deployment.id);
     const record = this.newRecord(submission, 'running');
@@ -172,13 +178,12 @@ export class RequestService {
     }
   }
 
-  /** Checks that hold for async and sync alike, before anything is stored. */
+  /**
+   * Checks of a media request's delivery, for async and sync alike, before anything is stored
+   * (the rules every request shares, credit and a paused deployment, the pipeline applied).
+   */
   private async admit(submission: MediaSubmission): Promise<void> {
     const { deployment, delivery } = submission;
-    refuseWithoutCredit(submission);
-    if (deployment.status === 'Paused') {
-      throw new AppError('no_pod_available', 'this deployment is paused: no replica will take the job; resume it first', { retryAfterSeconds: 60 });
-    }
     if (delivery.webhookUrl !== undefined) await checkWebhookUrl(delivery.webhookUrl, this.options.webhookUrls);
     await this.destinations.check(submission.workspaceId, delivery.storageCredentialId ?? deployment.storageCredentialId ?? null);
   }

@@ -4,7 +4,6 @@ import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import { newId } from '../ids';
-import { refuseWithoutCredit } from '../pipeline/admission';
 import type { GuestPlacement, PricedModel, SharedModel, SharedPool } from './shared-pool';
 import type { RelayClient } from '../cluster/relay-client';
 import type { SharingConfig } from './sharing-config';
@@ -86,10 +85,10 @@ export class SharedServing {
 
   /**
    * Admits a guest's chat request or throws: 503 when no provider is left, 429 when no replica
-   * has an idle guest slot, 402 when the guest's credit cannot hold the worst-case cost.
+   * has an idle guest slot, 402 when the guest's credit cannot hold the worst-case cost. The
+   * rules every request shares (a workspace without credit, rate limits) the pipeline applied.
    */
-  async admit(key: AuthenticatedKey, model: PricedModel, fields: Record<string, unknown>, body: Buffer): Promise<GuestAdmission> {
-    refuseWithoutCredit(key);
+  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, fields: Record<string, unknown>, body: Buffer): Promise<GuestAdmission> {
     const traffic = this.pool.trafficOf(model.modelId);
     const placement = this.pool.place(model.modelId);
     if (placement.kind === 'unavailable') {
@@ -140,8 +139,7 @@ export class SharedServing {
    * that never ran or failed on the platform's side, which costs nothing. Aborted streams were
    * free before: 3 streams of 15,041 delivered tokens each left the guest's balance unchanged.
    */
-  async finish(admission: GuestAdmission, outcome: 'succeeded' | 'failed' | 'canceled', usage: GuestUsage | undefined, firstTokenMs: number | null): Promise<void> {
-    if (firstTokenMs !== null) this.pool.trafficOf(admission.model.modelId).firstToken(firstTokenMs);
+  async finish(admission: GuestAdmission, outcome: 'succeeded' | 'failed' | 'canceled', usage: GuestUsage | undefined): Promise<void> {
     try {
       if (outcome === 'failed' || !usage || usage.promptTokens + usage.completionTokens === 0) {
         await this.billing.release(admission.reservation);
@@ -155,6 +153,11 @@ export class SharedServing {
       // The hold expires by itself; the request's id is in the log for a manual settlement.
       this.logger.error({ err: error, sharedRequestId: admission.id }, 'could not settle a guest request');
     }
+  }
+
+  /** The guest's first byte left `ms` after its request arrived (the pool's time-to-first-token measure). */
+  firstToken(admission: GuestAdmission, ms: number): void {
+    this.pool.trafficOf(admission.model.modelId).firstToken(ms);
   }
 
   private busy(model: PricedModel): AppError {

@@ -1,4 +1,4 @@
-import type { DispatchRequest, Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
+import type { Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
 import { jobFailureError } from '../errors/openai-error';
@@ -12,8 +12,9 @@ export interface EmbeddingBatch {
   body: Buffer;
 }
 
+/** Sends one batch's job (the pipeline's ticket for the request). */
 export interface JobDispatch {
-  dispatch(request: DispatchRequest, listener: JobListener): Job;
+  dispatch(listener: JobListener, body: Buffer): Job;
 }
 
 /**
@@ -37,7 +38,6 @@ export class EmbeddingBatches {
 
   constructor(
     private readonly jobs: JobDispatch,
-    private readonly template: Omit<DispatchRequest, 'body'>,
     private readonly batches: readonly EmbeddingBatch[],
     private readonly timeoutMs: number,
   ) {
@@ -100,7 +100,7 @@ export class EmbeddingBatches {
           reject(batchError(failure, batch, this.batches.length > 1));
         },
       };
-      job = this.jobs.dispatch({ ...this.template, body: batch.body }, listener);
+      job = this.jobs.dispatch(listener, batch.body);
       this.firstReplicaId ??= job.replicaId;
       if (!job.finished) this.running.add(job);
     });

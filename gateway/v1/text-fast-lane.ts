@@ -27,8 +27,8 @@ const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
  * Returns false for every other request, which Koa then serves.
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds) {
-  const text = new TextCompletionRoute(controlPlane, options);
-  const sharedChat = new SharedChatRoute(controlPlane, options);
+  const text = new TextCompletionRoute(controlPlane.pipeline, options);
+  const sharedChat = new SharedChatRoute(controlPlane.pipeline, options);
   const metrics = controlPlane.metrics;
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {

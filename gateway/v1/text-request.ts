@@ -2,7 +2,9 @@ import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
 import { quoteValue } from '../../control-plane/errors/quote-value';
 
-export type TextEndpoint = 'chat.completions' | 'completions';
+import type { TextEndpoint } from '../../control-plane/pipeline/inference-pipeline';
+
+export type { TextEndpoint };
 
 /** What the gateway needs from a chat/completion body; everything else passes through untouched. */
 export interface TextRequest {

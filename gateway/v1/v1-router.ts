@@ -35,7 +35,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
   const images = new ImagesRoute(controlPlane, options);
   const videos = new VideosRoute(controlPlane, options);
   const requests = new RequestsRoute(controlPlane);
-  const embeddings = new EmbeddingsRoute(controlPlane, options);
+  const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models });
 

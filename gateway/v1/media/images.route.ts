@@ -4,7 +4,6 @@ import type { Deployment } from '../../../control-plane/deployments/deployment.e
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { readImageParams } from '../../../control-plane/requests/image-params';
-import { resolveMediaModel } from '../../../control-plane/requests/media-model';
 import type { MediaSubmission } from '../../../control-plane/requests/request-service';
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
@@ -30,7 +29,7 @@ export class ImagesRoute {
     const body = await readMediaBody(context, {
       jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, multipartOnly: operation === 'edit',
     });
-    const model = resolveMediaModel(this.controlPlane.catalog, deployment, body.fields.string('model'), 'image');
+    const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'image');
     const inputs: MediaSubmission['inputs'] = [];
     if (operation === 'edit') {
       if (!model.inputModalities.includes('image')) {
@@ -45,21 +44,21 @@ export class ImagesRoute {
     }
     const { params, delivery } = readImageParams(body.fields, model);
     const submission: MediaSubmission = {
-      workspaceId: key.workspaceId, apiKeyId: key.id, creditExhausted: key.creditExhausted, deployment, model,
+      workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model,
       kind: operation === 'edit' ? 'image-edit' : 'image-generation',
       params: { ...params }, outputCount: params.n, responseFormat: params.response_format, delivery, inputs,
       idempotencyKey: idempotencyKey(context),
     };
     const requests = this.controlPlane.requests;
     if (isAsync) {
-      const { record } = await requests.submit(submission);
+      const { record } = await this.controlPlane.pipeline.submitMedia(key, submission);
       context.status = 202;
       context.body = acknowledgement(record);
       return;
     }
     const timeoutCode = operation === 'edit' ? 'image_edit_timeout' : 'image_generation_timeout';
     const budgetMs = this.options.syncImageBudgetMs;
-    const outcome = await requests.run(submission, budgetMs, () => new AppError(timeoutCode,
+    const outcome = await this.controlPlane.pipeline.runMedia(key, submission, budgetMs, () => new AppError(timeoutCode,
       `the image was not ready within the ${Math.round(budgetMs / 1000)} s budget and the job was canceled; submit with ?async=true for longer jobs`));
     if (outcome.record.status !== 'succeeded') throw syncFailure(outcome.record, timeoutCode);
     const urls = params.response_format === 'url' ? await requests.outputUrls(outcome.record) : null;

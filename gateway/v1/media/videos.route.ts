@@ -4,7 +4,6 @@ import type { Deployment } from '../../../control-plane/deployments/deployment.e
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { readDelivery } from '../../../control-plane/requests/image-params';
-import { resolveMediaModel } from '../../../control-plane/requests/media-model';
 import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
 import type { MediaSubmission } from '../../../control-plane/requests/request-service';
 import { readVideoParams, type VideoRoute } from '../../../control-plane/requests/video-params';
@@ -23,7 +22,7 @@ export class VideosRoute {
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey, route: VideoRoute): Promise<void> {
     const body = await readMediaBody(context, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes });
-    const model = resolveMediaModel(this.controlPlane.catalog, deployment, body.fields.string('model'), 'video');
+    const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'video');
     const reference = route === 'videos' ? imageFile(body, 'input_reference') : undefined;
     if (route === 'videos/generations' && body.fields.has('input_reference')) {
       throw new AppError('invalid_request', 'POST /v1/videos/generations is text-to-video only; send input_reference to POST /v1/videos', { param: 'input_reference' });
@@ -33,11 +32,11 @@ export class VideosRoute {
     }
     const params = readVideoParams(body.fields, model, route, reference !== undefined);
     const submission: MediaSubmission = {
-      workspaceId: key.workspaceId, apiKeyId: key.id, creditExhausted: key.creditExhausted, deployment, model, kind: 'video-generation',
+      workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model, kind: 'video-generation',
       params: { ...params }, outputCount: 1, responseFormat: 'url', delivery: readDelivery(body.fields),
       inputs: reference ? [{ name: 'input_reference', ...reference }] : [], idempotencyKey: idempotencyKey(context),
     };
-    const { record } = await this.controlPlane.requests.submit(submission);
+    const { record } = await this.controlPlane.pipeline.submitMedia(key, submission);
     context.status = 202;
     context.body = route === 'videos' ? videoObject(record) : acknowledgement(record);
   }

@@ -128,7 +128,6 @@ describe('SharedServing admission', () => {
   });
 
   test.each<[string, AuthenticatedKey, (world: ReturnType<typeof serving>) => void, string, number]>([
-    ['the workspace has no credit left', { ...GUEST, creditExhausted: true }, (world) => world.replica({ max: 8 }), 'insufficient_quota', 0],
     ['no provider is left', GUEST, () => {}, 'shared_model_unavailable', 0],
     ['every provider is busy (counted as refused)', GUEST, (world) => world.replica({ max: 8, owners: 6 }), 'shared_pool_busy', 1],
   ])('refuses without reserving credit when %s', async (_name, key, setUp, code, refused) => {
@@ -233,7 +232,7 @@ describe('SharedServing dispatch', () => {
     }
     expect(code).toBe('shared_pool_busy');
     // The caller then finishes it unsucceeded: the hold is released.
-    await alone.shared.finish(stranded, 'failed', undefined, null);
+    await alone.shared.finish(stranded, 'failed', undefined);
     expect(alone.billing.released).toEqual([stranded.reservation]);
   });
 });
@@ -252,7 +251,7 @@ describe('SharedServing settlement', () => {
     const world = serving();
     world.replica({ max: 8 });
     const admission = await world.admit();
-    await world.shared.finish(admission, outcome, usage, null);
+    await world.shared.finish(admission, outcome, usage);
     expect(world.billing.outstanding).toBe(0);
     if (expected === 'released') {
       expect(world.billing.released).toEqual([admission.reservation]);
@@ -278,7 +277,7 @@ describe('SharedServing settlement', () => {
       onCompleted: () => heard.push('completed'),
       onFailed: (failure) => {
         heard.push(`failed:${failure.code}`);
-        void world.shared.finish(admission, 'failed', failure.usage, null);
+        void world.shared.finish(admission, 'failed', failure.usage);
       },
     };
     const job = world.shared.dispatch(admission, JOB, listener);
@@ -295,14 +294,14 @@ describe('SharedServing settlement', () => {
     world.replica({ max: 8 });
     const admission = await world.admit();
     world.billing.failSettlement = true;
-    await expect(world.shared.finish(admission, 'succeeded', { promptTokens: 1, completionTokens: 1 }, null)).resolves.toBeUndefined();
+    await expect(world.shared.finish(admission, 'succeeded', { promptTokens: 1, completionTokens: 1 })).resolves.toBeUndefined();
     expect(world.log.errors).toEqual(['could not settle a guest request']);
   });
 
   test('time to first token feeds the pool\'s measure', async () => {
     const world = serving();
     world.replica({ max: 16 });
-    for (const ms of [100, 200, 300, 400, 500]) await world.shared.finish(await world.admit(), 'succeeded', { promptTokens: 1, completionTokens: 1 }, ms);
+    for (const ms of [100, 200, 300, 400, 500]) world.shared.firstToken(await world.admit(), ms);
     expect(world.pool.trafficOf(SHARED_MODEL).measures().recentTtftMs).toBe(300);
   });
 });

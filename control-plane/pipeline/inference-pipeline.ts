@@ -1,0 +1,214 @@
+import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { Catalog, CatalogModel } from '../catalog/catalog';
+import type { JobRouter } from '../cluster/job-router';
+import type { Deployment } from '../deployments/deployment.entity';
+import type { DeploymentStore } from '../deployments/deployment-store';
+import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
+import type { RateLimiter } from '../rate-limits/rate-limit-decision';
+import { resolveMediaModel } from '../requests/media-model';
+import type { MediaOutcome } from '../requests/media-jobs';
+import type { MediaSubmission, RequestService } from '../requests/request-service';
+import type { RequestRecord } from '../requests/request-record.entity';
+import { SHARED_MODEL_PREFIX, type SharedServing } from '../sharing/shared-serving';
+import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
+import type { UsageInput } from '../usage/usage-recorder';
+import type { JobKind } from '../../proto/worker/v1';
+import { checkModelField, checkTextModel, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
+import { WorkTicket, type Settlement } from './work-ticket';
+
+export type TextEndpoint = 'chat.completions' | 'completions';
+
+/** What the pipeline needs of a chat or completions body the gateway parsed and validated. */
+export interface TextWork {
+  readonly endpoint: TextEndpoint;
+  /** The client's bytes, passed to the engine untouched (a guest's may get a `max_tokens` bound). */
+  readonly body: Buffer;
+  readonly fields: Record<string, unknown>;
+  readonly model: string | undefined;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  /** When the job must be done by (the gateway's request timeout). */
+  readonly deadlineUnixMs: number;
+  /** Streamed jobs: chunk bytes the agent may send ahead of the client (`Assign.stream_window_bytes`). */
+  readonly streamWindowBytes: number;
+  /**
+   * The "this deployment serves …" text for a model that does not answer `endpoint`; the
+   * gateway's endpoint table knows the endpoints.
+   */
+  readonly servedBy: (model: CatalogModel) => string;
+}
+
+/** An embeddings body the gateway parsed against the model's limits. */
+export interface EmbeddingWork {
+  readonly model: string | undefined;
+  /** The request's size in bytes: no input has more tokens than bytes, so it bounds the TPD hold. */
+  readonly bodyBytes: number;
+  readonly deadlineUnixMs: number;
+}
+
+/** Where the pipeline records what it measured; telemetry's Metrics is one. */
+export interface PipelineMetrics {
+  recordTokens(label: string, promptTokens: number, completionTokens: number): void;
+  recordTimeToFirstToken(endpoint: TextEndpoint, seconds: number): void;
+}
+
+export interface PipelineParts {
+  readonly catalog: Pick<Catalog, 'find'>;
+  readonly deployments: Pick<DeploymentStore, 'findBySlug'>;
+  readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle'>;
+  /** Owner jobs: a ready replica here or on a peer server. */
+  readonly jobs: Pick<JobRouter, 'dispatch'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly requests: Pick<RequestService, 'submit' | 'run'>;
+  readonly usage: { record(input: UsageInput): void };
+  readonly metrics: PipelineMetrics;
+  readonly now?: () => number;
+}
+
+const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB_KIND_CHAT_COMPLETION', completions: 'JOB_KIND_COMPLETION' };
+
+/**
+ * The one path every kind of work takes, in this order: resolve the target (a deployment or a
+ * shared model) → admission (model and modality, credit, a paused deployment, RPM and the TPD
+ * hold, a guest's pool slot and credit) → placement and dispatch (owners through the job
+ * router, guests through the shared pool, media through the durable queue) → metering and
+ * settlement (the WorkTicket). A gateway route reads its body, calls this, renders the answer;
+ * it decides no rule of its own, so no endpoint can forget one.
+ */
+export class InferencePipeline {
+  private readonly settlement: Settlement;
+  private readonly now: () => number;
+
+  constructor(private readonly parts: PipelineParts) {
+    this.now = parts.now ?? Date.now;
+    this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, metrics: parts.metrics, now: this.now };
+  }
+
+  /** `/d/<slug>/v1` → the key's deployment; another workspace's answers 404 like a missing one, so endpoints cannot be probed. */
+  async deployment(key: AuthenticatedKey, slug: string): Promise<Deployment> {
+    const deployment = await this.parts.deployments.findBySlug(slug);
+    if (!deployment || deployment.workspaceId !== key.workspaceId) {
+      throw new AppError('deployment_not_found', `no deployment endpoint at /d/${slug}/v1 for this API key`);
+    }
+    return deployment;
+  }
+
+  /** A chat or completions request on its owner's deployment, admitted; dispatch and settle through the ticket. */
+  async admitText(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<WorkTicket> {
+    const startedAt = this.now();
+    checkTextModel(deployment, work.model, work.endpoint, this.parts.catalog.find(deployment.modelId), work.servedBy);
+    refuseWithoutCredit(key);
+    refusePaused(deployment, 'text');
+    const decision = await this.parts.rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
+    const job = this.textJob(work, deployment.id, deployment.modelId);
+    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
+      send: (listener) => this.sendOwned(deployment, job, listener),
+      firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
+    }, this.settlement, startedAt);
+  }
+
+  /**
+   * A guest's chat request for `shared/<model-id>`, admitted: a replica of some owner who
+   * shares the model has an idle guest slot and the guest's credit holds the worst-case cost.
+   * `labelled` learns the shared model as soon as it is known (the metrics and log label).
+   */
+  async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void): Promise<WorkTicket> {
+    const startedAt = this.now();
+    const { shared, rateLimiter } = this.parts;
+    const model = shared.resolve(work.model);
+    const label = `${SHARED_MODEL_PREFIX}${model.modelId}`;
+    labelled(label);
+    refuseWithoutCredit(key);
+    const decision = await rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
+    let admission;
+    try {
+      admission = await shared.admit(key, model, work.fields, work.body);
+    } catch (error) {
+      rateLimiter.settle(decision.hold, 0);
+      throw error;
+    }
+    const guest = admission;
+    const job = this.textJob(work, guest.deploymentId, model.modelId);
+    // The guest's own record (TPD, the guest's usage) names the shared model, never the owner's deployment or replica.
+    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label, endpoint: work.endpoint, stream: work.stream, recordsReplica: false }, {
+      send: (listener) => shared.dispatch(guest, job, listener),
+      finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
+      firstToken: (ms) => shared.firstToken(guest, ms),
+    }, this.settlement, startedAt);
+  }
+
+  /** The deployment's embedding model, or a 400 that says what the deployment serves. */
+  embeddingModel(deployment: Deployment, servedBy: (model: CatalogModel) => string): CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> } {
+    const model = this.parts.catalog.find(deployment.modelId);
+    if (!model) throw new AppError('model_not_found', `model '${deployment.modelId}' of this deployment is no longer in the catalog`);
+    if (model.task !== 'embedding' || !model.embedding) {
+      throw new AppError('unsupported_endpoint', `'${model.id}' is not an embedding model; this deployment serves ${servedBy(model)} (and GET /v1/models)`);
+    }
+    return model as CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> };
+  }
+
+  /** An embeddings request, admitted; each engine batch is a `dispatch` with its own body, settled once with their summed usage. */
+  async admitEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork): Promise<WorkTicket> {
+    const startedAt = this.now();
+    checkModelField(deployment, work.model);
+    refuseWithoutCredit(key);
+    refusePaused(deployment, 'text');
+    const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
+    const template: Omit<DispatchRequest, 'body'> = {
+      deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
+      deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
+    };
+    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: 'embeddings', stream: false, recordsReplica: true }, {
+      send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
+    }, this.settlement, startedAt);
+  }
+
+  /** The image or video model a media request names, checked against the deployment. */
+  mediaModel(deployment: Deployment, requested: string | undefined, modality: 'image' | 'video'): CatalogModel {
+    return resolveMediaModel(this.parts.catalog, deployment, requested, modality);
+  }
+
+  /**
+   * An async image or video request: admitted, queued durably (the scheduler places it),
+   * acknowledged. A retry of a submission already accepted (its Idempotency-Key) gets its record
+   * back before admission, which could refuse it now.
+   */
+  async submitMedia(key: AuthenticatedKey, submission: MediaSubmission): Promise<{ record: RequestRecord; created: boolean }> {
+    return this.parts.requests.submit(submission, () => this.admitMedia(key, submission.deployment));
+  }
+
+  /** A sync image request: admitted, run on the same queue with the caller waiting up to `budgetMs`. */
+  async runMedia(key: AuthenticatedKey, submission: MediaSubmission, budgetMs: number, timeoutError: () => AppError): Promise<MediaOutcome> {
+    return this.parts.requests.run(submission, budgetMs, timeoutError, () => this.admitMedia(key, submission.deployment));
+  }
+
+  /** A media job spends GPU time billed to the workspace: the same credit rule as text (it used to take 202s at 0 credit). */
+  private admitMedia(key: AuthenticatedKey, deployment: Deployment): void {
+    refuseWithoutCredit(key);
+    refusePaused(deployment, 'media');
+  }
+
+  private textJob(work: TextWork, deploymentId: string, model: string): DispatchRequest {
+    return {
+      deploymentId, kind: TEXT_JOB_KINDS[work.endpoint], body: work.body, stream: work.stream, includeUsage: work.includeUsage, model,
+      deadlineUnixMs: work.deadlineUnixMs, streamWindowBytes: work.stream ? work.streamWindowBytes : 0,
+    };
+  }
+
+  /** An owner's job to a ready replica of its deployment, here or on a peer. */
+  private sendOwned(deployment: Deployment, job: DispatchRequest, listener: JobListener): Job {
+    try {
+      return this.parts.jobs.dispatch(job, listener);
+    } catch (error) {
+      throw restartingForSharing(deployment, error);
+    }
+  }
+}
+
+/** With no replica ready while the rolling restart for sharing runs, the 503 says so. */
+function restartingForSharing(deployment: Deployment, error: unknown): unknown {
+  if (!(error instanceof AppError) || error.code !== 'no_replica_available' || deployment.sharing !== 'activating') return error;
+  return new AppError('no_replica_available', `this deployment is ${RESTARTING_FOR_SHARING}; its replicas restart one at a time, retry in a few seconds`,
+    { retryAfterSeconds: 5, cause: error });
+}

@@ -1,0 +1,28 @@
+import type { ServerResponse } from 'node:http';
+import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
+import type { WorkTicket } from '../../control-plane/pipeline/work-ticket';
+import type { RequestTrace } from '../http/request-id';
+import { rateLimitHeaders } from './rate-limit-headers';
+import type { TextRouteOptions } from './text-completion.route';
+import { runTextJob, type StreamLimits } from './text-job-run';
+
+/**
+ * Runs an admitted chat or completions request on the raw response: its job relayed as the
+ * client reads it, settled from the terminal event, its holds given back if it never ran.
+ */
+export async function runTicket(
+  response: ServerResponse, ticket: WorkTicket, stream: boolean, key: AuthenticatedKey, trace: RequestTrace, options: TextRouteOptions & StreamLimits,
+): Promise<void> {
+  const headers = rateLimitHeaders(ticket.rateLimit, key.rpmLimit, key.tpdLimit);
+  headers.push('x-request-id', trace.id);
+  try {
+    const jobResponse = await runTextJob(response, {
+      stream, headers, requestTimeoutMs: options.requestTimeoutMs, limits: options,
+      dispatch: (listener) => ticket.dispatch(listener),
+      meter: (outcome, usage, job) => ticket.settle(outcome, usage, job.replicaId),
+    });
+    if (jobResponse.firstByteAt) ticket.firstToken(jobResponse.firstByteAt - trace.receivedAt);
+  } finally {
+    ticket.close();
+  }
+}
