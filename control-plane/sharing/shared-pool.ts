@@ -6,6 +6,7 @@ import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Peer } from '../cluster/server-registry';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
+import { placeJob, type PeerOffer } from '../dispatch/placement';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
 import type { SharingConfig } from './sharing-config';
@@ -98,8 +99,9 @@ export class SharedPool {
   }
 
   /**
-   * The replica with the most guest slots among the model's shared deployments: one whose agent
-   * this server holds first (no hop), else the peer reporting the most for one deployment.
+   * The replica with the most guest slots among the model's shared deployments, by the one
+   * placement policy (dispatch/placement.ts): one whose agent this server holds first (no hop),
+   * else the peer reporting the most for one deployment; a guest never queues.
    */
   place(modelId: string): GuestPlacement {
     let best: AgentConnection | null = null;
@@ -117,20 +119,20 @@ export class SharedPool {
         }
       }
     }
-    if (best) return { kind: 'replica', connection: best };
-    let remote: { peer: Peer; deploymentId: string } | null = null;
+    const offers: PeerOffer[] = [];
     for (const peer of this.peers()) {
       for (const deploymentId of members) {
         const load = peer.load[deploymentId];
-        if (!load?.guestReady) continue;
-        providers++;
-        if (load.guestSlots > bestSlots) {
-          remote = { peer, deploymentId };
-          bestSlots = load.guestSlots;
-        }
+        if (load?.guestReady) offers.push({ peer, deploymentId, slots: load.guestSlots });
       }
     }
-    if (remote) return { kind: 'peer', ...remote, ownerWorkspaceId: this.owners.get(remote.deploymentId) ?? '' };
+    providers += offers.length;
+    const placed = placeJob(best, bestSlots, () => offers, false);
+    if (placed?.kind === 'local') return { kind: 'replica', connection: placed.local };
+    if (placed) {
+      const { peer, deploymentId } = placed.offer;
+      return { kind: 'peer', peer, deploymentId, ownerWorkspaceId: this.owners.get(deploymentId) ?? '' };
+    }
     return providers === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
   }
 
