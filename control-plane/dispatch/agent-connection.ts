@@ -54,8 +54,21 @@ export class AgentConnection implements JobCarrier {
   /** This replica's job latencies since the last heartbeat (reported with its load). */
   readonly latency = new LatencyWindow();
 
-  /** Slots set aside by a scheduler that is claiming work for this connection. */
-  reserved = 0;
+  private reservedSlots = 0;
+
+  /** Slots set aside for work being placed here (a claim, a sync call, a guest's credit check). */
+  get reserved(): number {
+    return this.reservedSlots;
+  }
+
+  /**
+   * Sets one slot aside until the work it is for is on the agent or given up; the hold gives it
+   * back exactly once. The only way a slot is reserved, so none is released twice or leaked.
+   */
+  reserveSlot(): SlotHold {
+    this.reservedSlots++;
+    return new SlotHold(this, () => this.reservedSlots--);
+  }
 
   /** Load as a fraction of the agent's concurrency; the dispatcher picks the smallest. */
   get load(): number {
@@ -138,5 +151,19 @@ export class AgentConnection implements JobCarrier {
       if (job.request.guest) this.guestInFlight--;
       this.owner.released(this);
     }
+  }
+}
+
+/** One slot set aside on a replica (AgentConnection.reserveSlot). */
+export class SlotHold {
+  private held = true;
+
+  constructor(readonly connection: AgentConnection, private readonly free: () => void) {}
+
+  /** Gives the slot back (the work is on the agent now, or will not run); later calls do nothing. */
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.free();
   }
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { InputFile, JobKind, UploadTarget } from '../../proto/worker/v1';
-import type { AgentConnection } from '../dispatch/agent-connection';
+import type { SlotHold } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { Job } from '../dispatch/job';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
@@ -67,17 +67,18 @@ export class MediaJobs {
   }
 
   /**
-   * Dispatches a `running` record to `connection`, whose slot the caller reserved (released
+   * Dispatches a `running` record to the replica of `slot`, which the caller reserved (released
    * here once the job is on the agent). Resolves when the record is terminal.
    */
-  async start(record: RequestRecord, connection: AgentConnection): Promise<MediaOutcome> {
+  async start(record: RequestRecord, slot: SlotHold): Promise<MediaOutcome> {
+    const { connection } = slot;
     let destination: OutputDestination | null = null;
     let request;
     try {
       destination = await this.destinations.forRecord(record);
       request = await this.prepare(record, destination);
     } catch (error) {
-      connection.reserved--;
+      slot.release();
       destination?.release();
       this.dispatcher.released(connection);
       const failed = await this.records.finish(record.id, ['running'], 'failed', {
@@ -99,7 +100,7 @@ export class MediaJobs {
         destination!.release();
         resolve(outcome);
       });
-      connection.reserved--;
+      slot.release();
       const job = this.dispatcher.dispatchTo(connection, request, listener);
       this.running.set(record.id, { job, listener });
     });

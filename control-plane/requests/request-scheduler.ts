@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors/app-error';
-import type { AgentConnection } from '../dispatch/agent-connection';
+import type { SlotHold } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
@@ -74,12 +74,9 @@ export class RequestScheduler {
    * 503 `no_pod_available` when none is ready). The slot is reserved until `runNow` puts the
    * job on it, or `releaseSlot` gives it back.
    */
-  reserveSlot(deploymentId: string): AgentConnection {
+  reserveSlot(deploymentId: string): SlotHold {
     const connection = this.dispatcher.freeConnection(deploymentId);
-    if (connection) {
-      connection.reserved++;
-      return connection;
-    }
+    if (connection) return connection.reserveSlot();
     const ready = this.dispatcher.connections(deploymentId).some((candidate) => !candidate.draining && !candidate.closed);
     if (ready) throw new AppError('replica_saturated', 'every replica of this deployment is at its concurrency limit; retry shortly or submit with ?async=true', { retryAfterSeconds: 2 });
     throw new AppError('no_pod_available', 'no replica of this deployment is ready (starting, paused or scaled away); retry shortly', { retryAfterSeconds: 10 });
@@ -90,14 +87,14 @@ export class RequestScheduler {
     return { leaseOwner: this.notifier.instanceId, leaseExpiresAt: new Date(Date.now() + this.options.leaseMs) };
   }
 
-  releaseSlot(connection: AgentConnection): void {
-    connection.reserved--;
-    this.dispatcher.released(connection);
+  releaseSlot(slot: SlotHold): void {
+    slot.release();
+    this.dispatcher.released(slot.connection);
   }
 
-  /** Runs an already-inserted `running` record on the reserved `connection` (sync calls). */
-  runNow(record: RequestRecord, connection: AgentConnection): Promise<MediaOutcome> {
-    return this.jobs.start(record, connection);
+  /** Runs an already-inserted `running` record on the reserved slot (sync calls). */
+  runNow(record: RequestRecord, slot: SlotHold): Promise<MediaOutcome> {
+    return this.jobs.start(record, slot);
   }
 
   wake(deploymentId: string): void {
@@ -127,7 +124,7 @@ export class RequestScheduler {
       if (!connection) return;
       // The slot stays reserved until the job is on the agent (MediaJobs.start releases it),
       // so a second claim never counts the same free slot.
-      connection.reserved++;
+      const slot = connection.reserveSlot();
       let record: RequestRecord | null;
       try {
         record = await this.records.claim(deploymentId, {
@@ -135,16 +132,16 @@ export class RequestScheduler {
           timeoutMs: (candidate) => this.jobs.timeoutMs(candidate), queueTtlMs: this.options.queueTtlMs,
         });
       } catch (error) {
-        connection.reserved--;
+        slot.release();
         throw error;
       }
       if (!record) {
-        connection.reserved--;
+        slot.release();
         this.pending.delete(deploymentId);
         return;
       }
       // The outcome is recorded by the job itself; nobody waits on an async record here.
-      void this.jobs.start(record, connection);
+      void this.jobs.start(record, slot);
     }
   }
 

@@ -109,24 +109,24 @@ export class RequestService {
     }
     admission();
     await this.admit(submission);
-    const connection = this.scheduler.reserveSlot(submission.deployment.id);
+    const slot = this.scheduler.reserveSlot(submission.deployment.id);
     const record = this.newRecord(submission, 'running');
     const now = new Date();
     Object.assign(record, {
-      startedAt: now, replicaId: connection.replicaId, estimatedSeconds: Math.ceil(budgetMs / 1000),
+      startedAt: now, replicaId: slot.connection.replicaId, estimatedSeconds: Math.ceil(budgetMs / 1000),
       deadlineAt: new Date(now.getTime() + this.jobs.timeoutMs(record)), ...this.scheduler.lease(),
     });
     try {
       await this.storeInputs(record, submission);
       await this.records.insert(record);
     } catch (error) {
-      this.scheduler.releaseSlot(connection);
+      this.scheduler.releaseSlot(slot);
       await this.deleteInputs(record);
       throw error;
     }
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
-      this.scheduler.runNow(record, connection),
+      this.scheduler.runNow(record, slot),
       new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), budgetMs))),
     ]);
     clearTimeout(timer);

@@ -102,12 +102,12 @@ export class SharedServing {
     // A local slot is held while credit is reserved, so two guests cannot both take the last
     // one; a peer's slot is checked again by the peer when the job arrives (429 if it is gone).
     const connection = placement.kind === 'replica' ? placement.connection : null;
-    if (connection) connection.reserved++;
+    const slot = connection?.reserveSlot();
     let reservation: Reservation | null;
     try {
       reservation = await this.billing.reserve(key.workspaceId, rewritten.length, maxCompletionTokens, model.prices, this.config.reservationTtlMs);
     } finally {
-      if (connection) connection.reserved--;
+      slot?.release();
     }
     if (!reservation) {
       throw new AppError('insufficient_quota', 'the workspace\'s credit cannot cover this request at the shared model\'s prices (prompt + max_tokens); add credit or lower max_tokens');

@@ -6,7 +6,7 @@
  */
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
-import { agent, events, flush, RecordingListener, request, thrownCode } from './fakes';
+import { agent, events, flush, RecordingListener, request, reserveSlots, thrownCode } from './fakes';
 
 interface ReplicaSpec {
   max: number;
@@ -115,7 +115,7 @@ describe('Dispatcher free slots (what a scheduler may claim for)', () => {
   ])('freeConnection: %s', (_name, specs, reserved, expected) => {
     const dispatcher = new Dispatcher();
     const connections = pool(dispatcher, specs);
-    connections.forEach((connection, index) => (connection.reserved = reserved[index]));
+    connections.forEach((connection, index) => reserveSlots(connection, reserved[index]));
     expect(dispatcher.freeConnection('dep_a')?.replicaId ?? null).toBe(expected);
   });
 });

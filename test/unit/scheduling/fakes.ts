@@ -46,6 +46,11 @@ export function agent(owner: ConnectionOwner, options: AgentOptions = {}): FakeA
   return { connection, frames };
 }
 
+/** Sets `count` slots of the replica aside, as a scheduler claiming work would. */
+export function reserveSlots(connection: AgentConnection, count: number): void {
+  for (let index = 0; index < count; index++) connection.reserveSlot();
+}
+
 export function request(overrides: Partial<DispatchRequest> = {}): DispatchRequest {
   return {
     deploymentId: 'dep_a', kind: 'JOB_KIND_CHAT_COMPLETION', body: Buffer.from('{"messages":[]}'), stream: false,

@@ -9,7 +9,7 @@ import { JobRouter } from '../../../control-plane/cluster/job-router';
 import type { DeploymentLoad, Peer, ServerRegistry } from '../../../control-plane/cluster/server-registry';
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import { Job, type DispatchRequest, type JobListener } from '../../../control-plane/dispatch/job';
-import { agent, RecordingListener, request, thrownCode } from './fakes';
+import { agent, RecordingListener, request, reserveSlots, thrownCode } from './fakes';
 
 function load(ready: number, freeSlots: number): DeploymentLoad {
   return { ready, freeSlots, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
@@ -44,7 +44,7 @@ function router(locals: LocalSpec[], peers: Peer[]) {
     const { connection } = agent(dispatcher, { replicaId: `local${index}`, maxConcurrency: spec.max });
     dispatcher.register(connection);
     for (let job = 0; job < spec.busy; job++) dispatcher.dispatchTo(connection, request(), new RecordingListener());
-    connection.reserved = spec.reserved ?? 0;
+    reserveSlots(connection, spec.reserved ?? 0);
     connection.draining = spec.draining ?? false;
     return connection;
   });

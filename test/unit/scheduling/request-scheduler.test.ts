@@ -7,7 +7,7 @@
  * the right code. Records, media jobs and the cluster notifier are in-memory fakes; the
  * Dispatcher and its agents are real.
  */
-import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
+import type { AgentConnection, SlotHold } from '../../../control-plane/dispatch/agent-connection';
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import type { Job } from '../../../control-plane/dispatch/job';
 import type { ClusterNotifier } from '../../../control-plane/events/cluster-notifier';
@@ -81,9 +81,10 @@ class FakeJobs {
     return this.started.map((running) => running.record.id);
   }
 
-  start(startedRecord: RequestRecord, connection: AgentConnection): Promise<MediaOutcome> {
+  start(startedRecord: RequestRecord, slot: SlotHold): Promise<MediaOutcome> {
+    const { connection } = slot;
     const reservedBefore = connection.reserved;
-    connection.reserved--;
+    slot.release();
     const job = this.dispatcher.dispatchTo(connection, request({ deploymentId: startedRecord.deploymentId, kind: 'JOB_KIND_IMAGE_GENERATION' }), new RecordingListener());
     this.started.push({ record: startedRecord, connection, job, reservedBefore });
     return new Promise(() => {});
@@ -169,7 +170,7 @@ describe('RequestScheduler sync slots', () => {
     const { scheduler, replica } = world();
     replica({ replicaId: 'small', max: 2, busy: 1 });
     const large = replica({ replicaId: 'large', max: 4, busy: 1 });
-    expect(scheduler.reserveSlot('dep_a')).toBe(large);
+    expect(scheduler.reserveSlot('dep_a').connection).toBe(large);
     expect(large.reserved).toBe(1);
   });
 
@@ -192,7 +193,7 @@ describe('RequestScheduler sync slots', () => {
     expect(thrownCode(() => scheduler.reserveSlot('dep_a'))).toBe('replica_saturated');
     scheduler.releaseSlot(slot);
     expect(only.reserved).toBe(0);
-    expect(scheduler.reserveSlot('dep_a')).toBe(only);
+    expect(scheduler.reserveSlot('dep_a').connection).toBe(only);
   });
 
   test('a released sync slot goes to queued work at once', async () => {
@@ -214,8 +215,8 @@ describe('RequestScheduler sync slots', () => {
     replica({ max: 1 });
     const slot = scheduler.reserveSlot('dep_a');
     void scheduler.runNow(record('req_sync', 'dep_a', { sync: true, status: 'running' }), slot);
-    expect(jobs.started.map((running) => [running.record.id, running.connection, running.reservedBefore])).toEqual([['req_sync', slot, 1]]);
-    expect(slot.reserved).toBe(0);
+    expect(jobs.started.map((running) => [running.record.id, running.connection, running.reservedBefore])).toEqual([['req_sync', slot.connection, 1]]);
+    expect(slot.connection.reserved).toBe(0);
   });
 
   test('a lease is held by this server for leaseMs', () => {

@@ -13,7 +13,7 @@ import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import { ControlPlaneEvents } from '../../../control-plane/events/control-plane-events';
 import { SharedPool } from '../../../control-plane/sharing/shared-pool';
 import type { SharingConfig } from '../../../control-plane/sharing/sharing-config';
-import { agent, RecordingListener, recordingLogger, request } from './fakes';
+import { agent, RecordingListener, recordingLogger, request, reserveSlots } from './fakes';
 
 export const SHARED_MODEL = 'acme/chat-8b';
 
@@ -90,7 +90,7 @@ export function sharingWorld(options: { config?: Partial<SharingConfig>; models?
     });
     dispatcher.register(connection);
     occupy(connection, spec.owners ?? 0, spec.guests ?? 0);
-    connection.reserved = spec.reserved ?? 0;
+    reserveSlots(connection, spec.reserved ?? 0);
     connection.draining = spec.draining ?? false;
     connection.closed = spec.closed ?? false;
     return connection;
