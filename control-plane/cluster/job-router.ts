@@ -1,7 +1,7 @@
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
-import { placeJob, type PeerOffer } from '../dispatch/placement';
+import { placeJob, type PeerOffer } from './placement';
 import { AppError } from '../errors/app-error';
 import type { RelayClient } from './relay-client';
 import type { ServerRegistry } from './server-registry';

@@ -6,7 +6,7 @@ import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Peer } from '../cluster/server-registry';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import { placeJob, type PeerOffer } from '../dispatch/placement';
+import { placeJob, type PeerOffer } from '../cluster/placement';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
 import type { SharingConfig } from './sharing-config';
@@ -100,7 +100,7 @@ export class SharedPool {
 
   /**
    * The replica with the most guest slots among the model's shared deployments, by the one
-   * placement policy (dispatch/placement.ts): one whose agent this server holds first (no hop),
+   * placement policy (cluster/placement.ts): one whose agent this server holds first (no hop),
    * else the peer reporting the most for one deployment; a guest never queues.
    */
   place(modelId: string): GuestPlacement {

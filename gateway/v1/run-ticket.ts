@@ -3,8 +3,7 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import type { WorkTicket } from '../../control-plane/pipeline/work-ticket';
 import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from './rate-limit-headers';
-import type { TextRouteOptions } from './text-completion.route';
-import { runTextJob, type StreamLimits } from './text-job-run';
+import { runTextJob, type StreamLimits, type TextRouteOptions } from './text-job-run';
 
 /**
  * Runs an admitted chat or completions request on the raw response: its job relayed as the

@@ -6,13 +6,10 @@ import { readBody } from '../http/read-body';
 import type { RequestTrace } from '../http/request-id';
 import { servedEndpoints } from './endpoint-table';
 import { runTicket } from './run-ticket';
-import type { StreamLimits } from './text-job-run';
+import type { StreamLimits, TextRouteOptions } from './text-job-run';
 import { parseTextRequest, type TextEndpoint } from './text-request';
 
-export interface TextRouteOptions {
-  maxBodyBytes: number;
-  requestTimeoutMs: number;
-}
+export type { TextRouteOptions };
 
 /**
  * `POST /v1/chat/completions` and `POST /v1/completions` on a deployment endpoint: read and

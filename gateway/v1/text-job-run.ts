@@ -4,6 +4,11 @@ import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
 import { TextJobResponse, type JobOutcome } from './text-job-response';
 
+export interface TextRouteOptions {
+  maxBodyBytes: number;
+  requestTimeoutMs: number;
+}
+
 /** What a client that reads slower than its job produces may cost (gateway configuration). */
 export interface StreamLimits {
   /** A client that takes no byte of its response for this long is gone: its job is canceled (`client_stalled`). */

@@ -1,4 +1,4 @@
-import type { Peer } from '../cluster/server-registry';
+import type { Peer } from './server-registry';
 
 /** A peer server's offer for a job: one of its replicas' deployment and the slots it reports free. */
 export interface PeerOffer {
