@@ -1,0 +1,413 @@
+/**
+ * InferencePipeline over recording fakes: the order of the admission rules (model field,
+ * modality, endpoint, credit, a paused deployment, then the TPD hold), the job each kind of work
+ * sends, where a guest's request goes, and that a media request is admitted by the same credit
+ * and pause rules. The ticket's own settlement rules are in work-ticket.test.ts.
+ */
+import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
+import type { CatalogModel } from '../../../control-plane/catalog/catalog';
+import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
+import type { DispatchRequest, Job, JobListener } from '../../../control-plane/dispatch/job';
+import { AppError } from '../../../control-plane/errors/app-error';
+import { DEFAULT_COMPLETION_HOLD, textTokenHold } from '../../../control-plane/pipeline/admission';
+import { InferencePipeline, type PipelineParts, type TextWork } from '../../../control-plane/pipeline/inference-pipeline';
+import type { RateLimitDecision, TokenHold } from '../../../control-plane/rate-limits/rate-limit-decision';
+import type { MediaOutcome } from '../../../control-plane/requests/media-jobs';
+import type { MediaSubmission } from '../../../control-plane/requests/request-service';
+import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
+import type { GuestAdmission } from '../../../control-plane/sharing/shared-serving';
+import { RESTARTING_FOR_SHARING } from '../../../control-plane/sharing/sharing-rollout';
+import type { UsageInput } from '../../../control-plane/usage/usage-recorder';
+import { RecordingListener, rejectedWith, thrownCode } from './fakes';
+import { chatModel, deployment, SHARED_MODEL } from './sharing-fixtures';
+
+const KEY: AuthenticatedKey = { id: 'key_1', workspaceId: 'ws_owner', rpmLimit: 60, tpdLimit: 1_000_000, creditExhausted: false };
+const BROKE: AuthenticatedKey = { ...KEY, creditExhausted: true };
+const EMBEDDER = chatModel({ id: 'acme/embed-1', task: 'embedding', embedding: { dimensions: 768, maxInputTokens: 512, maxBatchInputs: 32 } as CatalogModel['embedding'] });
+const BASE = chatModel({ id: 'acme/base-1', task: 'completion' });
+const PAINTER = chatModel({ id: 'acme/paint-1', modality: 'image', task: 'image-generation' });
+const PAINTER_2 = chatModel({ id: 'acme/paint-2', modality: 'image', task: 'image-generation' });
+const SERVED_BY = 'POST /v1/serves-this-only';
+const OWNED = deployment({ id: 'dep_owner', slug: 'owned', workspaceId: 'ws_owner', modelId: SHARED_MODEL, sharing: 'not_shared' });
+
+function world() {
+  const log: string[] = [];
+  let clock = 1_000;
+  let holds = 0;
+  const rate = {
+    admits: [] as Array<{ key: string; holdTokens: number | undefined }>,
+    issued: [] as TokenHold[],
+    settles: [] as Array<{ hold: TokenHold; used: number }>,
+    async admit(key: AuthenticatedKey, holdTokens?: number): Promise<RateLimitDecision> {
+      log.push('rate.admit');
+      rate.admits.push({ key: key.id, holdTokens });
+      const hold = { apiKeyId: key.id, day: 20_000, tokens: holdTokens ?? 0, shared: false, marker: `hold_${++holds}` } as TokenHold;
+      rate.issued.push(hold);
+      return { remainingRequests: 59, resetRequestsSeconds: 60, remainingTokens: 900, resetTokensSeconds: 3_600, hold };
+    },
+    settle(hold: TokenHold, used: number) {
+      rate.settles.push({ hold, used });
+    },
+  };
+  const job = { id: 'job_1', replicaId: 'rep_1', finished: false, cancel() {}, consumed() {} } as unknown as Job;
+  const jobs = {
+    sent: [] as Array<{ request: DispatchRequest; listener: JobListener }>,
+    failWith: null as AppError | null,
+    dispatch(request: DispatchRequest, listener: JobListener): Job {
+      if (jobs.failWith) throw jobs.failWith;
+      jobs.sent.push({ request, listener });
+      return job;
+    },
+  };
+  const admission = { id: 'shr_1', deploymentId: 'dep_provider', ownerWorkspaceId: 'ws_provider' } as GuestAdmission;
+  const shared = {
+    calls: [] as unknown[][],
+    admitError: null as AppError | null,
+    resolve(id: unknown) {
+      log.push('shared.resolve');
+      if (id !== `shared/${SHARED_MODEL}`) throw new AppError('model_not_found', 'no such shared model');
+      return { modelId: SHARED_MODEL, prices: { inputPerMillion: '0.1', outputPerMillion: '0.4' } };
+    },
+    async admit(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, body: Buffer) {
+      log.push('shared.admit');
+      shared.calls.push(['admit', key.id, model.modelId, fields, body]);
+      if (shared.admitError) throw shared.admitError;
+      return admission;
+    },
+    dispatch(guest: GuestAdmission, request: unknown, listener: JobListener) {
+      shared.calls.push(['dispatch', guest, request, listener]);
+      return job;
+    },
+    async finish(guest: GuestAdmission, outcome: string, usage: unknown) {
+      shared.calls.push(['finish', guest, outcome, usage]);
+    },
+    firstToken(guest: GuestAdmission, ms: number) {
+      shared.calls.push(['firstToken', guest, ms]);
+    },
+  };
+  const requests = {
+    calls: 0,
+    queued: [] as MediaSubmission[],
+    runs: [] as Array<{ submission: MediaSubmission; budgetMs: number; timeoutError: () => AppError }>,
+    record: { id: 'req_1' } as RequestRecord,
+    outcome: { kind: 'done' } as unknown as MediaOutcome,
+    async submit(submission: MediaSubmission, admit: () => void = () => {}) {
+      requests.calls++;
+      admit();
+      requests.queued.push(submission);
+      return { record: requests.record, created: true };
+    },
+    async run(submission: MediaSubmission, budgetMs: number, timeoutError: () => AppError, admit: () => void = () => {}) {
+      requests.calls++;
+      admit();
+      requests.runs.push({ submission, budgetMs, timeoutError });
+      return requests.outcome;
+    },
+  };
+  const usage = { records: [] as UsageInput[], record: (input: UsageInput) => void usage.records.push(input) };
+  const metrics = {
+    tokens: [] as unknown[][],
+    ttft: [] as unknown[][],
+    recordTokens: (label: string, prompt: number, completion: number) => void metrics.tokens.push([label, prompt, completion]),
+    recordTimeToFirstToken: (endpoint: string, seconds: number) => void metrics.ttft.push([endpoint, seconds]),
+  };
+  const models = [chatModel(), EMBEDDER, BASE, PAINTER, PAINTER_2];
+  const slugs: Deployment[] = [OWNED, deployment({ id: 'dep_other', slug: 'theirs', workspaceId: 'ws_other' })];
+  const parts = {
+    catalog: { find: (id: string) => models.find((model) => model.id === id) },
+    deployments: { findBySlug: async (slug: string) => slugs.find((candidate) => candidate.slug === slug) ?? null },
+    rateLimiter: rate, jobs, shared, requests, usage, metrics, now: () => clock,
+  };
+  const pipeline = new InferencePipeline(parts as unknown as PipelineParts);
+  return { pipeline, log, rate, jobs, job, shared, admission, requests, usage, metrics, advance: (ms: number) => (clock += ms) };
+}
+
+/** A 30-byte chat body asking for 2 choices of at most 500 tokens. */
+function text(overrides: Partial<TextWork> = {}): TextWork {
+  return {
+    endpoint: 'chat.completions', body: Buffer.alloc(30, 'x'), fields: { max_tokens: 500, n: 2 }, model: undefined, stream: false,
+    includeUsage: true, deadlineUnixMs: 9_000_000, streamWindowBytes: 65_536, servedBy: () => SERVED_BY, ...overrides,
+  };
+}
+
+describe('InferencePipeline text admission', () => {
+  // Every case also has every later rule failing, so the first rule that refuses is the one asserted.
+  test.each<[string, Partial<Deployment>, Partial<TextWork>, string, Record<string, unknown>]>([
+    ['a model field naming another model', { modelId: 'acme/paint-1' }, { model: 'acme/other' }, 'model_mismatch', { param: 'model' }],
+    ['an image model', { modelId: 'acme/paint-1' }, {}, 'wrong_modality', { param: 'model' }],
+    ['an embedding model', { modelId: 'acme/embed-1' }, {}, 'unsupported_endpoint', {}],
+    ['chat on a base completion model', { modelId: 'acme/base-1' }, {}, 'unsupported_endpoint', { param: 'messages' }],
+    ['a key without credit', {}, {}, 'insufficient_quota', {}],
+  ])('%s is refused first, before the rate limiter', async (_name, overrides, work, code, extra) => {
+    const { pipeline, rate } = world();
+    const error = await rejectedWith(pipeline.admitText(BROKE, deployment({ ...overrides, status: 'Paused' }), text(work)));
+    expect(error).toMatchObject({ code, ...extra });
+    if (overrides.modelId === 'acme/embed-1') expect(error.message).toContain(SERVED_BY);
+    expect(rate.admits).toEqual([]);
+  });
+
+  test('a paused deployment answers deployment_paused with Retry-After 60, before the rate limiter', async () => {
+    const { pipeline, rate } = world();
+    const error = await rejectedWith(pipeline.admitText(KEY, deployment({ status: 'Paused' }), text()));
+    expect(error).toMatchObject({ code: 'deployment_paused', retryAfterSeconds: 60 });
+    expect(rate.admits).toEqual([]);
+  });
+
+  test('completions on a base model and a model field naming the deployment\'s own model pass to the TPD hold', async () => {
+    const { pipeline, rate } = world();
+    await pipeline.admitText(KEY, deployment({ modelId: 'acme/base-1' }), text({ endpoint: 'completions', model: 'acme/base-1' }));
+    const ticket = await pipeline.admitText(KEY, OWNED, text({ model: SHARED_MODEL }));
+    expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 30 + 1000 }, { key: 'key_1', holdTokens: 30 + 1000 }]);
+    expect(ticket.rateLimit.hold).toBe(rate.issued[1]);
+    expect(ticket.label).toBe('dep_owner');
+  });
+});
+
+describe('InferencePipeline owner ticket', () => {
+  test.each<[TextWork['endpoint'], boolean, string, number]>([
+    ['chat.completions', true, 'JOB_KIND_CHAT_COMPLETION', 65_536],
+    ['completions', false, 'JOB_KIND_COMPLETION', 0],
+  ])('%s (stream %s) sends the body untouched as %s with window %d', async (endpoint, stream, kind, window) => {
+    const { pipeline, jobs, job } = world();
+    const work = text({ endpoint, stream });
+    const ticket = await pipeline.admitText(KEY, OWNED, work);
+    const listener = new RecordingListener();
+    expect(ticket.dispatch(listener)).toBe(job);
+    expect(jobs.sent).toHaveLength(1);
+    expect(jobs.sent[0].listener).toBe(listener);
+    expect(jobs.sent[0].request).toEqual({
+      deploymentId: 'dep_owner', kind, body: work.body, stream, includeUsage: true, model: SHARED_MODEL, deadlineUnixMs: 9_000_000, streamWindowBytes: window,
+    });
+    expect(jobs.sent[0].request.body).toBe(work.body);
+  });
+
+  test('settles the hold to the usage, records it under the deployment with the replica and the clock\'s latency, once', async () => {
+    const { pipeline, rate, usage, metrics, advance } = world();
+    const ticket = await pipeline.admitText(KEY, OWNED, text({ stream: true }));
+    ticket.dispatch(new RecordingListener());
+    advance(250);
+    ticket.settle('succeeded', { promptTokens: 12, completionTokens: 30, totalTokens: 42 }, 'rep_7');
+    ticket.settle('failed', { promptTokens: 1, completionTokens: 1, totalTokens: 2 }, 'rep_8');
+    ticket.close();
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 42 }]);
+    expect(rate.settles[0].hold).toBe(rate.issued[0]);
+    expect(usage.records).toEqual([{
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
+      stream: true, promptTokens: 12, completionTokens: 30, totalTokens: 42, latencyMs: 250, createdAt: new Date(1_000),
+    }]);
+    expect(metrics.tokens).toEqual([['dep_owner', 12, 30]]);
+  });
+
+  test('close without a dispatch releases the hold once and writes no record; the first token is a TTFT metric in seconds', async () => {
+    const { pipeline, rate, usage, metrics } = world();
+    const ticket = await pipeline.admitText(KEY, OWNED, text());
+    ticket.firstToken(1_500);
+    ticket.close();
+    ticket.close();
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
+    expect(usage.records).toEqual([]);
+    expect(metrics.ttft).toEqual([['chat.completions', 1.5]]);
+  });
+
+  test('a dispatch that cannot be placed leaves the hold to close, which releases it', async () => {
+    const { pipeline, rate, jobs, usage } = world();
+    jobs.failWith = new AppError('no_replica_available', 'no replica is ready', { retryAfterSeconds: 1 });
+    const ticket = await pipeline.admitText(KEY, OWNED, text());
+    expect(thrownCode(() => ticket.dispatch(new RecordingListener()))).toBe('no_replica_available');
+    expect(rate.settles).toEqual([]);
+    ticket.close();
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
+    expect(usage.records).toEqual([]);
+  });
+
+  test('no replica while the deployment restarts for sharing is a 503 that says so; otherwise the error passes unchanged', async () => {
+    const { pipeline, jobs } = world();
+    const original = new AppError('no_replica_available', 'no replica is ready', { retryAfterSeconds: 1 });
+    jobs.failWith = original;
+    const activating = await pipeline.admitText(KEY, deployment({ sharing: 'activating' }), text());
+    let rewritten: unknown;
+    try {
+      activating.dispatch(new RecordingListener());
+    } catch (error) {
+      rewritten = error;
+    }
+    expect(rewritten).toBeInstanceOf(AppError);
+    expect(rewritten).not.toBe(original);
+    expect(rewritten).toMatchObject({ code: 'no_replica_available', retryAfterSeconds: 5, cause: original });
+    expect((rewritten as AppError).message).toContain(RESTARTING_FOR_SHARING);
+    for (const sharing of ['shared', 'not_shared'] as const) {
+      const ticket = await pipeline.admitText(KEY, deployment({ sharing }), text());
+      expect(() => ticket.dispatch(new RecordingListener())).toThrow(original);
+    }
+    jobs.failWith = new AppError('upstream_error', 'other');
+    const other = await pipeline.admitText(KEY, deployment({ sharing: 'activating' }), text());
+    expect(() => other.dispatch(new RecordingListener())).toThrow(jobs.failWith);
+  });
+});
+
+describe('InferencePipeline shared (guest) requests', () => {
+  const guestWork = () => text({ model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 100 } });
+
+  test('labels the request, then holds TPD, then takes a pool slot; dispatch goes to the shared pool, not the job router', async () => {
+    const { pipeline, log, rate, shared, admission, jobs, job } = world();
+    const work = guestWork();
+    const ticket = await pipeline.admitShared(KEY, work, (label) => log.push(`labelled:${label}`));
+    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'rate.admit', 'shared.admit']);
+    expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 130 }]);
+    expect(shared.calls[0]).toEqual(['admit', 'key_1', SHARED_MODEL, work.fields, work.body]);
+    const listener = new RecordingListener();
+    expect(ticket.dispatch(listener)).toBe(job);
+    expect(jobs.sent).toEqual([]);
+    expect(shared.calls[1][1]).toBe(admission);
+    expect(shared.calls[1][2]).toMatchObject({ deploymentId: 'dep_provider', kind: 'JOB_KIND_CHAT_COMPLETION', model: SHARED_MODEL, stream: false });
+    expect(shared.calls[1][3]).toBe(listener);
+    ticket.firstToken(700);
+    expect(shared.calls[2]).toEqual(['firstToken', admission, 700]);
+  });
+
+  test('a key without credit is refused after labelling, with no rate-limit admit and no pool slot', async () => {
+    const { pipeline, log, rate, shared } = world();
+    const error = await rejectedWith(pipeline.admitShared(BROKE, guestWork(), (label) => log.push(`labelled:${label}`)));
+    expect(error.code).toBe('insufficient_quota');
+    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`]);
+    expect(rate.admits).toEqual([]);
+    expect(shared.calls).toEqual([]);
+  });
+
+  test('a busy pool releases the TPD hold and its error propagates', async () => {
+    const { pipeline, rate, shared } = world();
+    shared.admitError = new AppError('shared_pool_busy', 'busy', { retryAfterSeconds: 3 });
+    await expect(pipeline.admitShared(KEY, guestWork(), () => {})).rejects.toBe(shared.admitError);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
+  });
+
+  test('settle records the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
+    const { pipeline, rate, shared, admission, usage, metrics } = world();
+    const ticket = await pipeline.admitShared(KEY, guestWork(), () => {});
+    ticket.dispatch(new RecordingListener());
+    const used = { promptTokens: 5, completionTokens: 20, totalTokens: 25 };
+    ticket.settle('succeeded', used, 'rep_provider');
+    expect(usage.records).toMatchObject([{ deploymentId: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 25 }]);
+    expect(metrics.tokens).toEqual([[`shared/${SHARED_MODEL}`, 5, 20]]);
+    expect(shared.calls.filter((call) => call[0] === 'finish')).toEqual([['finish', admission, 'succeeded', used]]);
+
+    const unsent = await pipeline.admitShared(KEY, guestWork(), () => {});
+    unsent.close();
+    expect(shared.calls.filter((call) => call[0] === 'finish').slice(1)).toEqual([['finish', admission, 'failed', undefined]]);
+    expect(rate.settles[1]).toEqual({ hold: rate.issued[1], used: 0 });
+    expect(usage.records).toHaveLength(1);
+  });
+});
+
+describe('InferencePipeline embeddings', () => {
+  const work = { model: undefined, bodyBytes: 4_096, deadlineUnixMs: 9_000_000 };
+  const embedding = () => deployment({ id: 'dep_embed', modelId: 'acme/embed-1' });
+
+  test('embeddingModel refuses a chat model naming what it serves, and a model gone from the catalog', () => {
+    const { pipeline } = world();
+    expect(pipeline.embeddingModel(embedding(), () => SERVED_BY)).toBe(EMBEDDER);
+    let caught: unknown;
+    try {
+      pipeline.embeddingModel(OWNED, () => SERVED_BY);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({ code: 'unsupported_endpoint' });
+    expect((caught as Error).message).toContain(SERVED_BY);
+    expect(thrownCode(() => pipeline.embeddingModel(deployment({ modelId: 'acme/gone' }), () => SERVED_BY))).toBe('model_not_found');
+  });
+
+  test.each<[string, AuthenticatedKey, Partial<Deployment>, string | undefined, string]>([
+    ['a model field naming another model', BROKE, { status: 'Paused' }, 'acme/other', 'model_mismatch'],
+    ['a key without credit', BROKE, { status: 'Paused' }, undefined, 'insufficient_quota'],
+    ['a paused deployment', KEY, { status: 'Paused' }, undefined, 'deployment_paused'],
+  ])('%s is refused before the rate limiter', async (_name, key, overrides, model, code) => {
+    const { pipeline, rate } = world();
+    const error = await rejectedWith(pipeline.admitEmbeddings(key, deployment({ modelId: 'acme/embed-1', ...overrides }), EMBEDDER as never, { ...work, model }));
+    expect(error.code).toBe(code);
+    expect(rate.admits).toEqual([]);
+  });
+
+  test('holds the body bytes; each batch is an embedding job with its own body; one settle, one record', async () => {
+    const { pipeline, rate, jobs, usage } = world();
+    const ticket = await pipeline.admitEmbeddings(KEY, embedding(), EMBEDDER as never, { ...work, model: 'acme/embed-1' });
+    expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 4_096 }]);
+    const batches = [Buffer.from('{"input":["a"]}'), Buffer.from('{"input":["b"]}')];
+    for (const batch of batches) ticket.dispatch(new RecordingListener(), batch);
+    expect(jobs.sent.map((sent) => sent.request)).toEqual(batches.map((body) => ({
+      deploymentId: 'dep_embed', kind: 'JOB_KIND_EMBEDDING', body, stream: false, includeUsage: false, model: 'acme/embed-1',
+      deadlineUnixMs: 9_000_000, embedding: { dimensions: 768, maxInputTokens: 512 },
+    })));
+    ticket.settle('succeeded', { promptTokens: 9, completionTokens: 0, totalTokens: 9 }, 'rep_1');
+    ticket.close();
+    expect(usage.records).toMatchObject([{ deploymentId: 'dep_embed', endpoint: 'embeddings', replicaId: 'rep_1', totalTokens: 9, stream: false }]);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 9 }]);
+  });
+});
+
+describe('InferencePipeline media', () => {
+  const painter = (overrides: Partial<Deployment> = {}) => deployment({ id: 'dep_paint', modelId: 'acme/paint-1', ...overrides });
+  const submission = (overrides: Partial<Deployment> = {}) => ({
+    workspaceId: 'ws_owner', apiKeyId: 'key_1', deployment: painter(overrides), model: PAINTER, kind: 'image_generation', params: { prompt: 'a cat' },
+    outputCount: 1, responseFormat: 'url', delivery: {}, inputs: [],
+  }) as unknown as MediaSubmission;
+  const timeout = () => new AppError('image_generation_timeout', 'too slow');
+
+  test('mediaModel checks the named model against the deployment', () => {
+    const { pipeline } = world();
+    expect(pipeline.mediaModel(painter(), 'acme/paint-1', 'image')).toBe(PAINTER);
+    expect(thrownCode(() => pipeline.mediaModel(painter(), 'acme/paint-2', 'image'))).toBe('model_mismatch');
+    expect(thrownCode(() => pipeline.mediaModel(painter(), SHARED_MODEL, 'image'))).toBe('wrong_modality');
+  });
+
+  test.each<[string, AuthenticatedKey, Partial<Deployment>, string, number | undefined]>([
+    ['a key without credit', BROKE, { status: 'Paused' }, 'insufficient_quota', undefined],
+    ['a paused deployment', KEY, { status: 'Paused' }, 'no_pod_available', 60],
+  ])('%s is refused by submitMedia and runMedia before anything is queued or run', async (_name, key, overrides, code, retry) => {
+    const { pipeline, requests } = world();
+    const queued = await rejectedWith(pipeline.submitMedia(key, submission(overrides)));
+    const ran = await rejectedWith(pipeline.runMedia(key, submission(overrides), 30_000, timeout));
+    for (const error of [queued, ran]) expect(error).toMatchObject({ code, retryAfterSeconds: retry });
+    expect(requests.queued).toEqual([]);
+    expect(requests.runs).toEqual([]);
+  });
+
+  test('an admitted submission passes through to the request service', async () => {
+    const { pipeline, requests } = world();
+    const queued = submission();
+    await expect(pipeline.submitMedia(KEY, queued)).resolves.toEqual({ record: requests.record, created: true });
+    expect(requests.queued).toHaveLength(1);
+    expect(requests.queued[0]).toBe(queued);
+    const ran = submission();
+    await expect(pipeline.runMedia(KEY, ran, 30_000, timeout)).resolves.toBe(requests.outcome);
+    expect(requests.runs).toHaveLength(1);
+    expect(requests.runs[0]).toEqual({ submission: ran, budgetMs: 30_000, timeoutError: timeout });
+    expect(requests.runs[0].submission).toBe(ran);
+  });
+});
+
+describe('InferencePipeline deployment lookup', () => {
+  test('another workspace\'s deployment and a missing one are both deployment_not_found', async () => {
+    const { pipeline } = world();
+    await expect(pipeline.deployment(KEY, 'owned')).resolves.toBe(OWNED);
+    expect((await rejectedWith(pipeline.deployment(KEY, 'theirs'))).code).toBe('deployment_not_found');
+    expect((await rejectedWith(pipeline.deployment(KEY, 'nowhere'))).code).toBe('deployment_not_found');
+  });
+});
+
+describe('textTokenHold', () => {
+  test.each<[string, Record<string, unknown>, number]>([
+    ['no bound: the default completion hold', {}, 30 + DEFAULT_COMPLETION_HOLD],
+    ['max_tokens', { max_tokens: 500 }, 530],
+    ['max_completion_tokens over max_tokens', { max_completion_tokens: 100, max_tokens: 500 }, 130],
+    ['n multiplies', { max_tokens: 500, n: 2 }, 1_030],
+    ['a prompt array of strings multiplies', { max_tokens: 10, prompt: ['a', 'b', 'c'] }, 60],
+    ['prompts and n together', { max_tokens: 10, n: 2, prompt: ['a', 'b', 'c'] }, 90],
+    ['a single tokenized prompt counts once', { max_tokens: 10, prompt: [1, 2, 3] }, 40],
+    ['max_tokens 0', { max_tokens: 0 }, 30],
+  ])('%s', (_name, fields, expected) => {
+    expect(DEFAULT_COMPLETION_HOLD).toBe(1024);
+    expect(textTokenHold(30, fields)).toBe(expected);
+  });
+});
