@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { loadRelayService, RELAY_TOKEN_HEADER, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
+import { toRelayJob } from '../dispatch/assign-mapping';
 import { Job, type DispatchRequest, type JobCarrier, type JobListener } from '../dispatch/job';
 import { deliverJobEvent } from '../dispatch/job-event-delivery';
 import type { Peer } from './server-registry';
@@ -68,17 +69,7 @@ class PeerLink {
 
   start(relayJobId: string, job: Job, request: DispatchRequest): void {
     this.jobs.set(relayJobId, job);
-    this.write({
-      relayJobId, request: 'job',
-      job: {
-        deploymentId: request.deploymentId,
-        assign: {
-          jobId: '', kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body, stream: request.stream,
-          includeUsage: request.includeUsage, model: request.model, guest: request.guest, embedding: request.embedding,
-          streamWindowBytes: request.streamWindowBytes ?? 0,
-        },
-      },
-    });
+    this.write({ relayJobId, request: 'job', job: toRelayJob(request) });
   }
 
   cancel(relayJobId: string, reason: string): void {

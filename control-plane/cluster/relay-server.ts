@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { RELAY_TOKEN_HEADER, type RelayEvent, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
 import type { JobEvent } from '../../proto/worker/v1';
 import type { AgentConnection } from '../dispatch/agent-connection';
+import { fromRelayJob } from '../dispatch/assign-mapping';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
@@ -49,7 +50,7 @@ export class RelayServer {
     call.on('data', (request: RelayRequest) => {
       if (request.request === 'credit') stream.credit(request.relayJobId, request.credit.bytes);
       else if (request.request === 'cancel') stream.cancel(request.relayJobId, request.cancel.reason);
-      else if (request.request === 'job') this.start(stream, request.relayJobId, request.job.deploymentId, request.job.assign);
+      else if (request.request === 'job') this.start(stream, request.relayJobId, fromRelayJob(request.job));
     });
     // The relaying server went away (it stopped, crashed, or its network broke): nobody can receive the results.
     call.on('cancelled', () => stream.close('the relaying server went away'));
@@ -66,19 +67,13 @@ export class RelayServer {
     this.streams.clear();
   }
 
-  private start(stream: RelayedJobs, relayJobId: string, deploymentId: string, assign: NonNullable<Extract<RelayRequest, { request: 'job' }>['job']>['assign']): void {
-    const request: DispatchRequest = {
-      deploymentId, kind: assign.kind, body: assign.body, stream: assign.stream, includeUsage: assign.includeUsage,
-      model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
-      // The relaying server's gateway holds the client: its window is the one the agent must keep.
-      streamWindowBytes: assign.streamWindowBytes ?? 0,
-    };
+  private start(stream: RelayedJobs, relayJobId: string, request: DispatchRequest): void {
     const listener = stream.listener(relayJobId);
     try {
       let job: Job;
-      if (assign.guest) {
+      if (request.guest) {
         // The peer saw an idle guest slot here up to a heartbeat ago: it must still be idle now.
-        const connection = this.placeGuest(deploymentId);
+        const connection = this.placeGuest(request.deploymentId);
         if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
         job = this.dispatcher.dispatchTo(connection, request, listener);
       } else {

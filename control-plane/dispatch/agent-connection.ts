@@ -1,5 +1,6 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { AgentFrame, Assign, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
+import { toAssign } from './assign-mapping';
 import type { Job, JobCarrier } from './job';
 import { deliverJobEvent, type DeliveryHooks } from './job-event-delivery';
 import { LatencyWindow } from './latency-window';
@@ -97,12 +98,7 @@ export class AgentConnection implements JobCarrier {
     if (request.guest) this.guestInFlight++;
     job.carrier = this;
     job.assignedAt = performance.now();
-    this.pendingAssigns.push({
-      jobId: job.id, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body,
-      stream: request.stream, includeUsage: request.includeUsage, model: request.model,
-      inputs: request.inputs, uploads: request.uploads, inlineOutputs: request.inlineOutputs, guest: request.guest,
-      embedding: request.embedding, streamWindowBytes: this.flowControl && request.stream ? request.streamWindowBytes ?? 0 : 0,
-    });
+    this.pendingAssigns.push(toAssign(job.id, request, this.flowControl));
     if (this.pendingAssigns.length === 1) setImmediate(this.flushAssigns);
   }
 

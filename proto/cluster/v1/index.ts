@@ -1,28 +1,32 @@
 /**
  * TypeScript shapes of the `cluster.v1` messages as @grpc/proto-loader decodes them (the
- * worker.v1 loader options), and the service loader. No logic beyond loading the file.
+ * worker.v1 loader options), derived from the types generated from cluster.proto
+ * (proto/generated, `npm run gen:proto`), and the service loader. No logic beyond loading the file.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import type { RelayEvent__Output } from '../../generated/cluster/v1/RelayEvent';
+import type { RelayEvents__Output } from '../../generated/cluster/v1/RelayEvents';
+import type { RelayJob__Output } from '../../generated/cluster/v1/RelayJob';
+import type { RelayRequest__Output } from '../../generated/cluster/v1/RelayRequest';
+import type { Cases, Override } from '../../wire-shapes';
 import { LOADER_OPTIONS, type Assign, type JobEvent } from '../../worker/v1';
 
 /** The source `proto/` folder, from both `proto/cluster/v1` (ts) and `dist/proto/cluster/v1`. */
 const PROTO_ROOTS = [path.resolve(__dirname, '../..'), path.resolve(__dirname, '../../../../proto')];
 
-export interface RelayJob { deploymentId: string; assign: Assign }
+/** A relayed job always carries its Assign. */
+export type RelayJob = Override<RelayJob__Output, { assign: Assign }>;
 
-export type RelayRequest = { relayJobId: string } & (
-  | { request: 'job'; job: RelayJob }
-  | { request: 'cancel'; cancel: { reason: string } }
-  | { request: 'credit'; credit: { bytes: number } });
+/** One case per `request` member: `job`, `cancel` or `credit`. */
+export type RelayRequest = Cases<Override<RelayRequest__Output, { job?: RelayJob }>, 'request'>;
 
-export type RelayEvent = { relayJobId: string } & (
-  | { event: 'replicaId'; replicaId: string }
-  | { event: 'jobEvent'; jobEvent: JobEvent });
+/** One case per `event` member: `replicaId` or `jobEvent`. */
+export type RelayEvent = Cases<Override<RelayEvent__Output, { jobEvent?: JobEvent }>, 'event'>;
 
-export interface RelayEvents { events: RelayEvent[] }
+export type RelayEvents = Override<RelayEvents__Output, { events: RelayEvent[] }>;
 
 /** Metadata key of the cluster's relay token. */
 export const RELAY_TOKEN_HEADER = 'x-relay-token';

@@ -1,12 +1,34 @@
 /**
  * TypeScript shapes of the `worker.v1` frames as @grpc/proto-loader decodes them with
  * LOADER_OPTIONS (camelCase fields, enums as strings, int64 as number, bytes as Buffer,
- * `oneofs: true` so every envelope names its set member in `frame` / `event`).
- * Shared by the control plane and the worker agent; no logic beyond loading the file.
+ * `oneofs: true` so every envelope names its set member in `frame` / `event`). Derived from
+ * the types generated from worker.proto (proto/generated, `npm run gen:proto`); the only
+ * hand-written parts are the few narrowings below. Shared by the control plane and the worker
+ * agent; no logic beyond loading the file.
  */
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import type { AgentFrame__Output } from '../../generated/worker/v1/AgentFrame';
+import type { Assign__Output } from '../../generated/worker/v1/Assign';
+import type { AssignBatch__Output } from '../../generated/worker/v1/AssignBatch';
+import type { Completed__Output } from '../../generated/worker/v1/Completed';
+import type { ControlFrame__Output } from '../../generated/worker/v1/ControlFrame';
+import type { EmbeddingSpec__Output } from '../../generated/worker/v1/EmbeddingSpec';
+import type { Engine__Output } from '../../generated/worker/v1/Engine';
+import type { EngineHealth__Output } from '../../generated/worker/v1/EngineHealth';
+import type { Failed__Output } from '../../generated/worker/v1/Failed';
+import type { Gpu__Output } from '../../generated/worker/v1/Gpu';
+import type { Heartbeat__Output } from '../../generated/worker/v1/Heartbeat';
+import type { Hello__Output } from '../../generated/worker/v1/Hello';
+import type { InputFile__Output } from '../../generated/worker/v1/InputFile';
+import type { JobEvent__Output } from '../../generated/worker/v1/JobEvent';
+import type { JobEventBatch__Output } from '../../generated/worker/v1/JobEventBatch';
+import type { JobKind__Output } from '../../generated/worker/v1/JobKind';
+import type { UploadTarget__Output } from '../../generated/worker/v1/UploadTarget';
+import type { Usage__Output } from '../../generated/worker/v1/Usage';
+import type { Welcome__Output } from '../../generated/worker/v1/Welcome';
+import type { Members, Override, Unset } from '../../wire-shapes';
 
 export const PROTOCOL_VERSION = 1;
 
@@ -35,35 +57,14 @@ export function loadWorkerService(): grpc.ServiceClientConstructor {
   return root.worker.v1.WorkerService as grpc.ServiceClientConstructor;
 }
 
-export type EngineHealth =
-  | 'ENGINE_HEALTH_UNSPECIFIED' | 'ENGINE_HEALTH_HEALTHY' | 'ENGINE_HEALTH_DEGRADED'
-  | 'ENGINE_HEALTH_UNHEALTHY' | 'ENGINE_HEALTH_STARTING';
-
-export type JobKind =
-  | 'JOB_KIND_UNSPECIFIED' | 'JOB_KIND_CHAT_COMPLETION' | 'JOB_KIND_COMPLETION'
-  | 'JOB_KIND_IMAGE_GENERATION' | 'JOB_KIND_IMAGE_EDIT' | 'JOB_KIND_VIDEO_GENERATION' | 'JOB_KIND_EMBEDDING';
-
-export interface Gpu { name: string; memoryBytes: number; index: number }
-export interface EngineInfo { kind: string; version: string; url: string }
-
-export interface Hello {
-  protocolVersion: number;
-  agentVersion: string;
-  joinToken: string;
-  gpus: Gpu[];
-  engine: EngineInfo;
-  models: string[];
-  maxConcurrency: number;
-  agentId: string;
-  /** The agent can put owner jobs before guest jobs (absent from agents older than shared serving). */
-  priorityCapable?: boolean;
-  /** The agent honours per-job stream windows and Credit (absent from agents older than flow control). */
-  flowControl?: boolean;
-}
-
-export interface Heartbeat { inFlight: number; queued: number; engineHealth: EngineHealth; detail: string; loadPercent?: number }
-
-export interface Usage { promptTokens: number; completionTokens: number; totalTokens: number }
+export type EngineHealth = EngineHealth__Output;
+export type JobKind = JobKind__Output;
+export type Gpu = Gpu__Output;
+export type EngineInfo = Engine__Output;
+export type Hello = Hello__Output;
+/** `loadPercent` is sent only while the engine loads (STARTING). */
+export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent'>;
+export type Usage = Usage__Output;
 
 /** Closed vocabulary of `Failed.code`; PROTOCOL.md says when each is used. */
 export type JobFailureCode =
@@ -71,67 +72,30 @@ export type JobFailureCode =
   | 'deadline_exceeded' | 'agent_draining' | 'invalid_job' | 'vram_exceeded'
   | 'model_timeout' | 'pod_crash' | 'storage_upload_failed';
 
-export interface JobEvent {
-  jobId: string;
-  event?: 'accepted' | 'chunk' | 'progress' | 'output' | 'completed' | 'failed';
-  accepted?: { queued: boolean };
-  chunk?: { data: Buffer };
-  progress?: { percent: number; stage: string };
-  output?: { data: Buffer; contentType: string; objectKey: string };
-  completed?: { usage?: Usage; finishReason: string };
-  failed?: { code: JobFailureCode | string; message: string; engineStatus: number; engineBody: Buffer; usage?: Usage };
-}
+/** `usage` is left unset when the engine reported none. */
+type Completed = Unset<Completed__Output, 'usage'>;
+type Failed = Unset<Failed__Output, 'usage'>;
 
-export interface AgentFrame {
-  frame?: 'hello' | 'heartbeat' | 'jobEvent' | 'jobEvents';
-  hello?: Hello;
+export type JobEvent = Override<Members<JobEvent__Output>, { completed?: Completed; failed?: Failed }>;
+
+export type AgentFrame = Override<Members<AgentFrame__Output>, {
   heartbeat?: Heartbeat;
   jobEvent?: JobEvent;
-  jobEvents?: { events: JobEvent[] };
-}
+  jobEvents?: Override<JobEventBatch__Output, { events: JobEvent[] }>;
+}>;
 
-export interface Welcome {
-  replicaId: string;
-  deploymentId: string;
-  model: string;
-  protocolVersion: number;
-  heartbeatIntervalMs: number;
-  /** The replica serves shared-serving guests: owner jobs first, no job content in logs. */
-  priorityScheduling?: boolean;
-}
+export type Welcome = Welcome__Output;
+export type InputFile = InputFile__Output;
+export type UploadTarget = UploadTarget__Output;
+export type EmbeddingSpec = EmbeddingSpec__Output;
 
-export interface InputFile { name: string; url: string; contentType: string }
-export interface UploadTarget { url: string; headers: Record<string, string>; objectKey: string; contentType: string }
+/**
+ * Fields a job without them leaves unset: media files (text jobs), `guest` (owner jobs),
+ * `embedding` (all but embedding jobs), `streamWindowBytes` (no window).
+ */
+export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes'>;
 
-export interface Assign {
-  jobId: string;
-  kind: JobKind;
-  deadlineUnixMs: number;
-  body: Buffer;
-  stream: boolean;
-  includeUsage: boolean;
-  model: string;
-  /** Media jobs only (absent or empty for text). */
-  inputs?: InputFile[];
-  uploads?: UploadTarget[];
-  inlineOutputs?: boolean;
-  /** A shared-serving guest's job: after every waiting owner job, at the engine's low priority, never logged. */
-  guest?: boolean;
-  /** Embedding jobs only: the model's vector size and input limit (null when unset on the wire). */
-  embedding?: EmbeddingSpec | null;
-  /** Streamed jobs: chunk bytes the agent may send ahead of credit; 0 or absent = no window. */
-  streamWindowBytes?: number;
-}
-
-export interface EmbeddingSpec { dimensions: number; maxInputTokens: number }
-
-export interface ControlFrame {
-  frame?: 'welcome' | 'assign' | 'cancel' | 'drain' | 'reject' | 'assignBatch' | 'credit';
-  welcome?: Welcome;
+export type ControlFrame = Override<Members<ControlFrame__Output>, {
   assign?: Assign;
-  assignBatch?: { assigns: Assign[] };
-  cancel?: { jobId: string; reason: string };
-  drain?: { reason: string };
-  reject?: { code: string; message: string };
-  credit?: { jobId: string; bytes: number };
-}
+  assignBatch?: Override<AssignBatch__Output, { assigns: Assign[] }>;
+}>;

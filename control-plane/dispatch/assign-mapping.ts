@@ -1,0 +1,49 @@
+import type { RelayJob } from '../../proto/cluster/v1';
+import type { Assign } from '../../proto/worker/v1';
+import type { DispatchRequest } from './job';
+
+/**
+ * A job request as it travels on the wire, in one place: the `Assign` an agent gets
+ * (worker.v1), and the `RelayJob` a peer server gets and turns back into a request
+ * (cluster.v1). A field a request leaves unset stays unset in its Assign (proto3 sends an
+ * explicit `false` or `0`, so `undefined` and a default are different bytes).
+ */
+
+/** The Assign of `request` for an agent; only a `flowControl` agent (its Hello said so) gets the stream window. */
+export function toAssign(jobId: string, request: DispatchRequest, flowControl: boolean): Assign {
+  const assign = assignOf(jobId, request, flowControl && request.stream ? request.streamWindowBytes ?? 0 : 0);
+  assign.inputs = request.inputs;
+  assign.uploads = request.uploads;
+  assign.inlineOutputs = request.inlineOutputs;
+  return assign;
+}
+
+/**
+ * `request` for a peer server that holds a replica of its deployment. Relayed jobs are text
+ * and embedding jobs (cluster/job-router.ts), so no media files; `job_id` is chosen by the
+ * called server, and the window goes as it is: the called server's own `toAssign` decides
+ * whether its agent gets it.
+ */
+export function toRelayJob(request: DispatchRequest): RelayJob {
+  return { deploymentId: request.deploymentId, assign: assignOf('', request, request.streamWindowBytes ?? 0) };
+}
+
+/** The request a peer relayed (`toRelayJob` on its side), to dispatch here. */
+export function fromRelayJob(job: RelayJob): DispatchRequest {
+  const { assign } = job;
+  return {
+    deploymentId: job.deploymentId, kind: assign.kind, body: assign.body, stream: assign.stream, includeUsage: assign.includeUsage,
+    model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
+    // The relaying server's gateway holds the client: its window is the one the agent must keep.
+    streamWindowBytes: assign.streamWindowBytes ?? 0,
+  };
+}
+
+/** The fields every Assign takes from its request. */
+function assignOf(jobId: string, request: DispatchRequest, streamWindowBytes: number): Assign {
+  return {
+    jobId, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body, stream: request.stream,
+    includeUsage: request.includeUsage, model: request.model, guest: request.guest, embedding: request.embedding,
+    streamWindowBytes,
+  };
+}

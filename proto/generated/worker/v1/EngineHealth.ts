@@ -1,0 +1,23 @@
+// Original file: proto/worker/v1/worker.proto
+
+export const EngineHealth = {
+  ENGINE_HEALTH_UNSPECIFIED: 'ENGINE_HEALTH_UNSPECIFIED',
+  ENGINE_HEALTH_HEALTHY: 'ENGINE_HEALTH_HEALTHY',
+  ENGINE_HEALTH_DEGRADED: 'ENGINE_HEALTH_DEGRADED',
+  ENGINE_HEALTH_UNHEALTHY: 'ENGINE_HEALTH_UNHEALTHY',
+  ENGINE_HEALTH_STARTING: 'ENGINE_HEALTH_STARTING',
+} as const;
+
+export type EngineHealth =
+  | 'ENGINE_HEALTH_UNSPECIFIED'
+  | 0
+  | 'ENGINE_HEALTH_HEALTHY'
+  | 1
+  | 'ENGINE_HEALTH_DEGRADED'
+  | 2
+  | 'ENGINE_HEALTH_UNHEALTHY'
+  | 3
+  | 'ENGINE_HEALTH_STARTING'
+  | 4
+
+export type EngineHealth__Output = typeof EngineHealth[keyof typeof EngineHealth]
