@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { AGENT_ENGINE_KINDS } from '../common/engine-kinds';
 import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
 import { llamaCppOptionFields } from './engines/llama-cpp-options';
@@ -23,7 +24,7 @@ export const agentOptionFields = {
     z.string().regex(/^[\w.-]{1,128}$/, 'letters, digits, "_", "." and "-" only').default(() => `agt_${randomBytes(8).toString('hex')}`),
     'WORKER_AGENT_ID', 'agent-id'),
   /** Engine adapter: the built-in `cpu` engine, an `openai`-compatible HTTP engine, or `llama-cpp` (a GGUF file on the CPU). @default cpu */
-  engineKind: optionField(z.enum(['cpu', 'openai', 'llama-cpp']).default('cpu'), 'WORKER_ENGINE', 'engine'),
+  engineKind: optionField(z.enum(AGENT_ENGINE_KINDS).default('cpu'), 'WORKER_ENGINE', 'engine'),
   /** Engine base URL, with or without `/v1` (e.g. http://gpu-host:8000). Required for `openai`. */
   engineUrl: optionField(z.url({ protocol: /^https?$/ }).optional(), 'WORKER_ENGINE_URL', 'engine-url'),
   /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). @default the job's model */

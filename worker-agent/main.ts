@@ -16,6 +16,7 @@ import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
 import { runningAsBinary } from './packaging/embedded-modules';
+import { IN_PROCESS_ENGINE_KINDS } from '../common/engine-kinds';
 import { parentPipeProblem, watchParentPipe } from '../common/parent-pipe';
 import { PROTOCOL_VERSION } from '../proto/worker/v1';
 
@@ -57,7 +58,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // Joins before the model is loaded, so the replica shows the download and load as they go.
   const engine = new LoadingEngine(createEngine(options, logger), () => session.heartbeatNow());
   // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
-  const gpus = engine.kind === 'cpu' || engine.kind === 'llama-cpp' ? [] : options.gpus;
+  const gpus = IN_PROCESS_ENGINE_KINDS.includes(engine.kind) ? [] : options.gpus;
   const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {

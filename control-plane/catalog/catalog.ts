@@ -14,6 +14,7 @@ const modelSchema = z.object({
    * completions; embedding models serve only embeddings.
    */
   task: z.enum(['chat', 'completion', 'embedding', 'image-generation', 'image-edit', 'video-generation']),
+  /** What serves the model on a GPU host: usually one of CATALOG_ENGINE_KINDS (common/engine-kinds.ts), any name allowed. */
   engine: z.string().min(1),
   official: z.boolean(),
   gpuMemoryGb: z.number().positive(),

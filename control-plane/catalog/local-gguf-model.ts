@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import type { CatalogEngineKind } from '../../common/engine-kinds';
 import type { CatalogModel } from './catalog';
 
 /**
@@ -21,7 +22,7 @@ export function localGgufModel(file: string, options: { parallel: number }): Cat
     name: `${name} (GGUF, llama.cpp on CPU)`,
     modality: 'text',
     task: 'chat',
-    engine: 'llama-cpp',
+    engine: 'llama-cpp' satisfies CatalogEngineKind,
     official: false,
     // Runs on the CPU: this is the memory its weights take (RAM), which placement compares with the offer's.
     gpuMemoryGb: sizeGb,

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { AGENT_ENGINE_KINDS } from '../../common/engine-kinds';
 import { PROJECT_ROOT } from '../project-root';
 import { boolField, intField, loadEnv } from './env-fields';
 
@@ -41,7 +42,7 @@ const shape = {
   /** Prefix of every Redis key the server writes (several installations can share one Redis). @default inference: */
   redisKeyPrefix: z.string().default('inference:'),
   /** Local provider: engine kind for spawned agents (`cpu`, `openai` with localEngineUrl, or `llama-cpp` serving localModelPath for every text model). @default cpu */
-  localEngine: z.enum(['cpu', 'openai', 'llama-cpp']).default('cpu'),
+  localEngine: z.enum(AGENT_ENGINE_KINDS).default('cpu'),
   /** Local provider: engine URL when localEngine is `openai`. */
   localEngineUrl: z.string().url().optional(),
   /** Local provider: a GGUF file served with llama.cpp on the CPU, as catalog model `local/<file name>`; a first start deploys it. */

@@ -1,13 +1,14 @@
+import { PRIORITY_CATALOG_ENGINE_KINDS } from '../../common/engine-kinds';
 import type { CatalogModel } from '../catalog/catalog';
 import type { ProviderKind } from './deployment.entity';
 import { AppError } from '../errors/app-error';
 
 /**
- * Catalog engines whose servers schedule by request priority (vLLM `--scheduling-policy
- * priority`; SGLang `--enable-priority-scheduling`). Local replicas of these models run the
- * built-in CPU engine or llama.cpp, whose owner-first queue lives in the agent.
+ * Catalog engines whose servers schedule by request priority (common/engine-kinds.ts). Local
+ * replicas of these models run the built-in CPU engine or llama.cpp, whose owner-first queue
+ * lives in the agent.
  */
-const PRIORITY_ENGINES = new Set(['vllm', 'sglang']);
+const PRIORITY_ENGINES: ReadonlySet<string> = new Set(PRIORITY_CATALOG_ENGINE_KINDS);
 
 /** The per-token prices of a shareable model, as exact decimal strings (never summed as floats). */
 export interface SharedPrices {

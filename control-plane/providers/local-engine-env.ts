@@ -1,8 +1,9 @@
+import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 
 export interface LocalLlamaSettings {
-  readonly localEngine: 'cpu' | 'openai' | 'llama-cpp';
+  readonly localEngine: AgentEngineKind;
   readonly localModelPath?: string;
   readonly localLlamaThreads?: number;
   readonly localLlamaContextSize?: number;
@@ -21,10 +22,10 @@ export function localEngineEnv(settings: LocalLlamaSettings, catalog: Catalog): 
     const file = model?.source?.kind === 'gguf'
       ? model.source.path
       : settings.localEngine === 'llama-cpp' && model?.modality === 'text' ? settings.localModelPath : undefined;
-    if (!file) return settings.localEngine === 'llama-cpp' ? { WORKER_ENGINE: 'cpu' } : {};
+    if (!file) return settings.localEngine === 'llama-cpp' ? { WORKER_ENGINE: 'cpu' satisfies AgentEngineKind } : {};
     const parallel = settings.localLlamaParallel ?? 2;
     return {
-      WORKER_ENGINE: 'llama-cpp',
+      WORKER_ENGINE: 'llama-cpp' satisfies AgentEngineKind,
       WORKER_LLAMA_MODEL_PATH: file,
       WORKER_LLAMA_PARALLEL: String(parallel),
       WORKER_MAX_CONCURRENCY: String(parallel),

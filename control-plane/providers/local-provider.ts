@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
+import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { GpuOffer } from '../replicas/gpu-offer';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
@@ -9,7 +10,7 @@ export interface LocalProviderOptions {
   /** `host:port` the spawned agents dial. */
   controlPlaneAddress: () => string;
   agentEntry: string;
-  engine: 'cpu' | 'openai' | 'llama-cpp';
+  engine: AgentEngineKind;
   engineUrl?: string;
   /** Concurrency of a deployment's agents (text engines batch many requests; a diffusion model runs one or two). */
   maxConcurrency: (deployment: Deployment) => number;

@@ -1,8 +1,9 @@
+import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { ReplicaManager } from './replica-manager';
 
 /** `Hello.engine.kind` of the agents' built-in CPU engine: weights-free, it answers with placeholder words. */
-export const STAND_IN_ENGINE_KIND = 'cpu';
+export const STAND_IN_ENGINE_KIND = 'cpu' satisfies AgentEngineKind;
 
 /** This server's agent launcher (providers/local-provider.ts): the engine it starts a deployment's agents with. */
 export interface AgentEngines {

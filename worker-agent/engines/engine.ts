@@ -3,6 +3,7 @@
  * the built-in CPU engine) hand over bytes exactly as the engine produced them, so the agent
  * never parses and re-serialises a token chunk; only usage and the finish reason are peeked.
  */
+import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
 import type { JobCancellation } from '../job-cancellation';
 
@@ -77,8 +78,8 @@ export type ProgressReporter = (percent: number, stage: string) => void;
 export type LoadProgress = (percent: number, stage: string) => void;
 
 export interface Engine {
-  /** `Hello.engine.kind`: "openai", "cpu". */
-  readonly kind: string;
+  /** `Hello.engine.kind`: the `--engine` that made it. */
+  readonly kind: AgentEngineKind;
   readonly version: string;
   /** Informational engine address; empty for in-process engines. */
   readonly url: string;

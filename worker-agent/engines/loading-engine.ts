@@ -4,6 +4,7 @@
  * and a percentage on every heartbeat) instead of sitting silently in Creating for minutes.
  * Once the inner engine has started, every call goes straight to it.
  */
+import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { JobCancellation } from '../job-cancellation';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { EngineFailure } from './engine-failure';
@@ -16,7 +17,7 @@ export class LoadingEngine implements Engine {
   /** @param onChange told when the whole percentage or the stage changes, and once loaded */
   constructor(private readonly inner: Engine, private readonly onChange: () => void = () => {}) {}
 
-  get kind(): string { return this.inner.kind; }
+  get kind(): AgentEngineKind { return this.inner.kind; }
   get version(): string { return this.inner.version; }
   get url(): string { return this.inner.url; }
   get priorityCapable(): boolean { return this.inner.priorityCapable; }
