@@ -31,6 +31,30 @@ export interface LlamaCppEngineOptions {
   readonly parallel: number;
   /** Model name to answer with instead of the job's catalog model. */
   readonly engineModel?: string;
+  /**
+   * Reuse the longest prompt prefix a sequence still holds from an earlier request (reported
+   * as `usage.prompt_tokens_details.cached_tokens`). @default true
+   */
+  readonly prefixCache?: boolean;
+}
+
+/** What the engine is doing now, for load reporting (heartbeats, routing). */
+export interface LlamaEngineSignals {
+  /** Sequences (parallel slots) lent to requests. */
+  readonly running: number;
+  /** Requests waiting for free sequences. */
+  readonly waiting: number;
+  /**
+   * Fraction, 0–1, of the context's token cells (context size × sequences) held by busy
+   * sequences. Tokens idle sequences keep for prefix reuse are not counted: any request may
+   * take them over (vLLM counts its evictable cached blocks as free the same way).
+   */
+  readonly kvCacheUsage: number;
+  /**
+   * Prompt tokens reused from cache / prompt tokens, 0–1, over the last 1,000 prompt
+   * evaluations (one per choice); null before the first.
+   */
+  readonly prefixCacheHitRate: number | null;
 }
 
 const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
@@ -68,7 +92,7 @@ export class LlamaCppEngine implements Engine {
     const startedAt = Date.now();
     this.runtime = await LlamaRuntime.load(this.backend as LlamaBackend, {
       progress, modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
-      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel,
+      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel, prefixCache: this.options.prefixCache,
     });
     this.logger.info({
       modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel,
@@ -84,6 +108,11 @@ export class LlamaCppEngine implements Engine {
     return this.runtime ? HEALTHY : NOT_LOADED;
   }
 
+  /** A read-only snapshot of the engine's load, cheap enough to read often; null until the model is loaded. */
+  signals(): LlamaEngineSignals | null {
+    return this.runtime?.signals() ?? null;
+  }
+
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     const runtime = this.runtime;
     if (!runtime) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
@@ -97,15 +126,18 @@ export class LlamaCppEngine implements Engine {
     const plan = planLlamaRequest(request.payload, request.path);
     const choices = this.planChoices(runtime, plan);
     const promptTokens = plan.kind === 'chat' ? choices[0].promptTokens.length : sumPromptTokens(choices, plan.n);
-    const progress: ChoiceProgress[] = choices.map(() => ({ tokens: 0 }));
+    const progress: ChoiceProgress[] = choices.map(() => ({ tokens: 0, cachedTokens: 0 }));
     const usage = (): OpenAiUsage => {
       const completion = progress.reduce((sum, choice) => sum + choice.tokens, 0);
-      return { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
+      return {
+        prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion,
+        prompt_tokens_details: { cached_tokens: cachedPromptTokens(progress, plan.n) },
+      };
     };
     // One signal for the whole request: the job's cancellation, or the first choice that fails.
     const failed = new AbortController();
     const signal = AbortSignal.any([cancellation.signal, failed.signal]);
-    const sequences = await runtime.sequences.acquire(choices.length, signal).catch((error: unknown) => {
+    const sequences = await runtime.sequences.acquire(choices.length, signal, choices.map((choice) => choice.promptTokens)).catch((error: unknown) => {
       throw failureOf(error, usage());
     });
     const idle: Array<Promise<unknown>> = [];
@@ -187,6 +219,18 @@ async function streamChoices(
 /** Prompt tokens of a completions request: each prompt once, however many choices it has. */
 function sumPromptTokens(choices: readonly PlannedChoice[], n: number): number {
   return choices.reduce((sum, choice, index) => (index % n === 0 ? sum + choice.promptTokens.length : sum), 0);
+}
+
+/**
+ * Prompt tokens served from cache, counted like `prompt_tokens` (each prompt once, however
+ * many choices it has): per prompt, the most any of its choices' sequences already held.
+ */
+function cachedPromptTokens(progress: readonly ChoiceProgress[], n: number): number {
+  let cached = 0;
+  for (let first = 0; first < progress.length; first += n) {
+    cached += Math.max(...progress.slice(first, first + n).map((choice) => choice.cachedTokens));
+  }
+  return cached;
 }
 
 /** A failure with the request's usage so far: canceled and failed requests are still metered. */

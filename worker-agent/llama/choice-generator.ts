@@ -26,6 +26,8 @@ export interface ChoiceRequest {
 export interface ChoiceProgress {
   /** Tokens sampled so far (the choice's completion tokens, even if it is aborted). */
   tokens: number;
+  /** Leading prompt tokens the sequence already held and were not evaluated again. */
+  cachedTokens: number;
 }
 
 export interface ChoiceResult {
@@ -46,11 +48,16 @@ export async function generateChoice(
   idle.push(new Promise<void>((resolve) => { markIdle = resolve; }));
   let iterator: AsyncGenerator<Token, void, void | Token | Token[]> | undefined;
   try {
-    await sequence.clearHistory();
+    // The sequence keeps what it shares with the prompt from an earlier request; only the rest is evaluated.
+    progress.cachedTokens = await runtime.prepareSequence(sequence, request.promptTokens);
     signal.throwIfAborted();
     const generated: Token[] = [];
-    iterator = startEvaluation(runtime, sequence, request, generated);
+    iterator = startEvaluation(runtime, sequence, request, request.promptTokens.slice(progress.cachedTokens), generated);
     return await generateTokens(runtime, iterator, request, generated, progress, onText, signal);
+  } catch (error) {
+    // An abort waits for the step being computed (below), which leaves the state whole; a failure may not.
+    if (!signal.aborted) runtime.distrust(sequence);
+    throw error;
   } finally {
     // Returning the generator waits for the step llama.cpp is computing; the caller does not.
     if (iterator) void iterator.return(undefined).catch(() => undefined).then(markIdle);
@@ -58,11 +65,14 @@ export async function generateChoice(
   }
 }
 
-/** Starts sampling after the prompt; the penalties read the answer so far from `generated`. */
-function startEvaluation(runtime: LlamaRuntime, sequence: LlamaContextSequence, request: ChoiceRequest, generated: readonly Token[]) {
+/**
+ * Evaluates the prompt's `uncached` tail (the sequence holds the rest) and starts sampling;
+ * the penalties read the answer so far from `generated`.
+ */
+function startEvaluation(runtime: LlamaRuntime, sequence: LlamaContextSequence, request: ChoiceRequest, uncached: Token[], generated: readonly Token[]) {
   const { sampling } = request;
   const penalised = sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || sampling.repetitionPenalty !== 1;
-  return sequence.evaluate(request.promptTokens, {
+  return sequence.evaluate(uncached, {
     temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, minP: sampling.minP, seed: request.seed,
     // OpenAI's penalties count the answer so far (vLLM does the same); llama.cpp applies
     // presence and frequency exactly as OpenAI defines them.

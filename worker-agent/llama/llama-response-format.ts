@@ -9,6 +9,8 @@ export interface OpenAiUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's shape: prompt tokens that were served from the prefix cache, not evaluated again. */
+  prompt_tokens_details?: { cached_tokens: number };
 }
 
 export interface FinishedChoice {

@@ -9,7 +9,7 @@ import { EngineStartError } from '../engines/engine-start-error';
 import { firstLine, type LlamaBackend, type NodeLlamaCpp } from './llama-backend';
 import type { ChatMessage, CompletionPrompt } from './llama-request';
 import { invalidRequestFailure } from '../engines/request-fields';
-import { SequencePool } from './sequence-pool';
+import { commonPrefixLength, reusablePrefix, SequencePool } from './sequence-pool';
 
 export interface LlamaRuntimeOptions {
   readonly modelPath: string;
@@ -22,7 +22,20 @@ export interface LlamaRuntimeOptions {
   readonly parallel: number;
   /** How far loading is, 0–100, and the stage. */
   readonly progress?: (percent: number, stage: string) => void;
+  /** Keep each sequence's tokens after a request and reuse the longest shared prefix. @default true */
+  readonly prefixCache?: boolean;
 }
+
+/** Load signals of the runtime (see `LlamaCppEngine.signals`). */
+export interface LlamaRuntimeSignals {
+  readonly running: number;
+  readonly waiting: number;
+  readonly kvCacheUsage: number;
+  readonly prefixCacheHitRate: number | null;
+}
+
+/** Prompt evaluations the hit rate is computed over (the most recent ones). */
+const HIT_RATE_WINDOW = 1000;
 
 export interface RenderedPrompt {
   readonly tokens: Token[];
@@ -33,15 +46,30 @@ export interface RenderedPrompt {
 }
 
 export class LlamaRuntime {
+  readonly sequences: SequencePool<LlamaContextSequence>;
+  /**
+   * Sequences whose KV cache may not be what a fresh evaluation of their tokens gives: a
+   * context shift moved tokens (their keys were computed next to tokens now erased), or an
+   * evaluation failed midway. They start their next request from an empty state.
+   */
+  private readonly untrusted = new WeakSet<LlamaContextSequence>();
+  /** Prompt and reused tokens of the last `HIT_RATE_WINDOW` prompt evaluations. */
+  private readonly recentPrompts: Array<{ tokens: number; cached: number }> = [];
+  private recentPromptTokens = 0;
+  private recentCachedTokens = 0;
+
   private constructor(
     private readonly library: NodeLlamaCpp,
     readonly model: LlamaModel,
     private readonly context: LlamaContext,
     private readonly chatWrapper: ChatWrapper,
-    readonly sequences: SequencePool<LlamaContextSequence>,
+    private readonly allSequences: readonly LlamaContextSequence[],
+    private readonly prefixCache: boolean,
     /** `node-llama-cpp <version> (llama.cpp <release>)`. */
     readonly version: string,
-  ) {}
+  ) {
+    this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence));
+  }
 
   /** Checks the model file is there before the agent joins (a missing file fails at once, clearly). */
   static async checkModelFile(modelPath: string): Promise<void> {
@@ -66,13 +94,87 @@ export class LlamaRuntime {
       await model.dispose();
       throw new EngineStartError(`cannot create a ${contextSize}-token context with ${options.parallel} sequence(s) for ${options.modelPath}: ${firstLine(error)}`, { cause: error });
     });
-    const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
-    return new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), new SequencePool(sequences), backend.version);
+    let runtime: LlamaRuntime | undefined;
+    const sequences = Array.from({ length: options.parallel }, () => context.getSequence({
+      // node-llama-cpp's default ("eraseBeginning", keeping BOS), noting that the sequence's
+      // cache no longer matches a fresh evaluation. Requests are planned to fit, so this is a guard.
+      contextShift: {
+        strategy: ({ sequence, size }) => {
+          runtime?.untrusted.add(sequence);
+          const start = model.tokens.bos !== null && sequence.contextTokens[0] === model.tokens.bos ? 1 : 0;
+          return [{ start, end: start + size }];
+        },
+      },
+    }));
+    runtime = new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), sequences, options.prefixCache ?? true, backend.version);
+    return runtime;
   }
 
   /** Tokens each sequence holds (prompt and answer together). */
   get contextSize(): number {
     return this.context.contextSize;
+  }
+
+  /**
+   * Readies a sequence for `prompt`: keeps the longest prefix of its tokens the prompt shares
+   * (at least `MIN_REUSED_PREFIX`, never the whole prompt) and erases the rest. Returns how many
+   * tokens were kept; `prompt.slice(kept)` is what remains to evaluate.
+   *
+   * node-llama-cpp's `evaluate()` appends to the sequence's state and reuses nothing by itself;
+   * this is its own idiom (LlamaCompletion): `adaptStateToTokens(prefix, false)` erases the
+   * tokens after the first difference, with no shifting (shifted keys are not what a fresh
+   * evaluation computes). When llama.cpp cannot cut the cache there (sliding-window or
+   * recurrent models) it empties the sequence instead, and `nextTokenIndex` says so.
+   */
+  async prepareSequence(sequence: LlamaContextSequence, prompt: readonly Token[]): Promise<number> {
+    const keep = reusablePrefix(this.cachedTokens(sequence), prompt);
+    this.untrusted.delete(sequence);
+    if (keep === 0) await sequence.clearHistory();
+    else await sequence.adaptStateToTokens(prompt.slice(0, keep), false);
+    const kept = sequence.nextTokenIndex;
+    // Never trust what was not checked: a state that is not a prefix of the prompt starts over.
+    if (kept > keep || commonPrefixLength(sequence.contextTokens, prompt) < kept) {
+      await sequence.clearHistory();
+      this.recordPrompt(prompt.length, 0);
+      return 0;
+    }
+    this.recordPrompt(prompt.length, kept);
+    return kept;
+  }
+
+  /** The sequence's state is not to be reused (its evaluation failed midway). */
+  distrust(sequence: LlamaContextSequence): void {
+    this.untrusted.add(sequence);
+  }
+
+  /** Tokens a sequence holds that a new prompt may reuse: none when reuse is off or its state is not trusted. */
+  cachedTokens(sequence: LlamaContextSequence): readonly Token[] {
+    if (!this.prefixCache || this.untrusted.has(sequence) || sequence.disposed) return [];
+    return sequence.contextTokens;
+  }
+
+  /** Sequences busy, requests waiting, KV use of the busy sequences and the recent prefix-cache hit rate. */
+  signals(): LlamaRuntimeSignals {
+    let held = 0;
+    for (const sequence of this.allSequences) if (!sequence.disposed && !this.sequences.isFree(sequence)) held += sequence.nextTokenIndex;
+    const capacity = this.context.contextSize * this.allSequences.length;
+    return {
+      running: this.sequences.busy,
+      waiting: this.sequences.queued,
+      kvCacheUsage: capacity > 0 ? Math.min(1, held / capacity) : 0,
+      prefixCacheHitRate: this.recentPromptTokens > 0 ? this.recentCachedTokens / this.recentPromptTokens : null,
+    };
+  }
+
+  private recordPrompt(tokens: number, cached: number): void {
+    this.recentPrompts.push({ tokens, cached });
+    this.recentPromptTokens += tokens;
+    this.recentCachedTokens += cached;
+    if (this.recentPrompts.length > HIT_RATE_WINDOW) {
+      const oldest = this.recentPrompts.shift()!;
+      this.recentPromptTokens -= oldest.tokens;
+      this.recentCachedTokens -= oldest.cached;
+    }
   }
 
   get chatFormat(): string {

@@ -1,29 +1,129 @@
 /**
- * The context's sequences (llama.cpp's parallel slots), handed out first come, first served.
- * A request takes one per choice, all at once, so an `n = 2` request never holds one slot
- * while waiting for another (two of them could otherwise deadlock each other).
+ * The context's sequences (llama.cpp's parallel slots). Requests are served first come, first
+ * served; which free sequences a request gets is chosen by what they still hold: a sequence
+ * keeps its tokens (and their KV cache) after a request, so the one whose tokens share the
+ * longest prefix with the new prompt only has to evaluate the rest (llama.cpp's server does
+ * the same with its slot similarity). A request takes one sequence per choice, all at once, so
+ * an `n = 2` request never holds one slot while waiting for another (two of them could
+ * otherwise deadlock each other).
  */
-export class SequencePool<Sequence> {
-  private readonly free: Sequence[];
-  private readonly waiting: Array<{ count: number; resolve: (sequences: Sequence[]) => void }> = [];
-  private lent = 0;
 
-  constructor(sequences: readonly Sequence[]) {
-    this.free = [...sequences];
+/**
+ * Shared prefixes shorter than this are not worth a sequence: a chat template's first tokens
+ * (BOS, `<|im_start|>user\n`) are in every prompt, and choosing by them would hand an unrelated
+ * prompt the sequence holding a hot system prompt. Like vLLM's 16-token cache blocks, reuse
+ * (and the `cached_tokens` reported) is then 0 or at least this many tokens.
+ */
+export const MIN_REUSED_PREFIX = 16;
+
+/** Length of the common prefix of two token lists. */
+export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
+  const length = Math.min(a.length, b.length);
+  let index = 0;
+  while (index < length && a[index] === b[index]) index += 1;
+  return index;
+}
+
+/**
+ * How many of `prompt`'s leading tokens a sequence holding `cached` can keep: the common
+ * prefix, but never the whole prompt (its last token is evaluated again to get the logits
+ * the first answer token is sampled from), and 0 when shorter than `minPrefix`.
+ */
+export function reusablePrefix(cached: readonly number[], prompt: readonly number[], minPrefix = MIN_REUSED_PREFIX): number {
+  const shared = Math.min(commonPrefixLength(cached, prompt), prompt.length - 1);
+  return shared >= Math.max(1, minPrefix) ? shared : 0;
+}
+
+export interface FreeSequence {
+  /** Tokens the sequence holds (its KV cache). */
+  readonly tokens: readonly number[];
+  /** When it was last released (higher = more recent). */
+  readonly lastUsed: number;
+}
+
+/**
+ * Picks a free sequence for each prompt (one per choice): repeatedly the (prompt, sequence)
+ * pair with the longest reusable prefix; ties, and prompts that share nothing worth keeping
+ * with any sequence, take the least recently used sequence, so hot prefixes survive longest.
+ * Returns, per prompt, an index into `free`. Pure, for tests.
+ */
+export function chooseSequences(free: readonly FreeSequence[], prompts: readonly (readonly number[])[], minPrefix = MIN_REUSED_PREFIX): number[] {
+  if (prompts.length > free.length) throw new RangeError(`asked for ${prompts.length} sequences of ${free.length} free`);
+  const scores = prompts.map((prompt) => free.map((sequence) => reusablePrefix(sequence.tokens, prompt, minPrefix)));
+  const chosen: number[] = new Array(prompts.length).fill(-1);
+  const taken = new Set<number>();
+  for (let round = 0; round < prompts.length; round += 1) {
+    let best: { prompt: number; sequence: number } | null = null;
+    for (let prompt = 0; prompt < prompts.length; prompt += 1) {
+      if (chosen[prompt] !== -1) continue;
+      for (let sequence = 0; sequence < free.length; sequence += 1) {
+        if (taken.has(sequence)) continue;
+        if (!best) {
+          best = { prompt, sequence };
+          continue;
+        }
+        const score = scores[prompt][sequence];
+        const bestScore = scores[best.prompt][best.sequence];
+        // Longer prefix first; then the least recently used; then the earlier prompt (strict `<`).
+        if (score > bestScore || (score === bestScore && free[sequence].lastUsed < free[best.sequence].lastUsed)) best = { prompt, sequence };
+      }
+    }
+    chosen[best!.prompt] = best!.sequence;
+    taken.add(best!.sequence);
+  }
+  return chosen;
+}
+
+interface Waiter<Sequence> {
+  readonly count: number;
+  readonly prompts: readonly (readonly number[])[] | undefined;
+  resolve(sequences: Sequence[]): void;
+}
+
+export class SequencePool<Sequence> {
+  private readonly free: Array<{ sequence: Sequence; lastUsed: number }>;
+  private readonly waiting: Array<Waiter<Sequence>> = [];
+  private lent = 0;
+  private clock = 0;
+
+  /** @param cachedTokens the tokens a free sequence holds (none: every sequence counts as empty) */
+  constructor(sequences: readonly Sequence[], private readonly cachedTokens: (sequence: Sequence) => readonly number[] = () => []) {
+    this.free = sequences.map((sequence) => ({ sequence, lastUsed: 0 }));
   }
 
   get size(): number {
     return this.free.length + this.lent;
   }
 
-  /** Resolves with `count` sequences; rejects with the signal's reason if it aborts first. */
-  acquire(count: number, signal: AbortSignal): Promise<Sequence[]> {
+  /** Sequences lent to requests now. */
+  get busy(): number {
+    return this.lent;
+  }
+
+  /** Requests waiting for sequences. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /** Whether the sequence is in the pool now (not lent to a request). */
+  isFree(sequence: Sequence): boolean {
+    return this.free.some((entry) => entry.sequence === sequence);
+  }
+
+  /**
+   * Resolves with `count` sequences; rejects with the signal's reason if it aborts first.
+   * `prompts` (one per sequence, in the order the sequences are returned) chooses them by
+   * shared prefix; without it they are the least recently used.
+   */
+  acquire(count: number, signal: AbortSignal, prompts?: readonly (readonly number[])[]): Promise<Sequence[]> {
     if (count > this.size) return Promise.reject(new RangeError(`asked for ${count} sequences of ${this.size}`));
+    if (prompts && prompts.length !== count) return Promise.reject(new RangeError(`${prompts.length} prompts for ${count} sequences`));
     signal.throwIfAborted();
-    if (this.waiting.length === 0 && this.free.length >= count) return Promise.resolve(this.take(count));
+    if (this.waiting.length === 0 && this.free.length >= count) return Promise.resolve(this.take(count, prompts));
     return new Promise<Sequence[]>((resolve, reject) => {
-      const waiter = {
+      const waiter: Waiter<Sequence> = {
         count,
+        prompts,
         resolve: (sequences: Sequence[]) => {
           signal.removeEventListener('abort', onAbort);
           resolve(sequences);
@@ -41,20 +141,25 @@ export class SequencePool<Sequence> {
 
   release(sequences: readonly Sequence[]): void {
     this.lent -= sequences.length;
-    this.free.push(...sequences);
+    for (const sequence of sequences) this.free.push({ sequence, lastUsed: ++this.clock });
     this.grant();
   }
 
-  private take(count: number): Sequence[] {
+  private take(count: number, prompts: readonly (readonly number[])[] | undefined): Sequence[] {
+    const free = this.free.map(({ sequence, lastUsed }) => ({ tokens: prompts ? this.cachedTokens(sequence) : [], lastUsed }));
+    const chosen = chooseSequences(free, prompts ?? Array.from({ length: count }, () => []));
+    const sequences = chosen.map((index) => this.free[index].sequence);
+    const taken = new Set(chosen);
+    for (let index = this.free.length - 1; index >= 0; index -= 1) if (taken.has(index)) this.free.splice(index, 1);
     this.lent += count;
-    return this.free.splice(0, count);
+    return sequences;
   }
 
   /** Strict FIFO: a large request at the head is not starved by smaller ones behind it. */
   private grant(): void {
     while (this.waiting.length > 0 && this.free.length >= this.waiting[0].count) {
       const waiter = this.waiting.shift()!;
-      waiter.resolve(this.take(waiter.count));
+      waiter.resolve(this.take(waiter.count, waiter.prompts));
     }
   }
 }

@@ -1,0 +1,204 @@
+/**
+ * Prefix reuse in the llama.cpp engine: a request takes the free sequence whose cached tokens
+ * share the longest prefix with its prompt, evaluates only the rest, and reports the reused
+ * tokens as `usage.prompt_tokens_details.cached_tokens`. The answers must be exactly those of
+ * a sequence that evaluated the whole prompt (compared with an engine whose reuse is off).
+ */
+import { chooseSequences, MIN_REUSED_PREFIX, reusablePrefix, SequencePool } from '../../worker-agent/llama/sequence-pool';
+import { startEngineDriver, type DriverRequest, type DriverResult, type EngineDriver } from './support/engine-driver';
+import { chatPromptTokens, modelDirectory, type ModelDirectory } from './support/tiny-model';
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, index) => from + index);
+
+describe('choosing a sequence by shared prefix', () => {
+  const long = range(0, 100);
+
+  it('keeps the common prefix, never the whole prompt, and nothing below the minimum', () => {
+    expect(reusablePrefix(long, [...range(0, 40), 999])).toBe(40);
+    // The prompt is exactly the cached tokens, or a prefix of them: its last token is evaluated again.
+    expect(reusablePrefix(long, long)).toBe(99);
+    expect(reusablePrefix(long, range(0, 30))).toBe(29);
+    expect(reusablePrefix(range(0, 30), long)).toBe(30);
+    // A template's first tokens are shared by every prompt: not worth a sequence.
+    expect(reusablePrefix(long, [...range(0, MIN_REUSED_PREFIX - 1), 999])).toBe(0);
+    expect(reusablePrefix(long, [...range(0, MIN_REUSED_PREFIX), 999])).toBe(MIN_REUSED_PREFIX);
+    expect(reusablePrefix([], long)).toBe(0);
+    expect(reusablePrefix(long, [0], 0)).toBe(0);
+  });
+
+  it('picks the longest prefix; ties and misses take the least recently used sequence', () => {
+    const system = range(0, 50);
+    const free = [
+      { tokens: [...system, 1000, 1001], lastUsed: 3 },
+      { tokens: [...system, 2000, ...range(0, 40)], lastUsed: 1 },
+      { tokens: range(500, 600), lastUsed: 2 },
+      { tokens: [], lastUsed: 4 },
+    ];
+    // Longest prefix wins over recency.
+    expect(chooseSequences(free, [[...system, 2000, 7]])).toEqual([1]);
+    // Equal prefixes: the least recently used of them.
+    expect(chooseSequences(free, [[...system, 3000]])).toEqual([1]);
+    // Nothing shared anywhere: the least recently used, whatever it holds.
+    expect(chooseSequences(free, [range(900, 950)])).toEqual([1]);
+    expect(chooseSequences(free.slice(2), [range(900, 950)])).toEqual([0]);
+    // A prefix the cache holds longer than the prompt (the prompt is a prefix of it).
+    expect(chooseSequences(free, [range(500, 540)])).toEqual([2]);
+  });
+
+  it('gives several choices distinct sequences, best pairs first', () => {
+    const free = [
+      { tokens: range(0, 20), lastUsed: 0 },
+      { tokens: range(0, 60), lastUsed: 1 },
+      { tokens: range(300, 400), lastUsed: 2 },
+    ];
+    // Prompt 1 matches sequence 1 best; prompt 0 then takes sequence 0; prompt 2 matches 2.
+    expect(chooseSequences(free, [range(0, 25), range(0, 80), range(300, 350)])).toEqual([0, 1, 2]);
+    // n = 2 of one prompt: the best match, then the next.
+    expect(chooseSequences(free, [range(0, 80), range(0, 80)])).toEqual([1, 0]);
+    expect(() => chooseSequences(free, [[], [], [], []])).toThrow(RangeError);
+  });
+
+  it('hands a waiting request the sequences that match its prompts, in FIFO order', async () => {
+    const held: Record<string, number[]> = { a: range(0, 40), b: range(100, 140) };
+    const pool = new SequencePool(['a', 'b'], (sequence) => held[sequence]);
+    const never = new AbortController().signal;
+    expect(await pool.acquire(1, never, [range(100, 130)])).toEqual(['b']);
+    expect(pool.busy).toBe(1);
+    const both = await pool.acquire(1, never, [range(100, 130)]);
+    // Only `a` is free: it is taken though it shares nothing.
+    expect(both).toEqual(['a']);
+    const waiting = pool.acquire(1, never, [range(0, 30)]);
+    const later = pool.acquire(1, never, [range(100, 130)]);
+    expect(pool.queued).toBe(2);
+    pool.release(['b']);
+    // FIFO: the first waiter gets the only free sequence, match or not.
+    expect(await waiting).toEqual(['b']);
+    pool.release(['a']);
+    expect(await later).toEqual(['a']);
+    expect(pool.queued).toBe(0);
+    await expect(pool.acquire(1, never, [[], []])).rejects.toThrow(RangeError);
+  });
+});
+
+describe('llama.cpp prefix reuse', () => {
+  let models: ModelDirectory;
+  let driver: EngineDriver;
+  const SYSTEM = 'You are a careful assistant for an inference serving platform. Answer in one short sentence. '.repeat(4).trim();
+  const chat = (messages: Array<{ role: string; content: string }>, extra: Record<string, unknown> = {}) => ({
+    messages, max_tokens: 24, temperature: 0, ...extra,
+  });
+  const first = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'What is a replica?' }];
+  const second = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'How do deployments scale?' }];
+  /** Tokens every chat with the system prompt starts with: BOS, the system turn, then `<|im_start|>user\n`. */
+  const systemPrefix = chatPromptTokens([{ role: 'system', content: SYSTEM }]) - 'assistant\n'.length + 'user\n'.length;
+
+  const cachedOf = (result: DriverResult) => (result.body ?? result.events.at(-1)).usage.prompt_tokens_details.cached_tokens;
+  const textOf = (result: DriverResult, index = 0) => {
+    expect(result.error).toBeUndefined();
+    const choice = result.body.choices[index];
+    return choice.message?.content ?? choice.text;
+  };
+  /** The same requests on the reusing engine and on one that evaluates every prompt whole. */
+  const both = async (...requests: Array<Omit<DriverRequest, 'engine'>>) => {
+    const cached = await driver.run(...requests.map((request) => ({ ...request, engine: 'cached' })));
+    const fresh = await driver.run(...requests.map((request) => ({ ...request, engine: 'fresh' })));
+    for (const result of fresh) expect(cachedOf(result)).toBe(0);
+    return { cached, fresh };
+  };
+
+  beforeAll(async () => {
+    models = modelDirectory();
+    const modelPath = models.write('tiny-prefix.gguf', { contextLength: 2048 });
+    driver = await startEngineDriver({
+      cached: { modelPath, contextSize: 1024, parallel: 2 },
+      fresh: { modelPath, contextSize: 1024, parallel: 2, prefixCache: false },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await driver?.close();
+    models?.remove();
+  });
+
+  it('reuses a repeated prompt, a shared system prompt and an earlier turn, with the answers of a whole evaluation', async () => {
+    const promptTokens = chatPromptTokens(first);
+    const one = await both({ body: chat(first) });
+    expect(cachedOf(one.cached[0])).toBe(0);
+    expect(textOf(one.cached[0])).toBe(textOf(one.fresh[0]));
+    expect(one.cached[0].body.usage).toEqual({
+      prompt_tokens: promptTokens, completion_tokens: 24, total_tokens: promptTokens + 24, prompt_tokens_details: { cached_tokens: 0 },
+    });
+
+    // The very same prompt: all but its last token (evaluated again for the logits).
+    const again = await both({ body: chat(first) });
+    expect(cachedOf(again.cached[0])).toBe(promptTokens - 1);
+    expect(textOf(again.cached[0])).toBe(textOf(one.fresh[0]));
+
+    // The next turn of the conversation: its prompt and the answer tokens, which were
+    // evaluated one at a time while generating, are reused from the sequence that holds them.
+    const turn = [...first, { role: 'assistant', content: textOf(one.fresh[0]) }, { role: 'user', content: 'And a deployment?' }];
+    const next = await both({ body: chat(turn, { max_tokens: 32 }) });
+    expect(cachedOf(next.cached[0])).toBe(promptTokens + 23);
+    expect(textOf(next.cached[0])).toBe(textOf(next.fresh[0]));
+
+    // Another question after the same system prompt: the system turn is reused.
+    const other = await both({ body: chat(second) });
+    expect(cachedOf(other.cached[0])).toBe(systemPrefix);
+    expect(textOf(other.cached[0])).toBe(textOf(other.fresh[0]));
+  });
+
+  it('reports nothing cached for an unrelated prompt, and reuses a completion prompt that is a prefix of the cache', async () => {
+    const story = 'Once upon a time, in a data centre far away, a tiny model answered every request it was given. '.repeat(2);
+    const unrelated = await both({ kind: 'JOB_KIND_COMPLETION', body: { prompt: story, max_tokens: 16, temperature: 0 } });
+    expect(cachedOf(unrelated.cached[0])).toBe(0);
+    expect(textOf(unrelated.cached[0])).toBe(textOf(unrelated.fresh[0]));
+    const shorter = story.slice(0, 120);
+    const prefix = await both({ kind: 'JOB_KIND_COMPLETION', body: { prompt: shorter, max_tokens: 16, temperature: 0 } });
+    expect(cachedOf(prefix.cached[0])).toBe(shorter.length - 1);
+    expect(textOf(prefix.cached[0])).toBe(textOf(prefix.fresh[0]));
+    // An unrelated chat shares only the template's first tokens: nothing is reused.
+    const small = await both({ body: chat([{ role: 'user', content: 'Tell me a joke about GPUs, please.' }]) });
+    expect(cachedOf(small.cached[0])).toBe(0);
+  });
+
+  it('sends each prompt to the sequence that holds its prefix, seeded sampling and n > 1 included', async () => {
+    const alpha = [{ role: 'system', content: `Alpha. ${SYSTEM}` }, { role: 'user', content: 'one' }];
+    const beta = [{ role: 'system', content: `Beta. ${SYSTEM}` }, { role: 'user', content: 'two' }];
+    await driver.run({ engine: 'cached', body: chat(alpha) }, { engine: 'cached', body: chat(beta) });
+    // Handed out in release order, one of the two would land on the other's sequence and miss.
+    const sampled = { temperature: 0.9, seed: 11 };
+    for (const messages of [beta, alpha]) {
+      const { cached, fresh } = await both({ body: chat(messages, sampled) });
+      expect(cachedOf(cached[0])).toBe(chatPromptTokens(messages) - 1);
+      expect(textOf(cached[0])).toBe(textOf(fresh[0]));
+    }
+    // Two choices of one prompt: each on its own sequence, the prompt counted once, and the
+    // cached count is what the best of them reused.
+    const { cached, fresh } = await both({ body: chat(alpha, { n: 2, seed: 5, temperature: 1 }) });
+    expect(cachedOf(cached[0])).toBe(chatPromptTokens(alpha) - 1);
+    expect(cached[0].body.usage.prompt_tokens).toBe(chatPromptTokens(alpha));
+    expect([textOf(cached[0], 0), textOf(cached[0], 1)]).toEqual([textOf(fresh[0], 0), textOf(fresh[0], 1)]);
+  });
+
+  it('reports cached tokens in the final streamed usage chunk, and load signals while busy and idle', async () => {
+    const [plain] = await driver.run({ engine: 'cached', body: chat(second, { max_tokens: 40 }) });
+    const body = chat(second, { stream: true, stream_options: { include_usage: true }, max_tokens: 40 });
+    const [streamed] = await driver.run({ engine: 'cached', body, includeUsage: true });
+    expect(streamed.events.at(-1).usage).toEqual({
+      prompt_tokens: chatPromptTokens(second), completion_tokens: 40, total_tokens: chatPromptTokens(second) + 40,
+      prompt_tokens_details: { cached_tokens: chatPromptTokens(second) - 1 },
+    });
+    expect(streamed.events.map((event) => event.choices[0]?.delta?.content ?? '').join('')).toBe(textOf(plain));
+    // While streaming: one sequence busy, holding (at least) the prompt.
+    expect(streamed.streamingSignals).toMatchObject({ running: 1, waiting: 0 });
+    expect(streamed.streamingSignals!.kvCacheUsage).toBeGreaterThanOrEqual(chatPromptTokens(second) / (1024 * 2));
+    expect(streamed.signals).toMatchObject({ running: 0, waiting: 0, kvCacheUsage: 0 });
+    expect(streamed.signals.prefixCacheHitRate!).toBeGreaterThan(0.3);
+    expect(streamed.signals.prefixCacheHitRate).toBeLessThan(1);
+    // Three requests for two sequences: one waits.
+    const results = await driver.run(...[1, 2, 3].map((index) => ({ engine: 'cached', body: chat([{ role: 'user', content: `queue ${index}` }], { stream: true, max_tokens: 60 }) })));
+    expect(Math.max(...results.map((result) => result.streamingSignals!.waiting))).toBe(1);
+    const [fresh] = await driver.run({ engine: 'fresh', body: chat(first) });
+    expect(fresh.signals.prefixCacheHitRate).toBe(0);
+  });
+});
