@@ -20,6 +20,7 @@ import { SharedServing1764400000000 } from './database/migrations/1764400000000-
 import { WorkspacesAndLedger1764500000000 } from './database/migrations/1764500000000-workspaces-and-ledger';
 import { ClusterServers1764600000000 } from './database/migrations/1764600000000-cluster-servers';
 import { ConsoleSignInLinks1764700000000 } from './database/migrations/1764700000000-console-sign-in-links';
+import { RoutingPolicy1764800000000 } from './database/migrations/1764800000000-routing-policy';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -33,6 +34,7 @@ export const ENTITIES = [
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
+  RoutingPolicy1764800000000,
 ];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */

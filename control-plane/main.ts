@@ -213,7 +213,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('server registry', () => servers.stop());
   const relayClient = new RelayClient(() => token, notifier.instanceId);
   lifecycle.add('relay client', () => relayClient.close());
-  const jobs = new JobRouter(dispatcher, servers, relayClient);
+  const jobs = new JobRouter(dispatcher, servers, relayClient, (deploymentId, policy, reason) => metrics.recordRouting(deploymentId, policy, reason), {
+    loadFactor: config.routingLoadFactor, homeReplicas: config.routingHomeReplicas,
+  });
 
   const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, events, {
     leaseMs: requestConfig.leaseMs, sweepIntervalMs: requestConfig.sweepIntervalMs, queueTtlMs: requestConfig.queueTtlMs,

@@ -1,26 +1,98 @@
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
-import { placeJob, type PeerOffer } from './placement';
 import { AppError } from '../errors/app-error';
+import type { PromptKey } from '../routing/prompt-key';
+import { RecentPrefixes } from '../routing/recent-prefixes';
+import {
+  choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
+} from '../routing/routing-policy';
+import { placeJob, type PeerOffer } from './placement';
 import type { RelayClient } from './relay-client';
-import type { ServerRegistry } from './server-registry';
+import type { Peer, ServerRegistry } from './server-registry';
+
+/** How a request asks to be routed: its deployment's policy, and its prompt's key (computed only when it matters). */
+export interface RouteHint {
+  readonly policy: RoutingPolicyName;
+  readonly key: () => PromptKey | null;
+}
+
+/** Told of every routing decision (the `routing_decisions_total` metric). */
+export type RouteObserver = (deploymentId: string, policy: RoutingPolicyName, reason: RoutingReason) => void;
+
+type Candidate = RouteCandidate & ({ readonly connection: AgentConnection } | { readonly peer: Peer });
 
 /**
- * Where an owner's text job runs, across every server (placement.ts: a free local slot first,
- * else the peer with the most free slots, else queued on the least loaded replica here). So a
- * request on any server reaches any ready replica of its deployment.
+ * Where an owner's text job runs, across every server. `least-loaded` is placement.ts's policy
+ * (a free local slot first, else the peer with the most free slots, else queued here); with a
+ * `prefix-aware` or `round-robin` hint every ready replica of the deployment is a candidate,
+ * here or on a peer (its load as of the peer's last heartbeat), and the routing policy
+ * (routing/routing-policy.ts) chooses one. A peer's replica is reached by relaying the job
+ * with the replica's id, which the peer honours while that replica takes work.
  */
 export class JobRouter {
-  constructor(private readonly dispatcher: Dispatcher, private readonly registry: Pick<ServerRegistry, 'peers'>, private readonly relay: Pick<RelayClient, 'run'>) {}
+  private readonly recent = new RecentPrefixes();
+  private readonly turns = new Map<string, number>();
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly registry: Pick<ServerRegistry, 'peers'>,
+    private readonly relay: Pick<RelayClient, 'run'>,
+    private readonly observe: RouteObserver = () => {},
+    private readonly prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
+  ) {}
 
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
-  dispatch(request: DispatchRequest, listener: JobListener): Job {
+  dispatch(request: DispatchRequest, listener: JobListener, hint?: RouteHint): Job {
+    if (hint && hint.policy !== 'least-loaded') {
+      const candidates = this.candidates(request.deploymentId);
+      if (candidates.length > 1) return this.route(candidates, request, listener, hint);
+    }
     const local = this.dispatcher.leastLoaded(request.deploymentId);
     const placed = placeJob<AgentConnection>(local, local?.freeSlots ?? 0, () => this.offers(request.deploymentId), true);
+    if (hint) this.observe(request.deploymentId, hint.policy, hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica');
     if (placed?.kind === 'local') return this.dispatcher.dispatchTo(placed.local, request, listener);
     if (placed) return this.relay.run(placed.offer.peer, request, listener);
     throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
+  }
+
+  private route(candidates: Candidate[], request: DispatchRequest, listener: JobListener, hint: RouteHint): Job {
+    let chosen: Candidate;
+    let reason: RoutingReason;
+    const key = hint.policy === 'prefix-aware' ? hint.key() : null;
+    if (hint.policy === 'round-robin') {
+      candidates.sort((a, b) => (a.replicaId < b.replicaId ? -1 : 1));
+      const turn = this.turns.get(request.deploymentId) ?? 0;
+      this.turns.set(request.deploymentId, turn + 1);
+      chosen = candidates[turn % candidates.length];
+      reason = 'round_robin';
+    } else if (!key) {
+      chosen = leastLoaded(candidates)!;
+      reason = 'no_prefix';
+    } else {
+      const decision = choosePrefixAware(candidates, key, this.prefixRouting);
+      chosen = decision.chosen;
+      const seen = this.recent.sent(chosen.replicaId, key.application);
+      reason = !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
+    }
+    this.observe(request.deploymentId, hint.policy, reason);
+    if ('connection' in chosen) return this.dispatcher.dispatchTo(chosen.connection, request, listener);
+    return this.relay.run(chosen.peer, { ...request, replicaId: chosen.replicaId }, listener);
+  }
+
+  /** Every replica of the deployment taking work: this server's (load now) and peers' (as last reported). */
+  private candidates(deploymentId: string): Candidate[] {
+    const candidates: Candidate[] = [];
+    for (const connection of this.dispatcher.connections(deploymentId)) {
+      if (connection.draining || connection.closed) continue;
+      candidates.push({ replicaId: connection.replicaId, load: connection.inFlight + connection.reserved, capacity: connection.maxConcurrency, connection });
+    }
+    for (const peer of this.registry.peers()) {
+      for (const replica of peer.load[deploymentId]?.replicas ?? []) {
+        candidates.push({ replicaId: replica.id, load: replica.load, capacity: replica.capacity, peer });
+      }
+    }
+    return candidates;
   }
 
   /** Peers with a ready replica of the deployment, and their free slots. */

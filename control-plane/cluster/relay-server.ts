@@ -77,7 +77,10 @@ export class RelayServer {
         if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
         job = this.dispatcher.dispatchTo(connection, request, listener);
       } else {
-        job = this.dispatcher.dispatch(request, listener);
+        // The relaying server's routing chose a replica here (its engine should hold the prefix): it, while it takes work.
+        const chosen = request.replicaId ? this.dispatcher.connections(request.deploymentId).find((connection) =>
+          connection.replicaId === request.replicaId && !connection.draining && !connection.closed) : undefined;
+        job = chosen ? this.dispatcher.dispatchTo(chosen, request, listener) : this.dispatcher.dispatch(request, listener);
       }
       stream.started(relayJobId, job);
     } catch (error) {

@@ -15,6 +15,12 @@ export interface DeploymentLoad {
   /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
   guestReady: number;
   guestSlots: number;
+  /**
+   * Each ready replica's load (owner and guest jobs running or waiting on it) and concurrency,
+   * for routing that picks one replica across servers (prefix-aware, round-robin). Absent from
+   * servers older than engine-aware routing.
+   */
+  replicas?: Array<{ id: string; load: number; capacity: number }>;
 }
 
 export type ServerLoad = Record<string, DeploymentLoad>;
@@ -86,8 +92,9 @@ export class ServerRegistry {
     const load: ServerLoad = {};
     for (const connection of this.dispatcher.connections()) {
       if (connection.draining || connection.closed) continue;
-      const entry = load[connection.deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
+      const entry = load[connection.deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] };
       entry.ready++;
+      entry.replicas!.push({ id: connection.replicaId, load: connection.inFlight + connection.reserved, capacity: connection.maxConcurrency });
       entry.freeSlots += Math.max(0, connection.freeSlots);
       entry.inFlight += connection.inFlight - connection.guestInFlight;
       entry.queued += connection.heartbeat?.queued ?? 0;

@@ -35,6 +35,10 @@ const shape = {
   defaultTpdLimit: intField(1).default(1_000_000),
   /** Usage records are written in batches at most this far apart. @default 250 */
   usageFlushIntervalMs: intField(1).default(250),
+  /** Prefix-aware routing's bounded load: a replica takes a request while its load is under (1 + this) times the average. @default 0.25 */
+  routingLoadFactor: z.coerce.number().min(0).max(10).default(0.25),
+  /** Prefix-aware routing: replicas each application's prompts (its leading instructions) go to first. @default 2 */
+  routingHomeReplicas: intField(1, 1024).default(2),
   /** AES-256-GCM key sealing secrets the platform must read back (customers' bucket secrets, webhook signing secrets); 64 hex characters or base64 of 32 bytes. Unset: `<dataDir>/secrets-encryption.key`, created once. */
   secretsEncryptionKey: z.string().optional(),
   /** Redis shared by every server instance for rate limits; unset keeps limits in this process. */
@@ -97,7 +101,7 @@ const names = {
   clusterHeartbeatIntervalMs: 'CLUSTER_HEARTBEAT_INTERVAL_MS', clusterServerTimeoutMs: 'CLUSTER_SERVER_TIMEOUT_MS', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
   consoleSignInTtlMs: 'CONSOLE_SIGN_IN_TTL_MS', defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
-  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
+  usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', routingLoadFactor: 'ROUTING_LOAD_FACTOR', routingHomeReplicas: 'ROUTING_HOME_REPLICAS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localModelDownloadMs: 'LOCAL_MODEL_DOWNLOAD_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',

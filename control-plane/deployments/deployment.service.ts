@@ -1,3 +1,5 @@
+import { quoteValue } from '../errors/quote-value';
+import { DEFAULT_ROUTING_POLICY, ROUTING_POLICIES, type RoutingPolicyName } from '../routing/routing-policy';
 import { randomBytes } from 'node:crypto';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import type { Catalog } from '../catalog/catalog';
@@ -24,6 +26,8 @@ export interface CreateDeploymentInput {
   storageCredentialId?: number | null;
   /** Open idle capacity to guests of shared serving (eligible chat models only). @default false */
   shareIdleCapacity?: boolean;
+  /** How requests pick a replica: `prefix-aware` (default), `least-loaded` or `round-robin`. */
+  routingPolicy?: string | null;
 }
 
 export interface DeploymentChanges {
@@ -35,6 +39,7 @@ export interface DeploymentChanges {
   storageCredentialId?: number | null;
   /** true starts the rolling restart that opens idle capacity to guests; false stops new guest work at once. */
   shareIdleCapacity?: boolean;
+  routingPolicy?: string | null;
 }
 
 /** The replica manager's side (replicas/replica-manager.ts): places a deployment's wanted replicas, or ends them all. */
@@ -83,6 +88,7 @@ export class DeploymentService {
       autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
       // Its replicas start with priority scheduling; `shared` once they run (SharingRollout).
       shareIdleCapacity, sharing: shareIdleCapacity ? 'activating' : 'not_shared',
+      routingPolicy: routingPolicyOf(input.routingPolicy),
     }));
     await this.replicas.ensure(deployment);
     return { deployment, joinToken };
@@ -130,6 +136,7 @@ export class DeploymentService {
       await this.storage.check(workspaceId, changes.storageCredentialId);
       written.storageCredentialId = changes.storageCredentialId;
     }
+    if (changes.routingPolicy !== undefined && changes.routingPolicy !== null) written.routingPolicy = routingPolicyOf(changes.routingPolicy);
     if (changes.shareIdleCapacity === true) {
       assertShareable(this.catalog.get(deployment.modelId), deployment.provider);
       // Already shared or activating stays as it is; otherwise the rolling restart begins.
@@ -219,4 +226,11 @@ function validateSettings(input: Pick<CreateDeploymentInput, 'priceCapPerHour' |
 export function slugFor(modelId: string): string {
   const name = (modelId.split('/').pop() ?? modelId).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
   return `${name || 'model'}-${randomBytes(3).toString('hex')}`;
+}
+
+/** A routing policy setting, checked: absent is the default; anything else names the choices. */
+function routingPolicyOf(value: string | null | undefined): RoutingPolicyName {
+  if (value === undefined || value === null) return DEFAULT_ROUTING_POLICY;
+  if ((ROUTING_POLICIES as readonly string[]).includes(value)) return value as RoutingPolicyName;
+  throw new AppError('invalid_request', `routingPolicy must be one of ${ROUTING_POLICIES.map((name) => `'${name}'`).join(', ')}, got ${quoteValue(value)}`, { param: 'routingPolicy' });
 }

@@ -25,7 +25,7 @@ export function toAssign(jobId: string, request: DispatchRequest, flowControl: b
  * whether its agent gets it.
  */
 export function toRelayJob(request: DispatchRequest): RelayJob {
-  return { deploymentId: request.deploymentId, assign: assignOf('', request, request.streamWindowBytes ?? 0) };
+  return { deploymentId: request.deploymentId, assign: assignOf('', request, request.streamWindowBytes ?? 0), replicaId: request.replicaId ?? '' };
 }
 
 /** The request a peer relayed (`toRelayJob` on its side), to dispatch here. */
@@ -36,6 +36,7 @@ export function fromRelayJob(job: RelayJob): DispatchRequest {
     model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
     // The relaying server's gateway holds the client: its window is the one the agent must keep.
     streamWindowBytes: assign.streamWindowBytes ?? 0,
+    ...(job.replicaId ? { replicaId: job.replicaId } : {}),
   };
 }
 

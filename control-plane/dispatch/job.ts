@@ -23,6 +23,8 @@ export interface DispatchRequest {
    * Unset or 0: no window (the job streams as fast as the engine produces).
    */
   streamWindowBytes?: number;
+  /** Relayed jobs: the replica the relaying server's routing chose (`RelayJob.replica_id`). */
+  replicaId?: string;
 }
 
 export interface JobFailure {

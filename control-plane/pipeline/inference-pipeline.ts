@@ -1,6 +1,6 @@
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
 import type { Catalog, CatalogModel } from '../catalog/catalog';
-import type { JobRouter } from '../cluster/job-router';
+import type { JobRouter, RouteHint } from '../cluster/job-router';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
@@ -13,6 +13,7 @@ import type { RequestRecord } from '../requests/request-record.entity';
 import { SHARED_MODEL_PREFIX, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
+import { promptKey } from '../routing/prompt-key';
 import type { JobKind } from '../../proto/worker/v1';
 import { checkModelField, checkTextModel, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { WorkTicket, type Settlement } from './work-ticket';
@@ -103,7 +104,7 @@ export class InferencePipeline {
     const decision = await this.parts.rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
     const job = this.textJob(work, deployment.id, deployment.modelId);
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
-      send: (listener) => this.sendOwned(deployment, job, listener),
+      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, key: () => promptKey(work.fields) }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
   }
@@ -196,10 +197,10 @@ export class InferencePipeline {
     };
   }
 
-  /** An owner's job to a ready replica of its deployment, here or on a peer. */
-  private sendOwned(deployment: Deployment, job: DispatchRequest, listener: JobListener): Job {
+  /** An owner's job to a ready replica of its deployment, here or on a peer; a text job routed by the deployment's policy. */
+  private sendOwned(deployment: Deployment, job: DispatchRequest, listener: JobListener, route?: RouteHint): Job {
     try {
-      return this.parts.jobs.dispatch(job, listener);
+      return this.parts.jobs.dispatch(job, listener, route);
     } catch (error) {
       throw restartingForSharing(deployment, error);
     }

@@ -33,6 +33,18 @@ export interface InFlight {
   count: number;
 }
 
+/** One replica's engine as its agent last reported it (Heartbeat.engine_signals). */
+export interface ReplicaEngineLoad {
+  deployment: string;
+  replica: string;
+  running: number;
+  waiting: number;
+  /** 0–1. */
+  kvCacheUsage: number;
+  /** 0–1 over the agent's last interval; null before the engine gave one (no series then). */
+  prefixCacheHitRate: number | null;
+}
+
 export interface MetricsOptions {
   /** Read at scrape time: text and media jobs running on this server's agents, by priority class. */
   inFlight?: () => Promise<InFlight[]>;
@@ -40,6 +52,11 @@ export interface MetricsOptions {
   queueDepth?: () => Promise<QueueDepth[]>;
   /** Read at scrape time: replicas per deployment and state. Without it the gauge has no series. */
   replicas?: () => Promise<ReplicaCount[]>;
+  /**
+   * Read at scrape time: the engine signals of this server's ready replicas that report them.
+   * A replica gone (disconnected, ended) is simply absent, so its series leave with it.
+   */
+  replicaEngines?: () => Promise<ReplicaEngineLoad[]>;
   /** Where a failing scrape-time source is reported; the scrape still answers, without that gauge. */
   logger?: Logger;
 }
@@ -84,11 +101,12 @@ export class Metrics {
   private readonly ttftByRoute: HistogramSeries[] = [];
   private readonly scalingDecisions: Counter<'deployment' | 'action'>;
   private readonly spend: Counter<'deployment'>;
-  private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight'>;
+  private readonly routing: Counter<'deployment' | 'policy' | 'reason'>;
+  private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'>;
   private readonly logger: Logger | undefined;
 
   constructor(options: MetricsOptions = {}) {
-    this.sources = { queueDepth: options.queueDepth, replicas: options.replicas, inFlight: options.inFlight };
+    this.sources = { queueDepth: options.queueDepth, replicas: options.replicas, inFlight: options.inFlight, replicaEngines: options.replicaEngines };
     this.logger = options.logger;
     const registers = [this.registry];
     const requests: Counter<'deployment' | 'route' | 'status'> = new Counter({
@@ -131,6 +149,24 @@ export class Metrics {
       labelNames: ['deployment', 'class'], registers,
       collect: () => this.collectGauge(inFlight, this.sources.inFlight, 'in-flight jobs', (row) => inFlight.set({ deployment: row.deployment, class: row.class }, row.count)),
     });
+    const replicaGauge = (name: string, help: string, value: (row: ReplicaEngineLoad) => number | null) => {
+      const gauge: Gauge<'deployment' | 'replica'> = new Gauge({
+        name, help, labelNames: ['deployment', 'replica'], registers,
+        collect: () => this.collectGauge(gauge, this.sources.replicaEngines, 'replica engine signals', (row) => {
+          const reading = value(row);
+          if (reading !== null) gauge.set({ deployment: row.deployment, replica: row.replica }, reading);
+        }),
+      });
+    };
+    replicaGauge('inference_replica_engine_requests_running',
+      'Requests in the engine\'s running batch, as the engine of each of this server\'s replicas last reported it.', (row) => row.running);
+    replicaGauge('inference_replica_engine_requests_waiting',
+      'Requests waiting in the engine\'s own queue (not the agent\'s), per replica of this server.', (row) => row.waiting);
+    replicaGauge('inference_replica_kv_cache_usage_ratio',
+      'Fraction of the engine\'s KV cache in use, 0 to 1, per replica of this server.', (row) => row.kvCacheUsage);
+    replicaGauge('inference_replica_prefix_cache_hit_ratio',
+      'Fraction of prompt tokens served from the engine\'s prefix cache over the agent\'s last interval, 0 to 1, per replica of this server.',
+      (row) => row.prefixCacheHitRate);
     this.scalingDecisions = new Counter({
       name: 'inference_autoscaler_decisions_total', help: 'Autoscaler decisions, by deployment and action.',
       labelNames: ['deployment', 'action'], registers,
@@ -138,6 +174,11 @@ export class Metrics {
     this.spend = new Counter({
       name: 'inference_spend_usd_total', help: 'GPU spend metered, in US dollars, by deployment.',
       labelNames: ['deployment'], registers,
+    });
+    this.routing = new Counter({
+      name: 'inference_routing_decisions_total',
+      help: 'Replica choices of text requests, by deployment, routing policy and reason (prefix_hit, prefix_cold, load_fallback, no_prefix, only_replica, least_loaded, round_robin).',
+      labelNames: ['deployment', 'policy', 'reason'], registers,
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'inference_' });
   }
@@ -186,6 +227,11 @@ export class Metrics {
    * non-finite amount throws (a refund is not spend). Record it where it is metered once in
    * the cluster, so `sum()` over servers is the total.
    */
+  /** One replica choice of a text request (cluster/job-router.ts). */
+  recordRouting(deploymentId: string, policy: string, reason: string): void {
+    this.routing.inc({ deployment: deploymentId, policy, reason });
+  }
+
   recordSpend(deploymentId: string, usd: number): void {
     if (!Number.isFinite(usd) || usd < 0) throw new RangeError(`spend must be a finite, non-negative number of dollars, got ${usd}`);
     this.spend.inc({ deployment: deploymentId }, usd);

@@ -44,6 +44,7 @@ export class DeploymentType {
   }) sharing: string;
   @Field(() => Int, { nullable: true, description: 'Image/video models: the default output bucket (a storage credential); null = Managed' })
   storageCredentialId: number | null;
+  @Field({ description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy: string;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
 }
@@ -67,7 +68,7 @@ export class UpdateDeploymentInput {
     nullable: true,
     description: 'true opens idle capacity to guests (official chat models with shared prices, on a provider the platform launches): a rolling restart, one replica at a time, '
       + 'turns on priority scheduling, and with one replica the endpoint answers 503 for the restart; false stops new guest work at once (running guest requests finish)',
-  }) shareIdleCapacity?: boolean;
+  }) shareIdleCapacity?: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
 }
 
 @ObjectType('ScalingDecision', { description: 'One autoscaler decision with every input it used' })
@@ -95,5 +96,5 @@ export class CreateDeploymentInput {
   @Field({ defaultValue: 'local' }) provider: string;
   @Field(() => Int, { nullable: true, description: 'Image/video models: a verified storage credential as the default output bucket' })
   storageCredentialId?: number | null;
-  @Field({ defaultValue: false, description: 'Open idle capacity to guests of shared serving (see updateDeployment)' }) shareIdleCapacity: boolean;
+  @Field({ defaultValue: false, description: 'Open idle capacity to guests of shared serving (see updateDeployment)' }) shareIdleCapacity: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
 }

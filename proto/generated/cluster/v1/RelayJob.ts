@@ -5,9 +5,11 @@ import type { Assign as _worker_v1_Assign, Assign__Output as _worker_v1_Assign__
 export interface RelayJob {
   'deploymentId'?: (string);
   'assign'?: (_worker_v1_Assign | null);
+  'replicaId'?: (string);
 }
 
 export interface RelayJob__Output {
   'deploymentId': (string);
   'assign': (_worker_v1_Assign__Output | null);
+  'replicaId': (string);
 }
