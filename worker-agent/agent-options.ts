@@ -41,6 +41,15 @@ export const agentOptionFields = {
    * the agent's own. @default false
    */
   enginePriorityScheduling: switchField('WORKER_ENGINE_PRIORITY_SCHEDULING', 'engine-priority-scheduling'),
+  /**
+   * Where the `openai` engine publishes its Prometheus metrics, under its base URL without
+   * `/v1` (vLLM: always; SGLang: with `--enable-metrics`). The agent reads the engine's running
+   * and waiting requests, KV-cache use and prefix-cache hit rate there once per heartbeat and
+   * sends them on it; a scrape that fails only leaves them out. `off` reads none. @default /metrics
+   */
+  engineMetricsPath: optionField(
+    z.string().regex(/^(off|\/[^\s?#]*)$/, 'must be a path such as /metrics, or off').default('/metrics'),
+    'WORKER_ENGINE_METRICS_PATH', 'engine-metrics-path'),
   /** Engine calls run at once; further accepted jobs wait in a local FIFO queue (owner jobs first on a shared replica). @default 64 */
   maxConcurrency: optionField(integerOption(1, 100_000).default(64), 'WORKER_MAX_CONCURRENCY', 'max-concurrency'),
   /** First reconnect delay ceiling, in milliseconds; doubles per failed attempt. @default 250 */

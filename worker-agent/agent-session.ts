@@ -12,6 +12,7 @@ import {
 import { silentLogger, type AgentLogger } from './agent-logger';
 import { Backoff } from './backoff';
 import type { Engine } from './engines/engine';
+import { crossesThreshold, engineSignalsFrame, isSignalsPromise, type EngineSignalsAnswer, type EngineSignalsRead } from './engines/engine-signals';
 import { EventWriter } from './event-writer';
 import { JobRunner } from './job-runner';
 
@@ -53,6 +54,17 @@ const STREAM_END_GRACE_MS = 2_000;
 /** Assign bodies carry whole prompts (images included); gRPC's 4 MiB default is too small. */
 const MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Engine signals read from the engine's own state (in-process engines) are read this often
+ * between heartbeats, so a threshold crossing is reported at once; fetched ones (an HTTP
+ * engine's /metrics) only once per heartbeat.
+ */
+const SIGNALS_POLL_MS = 250;
+/** How long a heartbeat waits for a fetch of the engine's signals before it goes with the previous ones. */
+const SIGNALS_WAIT_MS = 500;
+/** A heartbeat sent early (an engine signal crossed a threshold) follows the previous heartbeat by at least this. */
+const EARLY_HEARTBEAT_MIN_GAP_MS = 250;
+
 const KEEPALIVE_TIME_MS = 30_000;
 const KEEPALIVE_TIMEOUT_MS = 10_000;
 
@@ -65,6 +77,13 @@ interface Connection {
   welcomed: boolean;
   rejection?: { code: string; message: string };
   heartbeat?: NodeJS.Timeout;
+  /** Re-reads engine signals between heartbeats (in-process engines). */
+  signalsPoll?: NodeJS.Timeout;
+  /** An early heartbeat held back by EARLY_HEARTBEAT_MIN_GAP_MS. */
+  earlyHeartbeat?: NodeJS.Timeout;
+  /** A regular heartbeat waits for the engine's signals: it carries whatever they cross, so no early one is sent. */
+  tickPending: boolean;
+  lastHeartbeatAt: number;
 }
 
 export class AgentSession {
@@ -80,6 +99,10 @@ export class AgentSession {
   readonly finished = new Promise<AgentExit>((resolve) => { this.resolveExit = resolve; });
   /** The latest Welcome, once the control plane accepted the agent. */
   welcome: Welcome | undefined;
+  /** The engine's signals as last read; sent on every heartbeat. */
+  private engineSignals: EngineSignalsRead = null;
+  /** The engine answered its last signals read from its own state (synchronously): re-read between heartbeats. */
+  private signalsLocal = false;
 
   constructor(private readonly dependencies: AgentSessionDependencies) {
     const { options } = dependencies;
@@ -136,7 +159,7 @@ export class AgentSession {
     const call = (client as unknown as { Connect(): WorkerCall }).Connect();
     let markClosed!: () => void;
     const connection: Connection = {
-      call, writer: new EventWriter(call), welcomed: false,
+      call, writer: new EventWriter(call), welcomed: false, lastHeartbeatAt: 0, tickPending: false,
       closed: new Promise<void>((resolve) => { markClosed = resolve; }),
     };
     let ended = false;
@@ -144,6 +167,8 @@ export class AgentSession {
       if (ended) return;
       ended = true;
       clearInterval(connection.heartbeat);
+      clearInterval(connection.signalsPoll);
+      clearTimeout(connection.earlyHeartbeat);
       connection.writer.close();
       this.jobs.abandon(connection.writer);
       if (this.connection === connection) this.connection = undefined;
@@ -208,8 +233,65 @@ export class AgentSession {
       this.logger.warn({ engine: this.dependencies.engine.kind }, 'welcomed with priority scheduling, but the engine does not run it: guest jobs will be refused');
     }
     const intervalMs = welcome.heartbeatIntervalMs > 0 ? welcome.heartbeatIntervalMs : DEFAULT_HEARTBEAT_INTERVAL_MS;
-    this.sendHeartbeat(connection);
-    connection.heartbeat = setInterval(() => this.sendHeartbeat(connection), intervalMs);
+    this.heartbeatTick(connection);
+    connection.heartbeat = setInterval(() => this.heartbeatTick(connection), intervalMs);
+    connection.signalsPoll = setInterval(() => {
+      if (this.signalsLocal) void this.readSignals();
+    }, SIGNALS_POLL_MS);
+  }
+
+  /** A regular heartbeat: reads the engine's signals first (a fetch is waited for briefly), then sends. */
+  private heartbeatTick(connection: Connection): void {
+    const reading = this.readSignals();
+    if (!reading) {
+      this.sendHeartbeat(connection);
+      return;
+    }
+    connection.tickPending = true;
+    void settlesWithin(reading, SIGNALS_WAIT_MS).then(() => this.sendHeartbeat(connection));
+  }
+
+  /** Reads the engine's signals; a promise when the engine fetches them. Never rejects. */
+  private readSignals(): Promise<void> | undefined {
+    let answer: EngineSignalsAnswer | undefined;
+    try {
+      answer = this.dependencies.engine.signals?.();
+    } catch (error) {
+      this.logger.warn({ err: error }, 'the engine failed to report its signals');
+      answer = null;
+    }
+    if (!isSignalsPromise(answer)) {
+      this.signalsLocal = true;
+      this.acceptSignals(answer ?? null);
+      return undefined;
+    }
+    this.signalsLocal = false;
+    return answer.then((signals) => this.acceptSignals(signals), () => this.acceptSignals(null));
+  }
+
+  private acceptSignals(signals: EngineSignalsRead): void {
+    const previous = this.engineSignals;
+    this.engineSignals = signals;
+    if (crossesThreshold(previous, signals)) this.earlyHeartbeat();
+  }
+
+  /**
+   * Requests started waiting in the engine, or its KV cache crossed KV_CACHE_PRESSURE: the
+   * control plane hears it now rather than at the next tick, yet from at most one heartbeat
+   * per EARLY_HEARTBEAT_MIN_GAP_MS (the crossing is sent once the gap has passed).
+   */
+  private earlyHeartbeat(): void {
+    const connection = this.connection;
+    if (!connection?.welcomed || connection.earlyHeartbeat || connection.tickPending) return;
+    const waitMs = connection.lastHeartbeatAt + EARLY_HEARTBEAT_MIN_GAP_MS - Date.now();
+    if (waitMs <= 0) {
+      this.sendHeartbeat(connection);
+      return;
+    }
+    connection.earlyHeartbeat = setTimeout(() => {
+      connection.earlyHeartbeat = undefined;
+      this.sendHeartbeat(connection);
+    }, waitMs);
   }
 
   /** Sends a heartbeat now rather than at the next tick: load progress, and readiness the moment the model is loaded. */
@@ -220,10 +302,17 @@ export class AgentSession {
 
   private sendHeartbeat(connection: Connection): void {
     const health = this.dependencies.engine.health();
+    const engineSignals = engineSignalsFrame(this.engineSignals);
+    connection.lastHeartbeatAt = Date.now();
+    connection.tickPending = false;
+    // This one carries the latest signals: an early one still held back has nothing left to say.
+    clearTimeout(connection.earlyHeartbeat);
+    connection.earlyHeartbeat = undefined;
     connection.writer.writeFrame({
       heartbeat: {
         inFlight: this.jobs.inFlight, queued: this.jobs.queued, engineHealth: health.status, detail: health.detail,
         ...(health.loadPercent === undefined ? {} : { loadPercent: health.loadPercent }),
+        ...(engineSignals ? { engineSignals } : {}),
       },
     });
   }

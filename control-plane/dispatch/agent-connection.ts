@@ -1,5 +1,5 @@
 import type * as grpc from '@grpc/grpc-js';
-import type { AgentFrame, Assign, ControlFrame, Heartbeat, JobEvent } from '../../proto/worker/v1';
+import type { AgentFrame, Assign, ControlFrame, Heartbeat, HeartbeatEngineSignals, JobEvent } from '../../proto/worker/v1';
 import { toAssign } from './assign-mapping';
 import type { Job, JobCarrier } from './job';
 import { deliverJobEvent, type DeliveryHooks } from './job-event-delivery';
@@ -26,6 +26,7 @@ export class AgentConnection implements JobCarrier {
   /** The engine reported ready: the dispatcher routes work here. */
   ready = false;
   lastSeenAt = Date.now();
+  /** The latest heartbeat, as received. */
   heartbeat: Heartbeat | null = null;
   private pendingAssigns: Assign[] = [];
 
@@ -74,6 +75,14 @@ export class AgentConnection implements JobCarrier {
   /** Load as a fraction of the agent's concurrency; the dispatcher picks the smallest. */
   get load(): number {
     return this.inFlight / this.maxConcurrency;
+  }
+
+  /**
+   * What the engine itself reported on the latest heartbeat (running and waiting requests,
+   * KV-cache use, prefix-cache hit rate); null when it reported none, or the agent is older.
+   */
+  get engineSignals(): HeartbeatEngineSignals | null {
+    return this.heartbeat?.engineSignals ?? null;
   }
 
   /** Jobs this agent can still start now without queueing locally. */

@@ -4,6 +4,7 @@ import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { ReplicaManager } from '../replicas/replica-manager';
 import { AgentConnection } from './agent-connection';
+import { engineLoadOf } from './engine-load';
 import type { Dispatcher } from './dispatcher';
 
 type Stream = grpc.ServerDuplexStream<AgentFrame, ControlFrame>;
@@ -165,6 +166,7 @@ export class AgentServer {
     this.events?.emit('replicaLoad', {
       replicaId: connection.replicaId, deploymentId: connection.deploymentId, workspaceId: connection.workspaceId, inFlight: connection.inFlight,
       queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(), ...connection.latency.take(),
+      ...engineLoadOf(heartbeat.engineSignals),
     });
     if (connection.ready || connection.closed) return;
     const health = heartbeat.engineHealth;

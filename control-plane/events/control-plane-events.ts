@@ -13,6 +13,15 @@ export interface ReplicaLoad {
   completionMs: number | null;
   /** Jobs completed since its previous report. */
   completed: number;
+  /**
+   * What the engine itself reports (Heartbeat.engine_signals): requests running and waiting in
+   * the engine, KV-cache use and prefix-cache hit rate (0–1); null when it reports none (the
+   * hit rate also before the engine gave one).
+   */
+  engineRunning: number | null;
+  engineWaiting: number | null;
+  kvCacheUsage: number | null;
+  prefixCacheHitRate: number | null;
 }
 
 /**

@@ -1,15 +1,31 @@
 import type { DataSource } from 'typeorm';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import type { InFlight, MetricsOptions, QueueDepth, ReplicaCount } from './metrics';
+import { engineLoadOf } from '../dispatch/engine-load';
+import type { InFlight, MetricsOptions, QueueDepth, ReplicaCount, ReplicaEngineLoad } from './metrics';
 import { withTimeout } from './with-timeout';
 
 /**
- * The scrape-time sources of `inference_in_flight`, `inference_queue_depth` and `inference_replicas`. Queued request
- * records and replica rows are read from PostgreSQL, so every server reports the same
- * cluster-wide numbers for them; the agent backlog is what this server's agents carry.
+ * The scrape-time sources of `inference_in_flight`, `inference_queue_depth`, `inference_replicas`
+ * and the `inference_replica_*` engine gauges. Queued request records and replica rows are read
+ * from PostgreSQL, so every server reports the same cluster-wide numbers for them; the agent
+ * backlog and the engine signals are what this server's agents carry.
  */
-export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatcher, timeoutMs = 2_000): Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight'> {
+export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatcher, timeoutMs = 2_000): Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'> {
   return {
+    /** From the latest heartbeat of each ready replica whose engine reports signals. */
+    async replicaEngines(): Promise<ReplicaEngineLoad[]> {
+      const rows: ReplicaEngineLoad[] = [];
+      for (const connection of dispatcher.connections()) {
+        if (connection.closed || !connection.engineSignals) continue;
+        const load = engineLoadOf(connection.engineSignals);
+        rows.push({
+          deployment: connection.deploymentId, replica: connection.replicaId, running: load.engineRunning ?? 0,
+          waiting: load.engineWaiting ?? 0, kvCacheUsage: load.kvCacheUsage ?? 0, prefixCacheHitRate: load.prefixCacheHitRate,
+        });
+      }
+      return rows;
+    },
+
     /** Owner and guest work apart: what docs/shared-serving.md asks a shared pool to show. */
     async inFlight(): Promise<InFlight[]> {
       const counts = new Map<string, { owner: number; guest: number }>();

@@ -13,6 +13,7 @@ import type { Credit as _worker_v1_Credit, Credit__Output as _worker_v1_Credit__
 import type { Drain as _worker_v1_Drain, Drain__Output as _worker_v1_Drain__Output } from './worker/v1/Drain';
 import type { EmbeddingSpec as _worker_v1_EmbeddingSpec, EmbeddingSpec__Output as _worker_v1_EmbeddingSpec__Output } from './worker/v1/EmbeddingSpec';
 import type { Engine as _worker_v1_Engine, Engine__Output as _worker_v1_Engine__Output } from './worker/v1/Engine';
+import type { EngineSignals as _worker_v1_EngineSignals, EngineSignals__Output as _worker_v1_EngineSignals__Output } from './worker/v1/EngineSignals';
 import type { Failed as _worker_v1_Failed, Failed__Output as _worker_v1_Failed__Output } from './worker/v1/Failed';
 import type { Gpu as _worker_v1_Gpu, Gpu__Output as _worker_v1_Gpu__Output } from './worker/v1/Gpu';
 import type { Heartbeat as _worker_v1_Heartbeat, Heartbeat__Output as _worker_v1_Heartbeat__Output } from './worker/v1/Heartbeat';
@@ -48,6 +49,7 @@ export interface ProtoGrpcType {
       EmbeddingSpec: MessageTypeDefinition<_worker_v1_EmbeddingSpec, _worker_v1_EmbeddingSpec__Output>
       Engine: MessageTypeDefinition<_worker_v1_Engine, _worker_v1_Engine__Output>
       EngineHealth: EnumTypeDefinition
+      EngineSignals: MessageTypeDefinition<_worker_v1_EngineSignals, _worker_v1_EngineSignals__Output>
       Failed: MessageTypeDefinition<_worker_v1_Failed, _worker_v1_Failed__Output>
       Gpu: MessageTypeDefinition<_worker_v1_Gpu, _worker_v1_Gpu__Output>
       Heartbeat: MessageTypeDefinition<_worker_v1_Heartbeat, _worker_v1_Heartbeat__Output>

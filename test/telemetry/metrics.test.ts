@@ -84,6 +84,31 @@ describe('Metrics', () => {
     expect(warnings).toHaveLength(1);
   });
 
+  it('reads the engine signals per replica at scrape time; a replica gone takes its series with it', async () => {
+    let rows = [
+      { deployment: 'dep_a', replica: 'rep_1', running: 12, waiting: 3, kvCacheUsage: 0.9316, prefixCacheHitRate: 0.7753 },
+      { deployment: 'dep_a', replica: 'rep_2', running: 0, waiting: 0, kvCacheUsage: 0, prefixCacheHitRate: null },
+    ];
+    const metrics = create({ replicaEngines: async () => rows });
+    let samples = await scrape(metrics);
+    const one = { deployment: 'dep_a', replica: 'rep_1' };
+    expect(sampleValue(samples, 'inference_replica_engine_requests_running', one)).toBe(12);
+    expect(sampleValue(samples, 'inference_replica_engine_requests_waiting', one)).toBe(3);
+    expect(sampleValue(samples, 'inference_replica_kv_cache_usage_ratio', one)).toBe(0.9316);
+    expect(sampleValue(samples, 'inference_replica_prefix_cache_hit_ratio', one)).toBe(0.7753);
+    const two = { deployment: 'dep_a', replica: 'rep_2' };
+    expect(sampleValue(samples, 'inference_replica_engine_requests_running', two)).toBe(0);
+    // No hit rate known yet: no series rather than a made-up 0.
+    expect(sampleValue(samples, 'inference_replica_prefix_cache_hit_ratio', two)).toBeUndefined();
+    rows = [rows[1]];
+    samples = await scrape(metrics);
+    for (const name of ['inference_replica_engine_requests_running', 'inference_replica_engine_requests_waiting',
+      'inference_replica_kv_cache_usage_ratio', 'inference_replica_prefix_cache_hit_ratio']) {
+      expect(sampleValue(samples, name, one)).toBeUndefined();
+    }
+    expect(sampleValue(samples, 'inference_replica_engine_requests_waiting', two)).toBe(0);
+  });
+
   it('counts autoscaler decisions and spend through their public methods', async () => {
     const metrics = create();
     metrics.recordScalingDecision('dep_a', 'scale_up');

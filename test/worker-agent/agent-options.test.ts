@@ -34,6 +34,12 @@ describe('loadAgentOptions', () => {
     });
   });
 
+  test('reads the engine metrics path, /metrics unless set, off to read none', () => {
+    expect(loadAgentOptions([], required).engineMetricsPath).toBe('/metrics');
+    expect(loadAgentOptions([], { ...required, WORKER_ENGINE_METRICS_PATH: 'off' }).engineMetricsPath).toBe('off');
+    expect(loadAgentOptions(['--engine-metrics-path', '/engine/metrics'], required).engineMetricsPath).toBe('/engine/metrics');
+  });
+
   test.each([
     [[], {}, /--control-plane \/ WORKER_CONTROL_PLANE: is required/],
     [['--engine', 'openai'], required, /--engine-url \/ WORKER_ENGINE_URL is required/],
@@ -42,6 +48,7 @@ describe('loadAgentOptions', () => {
     [['--nope', 'x'], required, /Unknown option '--nope'/],
     [[], { ...required, WORKER_GPUS: 'no-memory' }, /WORKER_GPUS: must be JSON/],
     [[], { ...required, WORKER_RECONNECT_INITIAL_MS: '500', WORKER_RECONNECT_MAX_MS: '100' }, /WORKER_RECONNECT_MAX_MS must be >=/],
+    [['--engine-metrics-path', 'metrics'], required, /--engine-metrics-path \/ WORKER_ENGINE_METRICS_PATH: must be a path such as \/metrics, or off/],
   ])('rejects %j %j with a clear error', (argv, env, message) => {
     expect(() => loadAgentOptions(argv, env)).toThrow(OptionsError);
     expect(() => loadAgentOptions(argv, env)).toThrow(message);

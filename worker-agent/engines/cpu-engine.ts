@@ -13,6 +13,7 @@ import { planCpuCompletion } from './cpu-request';
 import { cpuEventStream, cpuResponseBody } from './cpu-response';
 import { forwardEventStream, forwardJsonBody } from './engine-response';
 import { prepareEngineRequest } from './engine-request';
+import type { EngineSignals } from './engine-signals';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 
@@ -24,6 +25,9 @@ export class CpuEngine implements Engine {
   readonly version = CPU_ENGINE_VERSION;
   readonly url = '';
   readonly priorityCapable = true;
+
+  /** Engine calls running now (text and media). */
+  private running = 0;
 
   /** @param engineModel model name to answer with instead of the job's catalog model */
   constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {}
@@ -48,7 +52,32 @@ export class CpuEngine implements Engine {
     return HEALTHY;
   }
 
+  /**
+   * Its own state: every call it is given runs at once, so none waits in the engine (jobs
+   * beyond the agent's concurrency wait in the agent's queue, `Heartbeat.queued`).
+   */
+  signals(): EngineSignals {
+    return { running: this.running, waiting: 0, ...this.cacheSignals() };
+  }
+
+  /**
+   * KV-cache use and prefix-cache hit rate: none without weights, so 0 and 0. A simulated
+   * cache reports its own here.
+   */
+  protected cacheSignals(): Pick<EngineSignals, 'kvCacheUsage' | 'prefixCacheHitRate'> {
+    return { kvCacheUsage: 0, prefixCacheHitRate: 0 };
+  }
+
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+    this.running++;
+    try {
+      return await this.runText(job, sink, cancellation);
+    } finally {
+      this.running--;
+    }
+  }
+
+  private async runText(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     const signal = cancellation.signal;
     const request = prepareEngineRequest(job, this.engineModel);
     if (request.path === '/v1/embeddings') {
@@ -63,7 +92,12 @@ export class CpuEngine implements Engine {
   }
 
   async generateMedia(job: MediaJob, progress: ProgressReporter, cancellation: JobCancellation): Promise<MediaFiles> {
-    return await generateCpuMedia(job, progress, cancellation, this.options.testControls);
+    this.running++;
+    try {
+      return await generateCpuMedia(job, progress, cancellation, this.options.testControls);
+    } finally {
+      this.running--;
+    }
   }
 
   async close(): Promise<void> {}

@@ -20,6 +20,7 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       connectTimeoutMs: options.engineConnectTimeoutMs,
       healthIntervalMs: options.engineHealthIntervalMs,
       priorityScheduling: options.enginePriorityScheduling,
+      metricsPath: options.engineMetricsPath === 'off' ? null : options.engineMetricsPath,
     });
   }
   if (options.engineKind === 'llama-cpp') {

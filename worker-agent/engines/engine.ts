@@ -6,6 +6,7 @@
 import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
 import type { JobCancellation } from '../job-cancellation';
+import type { EngineSignalsAnswer } from './engine-signals';
 
 /** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
 export interface EngineJob {
@@ -103,6 +104,13 @@ export interface Engine {
   /** Model names the engine reported it serves; empty when unknown. */
   models(): readonly string[];
   health(): EngineHealthReport;
+  /**
+   * The engine's own load (engine-signals.ts), sent on heartbeats: a value when read from the
+   * engine's own state (in-process engines; the agent may read it every few hundred ms), a
+   * promise when it must be fetched (an HTTP engine's /metrics; read once per heartbeat).
+   * Null, or absent, when the engine reports none; never throws.
+   */
+  signals?(): EngineSignalsAnswer;
   /**
    * Runs one job. Resolves once the engine finished; throws `EngineFailure` with a protocol
    * code otherwise. Aborting `cancellation` closes the upstream call at once; the rejection

@@ -8,6 +8,7 @@ import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { JobCancellation } from '../job-cancellation';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { EngineFailure } from './engine-failure';
+import type { EngineSignalsAnswer } from './engine-signals';
 
 export class LoadingEngine implements Engine {
   private loaded = false;
@@ -47,6 +48,12 @@ export class LoadingEngine implements Engine {
   health(): EngineHealthReport {
     if (this.loaded) return this.inner.health();
     return { status: 'ENGINE_HEALTH_STARTING', detail: `${this.stage}: ${this.percent} %`, loadPercent: this.percent };
+  }
+
+  /** None while loading: the engine's numbers mean something once it serves. */
+  signals(): EngineSignalsAnswer {
+    if (!this.loaded) return null;
+    return this.inner.signals?.() ?? null;
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {

@@ -13,6 +13,8 @@ import { EngineCall } from './engine-call';
 import { forwardEmbeddingsBody, forwardJsonBody, StreamForwarder } from './engine-response';
 import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
+import type { EngineSignalsRead } from './engine-signals';
+import { PrometheusSignals } from './prometheus-signals';
 
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
@@ -27,7 +29,21 @@ export interface OpenAiEngineOptions {
   readonly healthIntervalMs: number;
   /** The engine runs priority scheduling with lower values first (vLLM `--scheduling-policy priority`). @default false */
   readonly priorityScheduling?: boolean;
+  /**
+   * Path of the engine's Prometheus metrics (vLLM, SGLang with `--enable-metrics`), under the
+   * base URL without `/v1`; null reads none (the heartbeats then carry no engine signals).
+   * @default '/metrics'
+   */
+  readonly metricsPath?: string | null;
+  /** How long one metrics scrape may take; a slower one reads as no signals. @default min(connectTimeoutMs, 2000) */
+  readonly metricsTimeoutMs?: number;
 }
+
+/** A metrics page larger than this is not read (vLLM's is tens of KiB per model). */
+const MAX_METRICS_BYTES = 4 * 1024 * 1024;
+const METRICS_TIMEOUT_MS = 2_000;
+/** prometheus_client answers OpenMetrics only when asked; both are read anyway. */
+const METRICS_ACCEPT = 'text/plain;version=0.0.4;q=1,*/*;q=0.1';
 
 /**
  * vLLM's `priority` for guest jobs (lower is served first). Owner jobs keep the default 0, so
@@ -44,13 +60,19 @@ export class OpenAiEngine implements Engine {
   private readonly basePath: string;
   private readonly headers: Record<string, string>;
   private readonly probe: EngineHealthProbe;
+  private readonly metricsPath: string | null;
+  private readonly metrics = new PrometheusSignals();
+  private scrape: Promise<EngineSignalsRead> | undefined;
 
   constructor(private readonly options: OpenAiEngineOptions) {
     const url = new URL(options.url);
     this.url = options.url;
     this.priorityCapable = options.priorityScheduling === true;
     this.basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
-    this.pool = new Pool(url.origin, { connections: options.connections + 1, connectTimeout: options.connectTimeoutMs });
+    const metricsPath = options.metricsPath === undefined ? '/metrics' : options.metricsPath;
+    this.metricsPath = metricsPath ? this.basePath + metricsPath : null;
+    // Beside the jobs' connections: one for the health probe, one for the metrics scrape.
+    this.pool = new Pool(url.origin, { connections: options.connections + 2, connectTimeout: options.connectTimeoutMs });
     this.headers = { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
     this.probe = new EngineHealthProbe((signal) => this.listModels(signal), options.healthIntervalMs, options.connectTimeoutMs);
   }
@@ -65,6 +87,16 @@ export class OpenAiEngine implements Engine {
 
   health(): EngineHealthReport {
     return this.probe.health();
+  }
+
+  /**
+   * Scrapes the engine's /metrics (the agent asks once per heartbeat; a call while a scrape
+   * runs shares it). A scrape that fails, times out or finds no vLLM / SGLang metric reads as
+   * null: the heartbeat then carries no signals, and nothing else changes.
+   */
+  signals(): Promise<EngineSignalsRead> | null {
+    if (!this.metricsPath) return null;
+    return this.scrape ??= this.scrapeSignals(this.metricsPath).finally(() => { this.scrape = undefined; });
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
@@ -102,6 +134,31 @@ export class OpenAiEngine implements Engine {
     } catch (error) {
       if (signal.aborted) throw error;
       throw new EngineFailure('engine_unavailable', `engine at ${this.url} could not be reached: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  private async scrapeSignals(path: string): Promise<EngineSignalsRead> {
+    const timeoutMs = this.options.metricsTimeoutMs ?? Math.min(this.options.connectTimeoutMs, METRICS_TIMEOUT_MS);
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const response = await this.pool.request({ method: 'GET', path, headers: { ...this.headers, accept: METRICS_ACCEPT }, signal });
+      if (response.statusCode !== 200) {
+        await response.body.dump();
+        return null;
+      }
+      const parts: Buffer[] = [];
+      let size = 0;
+      for await (const part of response.body as AsyncIterable<Buffer>) {
+        size += part.length;
+        if (size > MAX_METRICS_BYTES) {
+          response.body.destroy();
+          return null;
+        }
+        parts.push(part);
+      }
+      return this.metrics.read(Buffer.concat(parts).toString('utf8'));
+    } catch {
+      return null;
     }
   }
 

@@ -79,4 +79,12 @@ export class ReplicaLoadType {
   completionMs: number | null;
   @Field(() => Int, { description: 'Jobs completed since the previous report' })
   completed: number;
+  @Field(() => Int, { nullable: true, description: 'Requests in the engine\'s running batch, as the engine reports it (vLLM, SGLang: their /metrics; built-in engines: their own state); null when the engine reports none' })
+  engineRunning: number | null;
+  @Field(() => Int, { nullable: true, description: 'Requests waiting in the engine\'s own queue (not the agent\'s: that is queued); null when the engine reports none' })
+  engineWaiting: number | null;
+  @Field(() => Float, { nullable: true, description: 'Fraction of the engine\'s KV cache in use, 0 to 1; null when the engine reports none' })
+  kvCacheUsage: number | null;
+  @Field(() => Float, { nullable: true, description: 'Fraction of prompt tokens the engine served from its prefix cache over the agent\'s last interval, 0 to 1; null when the engine reports none (yet)' })
+  prefixCacheHitRate: number | null;
 }

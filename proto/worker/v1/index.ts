@@ -17,6 +17,7 @@ import type { ControlFrame__Output } from '../../generated/worker/v1/ControlFram
 import type { EmbeddingSpec__Output } from '../../generated/worker/v1/EmbeddingSpec';
 import type { Engine__Output } from '../../generated/worker/v1/Engine';
 import type { EngineHealth__Output } from '../../generated/worker/v1/EngineHealth';
+import type { EngineSignals__Output } from '../../generated/worker/v1/EngineSignals';
 import type { Failed__Output } from '../../generated/worker/v1/Failed';
 import type { Gpu__Output } from '../../generated/worker/v1/Gpu';
 import type { Heartbeat__Output } from '../../generated/worker/v1/Heartbeat';
@@ -62,8 +63,13 @@ export type JobKind = JobKind__Output;
 export type Gpu = Gpu__Output;
 export type EngineInfo = Engine__Output;
 export type Hello = Hello__Output;
-/** `loadPercent` is sent only while the engine loads (STARTING). */
-export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent'>;
+/** `Heartbeat.engine_signals`: the engine's own running / waiting requests, KV-cache use and prefix-cache hit rate. */
+export type HeartbeatEngineSignals = EngineSignals__Output;
+/**
+ * `loadPercent` is sent only while the engine loads (STARTING); `engineSignals` only when the
+ * engine reports them (a receiver gets null when they are absent, as from older agents).
+ */
+export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals'>;
 export type Usage = Usage__Output;
 
 /** Closed vocabulary of `Failed.code`; PROTOCOL.md says when each is used. */

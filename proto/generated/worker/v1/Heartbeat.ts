@@ -1,6 +1,7 @@
 // Original file: proto/worker/v1/worker.proto
 
 import type { EngineHealth as _worker_v1_EngineHealth, EngineHealth__Output as _worker_v1_EngineHealth__Output } from '../../worker/v1/EngineHealth';
+import type { EngineSignals as _worker_v1_EngineSignals, EngineSignals__Output as _worker_v1_EngineSignals__Output } from '../../worker/v1/EngineSignals';
 
 export interface Heartbeat {
   'inFlight'?: (number);
@@ -8,6 +9,7 @@ export interface Heartbeat {
   'engineHealth'?: (_worker_v1_EngineHealth);
   'detail'?: (string);
   'loadPercent'?: (number);
+  'engineSignals'?: (_worker_v1_EngineSignals | null);
 }
 
 export interface Heartbeat__Output {
@@ -16,4 +18,5 @@ export interface Heartbeat__Output {
   'engineHealth': (_worker_v1_EngineHealth__Output);
   'detail': (string);
   'loadPercent': (number);
+  'engineSignals': (_worker_v1_EngineSignals__Output | null);
 }
