@@ -102,6 +102,7 @@ export class Metrics {
   private readonly scalingDecisions: Counter<'deployment' | 'action'>;
   private readonly spend: Counter<'deployment'>;
   private readonly routing: Counter<'deployment' | 'policy' | 'reason'>;
+  private readonly routingChildren = new Map<string, { inc(): void }>();
   private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'>;
   private readonly logger: Logger | undefined;
 
@@ -229,7 +230,14 @@ export class Metrics {
    */
   /** One replica choice of a text request (cluster/job-router.ts). */
   recordRouting(deploymentId: string, policy: string, reason: string): void {
-    this.routing.inc({ deployment: deploymentId, policy, reason });
+    // Once per text request: the labelled child is looked up by one string key, not rebuilt from labels.
+    const key = `${deploymentId}\u0000${policy}\u0000${reason}`;
+    let child = this.routingChildren.get(key);
+    if (!child) {
+      child = this.routing.labels({ deployment: deploymentId, policy, reason });
+      this.routingChildren.set(key, child);
+    }
+    child.inc();
   }
 
   recordSpend(deploymentId: string, usd: number): void {
