@@ -33,7 +33,8 @@ export class EmbeddingBatches {
   firstReplicaId: string | null = null;
   private readonly running = new Set<Job>();
   private stopped: AppError | undefined;
-  private rejectStopped: (error: AppError) => void = () => {};
+  /** Set by the promise below (a field initialised with an arrow would pin the request in old space: docs/performance.md). */
+  private rejectStopped: ((error: AppError) => void) | undefined;
   private readonly stoppedPromise = new Promise<never>((_resolve, reject) => (this.rejectStopped = reject));
 
   constructor(
@@ -78,7 +79,7 @@ export class EmbeddingBatches {
     if (this.stopped) return;
     this.stopped = error;
     for (const job of this.running) job.cancel(reason);
-    this.rejectStopped(error);
+    this.rejectStopped!(error);
   }
 
   private runBatch(batch: EmbeddingBatch, onUsage: (usage: Usage) => void): Promise<Buffer> {
