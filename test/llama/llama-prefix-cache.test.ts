@@ -4,7 +4,7 @@
  * tokens as `usage.prompt_tokens_details.cached_tokens`. The answers must be exactly those of
  * a sequence that evaluated the whole prompt (compared with an engine whose reuse is off).
  */
-import { chooseSequences, MIN_REUSED_PREFIX, reusablePrefix, SequencePool } from '../../worker-agent/llama/sequence-pool';
+import { chooseSequences, MIN_REUSED_PREFIX, reusablePrefix, SequencePool, worthReusing } from '../../worker-agent/llama/sequence-pool';
 import { startEngineDriver, type DriverRequest, type DriverResult, type EngineDriver } from './support/engine-driver';
 import { chatPromptTokens, modelDirectory, type ModelDirectory } from './support/tiny-model';
 
@@ -38,11 +38,27 @@ describe('choosing a sequence by shared prefix', () => {
     expect(chooseSequences(free, [[...system, 2000, 7]])).toEqual([1]);
     // Equal prefixes: the least recently used of them.
     expect(chooseSequences(free, [[...system, 3000]])).toEqual([1]);
-    // Nothing shared anywhere: the least recently used, whatever it holds.
-    expect(chooseSequences(free, [range(900, 950)])).toEqual([1]);
-    expect(chooseSequences(free.slice(2), [range(900, 950)])).toEqual([0]);
+    // Nothing shared anywhere: an empty sequence (nothing to erase), else the least recently used.
+    expect(chooseSequences(free, [range(900, 950)])).toEqual([3]);
+    expect(chooseSequences(free.slice(0, 3), [range(900, 950)])).toEqual([1]);
+    expect(chooseSequences(free.slice(2, 3), [range(900, 950)])).toEqual([0]);
     // A prefix the cache holds longer than the prompt (the prompt is a prefix of it).
     expect(chooseSequences(free, [range(500, 540)])).toEqual([2]);
+  });
+
+  it('does not erase a long cached history for a prefix that is small next to both it and the prompt', () => {
+    const template = range(0, 21);
+    const history = [...template, ...range(100, 860)];
+    const newConversation = [...template, ...range(2000, 2700)];
+    // 21 shared tokens: above the minimum, but under half the prompt and half the history.
+    expect(reusablePrefix(history, newConversation)).toBe(21);
+    expect(worthReusing(history, newConversation)).toBe(0);
+    // So the new conversation takes the empty sequence and the history survives for its next turn.
+    const free = [{ tokens: history, lastUsed: 1 }, { tokens: [], lastUsed: 2 }];
+    expect(chooseSequences(free, [newConversation])).toEqual([1]);
+    // The history's own next turn reuses it; a short cached system prompt is worth reusing for a long prompt.
+    expect(worthReusing(history, [...history, 5, 6])).toBe(history.length);
+    expect(worthReusing(range(0, 300), [...range(0, 300), ...range(5000, 5700)])).toBe(300);
   });
 
   it('gives several choices distinct sequences, best pairs first', () => {

@@ -34,6 +34,18 @@ export function reusablePrefix(cached: readonly number[], prompt: readonly numbe
   return shared >= Math.max(1, minPrefix) ? shared : 0;
 }
 
+/**
+ * The prefix a sequence would give `prompt`, when taking it is worth what it throws away:
+ * the shared part is at least half the prompt, or at least half of what the sequence holds.
+ * A new conversation that shares only the chat template's first tokens with a long cached
+ * history would otherwise take that sequence and erase the history its next turn needs
+ * (llama.cpp's server uses a similar similarity threshold, 0.5, for its slots). 0: not worth it.
+ */
+export function worthReusing(cached: readonly number[], prompt: readonly number[], minPrefix = MIN_REUSED_PREFIX): number {
+  const shared = reusablePrefix(cached, prompt, minPrefix);
+  return shared * 2 >= prompt.length || shared * 2 >= cached.length ? shared : 0;
+}
+
 export interface FreeSequence {
   /** Tokens the sequence holds (its KV cache). */
   readonly tokens: readonly number[];
@@ -43,13 +55,14 @@ export interface FreeSequence {
 
 /**
  * Picks a free sequence for each prompt (one per choice): repeatedly the (prompt, sequence)
- * pair with the longest reusable prefix; ties, and prompts that share nothing worth keeping
- * with any sequence, take the least recently used sequence, so hot prefixes survive longest.
+ * pair with the longest prefix worth reusing; ties, and prompts that share nothing worth keeping
+ * with any sequence, take an empty sequence, else the least recently used one, so hot prefixes
+ * survive longest.
  * Returns, per prompt, an index into `free`. Pure, for tests.
  */
 export function chooseSequences(free: readonly FreeSequence[], prompts: readonly (readonly number[])[], minPrefix = MIN_REUSED_PREFIX): number[] {
   if (prompts.length > free.length) throw new RangeError(`asked for ${prompts.length} sequences of ${free.length} free`);
-  const scores = prompts.map((prompt) => free.map((sequence) => reusablePrefix(sequence.tokens, prompt, minPrefix)));
+  const scores = prompts.map((prompt) => free.map((sequence) => worthReusing(sequence.tokens, prompt, minPrefix)));
   const chosen: number[] = new Array(prompts.length).fill(-1);
   const taken = new Set<number>();
   for (let round = 0; round < prompts.length; round += 1) {
@@ -64,14 +77,21 @@ export function chooseSequences(free: readonly FreeSequence[], prompts: readonly
         }
         const score = scores[prompt][sequence];
         const bestScore = scores[best.prompt][best.sequence];
-        // Longer prefix first; then the least recently used; then the earlier prompt (strict `<`).
-        if (score > bestScore || (score === bestScore && free[sequence].lastUsed < free[best.sequence].lastUsed)) best = { prompt, sequence };
+        // Longer prefix first; then an empty sequence (taking it erases nothing); then the least
+        // recently used; then the earlier prompt (strict `<`).
+        if (score > bestScore || (score === bestScore && isBetterVictim(free[sequence], free[best.sequence]))) best = { prompt, sequence };
       }
     }
     chosen[best!.prompt] = best!.sequence;
     taken.add(best!.sequence);
   }
   return chosen;
+}
+
+function isBetterVictim(candidate: FreeSequence, current: FreeSequence): boolean {
+  const candidateEmpty = candidate.tokens.length === 0;
+  if (candidateEmpty !== (current.tokens.length === 0)) return candidateEmpty;
+  return candidate.lastUsed < current.lastUsed;
 }
 
 interface Waiter<Sequence> {
