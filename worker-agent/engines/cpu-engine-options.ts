@@ -15,6 +15,12 @@ export const cpuEngineOptionFields = {
   /** Honour a per-request `cpu_engine: {ttft_ms, tokens_per_second, fail_after_tokens,
    *  crash_after_tokens}` body field. Never enable where clients are untrusted. @default false */
   cpuTestControls: optionField(booleanOption().default(false), 'WORKER_CPU_TEST_CONTROLS'),
+  /** Simulated prefill: microseconds per prompt token not served from the prefix cache, added to
+   *  the time to first token; prefills queue on one lane per engine (cpu-prefix-cache.ts). @default 0 (none) */
+  cpuPrefillMicrosPerToken: optionField(numberOption(0).default(0), 'WORKER_CPU_PREFILL_US_PER_TOKEN'),
+  /** Simulated prefix cache size in tokens (blocks of 16, least recently used evicted); cached
+   *  prompt tokens are reported as `usage.prompt_tokens_details.cached_tokens`. @default 0 (no cache) */
+  cpuPrefixCacheTokens: optionField(integerOption(0).default(0), 'WORKER_CPU_PREFIX_CACHE_TOKENS'),
 };
 
 export type CpuEngineOptionValues = OptionsOf<typeof cpuEngineOptionFields>;
@@ -31,6 +37,10 @@ export interface CpuEngineOptions extends CpuEngineBehaviour {
   readonly testControls: boolean;
   /** Simulated model download and load at start. */
   readonly loadMs?: number;
+  /** Simulated prefill time per uncached prompt token, in microseconds (cpu-prefix-cache.ts). @default 0 */
+  readonly prefillMicrosPerToken?: number;
+  /** Simulated prefix cache size in tokens. @default 0 */
+  readonly prefixCacheTokens?: number;
 }
 
 export const DEFAULT_CPU_ENGINE_OPTIONS: CpuEngineOptions = Object.freeze({ ttftMs: 0, tokensPerSecond: 0, testControls: false });
@@ -43,6 +53,8 @@ export function cpuEngineOptionsFrom(values: CpuEngineOptionValues): CpuEngineOp
     crashAfterTokens: values.cpuCrashAfterTokens,
     testControls: values.cpuTestControls,
     loadMs: values.cpuLoadMs,
+    prefillMicrosPerToken: values.cpuPrefillMicrosPerToken,
+    prefixCacheTokens: values.cpuPrefixCacheTokens,
   });
 }
 

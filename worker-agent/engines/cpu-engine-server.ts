@@ -15,6 +15,7 @@ import type { EmbeddingSpec } from '../../proto/worker/v1/index';
 import { cpuEmbeddings } from './cpu-embeddings';
 import { EngineFailure } from './engine-failure';
 import { isObject, type EngineRoutePath } from './engine-request';
+import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache';
 
 export interface CpuEngineServerOptions {
   /** @default 0 (a free port) */
@@ -41,13 +42,15 @@ const COMPLETION_PATHS: readonly string[] = ['/v1/chat/completions', '/v1/comple
 
 export async function startCpuEngineServer(serverOptions: CpuEngineServerOptions = {}): Promise<CpuEngineServer> {
   const options: CpuEngineOptions = { ...DEFAULT_CPU_ENGINE_OPTIONS, ...serverOptions.options };
+  // One simulated prefix cache and prefill lane per server, as one engine has (none by default).
+  const prefix = cpuPrefixSimulator(options);
   let active = 0;
   const server = http.createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'POST' && COMPLETION_PATHS.includes(path)) {
       active += 1;
       response.once('close', () => { active -= 1; });
-      void answerCompletion(request, response, path as EngineRoutePath, options, serverOptions.onRequest);
+      void answerCompletion(request, response, path as EngineRoutePath, options, serverOptions.onRequest, prefix);
     } else if (request.method === 'POST' && path === '/v1/embeddings') {
       void answerEmbeddings(request, response, serverOptions.embedding ?? DEFAULT_SERVER_EMBEDDING, serverOptions.onRequest);
     } else if (request.method === 'GET' && path === '/v1/models') {
@@ -74,7 +77,7 @@ export async function startCpuEngineServer(serverOptions: CpuEngineServerOptions
 
 async function answerCompletion(
   request: http.IncomingMessage, response: http.ServerResponse, path: EngineRoutePath,
-  options: CpuEngineOptions, onRequest: CpuEngineServerOptions['onRequest'],
+  options: CpuEngineOptions, onRequest: CpuEngineServerOptions['onRequest'], prefix: CpuPrefixSimulator | undefined,
 ): Promise<void> {
   const abort = new AbortController();
   response.once('close', () => abort.abort());
@@ -82,8 +85,8 @@ async function answerCompletion(
     const payload = await readJsonObject(request);
     onRequest?.(path, payload);
     const plan = planCpuCompletion(payload, path, options);
-    if (plan.stream) await streamCompletion(plan, response, abort.signal);
-    else sendBytes(response, 200, await cpuResponseBody(plan, abort.signal));
+    if (plan.stream) await streamCompletion(plan, response, abort.signal, prefix);
+    else sendBytes(response, 200, await cpuResponseBody(plan, abort.signal, prefix));
   } catch (error) {
     if (abort.signal.aborted) return;
     if (response.headersSent) {
@@ -118,10 +121,10 @@ async function answerEmbeddings(
   }
 }
 
-async function streamCompletion(plan: CpuCompletionPlan, response: http.ServerResponse, signal: AbortSignal): Promise<void> {
+async function streamCompletion(plan: CpuCompletionPlan, response: http.ServerResponse, signal: AbortSignal, prefix: CpuPrefixSimulator | undefined): Promise<void> {
   response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   response.flushHeaders();
-  for await (const bytes of cpuEventStream(plan, signal)) {
+  for await (const bytes of cpuEventStream(plan, signal, prefix)) {
     if (!response.write(bytes)) await once(response, 'drain', { signal });
   }
   response.end();

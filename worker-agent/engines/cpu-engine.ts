@@ -14,6 +14,7 @@ import { cpuEventStream, cpuResponseBody } from './cpu-response';
 import { forwardEventStream, forwardJsonBody } from './engine-response';
 import { prepareEngineRequest } from './engine-request';
 import type { EngineSignals } from './engine-signals';
+import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 
@@ -26,11 +27,15 @@ export class CpuEngine implements Engine {
   readonly url = '';
   readonly priorityCapable = true;
 
-  /** Engine calls running now (text and media). */
+  /** Engine calls running now (text and media), prefills waiting for the lane included. */
   private running = 0;
+  /** The simulated prefix cache and prefill lane; none unless prefillMicrosPerToken or prefixCacheTokens is set. */
+  private readonly prefix: CpuPrefixSimulator | undefined;
 
   /** @param engineModel model name to answer with instead of the job's catalog model */
-  constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {}
+  constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {
+    this.prefix = cpuPrefixSimulator(options);
+  }
 
   /** With `loadMs`, behaves like an engine fetching and loading weights: 20 steps of progress. */
   async start(progress?: LoadProgress): Promise<void> {
@@ -54,18 +59,20 @@ export class CpuEngine implements Engine {
 
   /**
    * Its own state: every call it is given runs at once, so none waits in the engine (jobs
-   * beyond the agent's concurrency wait in the agent's queue, `Heartbeat.queued`).
+   * beyond the agent's concurrency wait in the agent's queue, `Heartbeat.queued`), except,
+   * with the simulated prefill, requests whose prefill waits for the lane.
    */
   signals(): EngineSignals {
-    return { running: this.running, waiting: 0, ...this.cacheSignals() };
+    const waiting = this.prefix?.waiting ?? 0;
+    return { running: this.running - waiting, waiting, ...this.cacheSignals() };
   }
 
   /**
-   * KV-cache use and prefix-cache hit rate: none without weights, so 0 and 0. A simulated
-   * cache reports its own here.
+   * KV-cache use and prefix-cache hit rate: none without weights, so 0 and 0; the simulated
+   * prefix cache (cpu-prefix-cache.ts) reports blocks held / capacity and its recent hit rate.
    */
   protected cacheSignals(): Pick<EngineSignals, 'kvCacheUsage' | 'prefixCacheHitRate'> {
-    return { kvCacheUsage: 0, prefixCacheHitRate: 0 };
+    return this.prefix?.signals() ?? { kvCacheUsage: 0, prefixCacheHitRate: 0 };
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
@@ -87,8 +94,8 @@ export class CpuEngine implements Engine {
     }
     const plan = planCpuCompletion(request.payload, request.path, this.options);
     const promptText = () => plan.promptText;
-    if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal), sink, job.includeUsage, promptText);
-    return await forwardJsonBody(await cpuResponseBody(plan, signal), sink, promptText);
+    if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal, this.prefix), sink, job.includeUsage, promptText);
+    return await forwardJsonBody(await cpuResponseBody(plan, signal, this.prefix), sink, promptText);
   }
 
   async generateMedia(job: MediaJob, progress: ProgressReporter, cancellation: JobCancellation): Promise<MediaFiles> {

@@ -19,6 +19,8 @@ const DEFAULT_MODEL = 'cpu';
 export interface CpuCompletionPlan extends CompletionHeader {
   /** Every prompt as one text, for the agent's usage estimate should usage ever be missing. */
   readonly promptText: string;
+  /** Each prompt on its own (a chat's one, a completions batch's several): what a prefix cache keys. */
+  readonly prompts: readonly string[];
   /** In answer order: prompt i's choice j is at index i·n + j. */
   readonly choices: readonly GenerationRequest[];
   readonly promptTokens: number;
@@ -58,6 +60,7 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
     stream: payload.stream === true,
     includeUsage: payload.stream === true && streamOptions.include_usage === true,
     promptText,
+    prompts,
     choices,
     promptTokens,
     behaviour: behaviourOf(payload, options),

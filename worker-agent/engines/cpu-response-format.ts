@@ -8,10 +8,18 @@ import type { GeneratedAnswer } from './cpu-text-generator';
 
 export const DONE_EVENT = 'data: [DONE]\n\n';
 
-export interface OpenAiUsage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface OpenAiUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
 
-export function usageOf(plan: CpuCompletionPlan, completionTokens: number): OpenAiUsage {
-  return { prompt_tokens: plan.promptTokens, completion_tokens: completionTokens, total_tokens: plan.promptTokens + completionTokens };
+/** `cachedTokens` only with the simulated prefix cache (cpu-prefix-cache.ts): without it the usage has no details, as before. */
+export function usageOf(plan: CpuCompletionPlan, completionTokens: number, cachedTokens?: number): OpenAiUsage {
+  const usage: OpenAiUsage = { prompt_tokens: plan.promptTokens, completion_tokens: completionTokens, total_tokens: plan.promptTokens + completionTokens };
+  if (cachedTokens !== undefined) usage.prompt_tokens_details = { cached_tokens: cachedTokens };
+  return usage;
 }
 
 export function renderCompletionBody(plan: CpuCompletionPlan, answers: readonly GeneratedAnswer[], usage: OpenAiUsage): Buffer {

@@ -9,30 +9,39 @@ import type { CpuCompletionPlan } from './cpu-request';
 import { chunkFormat, DONE_EVENT, renderCompletionBody, usageOf } from './cpu-response-format';
 import { AnswerText, ChoiceGenerator, type GeneratedAnswer } from './cpu-text-generator';
 import { EngineFailure } from './engine-failure';
+import type { CpuPrefixSimulator } from './cpu-prefix-cache';
 
 // Without a rate limit, yield to the event loop this often so a long generation never
 // starves I/O (cancels, heartbeats) of the process it runs in.
 const STEPS_PER_TURN = 64;
 
-/** The whole non-streamed body, after the time a real engine would take to produce it. */
-export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal): Promise<Buffer> {
+/**
+ * The whole non-streamed body, after the time a real engine would take to produce it. With a
+ * `prefix` simulation, the prompt's prefill (its turn on the engine's lane, then its uncached
+ * tokens) comes first and the usage reports the cached tokens.
+ */
+export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal, prefix?: CpuPrefixSimulator): Promise<Buffer> {
+  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal)).cachedTokens : undefined;
   const answers = await generateAnswers(plan, signal);
   const tokens = answers.reduce((sum, answer) => sum + answer.completionTokens, 0);
   const limit = Math.min(tokens, plan.behaviour.failAfterTokens ?? Infinity, plan.behaviour.crashAfterTokens ?? Infinity);
   await pause(plan.behaviour.ttftMs + limit * intervalOf(plan.behaviour), signal);
   const budget = new TokenBudget(plan.behaviour);
   for (let token = 0; token < tokens; token += 1) budget.spend();
-  return renderCompletionBody(plan, answers, usageOf(plan, tokens));
+  return renderCompletionBody(plan, answers, usageOf(plan, tokens, cachedTokens));
 }
 
 /**
  * SSE bytes, one buffer per generation step (one token of every unfinished choice). A choice's
  * finish event goes out in the step of its last token, so each generator is read one piece ahead.
+ * With a `prefix` simulation, the prompt's prefill comes before the first token and the usage
+ * chunk (include_usage) reports the cached tokens.
  */
-export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSignal): AsyncGenerator<Buffer> {
+export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSignal, prefix?: CpuPrefixSimulator): AsyncGenerator<Buffer> {
   const format = chunkFormat(plan);
   const interval = intervalOf(plan.behaviour);
   const budget = new TokenBudget(plan.behaviour);
+  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal)).cachedTokens : undefined;
   await pause(plan.behaviour.ttftMs, signal);
   const startedAt = performance.now();
   const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));
@@ -59,7 +68,7 @@ export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSig
     text = '';
   }
   const completionTokens = generators.reduce((sum, generator) => sum + generator.completionTokens, 0);
-  yield Buffer.from((plan.includeUsage ? format.usage(usageOf(plan, completionTokens)) : '') + DONE_EVENT);
+  yield Buffer.from((plan.includeUsage ? format.usage(usageOf(plan, completionTokens, cachedTokens)) : '') + DONE_EVENT);
 }
 
 /**
