@@ -2,7 +2,7 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import type { PromptKey } from '../routing/prompt-key';
+import { promptKey } from '../routing/prompt-key';
 import { RecentPrefixes } from '../routing/recent-prefixes';
 import {
   choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
@@ -11,10 +11,10 @@ import { placeJob, type PeerOffer } from './placement';
 import type { RelayClient } from './relay-client';
 import type { Peer, ServerRegistry } from './server-registry';
 
-/** How a request asks to be routed: its deployment's policy, and its prompt's key (computed only when it matters). */
+/** How a request asks to be routed: its deployment's policy, and the parsed body its prompt key is read from (only when it matters). */
 export interface RouteHint {
   readonly policy: RoutingPolicyName;
-  readonly key: () => PromptKey | null;
+  readonly fields: Record<string, unknown>;
 }
 
 /** Told of every routing decision (the `routing_decisions_total` metric). */
@@ -44,22 +44,36 @@ export class JobRouter {
 
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
   dispatch(request: DispatchRequest, listener: JobListener, hint?: RouteHint): Job {
-    if (hint && hint.policy !== 'least-loaded') {
-      const candidates = this.candidates(request.deploymentId);
-      if (candidates.length > 1) return this.route(candidates, request, listener, hint);
+    const { deploymentId } = request;
+    if (hint !== undefined && hint.policy !== 'least-loaded' && this.hasChoice(deploymentId)) {
+      return this.route(this.candidates(deploymentId), request, listener, hint);
     }
-    const local = this.dispatcher.leastLoaded(request.deploymentId);
-    const placed = placeJob<AgentConnection>(local, local?.freeSlots ?? 0, () => this.offers(request.deploymentId), true);
-    if (hint) this.observe(request.deploymentId, hint.policy, hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica');
-    if (placed?.kind === 'local') return this.dispatcher.dispatchTo(placed.local, request, listener);
-    if (placed) return this.relay.run(placed.offer.peer, request, listener);
-    throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
+    const local = this.dispatcher.leastLoaded(deploymentId);
+    // The common case (a free slot here) allocates nothing for placement: it is on every text request's path.
+    const placed = local !== null && local.freeSlots > 0 ? null : placeJob<AgentConnection>(local, local?.freeSlots ?? 0, () => this.offers(deploymentId), true);
+    if (local === null && placed === null) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
+    if (hint !== undefined) this.observe(deploymentId, hint.policy, hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica');
+    if (placed === null || placed.kind === 'local') return this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener);
+    return this.relay.run(placed.offer.peer, request, listener);
+  }
+
+  /** More than one replica of the deployment takes work, here or on peers (counted without building the list). */
+  private hasChoice(deploymentId: string): boolean {
+    let count = 0;
+    for (const connection of this.dispatcher.connections(deploymentId)) {
+      if (!connection.draining && !connection.closed && ++count > 1) return true;
+    }
+    for (const peer of this.registry.peers()) {
+      count += peer.load[deploymentId]?.replicas?.length ?? 0;
+      if (count > 1) return true;
+    }
+    return false;
   }
 
   private route(candidates: Candidate[], request: DispatchRequest, listener: JobListener, hint: RouteHint): Job {
     let chosen: Candidate;
     let reason: RoutingReason;
-    const key = hint.policy === 'prefix-aware' ? hint.key() : null;
+    const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields) : null;
     if (hint.policy === 'round-robin') {
       candidates.sort((a, b) => (a.replicaId < b.replicaId ? -1 : 1));
       const turn = this.turns.get(request.deploymentId) ?? 0;

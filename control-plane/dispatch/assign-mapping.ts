@@ -25,7 +25,10 @@ export function toAssign(jobId: string, request: DispatchRequest, flowControl: b
  * whether its agent gets it.
  */
 export function toRelayJob(request: DispatchRequest): RelayJob {
-  return { deploymentId: request.deploymentId, assign: assignOf('', request, request.streamWindowBytes ?? 0), replicaId: request.replicaId ?? '' };
+  const job: Partial<RelayJob> & Pick<RelayJob, 'deploymentId' | 'assign'> = { deploymentId: request.deploymentId, assign: assignOf('', request, request.streamWindowBytes ?? 0) };
+  // Unset stays off the wire (an explicit '' would be sent): only a routed job names its replica.
+  if (request.replicaId) job.replicaId = request.replicaId;
+  return job as RelayJob;
 }
 
 /** The request a peer relayed (`toRelayJob` on its side), to dispatch here. */

@@ -13,7 +13,6 @@ import type { RequestRecord } from '../requests/request-record.entity';
 import { SHARED_MODEL_PREFIX, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
-import { promptKey } from '../routing/prompt-key';
 import type { JobKind } from '../../proto/worker/v1';
 import { checkModelField, checkTextModel, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { WorkTicket, type Settlement } from './work-ticket';
@@ -104,7 +103,7 @@ export class InferencePipeline {
     const decision = await this.parts.rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
     const job = this.textJob(work, deployment.id, deployment.modelId);
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
-      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, key: () => promptKey(work.fields) }),
+      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
   }

@@ -47,7 +47,7 @@ export const DEFAULT_PREFIX_ROUTING: PrefixRoutingOptions = { loadFactor: 0.25, 
  * the bound and that has a free slot takes it; when none does, the least loaded one. Every
  * server computes the same order from the same key, so a conversation stays on one replica
  * whichever server receives its turns, as long as load allows; replicas joining or leaving
- * move only the keys that ranked them first.
+ * move only conversations of the applications whose home replicas changed.
  */
 export function choosePrefixAware<C extends RouteCandidate>(candidates: readonly C[], key: PromptKey, options: PrefixRoutingOptions): { chosen: C; ranked: boolean } {
   if (candidates.length === 1) return { chosen: candidates[0], ranked: true };

@@ -101,8 +101,8 @@ export class Metrics {
   private readonly ttftByRoute: HistogramSeries[] = [];
   private readonly scalingDecisions: Counter<'deployment' | 'action'>;
   private readonly spend: Counter<'deployment'>;
-  private readonly routing: Counter<'deployment' | 'policy' | 'reason'>;
-  private readonly routingChildren = new Map<string, { inc(): void }>();
+  /** deployment → policy → reason → decisions. */
+  private readonly routingCounts = new Map<string, Map<string, Map<string, number>>>();
   private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'>;
   private readonly logger: Logger | undefined;
 
@@ -176,10 +176,16 @@ export class Metrics {
       name: 'inference_spend_usd_total', help: 'GPU spend metered, in US dollars, by deployment.',
       labelNames: ['deployment'], registers,
     });
-    this.routing = new Counter({
+    const routing: Counter<'deployment' | 'policy' | 'reason'> = new Counter({
       name: 'inference_routing_decisions_total',
       help: 'Replica choices of text requests, by deployment, routing policy and reason (prefix_hit, prefix_cold, load_fallback, no_prefix, only_replica, least_loaded, round_robin).',
       labelNames: ['deployment', 'policy', 'reason'], registers,
+      collect: () => {
+        routing.reset();
+        for (const [deployment, byPolicy] of this.routingCounts) {
+          for (const [policy, byReason] of byPolicy) for (const [reason, count] of byReason) routing.inc({ deployment, policy, reason }, count);
+        }
+      },
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'inference_' });
   }
@@ -230,14 +236,12 @@ export class Metrics {
    */
   /** One replica choice of a text request (cluster/job-router.ts). */
   recordRouting(deploymentId: string, policy: string, reason: string): void {
-    // Once per text request: the labelled child is looked up by one string key, not rebuilt from labels.
-    const key = `${deploymentId}\u0000${policy}\u0000${reason}`;
-    let child = this.routingChildren.get(key);
-    if (!child) {
-      child = this.routing.labels({ deployment: deploymentId, policy, reason });
-      this.routingChildren.set(key, child);
-    }
-    child.inc();
+    // Once per text request: counted in plain maps (no label hashing, no string built), handed to prom-client at scrape.
+    let byPolicy = this.routingCounts.get(deploymentId);
+    if (!byPolicy) this.routingCounts.set(deploymentId, (byPolicy = new Map()));
+    let byReason = byPolicy.get(policy);
+    if (!byReason) byPolicy.set(policy, (byReason = new Map()));
+    byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
   }
 
   recordSpend(deploymentId: string, usd: number): void {
