@@ -43,9 +43,13 @@ function chatKey(messages: unknown[], tools: unknown): PromptKey | null {
   if (tools !== undefined) digest.update(JSON.stringify(tools));
   let index = 0;
   for (; index < messages.length && roleOf(messages[index]) !== 'user'; index++) writeMessage(digest, messages[index]);
-  const application = digest.copy().digest().readUInt32BE(0);
+  const instructions = index > 0 || tools !== undefined;
+  const application = instructions ? digest.copy().digest().readUInt32BE(0) : 0;
   if (index < messages.length) writeMessage(digest, messages[index]);
-  return { application, conversation: digest.digest().readUInt32BE(0) };
+  const conversation = digest.digest().readUInt32BE(0);
+  // No instructions to share: every such prompt would have one "application" and the same two
+  // home replicas (a flood of system-prompt-less chats piled onto them); each conversation is its own.
+  return { application: instructions ? application : conversation, conversation };
 }
 
 function roleOf(message: unknown): unknown {

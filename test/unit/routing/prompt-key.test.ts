@@ -55,10 +55,10 @@ describe('promptKey: chat conversations', () => {
   it('gives a chat with no user turn a conversation key equal to its application key', () => {
     const key = chat([SYSTEM]);
     expect(key.conversation).toBe(key.application);
-    // ...and a chat whose first message is the user's: an empty application, shared by every such chat.
+    // ...and a chat whose first message is the user's has no application to share: its own conversation keys it.
     const bare1 = chat([{ role: 'user', content: 'hello' }]);
     const bare2 = chat([{ role: 'user', content: 'goodbye' }]);
-    expect(bare1.application).toBe(bare2.application);
+    expect(bare1.application).not.toBe(bare2.application);
     expect(bare1.conversation).not.toBe(bare2.conversation);
   });
 
@@ -197,5 +197,18 @@ describe('promptKey: malformed messages', () => {
 
   it('skips entries that are not objects (what the code does: they add nothing to either key)', () => {
     expect(chat([null, 7, SYSTEM, 'x', FIRST_USER])).toEqual(chat([SYSTEM, FIRST_USER]));
+  });
+});
+
+describe('prompts without instructions', () => {
+  it('key their application by the conversation, so system-prompt-less chats do not share two home replicas', () => {
+    const a = promptKey({ messages: [{ role: 'user', content: 'first question' }] })!;
+    const b = promptKey({ messages: [{ role: 'user', content: 'another question' }] })!;
+    expect(a.application).toBe(a.conversation);
+    expect(b.application).toBe(b.conversation);
+    expect(a.application).not.toBe(b.application);
+    // A later turn keeps the keys of its first.
+    expect(promptKey({ messages: [{ role: 'user', content: 'first question' }, { role: 'assistant', content: 'x' }, { role: 'user', content: 'more' }] }))
+      .toEqual(a);
   });
 });
