@@ -162,4 +162,19 @@ describe('GraphQL refuses bad input', () => {
     expect(after.data).toEqual({ deployment: { storageCredentialId: null } });
     expect(await test.server.controlPlane.storageCredentials.get(other.workspaceId, foreign.id)).toMatchObject({ id: foreign.id, deletedAt: null });
   });
+
+  it('routingPolicy outside prefix-aware, least-loaded, round-robin, on create and update; the setting is unchanged', async () => {
+    const deployment = await test.createDeployment(workspace, { provider: 'external' });
+    const update = 'mutation($id: ID!, $input: UpdateDeploymentInput!) { updateDeployment(id: $id, input: $input) { id } }';
+    const create = 'mutation($input: CreateDeploymentInput!) { createDeployment(input: $input) { deployment { id } } }';
+    const rule = /routingPolicy must be one of 'prefix-aware', 'least-loaded', 'round-robin'/;
+    await expectRefused(graphql, [
+      ['update to "random"', update, { id: deployment.id, input: { routingPolicy: 'random' } }, 'BAD_USER_INPUT', 'routingPolicy', rule],
+      ['update to ""', update, { id: deployment.id, input: { routingPolicy: '' } }, 'BAD_USER_INPUT', 'routingPolicy', rule],
+      ['create with "PREFIX-AWARE"', create, { input: { modelId: 'meta-llama/Llama-3.1-8B-Instruct', priceCapPerHour: 5, provider: 'external', routingPolicy: 'PREFIX-AWARE' } },
+        'BAD_USER_INPUT', 'routingPolicy', rule],
+    ]);
+    const after = await graphql('query($id: ID!) { deployment(id: $id) { routingPolicy } }', { id: deployment.id });
+    expect(after.data).toEqual({ deployment: { routingPolicy: 'prefix-aware' } });
+  });
 });
