@@ -87,7 +87,7 @@ export class JobRouter {
       const decision = choosePrefixAware(candidates, key, this.prefixRouting);
       chosen = decision.chosen;
       const seen = this.recent.sent(chosen.replicaId, key.application);
-      reason = !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
+      reason = !key.shared ? 'no_prefix' : !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
     }
     this.observe(request.deploymentId, hint.policy, reason);
     if ('connection' in chosen) return this.dispatcher.dispatchTo(chosen.connection, request, listener);

@@ -19,6 +19,13 @@ import { createHash } from 'node:crypto';
 export interface PromptKey {
   readonly application: number;
   readonly conversation: number;
+  /**
+   * Whether a replica may already hold part of the prompt: it has instructions (messages before
+   * the first user turn, tools) or earlier turns. A chat that is one user message and nothing
+   * else is cached nowhere yet, so where it goes only matters for load. Completions prompts
+   * count as shared (their start may be any application's template).
+   */
+  readonly shared: boolean;
 }
 
 /** Characters of a completions prompt that key its application (about 256 tokens of English). */
@@ -34,6 +41,7 @@ export function promptKey(fields: Record<string, unknown>): PromptKey | null {
   return {
     application: hash32(prompt.slice(0, COMPLETION_APPLICATION_CHARS)),
     conversation: hash32(prompt.slice(0, COMPLETION_CONVERSATION_CHARS)),
+    shared: true,
   };
 }
 
@@ -49,7 +57,7 @@ function chatKey(messages: unknown[], tools: unknown): PromptKey | null {
   const conversation = digest.digest().readUInt32BE(0);
   // No instructions to share: every such prompt would have one "application" and the same two
   // home replicas (a flood of system-prompt-less chats piled onto them); each conversation is its own.
-  return { application: instructions ? application : conversation, conversation };
+  return { application: instructions ? application : conversation, conversation, shared: instructions || index + 1 < messages.length };
 }
 
 function roleOf(message: unknown): unknown {

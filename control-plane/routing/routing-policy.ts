@@ -11,8 +11,9 @@ export const DEFAULT_ROUTING_POLICY: RoutingPolicyName = 'prefix-aware';
  *   application's prompts to before (its engine should hold the prefix);
  * - `prefix_cold`: the replica the key ranks first, but no request of that application went
  *   there from this server yet (the first of its prompts; or another server sent them);
- * - `load_fallback`: the ranked replicas were loaded beyond the bound, so a less loaded one;
- * - `no_prefix`: nothing to key by (no messages or prompt): least loaded;
+ * - `load_fallback`: the first-ranked replica was loaded beyond the bound, so the next one under it;
+ * - `no_prefix`: nothing any replica can hold yet (no prompt, or a first user message with no
+ *   instructions): least loaded;
  * - `only_replica`: one replica takes work (or none here and the job queues): no choice to make;
  * - `least_loaded`, `round_robin`: the deployment chose that policy.
  */
@@ -40,40 +41,57 @@ export interface PrefixRoutingOptions {
 export const DEFAULT_PREFIX_ROUTING: PrefixRoutingOptions = { loadFactor: 0.25, homeReplicas: 2 };
 
 /**
+ * The bound never asks a replica to refuse a second job: a conversation's replica that is
+ * running one other request should still get its next turn (waiting for a cached prefix costs
+ * less than evaluating it again elsewhere), even when the fleet is nearly idle.
+ */
+export const MIN_LOAD_BOUND = 2;
+
+/**
  * Prefix-aware routing by bounded-load rendezvous hashing (docs/routing.md says why this and
  * not a per-server prefix tree): each application's prompts have `homeReplicas` replicas,
- * ranked by the application key; within them, and then over the rest, each conversation has
- * its own ranking by the conversation key. The first replica in that order whose load is under
- * the bound and that has a free slot takes it; when none does, the least loaded one. Every
- * server computes the same order from the same key, so a conversation stays on one replica
- * whichever server receives its turns, as long as load allows; replicas joining or leaving
- * move only conversations of the applications whose home replicas changed.
+ * ranked by the application key and ordered among themselves by the conversation key; the
+ * other replicas follow in the application key's order (an application's overflow gathers on
+ * the same few replicas, whose caches then hold its instructions too). The first replica in
+ * that order whose load is under the bound takes it, even when its slots are busy and the job
+ * waits in its queue: an engine evaluates a cached prefix several times faster than a new one,
+ * and the bound keeps that wait short. Every server computes the same order from the same key,
+ * so a conversation stays on one replica whichever server receives its turns, as long as load
+ * allows; replicas joining or leaving move only conversations of the applications whose home
+ * replicas changed. A prompt with nothing any replica can hold yet (`key.shared` false) goes
+ * to the least loaded replica, ties broken in the conversation key's order so that its next
+ * turn, keyed alike, usually finds it.
  */
 export function choosePrefixAware<C extends RouteCandidate>(candidates: readonly C[], key: PromptKey, options: PrefixRoutingOptions): { chosen: C; ranked: boolean } {
   if (candidates.length === 1) return { chosen: candidates[0], ranked: true };
   const order = rankedOrder(candidates, key, options.homeReplicas);
+  if (!key.shared) {
+    const chosen = leastLoaded(order, false)!;
+    return { chosen, ranked: chosen === order[0] };
+  }
   let total = 1;
   for (const candidate of candidates) total += candidate.load;
-  const bound = Math.ceil(((1 + options.loadFactor) * total) / candidates.length);
-  const anyFree = candidates.some((candidate) => candidate.load < candidate.capacity);
+  const bound = Math.max(MIN_LOAD_BOUND, Math.ceil(((1 + options.loadFactor) * total) / candidates.length));
   for (let index = 0; index < order.length; index++) {
-    const candidate = order[index];
-    if (candidate.load < bound && (candidate.load < candidate.capacity || !anyFree)) return { chosen: candidate, ranked: index === 0 };
+    if (order[index].load < bound) return { chosen: order[index], ranked: index === 0 };
   }
+  // Unreachable with loadFactor >= 0 (the average is under the bound); a guard all the same.
   return { chosen: leastLoaded(candidates)!, ranked: false };
 }
 
-/** The application's home replicas by its key, then the rest; each part in the conversation key's order. */
+/** The application's home replicas in the conversation key's order, then the rest in the application key's. */
 export function rankedOrder<C extends RouteCandidate>(candidates: readonly C[], key: PromptKey, homeReplicas: number): C[] {
   const byApplication = [...candidates].sort((a, b) => score(key.application, b.replicaId) - score(key.application, a.replicaId));
   const home = byApplication.slice(0, Math.max(1, homeReplicas));
-  const rest = byApplication.slice(home.length);
-  const byConversation = (a: C, b: C) => score(key.conversation, b.replicaId) - score(key.conversation, a.replicaId);
-  return [...home.sort(byConversation), ...rest.sort(byConversation)];
+  home.sort((a, b) => score(key.conversation, b.replicaId) - score(key.conversation, a.replicaId));
+  return [...home, ...byApplication.slice(home.length)];
 }
 
-/** Least load relative to capacity; ties to the lowest replica id (the same answer on every server). */
-export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[]): C | null {
+/**
+ * Least load relative to capacity; ties to the lowest replica id (the same answer on every
+ * server), or with `byId` false to the earliest in `candidates`' order.
+ */
+export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[], byId = true): C | null {
   let best: C | null = null;
   for (const candidate of candidates) {
     if (!best) {
@@ -81,7 +99,7 @@ export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[]):
       continue;
     }
     const difference = candidate.load / candidate.capacity - best.load / best.capacity;
-    if (difference < 0 || (difference === 0 && candidate.replicaId < best.replicaId)) best = candidate;
+    if (difference < 0 || (difference === 0 && byId && candidate.replicaId < best.replicaId)) best = candidate;
   }
   return best;
 }

@@ -207,8 +207,17 @@ describe('prompts without instructions', () => {
     expect(a.application).toBe(a.conversation);
     expect(b.application).toBe(b.conversation);
     expect(a.application).not.toBe(b.application);
-    // A later turn keeps the keys of its first.
-    expect(promptKey({ messages: [{ role: 'user', content: 'first question' }, { role: 'assistant', content: 'x' }, { role: 'user', content: 'more' }] }))
-      .toEqual(a);
+    // A later turn keeps the keys of its first, and now has something a replica may hold.
+    const later = promptKey({ messages: [{ role: 'user', content: 'first question' }, { role: 'assistant', content: 'x' }, { role: 'user', content: 'more' }] })!;
+    expect(later).toEqual({ ...a, shared: true });
+  });
+
+  it('count as shared only once there are earlier turns (a lone first user message is cached nowhere)', () => {
+    expect(promptKey({ messages: [{ role: 'user', content: 'first question' }] })!.shared).toBe(false);
+    expect(promptKey({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] })!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'q' }] })!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'user', content: 'q' }], tools: [{ type: 'function', function: { name: 'f' } }] })!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'system', content: 'only instructions' }] })!.shared).toBe(true);
+    expect(promptKey({ prompt: 'a completions prompt' })!.shared).toBe(true);
   });
 });

@@ -9,7 +9,7 @@
  */
 import { promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
 import {
-  choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, rankedOrder, score, type PrefixRoutingOptions, type RouteCandidate,
+  choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, MIN_LOAD_BOUND, rankedOrder, score, type PrefixRoutingOptions, type RouteCandidate,
 } from '../../../control-plane/routing/routing-policy';
 
 interface Replica extends RouteCandidate {
@@ -43,10 +43,10 @@ function homeOf(candidates: readonly Replica[], key: PromptKey, homeReplicas: nu
   return new Set(byApplication.slice(0, homeReplicas).map((replica) => replica.replicaId));
 }
 
-/** The bound of docs/routing.md: ceil((1 + loadFactor) × (total load + 1) / replicas). */
+/** The bound of docs/routing.md: max(2, ceil((1 + loadFactor) × (total load + 1) / replicas)). */
 function boundOf(candidates: readonly Replica[], loadFactor: number): number {
   const total = candidates.reduce((sum, replica) => sum + replica.load, 1);
-  return Math.ceil(((1 + loadFactor) * total) / candidates.length);
+  return Math.max(MIN_LOAD_BOUND, Math.ceil(((1 + loadFactor) * total) / candidates.length));
 }
 
 /** A key whose ranked order (with `homeReplicas`) starts with the given replica ids. */
@@ -119,7 +119,7 @@ describe('choosePrefixAware: affinity', () => {
     }
   });
 
-  it('leaves an application\'s home replicas only when each of them is past the bound or full (load simulation)', () => {
+  it('leaves an application\'s home replicas only when each of them is past the bound (load simulation)', () => {
     const random = sequence(7);
     const candidates = replicas(8, 4);
     const running: Replica[] = [];
@@ -128,13 +128,10 @@ describe('choosePrefixAware: affinity', () => {
       const key = KEYS[Math.floor(random() * KEYS.length)];
       const home = homeOf(candidates, key, 2);
       const bound = boundOf(candidates, DEFAULT_PREFIX_ROUTING.loadFactor);
-      const anyFree = candidates.some((replica) => replica.load < replica.capacity);
       const decision = choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING);
       if (!home.has(decision.chosen.replicaId)) {
         leftHome++;
-        for (const replica of candidates.filter((candidate) => home.has(candidate.replicaId))) {
-          expect(replica.load >= bound || (replica.load >= replica.capacity && anyFree)).toBe(true);
-        }
+        for (const replica of candidates.filter((candidate) => home.has(candidate.replicaId))) expect(replica.load).toBeGreaterThanOrEqual(bound);
       }
       decision.chosen.load++;
       running.push(decision.chosen);
@@ -184,23 +181,21 @@ describe('choosePrefixAware: bounded load', () => {
     }
   });
 
-  it('falls back to the least loaded replica (ranked = false) when every replica under the bound is full and the free ones are past it', () => {
-    const candidates: Replica[] = [
-      { replicaId: 'rep_0', load: 2, capacity: 2 },
-      { replicaId: 'rep_1', load: 2, capacity: 2 },
-      { replicaId: 'rep_2', load: 7, capacity: 16 },
-    ]; // total 12: bound ceil(1.25 × 12 / 3) = 5: rep_0, rep_1 under it but full; rep_2 free but past it
-    for (const key of KEYS.slice(0, 50)) {
-      expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: candidates[2], ranked: false });
-    }
-  });
-
-  it('skips a full replica when another has a free slot', () => {
+  it('queues on a full ranked replica under the bound rather than running at once on a cold one', () => {
     const candidates = replicas(4);
     const key = keyRanking(candidates, ['rep_0', 'rep_1']);
     for (const replica of candidates) replica.load = 1;
-    candidates[0].capacity = 1; // full, though under the bound: total 5, bound ceil(1.25 × 5 / 4) = 2
-    expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: candidates[1], ranked: false });
+    candidates[0].capacity = 1; // full, though under the bound: total 5, bound max(2, ceil(1.25 × 5 / 4)) = 2
+    expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: candidates[0], ranked: true });
+  });
+
+  it('never sets the bound below MIN_LOAD_BOUND: a ranked replica running one job gets the next on an idle fleet', () => {
+    const candidates = replicas(16);
+    const key = keyRanking(candidates, ['rep_0']);
+    candidates[0].load = 1; // total 2: ceil(1.25 × 2 / 16) = 1 would send it elsewhere
+    expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: candidates[0], ranked: true });
+    candidates[0].load = MIN_LOAD_BOUND;
+    expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING).ranked).toBe(false);
   });
 
   it('uses the first ranked full replica when every replica is full and it is within the bound', () => {
@@ -288,16 +283,17 @@ describe('choosePrefixAware: servers agree', () => {
 });
 
 describe('rankedOrder', () => {
-  it('puts the application\'s home replicas first, each part in the conversation key\'s order', () => {
+  it('puts the application\'s home replicas first in the conversation key\'s order, then the rest in the application key\'s', () => {
     const candidates = replicas(8);
     for (const key of KEYS.slice(0, 100)) {
       const order = rankedOrder(candidates, key, 3);
       const home = homeOf(candidates, key, 3);
       expect(new Set(order.slice(0, 3).map((replica) => replica.replicaId))).toEqual(home);
-      const conversationScores = order.map((replica) => score(key.conversation, replica.replicaId));
-      for (const [start, end] of [[0, 3], [3, 8]]) {
-        for (let index = start + 1; index < end; index++) expect(conversationScores[index]).toBeLessThanOrEqual(conversationScores[index - 1]);
-      }
+      const conversationScores = order.slice(0, 3).map((replica) => score(key.conversation, replica.replicaId));
+      for (let index = 1; index < 3; index++) expect(conversationScores[index]).toBeLessThanOrEqual(conversationScores[index - 1]);
+      // The overflow of every conversation of an application goes to the same replicas, in one order.
+      const applicationScores = order.slice(3).map((replica) => score(key.application, replica.replicaId));
+      for (let index = 1; index < applicationScores.length; index++) expect(applicationScores[index]).toBeLessThanOrEqual(applicationScores[index - 1]);
     }
   });
 
@@ -382,5 +378,30 @@ describe('leastLoaded', () => {
 
   it('returns null for no candidates', () => {
     expect(leastLoaded([])).toBeNull();
+  });
+});
+
+describe('choosePrefixAware: a prompt no replica can hold yet (key.shared false)', () => {
+  const unshared = (conversation: number): PromptKey => promptKey({ messages: [{ role: 'user', content: `question number ${conversation}` }] })!;
+
+  it('goes to the least loaded replica, never to a busier ranked one', () => {
+    const candidates = replicas(4);
+    for (let conversation = 0; conversation < 50; conversation++) {
+      const key = unshared(conversation);
+      const first = rankedOrder(candidates, key, 2)[0];
+      for (const replica of candidates) replica.load = replica === first ? 1 : 0;
+      // A shared prompt ranked there would wait (under the bound); this one has nothing to wait for.
+      expect(choosePrefixAware(candidates, { ...key, shared: true }, DEFAULT_PREFIX_ROUTING).chosen).toBe(first);
+      expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING).chosen.load).toBe(0);
+    }
+  });
+
+  it('breaks ties in the conversation key\'s order, so its next turn (keyed alike) usually finds it', () => {
+    const candidates = replicas(8);
+    for (let conversation = 0; conversation < 50; conversation++) {
+      const key = unshared(conversation);
+      const nextTurn = promptKey({ messages: [{ role: 'user', content: `question number ${conversation}` }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'b' }] })!;
+      expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: choosePrefixAware(candidates, nextTurn, DEFAULT_PREFIX_ROUTING).chosen, ranked: true });
+    }
   });
 });

@@ -177,6 +177,19 @@ describe('JobRouter: prefix-aware', () => {
     expect(setup.keyCalls()).toBe(1);
   });
 
+  it('sends a lone first user message (cached nowhere yet) to the least loaded replica with reason no_prefix', () => {
+    const setup = server([{ id: 'rep_a', busy: 1 }, { id: 'rep_b' }], []);
+    const candidates: RouteCandidate[] = [{ replicaId: 'rep_a', load: 0, capacity: 4 }, { replicaId: 'rep_b', load: 0, capacity: 4 }];
+    const question = Array.from({ length: 100 }, (_, index) => `q${index}`)
+      .find((content) => rankedOrder(candidates, promptKey({ messages: [{ role: 'user', content }] })!, 2)[0].replicaId === 'rep_a')!;
+    const firstTurn = { model: 'model-a', messages: [{ role: 'user', content: question }] };
+    const secondTurn = { model: 'model-a', messages: [...firstTurn.messages, { role: 'assistant', content: 'a' }, { role: 'user', content: 'b' }] };
+    expect(setup.send({ policy: 'prefix-aware', fields: firstTurn })).toBe('rep_b');
+    // Keyed alike, a later turn has history to find: it waits for rep_a (load 1, under the bound 2).
+    expect(setup.send({ policy: 'prefix-aware', fields: secondTurn })).toBe('rep_a');
+    expect(setup.reasons()).toEqual(['no_prefix', 'prefix_cold']);
+  });
+
   it('relays a job to the peer whose replica the key ranks first, with that replica\'s id', () => {
     const peers = [peer('p1', [idle('rep_p1a'), idle('rep_p1b')]), peer('p2', [idle('rep_p2a')])];
     const setup = server([{ id: 'rep_local' }], peers);
