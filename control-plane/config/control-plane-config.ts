@@ -57,6 +57,8 @@ const shape = {
   localLlamaContextSize: intField(16, 1 << 20).optional(),
   /** Local provider: sequences (parallel requests) of each llama.cpp agent. @default 2 */
   localLlamaParallel: intField(1, 256).optional(),
+  /** Local provider: sequences each llama.cpp agent keeps for prefix reuse (at least the parallel ones; each costs a context of KV memory). @default LOCAL_LLAMA_PARALLEL */
+  localLlamaCachedSequences: intField(1, 1024).optional(),
   /** Local provider: max concurrency of each spawned agent of a text model. @default 64 */
   localMaxConcurrency: intField(1).default(64),
   /** Local provider: concurrency of agents of image/video models; unset = the model's targetConcurrency. */
@@ -104,6 +106,7 @@ const names = {
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', routingLoadFactor: 'ROUTING_LOAD_FACTOR', routingHomeReplicas: 'ROUTING_HOME_REPLICAS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
+  localLlamaCachedSequences: 'LOCAL_LLAMA_CACHED_SEQUENCES',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localModelDownloadMs: 'LOCAL_MODEL_DOWNLOAD_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
   localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
   marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',

@@ -8,6 +8,7 @@ export interface LocalLlamaSettings {
   readonly localLlamaThreads?: number;
   readonly localLlamaContextSize?: number;
   readonly localLlamaParallel?: number;
+  readonly localLlamaCachedSequences?: number;
 }
 
 /**
@@ -31,6 +32,7 @@ export function localEngineEnv(settings: LocalLlamaSettings, catalog: Catalog): 
       WORKER_MAX_CONCURRENCY: String(parallel),
       ...(settings.localLlamaThreads ? { WORKER_LLAMA_THREADS: String(settings.localLlamaThreads) } : {}),
       ...(settings.localLlamaContextSize ? { WORKER_LLAMA_CONTEXT_SIZE: String(settings.localLlamaContextSize) } : {}),
+      ...(settings.localLlamaCachedSequences ? { WORKER_LLAMA_CACHED_SEQUENCES: String(settings.localLlamaCachedSequences) } : {}),
     };
   };
 }

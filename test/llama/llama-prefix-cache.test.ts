@@ -94,6 +94,22 @@ describe('choosing a sequence by shared prefix', () => {
     expect(pool.queued).toBe(0);
     await expect(pool.acquire(1, never, [[], []])).rejects.toThrow(RangeError);
   });
+
+  it('lends at most maxLent sequences at once, choosing among every free one (the rest are a prompt cache)', async () => {
+    const held: Record<string, number[]> = { a: range(0, 40), b: range(100, 140), c: range(200, 240) };
+    const pool = new SequencePool(['a', 'b', 'c'], (sequence) => held[sequence], 1);
+    const never = new AbortController().signal;
+    expect(pool.size).toBe(1);
+    await expect(pool.acquire(2, never)).rejects.toThrow(RangeError);
+    expect(await pool.acquire(1, never, [range(200, 230)])).toEqual(['c']);
+    // Two sequences are free, but one already runs: the next request waits for it.
+    const waiting = pool.acquire(1, never, [range(0, 30)]);
+    expect(pool.queued).toBe(1);
+    pool.release(['c']);
+    // And then takes the sequence holding its prefix, not the one just released.
+    expect(await waiting).toEqual(['a']);
+    expect(pool.busy).toBe(1);
+  });
 });
 
 describe('llama.cpp prefix reuse', () => {
@@ -128,6 +144,7 @@ describe('llama.cpp prefix reuse', () => {
     driver = await startEngineDriver({
       cached: { modelPath, contextSize: 1024, parallel: 2 },
       fresh: { modelPath, contextSize: 1024, parallel: 2, prefixCache: false },
+      kept: { modelPath, contextSize: 1024, parallel: 1, cachedSequences: 3 },
     });
   }, 60_000);
 
@@ -194,6 +211,16 @@ describe('llama.cpp prefix reuse', () => {
     expect(cachedOf(cached[0])).toBe(chatPromptTokens(alpha) - 1);
     expect(cached[0].body.usage.prompt_tokens).toBe(chatPromptTokens(alpha));
     expect([textOf(cached[0], 0), textOf(cached[0], 1)]).toEqual([textOf(fresh[0], 0), textOf(fresh[0], 1)]);
+  });
+
+  it('keeps more conversations cached than it runs at once (cachedSequences beyond parallel)', async () => {
+    const conversations = ['Gamma', 'Delta', 'Epsilon'].map((name) => [{ role: 'system', content: `${name}. ${SYSTEM}` }, { role: 'user', content: `hello from ${name}` }]);
+    // One runs at a time; each first turn takes its own sequence (none shares its system prompt).
+    for (const messages of conversations) expect(cachedOf((await driver.run({ engine: 'kept', body: chat(messages) }))[0])).toBe(0);
+    // Every one is still held: each repeat reuses all but its last token.
+    for (const messages of conversations) {
+      expect(cachedOf((await driver.run({ engine: 'kept', body: chat(messages) }))[0])).toBe(chatPromptTokens(messages) - 1);
+    }
   });
 
   it('reports cached tokens in the final streamed usage chunk, and load signals while busy and idle', async () => {

@@ -135,5 +135,10 @@ describe('serving a local GGUF file from start-up', () => {
     const everything = localEngineEnv({ localEngine: 'llama-cpp', localModelPath: '/m.gguf' }, Catalog.load());
     expect(everything({ modelId: Catalog.load().defaultChatModel().id } as Deployment)).toMatchObject({ WORKER_ENGINE: 'llama-cpp', WORKER_LLAMA_MODEL_PATH: '/m.gguf' });
     expect(everything({ modelId: 'black-forest-labs/FLUX.1-schnell' } as Deployment)).toEqual({ WORKER_ENGINE: 'cpu' });
+    // Cached sequences beyond the parallel ones: the agent keeps them, its concurrency stays the parallel count.
+    const kept = localEngineEnv({ localEngine: 'llama-cpp', localModelPath: '/m.gguf', localLlamaParallel: 2, localLlamaCachedSequences: 6 }, Catalog.load());
+    expect(kept({ modelId: Catalog.load().defaultChatModel().id } as Deployment)).toMatchObject({
+      WORKER_LLAMA_PARALLEL: '2', WORKER_MAX_CONCURRENCY: '2', WORKER_LLAMA_CACHED_SEQUENCES: '6',
+    });
   });
 });

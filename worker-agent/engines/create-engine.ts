@@ -30,6 +30,8 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       threads: options.llamaThreads ?? defaultLlamaThreads(),
       contextSize: options.llamaContextSize,
       parallel: options.llamaParallel,
+      cachedSequences: options.llamaCachedSequences,
+      prefixCache: options.llamaPrefixCache,
       engineModel: options.engineModel,
     }, logger);
   }

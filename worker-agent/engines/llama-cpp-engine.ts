@@ -29,6 +29,8 @@ export interface LlamaCppEngineOptions {
   /** Tokens per sequence; undefined = 4096 or the model's training context if smaller. */
   readonly contextSize?: number;
   readonly parallel: number;
+  /** Sequences the context keeps for prefix reuse (at least `parallel`). @default parallel */
+  readonly cachedSequences?: number;
   /** Model name to answer with instead of the job's catalog model. */
   readonly engineModel?: string;
   /**
@@ -92,10 +94,12 @@ export class LlamaCppEngine implements Engine {
     const startedAt = Date.now();
     this.runtime = await LlamaRuntime.load(this.backend as LlamaBackend, {
       progress, modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
-      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel, prefixCache: this.options.prefixCache,
+      defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel, cachedSequences: this.options.cachedSequences,
+      prefixCache: this.options.prefixCache,
     });
     this.logger.info({
-      modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel,
+      modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel, 
+      cachedSequences: Math.max(this.options.parallel, this.options.cachedSequences ?? 0),
       threads: this.options.threads, chatFormat: this.runtime.chatFormat, loadMs: Date.now() - startedAt, version: this.version,
     }, 'llama.cpp model loaded');
   }

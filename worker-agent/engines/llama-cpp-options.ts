@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { z } from 'zod';
-import { integerOption, optionField, type OptionsOf } from '../option-fields';
+import { booleanOption, integerOption, optionField, type OptionsOf } from '../option-fields';
 
 /** Tokens per sequence when the option is unset (capped at the model's training context). */
 export const DEFAULT_LLAMA_CONTEXT_SIZE = 4096;
@@ -25,6 +25,15 @@ export const llamaCppOptionFields = {
   llamaContextSize: optionField(integerOption(16, 1 << 20).optional(), 'WORKER_LLAMA_CONTEXT_SIZE', 'context-size'),
   /** Sequences decoded together (parallel slots); a request takes one per choice. @default 2 */
   llamaParallel: optionField(integerOption(1, 256).default(2), 'WORKER_LLAMA_PARALLEL', 'parallel'),
+  /**
+   * Sequences the context keeps, each holding its last request's tokens for the next prompt
+   * that shares their prefix; at most `parallel` of them run at once (the rest are a prompt
+   * cache, like llama.cpp server's host-memory prompt cache). Each costs a context of KV memory.
+   * Values below `parallel` count as `parallel`. @default parallel
+   */
+  llamaCachedSequences: optionField(integerOption(1, 1024).optional(), 'WORKER_LLAMA_CACHED_SEQUENCES', 'cached-sequences'),
+  /** Reuse the longest prompt prefix a sequence still holds (`cached_tokens`); off evaluates every prompt from scratch. @default true */
+  llamaPrefixCache: optionField(booleanOption().default(true), 'WORKER_LLAMA_PREFIX_CACHE', 'prefix-cache'),
 };
 
 export type LlamaCppOptionValues = OptionsOf<typeof llamaCppOptionFields>;

@@ -18,8 +18,10 @@ export interface LlamaRuntimeOptions {
   /** Tokens per sequence; undefined = the smaller of `defaultContextSize` and the model's training context. */
   readonly contextSize?: number;
   readonly defaultContextSize: number;
-  /** Sequences (parallel slots) of the context. */
+  /** Sequences evaluated at once (parallel slots). */
   readonly parallel: number;
+  /** Sequences of the context, each keeping its tokens for reuse; at least `parallel`. @default parallel */
+  readonly cachedSequences?: number;
   /** How far loading is, 0–100, and the stage. */
   readonly progress?: (percent: number, stage: string) => void;
   /** Keep each sequence's tokens after a request and reuse the longest shared prefix. @default true */
@@ -64,11 +66,12 @@ export class LlamaRuntime {
     private readonly context: LlamaContext,
     private readonly chatWrapper: ChatWrapper,
     private readonly allSequences: readonly LlamaContextSequence[],
+    parallel: number,
     private readonly prefixCache: boolean,
     /** `node-llama-cpp <version> (llama.cpp <release>)`. */
     readonly version: string,
   ) {
-    this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence));
+    this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence), parallel);
   }
 
   /** Checks the model file is there before the agent joins (a missing file fails at once, clearly). */
@@ -90,12 +93,13 @@ export class LlamaRuntime {
     });
     const contextSize = options.contextSize ?? Math.min(options.defaultContextSize, model.trainContextSize);
     options.progress?.(95, 'creating the context');
-    const context = await model.createContext({ contextSize, sequences: options.parallel, threads: options.threads }).catch(async (error: Error) => {
+    const sequenceCount = Math.max(options.parallel, options.cachedSequences ?? options.parallel);
+    const context = await model.createContext({ contextSize, sequences: sequenceCount, threads: options.threads }).catch(async (error: Error) => {
       await model.dispose();
-      throw new EngineStartError(`cannot create a ${contextSize}-token context with ${options.parallel} sequence(s) for ${options.modelPath}: ${firstLine(error)}`, { cause: error });
+      throw new EngineStartError(`cannot create a ${contextSize}-token context with ${sequenceCount} sequence(s) for ${options.modelPath}: ${firstLine(error)}`, { cause: error });
     });
     let runtime: LlamaRuntime | undefined;
-    const sequences = Array.from({ length: options.parallel }, () => context.getSequence({
+    const sequences = Array.from({ length: sequenceCount }, () => context.getSequence({
       // node-llama-cpp's default ("eraseBeginning", keeping BOS), noting that the sequence's
       // cache no longer matches a fresh evaluation. Requests are planned to fit, so this is a guard.
       contextShift: {
@@ -106,7 +110,7 @@ export class LlamaRuntime {
         },
       },
     }));
-    runtime = new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), sequences, options.prefixCache ?? true, backend.version);
+    runtime = new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), sequences, options.parallel, options.prefixCache ?? true, backend.version);
     return runtime;
   }
 

@@ -1,6 +1,7 @@
 /**
- * The context's sequences (llama.cpp's parallel slots). Requests are served first come, first
- * served; which free sequences a request gets is chosen by what they still hold: a sequence
+ * The context's sequences (llama.cpp's parallel slots, and optionally more that only keep their
+ * tokens for prompts to come). Requests are served first come, first served, at most `maxLent`
+ * sequences at once; which free sequences a request gets is chosen by what they still hold: a sequence
  * keeps its tokens (and their KV cache) after a request, so the one whose tokens share the
  * longest prefix with the new prompt only has to evaluate the rest (llama.cpp's server does
  * the same with its slot similarity). A request takes one sequence per choice, all at once, so
@@ -106,13 +107,27 @@ export class SequencePool<Sequence> {
   private lent = 0;
   private clock = 0;
 
-  /** @param cachedTokens the tokens a free sequence holds (none: every sequence counts as empty) */
-  constructor(sequences: readonly Sequence[], private readonly cachedTokens: (sequence: Sequence) => readonly number[] = () => []) {
+  /**
+   * @param cachedTokens the tokens a free sequence holds (none: every sequence counts as empty)
+   * @param maxLent sequences lent at once (the parallel slots); the others only keep their
+   *   tokens for prompts to come, so a request chooses among more cached prefixes than run. @default all
+   */
+  constructor(
+    sequences: readonly Sequence[],
+    private readonly cachedTokens: (sequence: Sequence) => readonly number[] = () => [],
+    private readonly maxLent = sequences.length,
+  ) {
     this.free = sequences.map((sequence) => ({ sequence, lastUsed: 0 }));
   }
 
+  /** Sequences a request may hold at once (the parallel slots). */
   get size(): number {
-    return this.free.length + this.lent;
+    return Math.min(this.maxLent, this.free.length + this.lent);
+  }
+
+  /** Whether `count` sequences can be lent now. */
+  private canLend(count: number): boolean {
+    return this.free.length >= count && this.lent + count <= this.maxLent;
   }
 
   /** Sequences lent to requests now. */
@@ -139,7 +154,7 @@ export class SequencePool<Sequence> {
     if (count > this.size) return Promise.reject(new RangeError(`asked for ${count} sequences of ${this.size}`));
     if (prompts && prompts.length !== count) return Promise.reject(new RangeError(`${prompts.length} prompts for ${count} sequences`));
     signal.throwIfAborted();
-    if (this.waiting.length === 0 && this.free.length >= count) return Promise.resolve(this.take(count, prompts));
+    if (this.waiting.length === 0 && this.canLend(count)) return Promise.resolve(this.take(count, prompts));
     return new Promise<Sequence[]>((resolve, reject) => {
       const waiter: Waiter<Sequence> = {
         count,
@@ -177,7 +192,7 @@ export class SequencePool<Sequence> {
 
   /** Strict FIFO: a large request at the head is not starved by smaller ones behind it. */
   private grant(): void {
-    while (this.waiting.length > 0 && this.free.length >= this.waiting[0].count) {
+    while (this.waiting.length > 0 && this.canLend(this.waiting[0].count)) {
       const waiter = this.waiting.shift()!;
       waiter.resolve(this.take(waiter.count, waiter.prompts));
     }

@@ -15,6 +15,7 @@ export interface DriverEngine {
   readonly contextSize?: number;
   readonly parallel?: number;
   readonly prefixCache?: boolean;
+  readonly cachedSequences?: number;
 }
 
 export interface DriverRequest {
