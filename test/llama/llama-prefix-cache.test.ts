@@ -4,7 +4,7 @@
  * tokens as `usage.prompt_tokens_details.cached_tokens`. The answers must be exactly those of
  * a sequence that evaluated the whole prompt (compared with an engine whose reuse is off).
  */
-import { chooseSequences, MIN_REUSED_PREFIX, reusablePrefix, SequencePool, worthReusing } from '../../worker-agent/llama/sequence-pool';
+import { chooseSequences, copySources, MIN_REUSED_PREFIX, PRESERVED_TAIL, reusablePrefix, SequencePool, worthReusing } from '../../worker-agent/llama/sequence-pool';
 import { startEngineDriver, type DriverRequest, type DriverResult, type EngineDriver } from './support/engine-driver';
 import { chatPromptTokens, modelDirectory, type ModelDirectory } from './support/tiny-model';
 
@@ -93,6 +93,39 @@ describe('choosing a sequence by shared prefix', () => {
     expect(await later).toEqual(['a']);
     expect(pool.queued).toBe(0);
     await expect(pool.acquire(1, never, [[], []])).rejects.toThrow(RangeError);
+  });
+
+  it('with copying, leaves a sequence holding a long foreign tail to a victim and names it as the copy source', () => {
+    // `a` holds a shared system prompt (0..40) and another conversation's history (500..600); `b` is old and unrelated.
+    const free = [{ tokens: [...range(0, 40), ...range(500, 600)], lastUsed: 5 }, { tokens: range(900, 950), lastUsed: 1 }];
+    const prompt = [...range(0, 40), ...range(700, 720)];
+    expect(chooseSequences(free, [prompt])).toEqual([0]); // no copying: take it, erasing the history
+    const chosen = chooseSequences(free, [prompt], MIN_REUSED_PREFIX, true);
+    expect(chosen).toEqual([1]);
+    expect(copySources(free, [prompt], chosen)).toEqual([0]);
+    // A short tail (the last answer, re-sent in other words) is not worth keeping: take it directly.
+    const ownTurn = [{ tokens: [...range(0, 40), ...range(500, 500 + PRESERVED_TAIL - 1)], lastUsed: 5 }, free[1]];
+    expect(chooseSequences(ownTurn, [prompt], MIN_REUSED_PREFIX, true)).toEqual([0]);
+    expect(copySources(ownTurn, [prompt], [0])).toEqual([-1]);
+  });
+
+  it('pins a copy source until the copy is done: no other request takes it meanwhile', async () => {
+    const held: Record<string, number[]> = { a: [...range(0, 40), ...range(500, 600)], b: range(900, 950), c: range(950, 990) };
+    const pool = new SequencePool(['a', 'b', 'c'], (sequence) => held[sequence], 3, true);
+    const never = new AbortController().signal;
+    const [victim] = await pool.acquire(1, never, [[...range(0, 40), ...range(700, 720)]]);
+    expect(victim).toBe('b');
+    expect(pool.sourceOf('b')).toBe('a');
+    // `a` is free but pinned: the next request, which would love it, gets another sequence and no copy.
+    const wantsA = [...range(0, 40), ...range(500, 600), 1, 2];
+    expect(await pool.acquire(1, never, [wantsA])).toEqual(['c']);
+    expect(pool.sourceOf('c')).toBeNull();
+    // Nothing else is free: the next waits, and gets `a` once the copy out of it is done.
+    const next = pool.acquire(1, never, [wantsA]);
+    expect(pool.queued).toBe(1);
+    pool.copied('b');
+    expect(pool.sourceOf('b')).toBeNull();
+    expect(await next).toEqual(['a']);
   });
 
   it('lends at most maxLent sequences at once, choosing among every free one (the rest are a prompt cache)', async () => {
@@ -221,6 +254,19 @@ describe('llama.cpp prefix reuse', () => {
     for (const messages of conversations) {
       expect(cachedOf((await driver.run({ engine: 'kept', body: chat(messages) }))[0])).toBe(chatPromptTokens(messages) - 1);
     }
+  });
+
+  it('copies a shared prefix into another sequence instead of erasing a conversation\'s history (two conversations of one application)', async () => {
+    const system = { role: 'system', content: `Zeta. ${SYSTEM}` };
+    const turnOne = (name: string) => [system, { role: 'user', content: `I am ${name}, with a question long enough to matter.` }];
+    const turnTwo = (name: string) => [...turnOne(name), { role: 'assistant', content: 'noted' }, { role: 'user', content: 'and a follow-up' }];
+    const cached = async (messages: Array<{ role: string; content: string }>) => cachedOf((await driver.run({ engine: 'kept', body: chat(messages) }))[0]);
+    expect(await cached(turnOne('Ann'))).toBe(0);
+    // Bob shares Zeta's system turn with Ann's sequence: copied into a sequence of its own.
+    expect(await cached(turnOne('Bob'))).toBe(systemPrefix + 'Zeta. '.length + 'I am '.length);
+    // Both histories survived: each next turn reuses its whole first turn's prompt.
+    expect(await cached(turnTwo('Ann'))).toBe(chatPromptTokens(turnOne('Ann')));
+    expect(await cached(turnTwo('Bob'))).toBe(chatPromptTokens(turnOne('Bob')));
   });
 
   it('reports cached tokens in the final streamed usage chunk, and load signals while busy and idle', async () => {

@@ -71,7 +71,7 @@ export class LlamaRuntime {
     /** `node-llama-cpp <version> (llama.cpp <release>)`. */
     readonly version: string,
   ) {
-    this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence), parallel);
+    this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence), parallel, prefixCache && allSequences.every(canCopyPrefix));
   }
 
   /** Checks the model file is there before the agent joins (a missing file fails at once, clearly). */
@@ -129,12 +129,23 @@ export class LlamaRuntime {
    * tokens after the first difference, with no shifting (shifted keys are not what a fresh
    * evaluation computes). When llama.cpp cannot cut the cache there (sliding-window or
    * recurrent models) it empties the sequence instead, and `nextTokenIndex` says so.
+   *
+   * When the pool named a copy source (another free sequence holding a longer prefix, whose
+   * tail is another conversation's history: sequence-pool.ts `PRESERVED_TAIL`), the prefix is
+   * copied from it instead, and both histories survive.
    */
   async prepareSequence(sequence: LlamaContextSequence, prompt: readonly Token[]): Promise<number> {
-    const keep = reusablePrefix(this.cachedTokens(sequence), prompt);
+    let keep = reusablePrefix(this.cachedTokens(sequence), prompt);
+    const source = this.sequences.sourceOf(sequence);
     this.untrusted.delete(sequence);
-    if (keep === 0) await sequence.clearHistory();
-    else await sequence.adaptStateToTokens(prompt.slice(0, keep), false);
+    try {
+      const copy = source ? reusablePrefix(this.cachedTokens(source), prompt) : 0;
+      if (source && copy > keep) keep = await copyPrefix(sequence, source, copy) ? copy : 0;
+      else if (keep > 0) await sequence.adaptStateToTokens(prompt.slice(0, keep), false);
+      if (keep === 0) await sequence.clearHistory();
+    } finally {
+      this.sequences.copied(sequence);
+    }
     const kept = sequence.nextTokenIndex;
     // Never trust what was not checked: a state that is not a prefix of the prompt starts over.
     if (kept > keep || commonPrefixLength(sequence.contextTokens, prompt) < kept) {
@@ -238,6 +249,30 @@ export class LlamaRuntime {
     await this.context.dispose();
     await this.model.dispose();
   }
+}
+
+/** node-llama-cpp's own (internal) prefix copy between sequences of a context, used by its chat sessions. */
+interface PrefixCopyingSequence {
+  _copyStateFromOtherSequence(source: LlamaContextSequence, length: number): Promise<boolean>;
+}
+
+/**
+ * Whether this node-llama-cpp copies a prefix between sequences: llama.cpp's `seq_cp` (the
+ * cells are shared, not recomputed), exposed by node-llama-cpp 3.x as an internal method of a
+ * sequence. Feature-tested, so a version without it only loses the copy (sequence-pool.ts
+ * then lets a prompt take the sequence that holds its prefix, as before).
+ */
+function canCopyPrefix(sequence: LlamaContextSequence): boolean {
+  return typeof (sequence as unknown as Partial<PrefixCopyingSequence>)._copyStateFromOtherSequence === 'function';
+}
+
+/**
+ * Makes `target` hold the first `length` tokens of `source` (whose KV cells llama.cpp then
+ * shares). False when it could not: the target's state is then unknown and is cleared.
+ */
+async function copyPrefix(target: LlamaContextSequence, source: LlamaContextSequence, length: number): Promise<boolean> {
+  const copied = await (target as unknown as PrefixCopyingSequence)._copyStateFromOtherSequence(source, length).catch(() => false);
+  return copied && target.nextTokenIndex === length;
 }
 
 /**

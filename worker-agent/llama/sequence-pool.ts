@@ -47,6 +47,17 @@ export function worthReusing(cached: readonly number[], prompt: readonly number[
   return shared * 2 >= prompt.length || shared * 2 >= cached.length ? shared : 0;
 }
 
+/**
+ * A free sequence holding at least this many tokens past the prefix a prompt shares with it
+ * holds someone else's history (another conversation of the same application, say): when the
+ * engine can copy a prefix between sequences, the prompt gets another sequence and a copy of
+ * the shared prefix instead of erasing that history. Without copying, two conversations of one
+ * application on one replica would take each other's sequence turn after turn, each erasing
+ * the other's history. Shorter tails (the answer the last turn generated, which the next turn
+ * re-sends in its own words) are erased: keeping them is worth nothing.
+ */
+export const PRESERVED_TAIL = 64;
+
 export interface FreeSequence {
   /** Tokens the sequence holds (its KV cache). */
   readonly tokens: readonly number[];
@@ -61,9 +72,13 @@ export interface FreeSequence {
  * survive longest.
  * Returns, per prompt, an index into `free`. Pure, for tests.
  */
-export function chooseSequences(free: readonly FreeSequence[], prompts: readonly (readonly number[])[], minPrefix = MIN_REUSED_PREFIX): number[] {
+export function chooseSequences(free: readonly FreeSequence[], prompts: readonly (readonly number[])[], minPrefix = MIN_REUSED_PREFIX, preserveTails = false): number[] {
   if (prompts.length > free.length) throw new RangeError(`asked for ${prompts.length} sequences of ${free.length} free`);
-  const scores = prompts.map((prompt) => free.map((sequence) => worthReusing(sequence.tokens, prompt, minPrefix)));
+  const shares = prompts.map((prompt) => free.map((sequence) => reusablePrefix(sequence.tokens, prompt, minPrefix)));
+  const scores = prompts.map((prompt, index) => free.map((sequence, position) => {
+    const shared = worthReusing(sequence.tokens, prompt, minPrefix);
+    return preserveTails && sequence.tokens.length - shares[index][position] >= PRESERVED_TAIL ? 0 : shared;
+  }));
   const chosen: number[] = new Array(prompts.length).fill(-1);
   const taken = new Set<number>();
   for (let round = 0; round < prompts.length; round += 1) {
@@ -78,15 +93,41 @@ export function chooseSequences(free: readonly FreeSequence[], prompts: readonly
         }
         const score = scores[prompt][sequence];
         const bestScore = scores[best.prompt][best.sequence];
-        // Longer prefix first; then an empty sequence (taking it erases nothing); then the least
-        // recently used; then the earlier prompt (strict `<`).
-        if (score > bestScore || (score === bestScore && isBetterVictim(free[sequence], free[best.sequence]))) best = { prompt, sequence };
+        // Longer prefix first; then, among sequences not worth reusing, the one sharing least with
+        // the prompt (the others are what it may copy from); then an empty sequence (taking it
+        // erases nothing); then the least recently used; then the earlier prompt (strict `<`).
+        const shared = shares[prompt][sequence];
+        const bestShared = shares[best.prompt][best.sequence];
+        if (score > bestScore || (score === bestScore && (shared < bestShared || (shared === bestShared && isBetterVictim(free[sequence], free[best.sequence]))))) {
+          best = { prompt, sequence };
+        }
       }
     }
     chosen[best!.prompt] = best!.sequence;
     taken.add(best!.sequence);
   }
   return chosen;
+}
+
+/**
+ * For each prompt, the free sequence (not among `chosen`) to copy a longer prefix from than its
+ * chosen sequence holds, or -1. Pure, for tests.
+ */
+export function copySources(free: readonly FreeSequence[], prompts: readonly (readonly number[])[], chosen: readonly number[], minPrefix = MIN_REUSED_PREFIX): number[] {
+  const taken = new Set(chosen);
+  return prompts.map((prompt, index) => {
+    let best = -1;
+    let bestShared = reusablePrefix(free[chosen[index]].tokens, prompt, minPrefix);
+    for (let sequence = 0; sequence < free.length; sequence += 1) {
+      if (taken.has(sequence)) continue;
+      const shared = reusablePrefix(free[sequence].tokens, prompt, minPrefix);
+      if (shared > bestShared) {
+        best = sequence;
+        bestShared = shared;
+      }
+    }
+    return best;
+  });
 }
 
 function isBetterVictim(candidate: FreeSequence, current: FreeSequence): boolean {
@@ -104,6 +145,12 @@ interface Waiter<Sequence> {
 export class SequencePool<Sequence> {
   private readonly free: Array<{ sequence: Sequence; lastUsed: number }>;
   private readonly waiting: Array<Waiter<Sequence>> = [];
+  /**
+   * Lent sequences that start from a copy of another (free) sequence's prefix. Until the copy
+   * is done (`copied`) the source is pinned: free, but no request may take it and change it.
+   */
+  private readonly sources = new Map<Sequence, Sequence>();
+  private readonly pinned = new Set<Sequence>();
   private lent = 0;
   private clock = 0;
 
@@ -116,6 +163,8 @@ export class SequencePool<Sequence> {
     sequences: readonly Sequence[],
     private readonly cachedTokens: (sequence: Sequence) => readonly number[] = () => [],
     private readonly maxLent = sequences.length,
+    /** The engine can copy a prefix from one sequence to another (see `PRESERVED_TAIL`). */
+    private readonly canCopy = false,
   ) {
     this.free = sequences.map((sequence) => ({ sequence, lastUsed: 0 }));
   }
@@ -127,7 +176,7 @@ export class SequencePool<Sequence> {
 
   /** Whether `count` sequences can be lent now. */
   private canLend(count: number): boolean {
-    return this.free.length >= count && this.lent + count <= this.maxLent;
+    return this.free.length - this.pinned.size >= count && this.lent + count <= this.maxLent;
   }
 
   /** Sequences lent to requests now. */
@@ -174,18 +223,50 @@ export class SequencePool<Sequence> {
     });
   }
 
+  /**
+   * The free sequence holding a longer prefix of the prompt `sequence` was lent for than it
+   * holds itself, to copy that prefix from before evaluating, or null. It stays pinned until
+   * `copied(sequence)`.
+   */
+  sourceOf(sequence: Sequence): Sequence | null {
+    return this.sources.get(sequence) ?? null;
+  }
+
+  /** The copy into `sequence` is done (or given up): its source may be lent again. */
+  copied(sequence: Sequence): void {
+    const source = this.sources.get(sequence);
+    if (source === undefined) return;
+    this.sources.delete(sequence);
+    this.pinned.delete(source);
+    this.grant();
+  }
+
   release(sequences: readonly Sequence[]): void {
+    for (const sequence of sequences) {
+      const source = this.sources.get(sequence);
+      if (source !== undefined) this.pinned.delete(source);
+      this.sources.delete(sequence);
+    }
     this.lent -= sequences.length;
     for (const sequence of sequences) this.free.push({ sequence, lastUsed: ++this.clock });
     this.grant();
   }
 
   private take(count: number, prompts: readonly (readonly number[])[] | undefined): Sequence[] {
-    const free = this.free.map(({ sequence, lastUsed }) => ({ tokens: prompts ? this.cachedTokens(sequence) : [], lastUsed }));
-    const chosen = chooseSequences(free, prompts ?? Array.from({ length: count }, () => []));
-    const sequences = chosen.map((index) => this.free[index].sequence);
-    const taken = new Set(chosen);
-    for (let index = this.free.length - 1; index >= 0; index -= 1) if (taken.has(index)) this.free.splice(index, 1);
+    const entries = this.pinned.size === 0 ? this.free : this.free.filter((entry) => !this.pinned.has(entry.sequence));
+    const free = entries.map(({ sequence, lastUsed }) => ({ tokens: prompts ? this.cachedTokens(sequence) : [], lastUsed }));
+    const chosen = chooseSequences(free, prompts ?? Array.from({ length: count }, () => []), MIN_REUSED_PREFIX, this.canCopy);
+    const sequences = chosen.map((index) => entries[index].sequence);
+    if (this.canCopy && prompts) {
+      copySources(free, prompts, chosen).forEach((source, index) => {
+        // One copy per source at a time (two choices of one prompt may want the same one).
+        if (source === -1 || this.pinned.has(entries[source].sequence)) return;
+        this.sources.set(sequences[index], entries[source].sequence);
+        this.pinned.add(entries[source].sequence);
+      });
+    }
+    const taken = new Set(sequences);
+    for (let index = this.free.length - 1; index >= 0; index -= 1) if (taken.has(this.free[index].sequence)) this.free.splice(index, 1);
     this.lent += count;
     return sequences;
   }
