@@ -2,10 +2,10 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import { promptKey } from '../routing/prompt-key';
+import { promptKey, type PromptKey } from '../routing/prompt-key';
 import { RecentPrefixes } from '../routing/recent-prefixes';
 import {
-  choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
+  choosePrefixAware, DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
 } from '../routing/routing-policy';
 import { placeJob, type PeerOffer } from './placement';
 import type { RelayClient } from './relay-client';
@@ -45,14 +45,21 @@ export class JobRouter {
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
   dispatch(request: DispatchRequest, listener: JobListener, hint?: RouteHint): Job {
     const { deploymentId } = request;
+    let reason: RoutingReason | undefined;
     if (hint !== undefined && hint.policy !== 'least-loaded' && this.hasChoice(deploymentId)) {
-      return this.route(this.candidates(deploymentId), request, listener, hint);
+      const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields) : null;
+      // Nothing any replica can hold yet: where it goes only matters for load, and the
+      // least-loaded placement knows this server's replicas' load now (a peer's only as of its
+      // last heartbeat, which a hash over every replica would trust: measured 2.9 s TTFT p90
+      // against 1.3 s on a trace of unrelated prompts, bench/results/2026-11-26-routing-014887a.md).
+      if (hint.policy === 'round-robin' || key?.shared) return this.route(this.candidates(deploymentId), request, listener, hint.policy, key);
+      reason = 'no_prefix';
     }
     const local = this.dispatcher.leastLoaded(deploymentId);
     // The common case (a free slot here) allocates nothing for placement: it is on every text request's path.
     const placed = local !== null && local.freeSlots > 0 ? null : placeJob<AgentConnection>(local, local?.freeSlots ?? 0, () => this.offers(deploymentId), true);
     if (local === null && placed === null) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
-    if (hint !== undefined) this.observe(deploymentId, hint.policy, hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica');
+    if (hint !== undefined) this.observe(deploymentId, hint.policy, reason ?? (hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica'));
     if (placed === null || placed.kind === 'local') return this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener);
     return this.relay.run(placed.offer.peer, request, listener);
   }
@@ -70,26 +77,22 @@ export class JobRouter {
     return false;
   }
 
-  private route(candidates: Candidate[], request: DispatchRequest, listener: JobListener, hint: RouteHint): Job {
+  private route(candidates: Candidate[], request: DispatchRequest, listener: JobListener, policy: RoutingPolicyName, key: PromptKey | null): Job {
     let chosen: Candidate;
     let reason: RoutingReason;
-    const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields) : null;
-    if (hint.policy === 'round-robin') {
+    if (policy === 'round-robin' || !key) {
       candidates.sort((a, b) => (a.replicaId < b.replicaId ? -1 : 1));
       const turn = this.turns.get(request.deploymentId) ?? 0;
       this.turns.set(request.deploymentId, turn + 1);
       chosen = candidates[turn % candidates.length];
       reason = 'round_robin';
-    } else if (!key) {
-      chosen = leastLoaded(candidates)!;
-      reason = 'no_prefix';
     } else {
       const decision = choosePrefixAware(candidates, key, this.prefixRouting);
       chosen = decision.chosen;
       const seen = this.recent.sent(chosen.replicaId, key.application);
-      reason = !key.shared ? 'no_prefix' : !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
+      reason = !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
     }
-    this.observe(request.deploymentId, hint.policy, reason);
+    this.observe(request.deploymentId, policy, reason);
     if ('connection' in chosen) return this.dispatcher.dispatchTo(chosen.connection, request, listener);
     return this.relay.run(chosen.peer, { ...request, replicaId: chosen.replicaId }, listener);
   }

@@ -58,17 +58,12 @@ export const MIN_LOAD_BOUND = 2;
  * and the bound keeps that wait short. Every server computes the same order from the same key,
  * so a conversation stays on one replica whichever server receives its turns, as long as load
  * allows; replicas joining or leaving move only conversations of the applications whose home
- * replicas changed. A prompt with nothing any replica can hold yet (`key.shared` false) goes
- * to the least loaded replica, ties broken in the conversation key's order so that its next
- * turn, keyed alike, usually finds it.
+ * replicas changed. (A prompt with nothing any replica can hold yet, `key.shared` false, is not
+ * routed here: the job router places it by load alone.)
  */
 export function choosePrefixAware<C extends RouteCandidate>(candidates: readonly C[], key: PromptKey, options: PrefixRoutingOptions): { chosen: C; ranked: boolean } {
   if (candidates.length === 1) return { chosen: candidates[0], ranked: true };
   const order = rankedOrder(candidates, key, options.homeReplicas);
-  if (!key.shared) {
-    const chosen = leastLoaded(order, false)!;
-    return { chosen, ranked: chosen === order[0] };
-  }
   let total = 1;
   for (const candidate of candidates) total += candidate.load;
   const bound = Math.max(MIN_LOAD_BOUND, Math.ceil(((1 + options.loadFactor) * total) / candidates.length));
@@ -87,11 +82,8 @@ export function rankedOrder<C extends RouteCandidate>(candidates: readonly C[], 
   return [...home, ...byApplication.slice(home.length)];
 }
 
-/**
- * Least load relative to capacity; ties to the lowest replica id (the same answer on every
- * server), or with `byId` false to the earliest in `candidates`' order.
- */
-export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[], byId = true): C | null {
+/** Least load relative to capacity; ties to the lowest replica id (the same answer on every server). */
+export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[]): C | null {
   let best: C | null = null;
   for (const candidate of candidates) {
     if (!best) {
@@ -99,7 +91,7 @@ export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[], 
       continue;
     }
     const difference = candidate.load / candidate.capacity - best.load / best.capacity;
-    if (difference < 0 || (difference === 0 && byId && candidate.replicaId < best.replicaId)) best = candidate;
+    if (difference < 0 || (difference === 0 && candidate.replicaId < best.replicaId)) best = candidate;
   }
   return best;
 }

@@ -381,27 +381,3 @@ describe('leastLoaded', () => {
   });
 });
 
-describe('choosePrefixAware: a prompt no replica can hold yet (key.shared false)', () => {
-  const unshared = (conversation: number): PromptKey => promptKey({ messages: [{ role: 'user', content: `question number ${conversation}` }] })!;
-
-  it('goes to the least loaded replica, never to a busier ranked one', () => {
-    const candidates = replicas(4);
-    for (let conversation = 0; conversation < 50; conversation++) {
-      const key = unshared(conversation);
-      const first = rankedOrder(candidates, key, 2)[0];
-      for (const replica of candidates) replica.load = replica === first ? 1 : 0;
-      // A shared prompt ranked there would wait (under the bound); this one has nothing to wait for.
-      expect(choosePrefixAware(candidates, { ...key, shared: true }, DEFAULT_PREFIX_ROUTING).chosen).toBe(first);
-      expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING).chosen.load).toBe(0);
-    }
-  });
-
-  it('breaks ties in the conversation key\'s order, so its next turn (keyed alike) usually finds it', () => {
-    const candidates = replicas(8);
-    for (let conversation = 0; conversation < 50; conversation++) {
-      const key = unshared(conversation);
-      const nextTurn = promptKey({ messages: [{ role: 'user', content: `question number ${conversation}` }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'b' }] })!;
-      expect(choosePrefixAware(candidates, key, DEFAULT_PREFIX_ROUTING)).toEqual({ chosen: choosePrefixAware(candidates, nextTurn, DEFAULT_PREFIX_ROUTING).chosen, ranked: true });
-    }
-  });
-});
