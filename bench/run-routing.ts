@@ -23,10 +23,10 @@
  *        --seconds 60 (per policy run)  --warmup 10 (first seconds of each run not measured)
  *        --grace 10 (after the last send, then still-running requests are cut)
  *        --rate N | real=N,sim=N,noprefix=N (requests/s; default: calibrated)
- *        --embedding 256 --layers 8 --parallel 2 --cached-sequences 6 --threads 1 --context 4096 --max-tokens 12
+ *        --embedding 256 --layers 8 --parallel 2 --cached-sequences 6 --threads 1 --context 8192 --max-tokens 12
  *        --sim-replicas 16 --prefill-us (sim prefill per token; default: part 1's measurement)
  *        --cache-tokens 16384 --sim-max-rate 40 --noprefix-load 0.75 --seed 1
- *        --real-apps 16 --real-open 8 (part 1's applications, and conversations open at once; 0 = the
+ *        --real-apps 8 --real-open 8 (part 1's applications, and conversations open at once; 0 = the
  *        sequences both replicas keep, 2 × --cached-sequences)
  * Results: bench/results/<date>-routing-<sha>.{md,json}.
  */
@@ -118,10 +118,10 @@ function parseOptions(): Options {
       part: { type: 'string', default: PARTS.join(',') }, policies: { type: 'string', default: POLICIES.join(',') },
       seconds: { type: 'string', default: '60' }, warmup: { type: 'string', default: '10' }, grace: { type: 'string', default: '10' },
       rate: { type: 'string' }, embedding: { type: 'string', default: '256' }, layers: { type: 'string', default: '8' },
-      parallel: { type: 'string', default: '2' }, 'cached-sequences': { type: 'string', default: '6' }, threads: { type: 'string', default: '1' }, context: { type: 'string', default: '4096' },
+      parallel: { type: 'string', default: '2' }, 'cached-sequences': { type: 'string', default: '6' }, threads: { type: 'string', default: '1' }, context: { type: 'string', default: '8192' },
       'max-tokens': { type: 'string', default: '12' }, 'sim-replicas': { type: 'string', default: '16' }, 'prefill-us': { type: 'string' },
       'cache-tokens': { type: 'string', default: '16384' }, 'sim-max-rate': { type: 'string', default: '40' }, 'noprefix-load': { type: 'string', default: '0.75' },
-      seed: { type: 'string', default: '1' }, 'real-apps': { type: 'string', default: '16' }, 'real-open': { type: 'string', default: '8' },
+      seed: { type: 'string', default: '1' }, 'real-apps': { type: 'string', default: '8' }, 'real-open': { type: 'string', default: '8' },
     },
   });
   const parts = values.part.split(',').map((part) => part.trim()).filter(Boolean) as Part[];
@@ -298,7 +298,7 @@ interface RealCalibration {
 
 function realShape(options: Options, rate: number): ConversationShape {
   return {
-    applications: options.realApps, systemTokens: 1500, userTokens: [60, 120], assistantTokens: 48, turns: [4, 8], rate,
+    applications: options.realApps, systemTokens: 1500, userTokens: [150, 250], assistantTokens: 48, turns: [6, 10], rate,
     openConversations: options.realOpen || options.cachedSequences * 2, seconds: options.seconds, unit: 'bytes', seed: options.seed,
   };
 }
@@ -335,9 +335,9 @@ async function partReal(options: Options, workDir: string): Promise<{ calibratio
     let cachedPromptTokens = 0;
     for (let index = 0; index < 3; index++) {
       const system = randomText(random, 1500, 'bytes', `[calibration ${index} ${crypto.randomUUID()}]`);
-      const first = [{ role: 'system' as const, content: system }, { role: 'user' as const, content: randomText(random, 90, 'bytes') }];
+      const first = [{ role: 'system' as const, content: system }, { role: 'user' as const, content: randomText(random, 200, 'bytes') }];
       const one = await single(endpoint, deployment.modelId, first, options.maxTokens);
-      const second = [...first, { role: 'assistant' as const, content: randomText(random, 48, 'bytes') }, { role: 'user' as const, content: randomText(random, 90, 'bytes') }];
+      const second = [...first, { role: 'assistant' as const, content: randomText(random, 48, 'bytes') }, { role: 'user' as const, content: randomText(random, 200, 'bytes') }];
       const two = await single(endpoint, deployment.modelId, second, options.maxTokens);
       promptTokens = one.promptTokens;
       cachedPromptTokens = two.promptTokens;
