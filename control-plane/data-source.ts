@@ -21,6 +21,8 @@ import { WorkspacesAndLedger1764500000000 } from './database/migrations/17645000
 import { ClusterServers1764600000000 } from './database/migrations/1764600000000-cluster-servers';
 import { ConsoleSignInLinks1764700000000 } from './database/migrations/1764700000000-console-sign-in-links';
 import { RoutingPolicy1764800000000 } from './database/migrations/1764800000000-routing-policy';
+import { Batches1764900000000 } from './database/migrations/1764900000000-batches';
+import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -29,12 +31,12 @@ import { RoutingPolicy1764800000000 } from './database/migrations/1764800000000-
 export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
-  GpuHost, LedgerEntry, ScalingDecisionRecord,
+  GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine,
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
-  RoutingPolicy1764800000000,
+  RoutingPolicy1764800000000, Batches1764900000000,
 ];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */

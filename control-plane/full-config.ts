@@ -1,3 +1,4 @@
+import { loadBatchConfig, type BatchConfig } from './batches/batch-config';
 import { loadControlPlaneConfig } from './config/control-plane-config';
 import { loadRequestConfig, type RequestConfig } from './requests/request-config';
 import { loadSharingConfig, type SharingConfig } from './sharing/sharing-config';
@@ -18,6 +19,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   webhooks: WebhookConfig;
   /** Shared serving: guest admission and the pool's availability. */
   sharing: SharingConfig;
+  /** Files and batches (the OpenAI Batch API). */
+  batches: BatchConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -26,13 +29,17 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
 
 /** Every control-plane setting, each concern validated by its own loader. */
 export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
-  return { ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env), sharing: loadSharingConfig(env) };
+  return {
+    ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
+    sharing: loadSharingConfig(env), batches: loadBatchConfig(env),
+  };
 }
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing' | 'batches'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
   sharing?: Partial<SharingConfig>;
+  batches?: Partial<BatchConfig>;
 };

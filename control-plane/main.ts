@@ -52,6 +52,14 @@ import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
 import { InferencePipeline } from './pipeline/inference-pipeline';
+import { ApiKey } from './api-keys/api-key.entity';
+import { BatchFiles } from './batches/batch-files';
+import { BatchFinalizer } from './batches/batch-finalizer';
+import type { BatchLineHandler } from './batches/batch-line-handler';
+import { BatchRunner } from './batches/batch-runner';
+import { BatchService } from './batches/batch-service';
+import { BatchStore } from './batches/batch-store';
+import { BatchValidator } from './batches/batch-validator';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -105,6 +113,14 @@ export interface ControlPlane {
   readonly requests: RequestService;
   readonly retention: OutputRetention;
   readonly webhooks: Webhooks;
+  /**
+   * The OpenAI Batch API: files and batches of deployment endpoints (`/files`, `/batches`), and
+   * GraphQL's view of them. The files are `batches.files`; `batchUpdated` on `events` tells of
+   * every status change and, throttled, of the request counts moving.
+   */
+  readonly batches: BatchService;
+  /** Runs batch lines in the capacity live traffic leaves free on this server's replicas (docs/batches.md). */
+  readonly batchRunner: BatchRunner;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
@@ -112,18 +128,26 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
+/**
+ * What the control plane takes from its HTTP edge: the meaning of a request (its checks, jobs
+ * and answers), which batch lines must share with the live endpoints.
+ */
+export interface ControlPlaneEdges {
+  readonly batchLines: BatchLineHandler;
+}
+
 /** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
-export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger): Promise<ControlPlane> {
+export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, edges: ControlPlaneEdges): Promise<ControlPlane> {
   const lifecycle = new Lifecycle(logger);
   try {
-    return await compose(config, dataSource, logger, lifecycle);
+    return await compose(config, dataSource, logger, lifecycle, edges);
   } catch (error) {
     await lifecycle.stopAll();
     throw error;
   }
 }
 
-async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle): Promise<ControlPlane> {
+async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, edges: ControlPlaneEdges): Promise<ControlPlane> {
   const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
   const catalogAdmin = new CatalogAdmin(dataSource, catalog);
   await catalogAdmin.load();
@@ -180,6 +204,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, logger.child({ component: 'media-jobs' }));
   // Stops after the agent server: jobs whose streams it ends still write their outcome.
   lifecycle.add('media jobs', () => mediaJobs.settle());
+  const batchStore = new BatchStore(dataSource, events, notifier);
+  batchStore.onTerminal(webhooks.outbox.onBatchTerminal);
+  const batchFiles = new BatchFiles(dataSource, managedStore, storageCredentials, { maxBytes: config.batches.filesMaxBytes });
+  const batches = new BatchService(batchStore, batchFiles, catalog, { completionWindowMs: config.batches.completionWindowMs });
+  // Built once the job path exists (below); stops after the agent server too, so lines ending with it write their answers.
+  let batchRunner: BatchRunner | null = null;
+  lifecycle.add('batch runner', () => batchRunner?.settle());
   const agentServer = new AgentServer({
     host: config.grpcHost, port: config.grpcPort,
     helloTimeoutMs: config.helloTimeoutMs, heartbeatIntervalMs: config.heartbeatIntervalMs,
@@ -255,6 +286,16 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const shared = new SharedServing(sharedPool, dispatcher, sharedBilling, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
   await replicas.reconcile(await servers.liveServerIds());
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
+  const apiKeyRows = dataSource.getRepository(ApiKey);
+  const runner = new BatchRunner({
+    store: batchStore,
+    validator: new BatchValidator(batchStore, batchFiles, catalog, edges.batchLines, config.batches),
+    finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore),
+    dispatcher, catalog, lines: edges.batchLines, rateLimiter, usage, metrics, notifier, events,
+    keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
+  }, config.batches, logger.child({ component: 'batch-runner' }));
+  batchRunner = runner;
+  runner.start();
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
@@ -264,10 +305,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics,
+    metrics, batches, batchRunner: runner,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();
+      await runner.stop();
       await capacityLoop.stop();
       await capacity.stopAgents();
     },

@@ -4,6 +4,7 @@ import { openDatabase } from '../control-plane/data-source';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
+import { GatewayBatchLines } from './v1/batch-lines';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
 export interface ServerOptions {
@@ -33,6 +34,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     requests: { ...defaults.requests, ...overrides.requests },
     webhooks: { ...defaults.webhooks, ...overrides.webhooks },
     sharing: { ...defaults.sharing, ...overrides.sharing },
+    batches: { ...defaults.batches, ...overrides.batches },
   };
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
@@ -45,7 +47,8 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
       embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url);
-    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger);
+    // Batch lines are checked, run and answered as the live endpoints do it: the gateway's knowledge, handed down.
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, { batchLines: new GatewayBatchLines() });
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;

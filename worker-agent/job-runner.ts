@@ -3,7 +3,8 @@
  * rest in a local FIFO queue (`accepted{queued: true}`), and exactly one terminal event per
  * job whichever comes first: the engine's answer, Cancel, the deadline, or the drain timeout.
  * With priority scheduling (a shared replica) guest jobs wait in a second FIFO that is served
- * only when no owner job waits.
+ * only when no owner job waits. Batch lines (`Assign.batch`) are sent only into idle slots and
+ * should never wait; one that does waits in a third FIFO, served only when nothing else waits.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assign, JobEvent, JobFailureCode } from '../proto/worker/v1/index';
@@ -46,6 +47,8 @@ export class JobRunner {
   private readonly waiting: TrackedJob[] = [];
   /** Guest jobs waiting for a slot: started only when `waiting` is empty. */
   private readonly guestsWaiting: TrackedJob[] = [];
+  /** Batch lines waiting for a slot: started only when no owner or guest job waits. */
+  private readonly batchWaiting: TrackedJob[] = [];
   private prioritised = false;
   private running = 0;
   private draining = false;
@@ -63,9 +66,9 @@ export class JobRunner {
     return this.running;
   }
 
-  /** Accepted jobs waiting for a concurrency slot, owners' and guests' together. */
+  /** Accepted jobs waiting for a concurrency slot, owners', guests' and batch lines together. */
   get queued(): number {
-    return this.waiting.length + this.guestsWaiting.length;
+    return this.waiting.length + this.guestsWaiting.length + this.batchWaiting.length;
   }
 
   /**
@@ -101,7 +104,7 @@ export class JobRunner {
     // `accepted` is only worth a frame when the job has to wait; otherwise its output follows.
     if (this.running >= this.maxConcurrency) {
       writer.send(acceptedEvent(assign.jobId, true));
-      (assign.guest ? this.guestsWaiting : this.waiting).push(job);
+      this.queueOf(assign).push(job);
     } else {
       void this.run(job);
     }
@@ -210,15 +213,22 @@ export class JobRunner {
     this.logger.warn({ jobId, guest: true, errorName }, 'engine call failed unexpectedly (a guest job: details withheld)');
   }
 
+  /** The FIFO a job waits in: owners', guests' (priority scheduling only: otherwise owners') or batch lines'. */
+  private queueOf(assign: Assign): TrackedJob[] {
+    if (assign.guest) return this.guestsWaiting;
+    return assign.batch ? this.batchWaiting : this.waiting;
+  }
+
   private removeFromQueue(job: TrackedJob): void {
-    const queue = job.assign.guest ? this.guestsWaiting : this.waiting;
+    const queue = this.queueOf(job.assign);
     const position = queue.indexOf(job);
     if (position !== -1) queue.splice(position, 1);
   }
 
-  /** The next job to start: the oldest waiting owner job, else the oldest waiting guest job. */
+  /** The next job to start: the oldest waiting owner job, else the oldest waiting guest job, else the oldest batch line. */
   private nextWaiting(): TrackedJob | undefined {
-    return this.waiting.length > 0 ? this.waiting.shift() : this.guestsWaiting.shift();
+    if (this.waiting.length > 0) return this.waiting.shift();
+    return this.guestsWaiting.length > 0 ? this.guestsWaiting.shift() : this.batchWaiting.shift();
   }
 
   private finish(job: TrackedJob, terminal: JobEvent | undefined): void {

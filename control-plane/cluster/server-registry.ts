@@ -9,7 +9,7 @@ export interface DeploymentLoad {
   ready: number;
   /** Slots free on them. */
   freeSlots: number;
-  /** Owner jobs running (guests excluded: they never drive the autoscaler) and jobs queued on the agents. */
+  /** Owner jobs running (guests and batch lines excluded: they never drive the autoscaler) and jobs queued on the agents. */
   inFlight: number;
   queued: number;
   /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
@@ -96,7 +96,7 @@ export class ServerRegistry {
       entry.ready++;
       entry.replicas!.push({ id: connection.replicaId, load: connection.inFlight + connection.reserved, capacity: connection.maxConcurrency });
       entry.freeSlots += Math.max(0, connection.freeSlots);
-      entry.inFlight += connection.inFlight - connection.guestInFlight;
+      entry.inFlight += connection.inFlight - connection.guestInFlight - connection.batchInFlight;
       entry.queued += connection.heartbeat?.queued ?? 0;
       if (connection.priorityScheduling) {
         entry.guestReady++;

@@ -21,6 +21,8 @@ export class AgentConnection implements JobCarrier {
   inFlight = 0;
   /** Of `inFlight`, the jobs of shared-serving guests (never counted as the owner's load). */
   guestInFlight = 0;
+  /** Of `inFlight`, the lines of batches (never counted as the owner's load: batches do not scale a deployment up). */
+  batchInFlight = 0;
   draining = false;
   closed = false;
   /** The engine reported ready: the dispatcher routes work here. */
@@ -105,6 +107,7 @@ export class AgentConnection implements JobCarrier {
     this.inFlight++;
     const request = job.request;
     if (request.guest) this.guestInFlight++;
+    if (request.batch) this.batchInFlight++;
     job.carrier = this;
     job.assignedAt = performance.now();
     this.pendingAssigns.push(toAssign(job.id, request, this.flowControl));
@@ -144,6 +147,7 @@ export class AgentConnection implements JobCarrier {
     this.jobs.clear();
     this.inFlight = 0;
     this.guestInFlight = 0;
+    this.batchInFlight = 0;
     for (const job of jobs) {
       job.finished = true;
       job.listener.onFailed({ code: 'pod_crash', message, engineStatus: 0, engineBody: null, usage: undefined });
@@ -154,6 +158,7 @@ export class AgentConnection implements JobCarrier {
     if (this.jobs.delete(job.id)) {
       this.inFlight--;
       if (job.request.guest) this.guestInFlight--;
+      if (job.request.batch) this.batchInFlight--;
       this.owner.released(this);
     }
   }

@@ -15,6 +15,8 @@ export function toAssign(jobId: string, request: DispatchRequest, flowControl: b
   assign.inputs = request.inputs;
   assign.uploads = request.uploads;
   assign.inlineOutputs = request.inlineOutputs;
+  // Unset for live jobs (proto3 would send an explicit `false` as a field on the wire).
+  if (request.batch) assign.batch = true;
   return assign;
 }
 

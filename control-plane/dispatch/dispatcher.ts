@@ -59,7 +59,8 @@ export class Dispatcher implements ConnectionOwner {
 
   retry(job: Job, from: AgentConnection): void {
     // A guest's job may only run in a slot the shared pool admitted it to; the guest retries.
-    const next = job.attempts < 3 && !job.request.guest ? this.pick(job.request.deploymentId, from) : null;
+    // A batch line may only take a slot idle now: its runner puts it back in the batch instead.
+    const next = job.attempts < 3 && !job.request.guest && !job.request.batch ? this.pick(job.request.deploymentId, from) : null;
     if (!next) {
       job.finished = true;
       job.listener.onFailed({ code: 'agent_draining', message: 'every replica of this deployment is draining', engineStatus: 0, engineBody: null, usage: undefined });

@@ -15,6 +15,12 @@ export interface DispatchRequest {
   inlineOutputs?: boolean;
   /** A shared-serving guest's job: only on priority-scheduling replicas, never retried elsewhere. */
   guest?: boolean;
+  /**
+   * A line of a batch: placed only into a slot idle now (control-plane/batches), never counted
+   * as the owner's load (autoscaling), never retried elsewhere by the dispatcher (the batch
+   * runner re-queues a lost line itself, at most once).
+   */
+  batch?: boolean;
   /** Embedding jobs: the model's vector size and input limit (`Assign.embedding`). */
   embedding?: EmbeddingSpec;
   /**

@@ -8,10 +8,11 @@ import type { Logger } from 'pino';
  * (by id), a deployment got queued work, webhook deliveries are due, a delivery attempt was
  * logged (by id, for subscribers on every server), a replica's agent must drain (`<id>|<reason>`,
  * for the server holding its stream), a request record changed (by id) or a replica reported its load
- * (the report as JSON), for subscribers on every server.
+ * (the report as JSON), for subscribers on every server; a batch changed (by id: its subscribers,
+ * and the batch runners, which start, stop or finalize its lines).
  */
 export type ClusterTopic =
-  | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load';
+  | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

@@ -35,7 +35,7 @@ export interface ReplicaLoad {
  *
  * Declared so: deploymentUpdated (deployments/deployment-store.ts), requestUpdated
  * (requests/request-records.ts), webhookAttemptLogged (webhooks/webhook-delivery-loop.ts),
- * sharedModelUpdated (sharing/shared-pool.ts).
+ * sharedModelUpdated (sharing/shared-pool.ts), batchUpdated (batches/batch-store.ts).
  */
 export interface ControlPlaneEventMap {
   /** A replica's agent reported its load (every heartbeat; emitted on the server it is connected to, and re-emitted on the others by cluster/event-bridge.ts). */

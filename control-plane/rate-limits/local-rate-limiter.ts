@@ -50,6 +50,21 @@ export class LocalRateLimiter implements RateLimiter {
     };
   }
 
+  async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {
+    const now = this.now();
+    const state = this.state(key, now);
+    if (state.loading) await state.loading;
+    const day = Math.floor(now / DAY_MS);
+    if (state.day !== day) {
+      state.day = day;
+      state.tokensToday = 0;
+    }
+    const tokens = Math.max(0, Math.ceil(holdTokens));
+    if (state.tokensToday + tokens > key.tpdLimit) return null;
+    state.tokensToday += tokens;
+    return { apiKeyId: key.id, day, tokens, shared: false };
+  }
+
   settle(hold: TokenHold, usedTokens: number): void {
     const state = this.keys.get(hold.apiKeyId);
     // A hold of an earlier day left with that day's budget.
@@ -61,7 +76,7 @@ export class LocalRateLimiter implements RateLimiter {
     if (state && tokens > 0) state.tokensToday += tokens;
   }
 
-  private state(key: AuthenticatedKey, now: number): KeyState {
+  private state(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit'>, now: number): KeyState {
     let state = this.keys.get(key.id);
     if (!state) {
       const day = Math.floor(now / DAY_MS);

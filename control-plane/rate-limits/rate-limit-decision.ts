@@ -40,6 +40,13 @@ export interface RateLimiter {
   settle(hold: TokenHold, usedTokens: number): void;
   /** Adds tokens used outside a hold to the key's day total. */
   addTokens(apiKeyId: string, tokens: number): void;
+  /**
+   * Holds `tokens` against the key's day budget only if all of them fit under its limit
+   * (used + held + these ≤ TPD), counting no request against RPM: work that may wait for
+   * budget (a batch line) takes it this way and never pushes the day past the limit, where a
+   * live request is admitted while the day is under it. Null: not now (settle is not called).
+   */
+  holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, tokens: number): Promise<TokenHold | null>;
   close?(): Promise<void>;
   /** Why limits are not shared between servers now (Redis unreachable: each server limits in process), or null. */
   degraded?(): string | null;

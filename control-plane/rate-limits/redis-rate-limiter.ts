@@ -44,9 +44,25 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBY', KEYS[1], 
 return -1
 `;
 
+/**
+ * Holds ARGV[2] tokens on the day counter KEYS[1] only if they fit under the limit ARGV[1];
+ * counts no request. {-1} when the counter is not loaded yet, {0, used} when they do not fit,
+ * {1, used} when held.
+ */
+const HOLD_WITHIN_SCRIPT = `
+local used = redis.call('GET', KEYS[1])
+if not used then return {-1} end
+used = tonumber(used)
+local hold = tonumber(ARGV[2])
+if used + hold > tonumber(ARGV[1]) then return {0, used} end
+if hold > 0 then used = redis.call('INCRBY', KEYS[1], hold) end
+return {1, used}
+`;
+
 interface LimiterCommands {
   admitRequest(requestLog: string, dayTokens: string, rpmLimit: number, tpdLimit: number, windowMs: number, member: string, holdTokens: number): Promise<number[]>;
   addDayTokens(dayTokens: string, tokens: number): Promise<number>;
+  holdDayTokens(dayTokens: string, tpdLimit: number, holdTokens: number): Promise<number[]>;
 }
 
 export interface RedisRateLimiterOptions {
@@ -83,6 +99,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.windowMs = options.windowMs ?? MINUTE_MS;
     redis.defineCommand('admitRequest', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
     redis.defineCommand('addDayTokens', { numberOfKeys: 1, lua: ADD_TOKENS_SCRIPT });
+    redis.defineCommand('holdDayTokens', { numberOfKeys: 1, lua: HOLD_WITHIN_SCRIPT });
     this.commands = redis as unknown as LimiterCommands;
   }
 
@@ -114,6 +131,28 @@ export class RedisRateLimiter implements RateLimiter {
       remainingTokens: Math.max(0, key.tpdLimit - (result[3] ?? 0)),
       resetTokensSeconds: Math.ceil(resetTokensMs / 1000),
     };
+  }
+
+  async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {
+    const now = Date.now();
+    const day = Math.floor(now / DAY_MS);
+    const dayKey = this.dayKey(key.id, day);
+    const tokens = Math.max(0, Math.ceil(holdTokens));
+    let result: number[];
+    try {
+      result = await this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens);
+      if (result[0] === -1) {
+        await this.loadDay(key.id, dayKey, now);
+        result = await this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens);
+      }
+    } catch (error) {
+      this.fallingBack = true;
+      this.warn(error);
+      return await this.fallback.holdWithin(key, tokens);
+    }
+    this.fallingBack = false;
+    if (result[0] !== 1) return null;
+    return { apiKeyId: key.id, day, tokens, shared: true };
   }
 
   /**

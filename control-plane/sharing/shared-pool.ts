@@ -146,11 +146,16 @@ export class SharedPool {
     return best;
   }
 
-  /** Idle slots a guest may take on this replica now. */
+  /**
+   * Idle slots a guest may take on this replica now. Slots running batch lines count as idle:
+   * batches rank below guests, so a guest admitted there waits (in the agent's guest queue,
+   * ahead of any batch line) for at most the one line running in that slot, and no new line
+   * starts while it waits (control-plane/batches/batch-runner.ts).
+   */
   guestSlots(connection: AgentConnection): number {
     if (!connection.priorityScheduling || connection.draining || connection.closed) return 0;
     const headroom = Math.max(1, Math.ceil(connection.maxConcurrency * this.config.ownerHeadroomFraction));
-    const idle = connection.maxConcurrency - connection.inFlight - connection.reserved - headroom;
+    const idle = connection.maxConcurrency - (connection.inFlight - connection.batchInFlight) - connection.reserved - headroom;
     return Math.max(0, Math.min(idle, this.config.maxGuestsPerReplica - connection.guestInFlight));
   }
 

@@ -26,17 +26,19 @@ export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatche
       return rows;
     },
 
-    /** Owner and guest work apart: what docs/shared-serving.md asks a shared pool to show. */
+    /** Owner, guest and batch work apart: what docs/shared-serving.md asks a shared pool to show, and what docs/batches.md says batches take. */
     async inFlight(): Promise<InFlight[]> {
-      const counts = new Map<string, { owner: number; guest: number }>();
+      const counts = new Map<string, { owner: number; guest: number; batch: number }>();
       for (const connection of dispatcher.connections()) {
-        const count = counts.get(connection.deploymentId) ?? { owner: 0, guest: 0 };
-        count.owner += connection.inFlight - connection.guestInFlight;
+        const count = counts.get(connection.deploymentId) ?? { owner: 0, guest: 0, batch: 0 };
+        count.owner += connection.inFlight - connection.guestInFlight - connection.batchInFlight;
         count.guest += connection.guestInFlight;
+        count.batch += connection.batchInFlight;
         counts.set(connection.deploymentId, count);
       }
       return [...counts].flatMap(([deployment, count]) => [
         { deployment, class: 'owner' as const, count: count.owner }, { deployment, class: 'guest' as const, count: count.guest },
+        { deployment, class: 'batch' as const, count: count.batch },
       ]);
     },
 

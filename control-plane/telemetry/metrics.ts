@@ -9,6 +9,7 @@ import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histog
 export const ROUTE_LABELS = [
   'chat.completions', 'completions', 'embeddings', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
   'requests', 'models', 'v1.other', 'shared', 'graphql', 'files', 'healthz', 'readyz', 'metrics', 'other',
+  'batch.files', 'batches',
 ] as const;
 export type RouteLabel = (typeof ROUTE_LABELS)[number];
 
@@ -28,8 +29,8 @@ export interface ReplicaCount {
 
 export interface InFlight {
   deployment: string;
-  /** `owner` (the deployment's own workspace) or `guest` (shared serving). */
-  class: 'owner' | 'guest';
+  /** `owner` (the deployment's own workspace), `guest` (shared serving) or `batch` (lines of batches). */
+  class: 'owner' | 'guest' | 'batch';
   count: number;
 }
 
@@ -146,7 +147,7 @@ export class Metrics {
       collect: () => this.collectGauge(replicas, this.sources.replicas, 'replicas', (row) => replicas.set({ deployment: row.deployment, state: row.state }, row.count)),
     });
     const inFlight: Gauge<'deployment' | 'class'> = new Gauge({
-      name: 'inference_in_flight', help: 'Jobs running on this server\'s agents, by deployment and priority class (owner, guest of shared serving).',
+      name: 'inference_in_flight', help: 'Jobs running on this server\'s agents, by deployment and priority class (owner, guest of shared serving, batch line).',
       labelNames: ['deployment', 'class'], registers,
       collect: () => this.collectGauge(inFlight, this.sources.inFlight, 'in-flight jobs', (row) => inFlight.set({ deployment: row.deployment, class: row.class }, row.count)),
     });

@@ -18,4 +18,6 @@ export class UsageRecord {
   @Column('integer', { name: 'total_tokens' }) totalTokens: number;
   @Column('integer', { name: 'latency_ms' }) latencyMs: number;
   @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
+  /** The batch a batch line's usage belongs to (usage grouped by batch); absent for live requests. */
+  @Column('text', { name: 'batch_id', nullable: true }) batchId?: string | null;
 }

@@ -63,11 +63,12 @@ export class UsageRecorder {
     const column = <K extends keyof UsageInput>(key: K) => batch.map((record) => record[key]);
     await this.dataSource.query(
       `INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, replica_id, endpoint, status, stream,
-         prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at)
+         prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at, batch_id)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[],
-         $8::int[], $9::int[], $10::int[], $11::int[], $12::timestamptz[])`,
+         $8::int[], $9::int[], $10::int[], $11::int[], $12::timestamptz[], $13::text[])`,
       [column('workspaceId'), column('apiKeyId'), column('deploymentId'), column('replicaId'), column('endpoint'), column('status'),
-        column('stream'), column('promptTokens'), column('completionTokens'), column('totalTokens'), column('latencyMs'), column('createdAt')],
+        column('stream'), column('promptTokens'), column('completionTokens'), column('totalTokens'), column('latencyMs'), column('createdAt'),
+        batch.map((record) => record.batchId ?? null)],
     );
   }
 

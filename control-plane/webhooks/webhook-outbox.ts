@@ -1,6 +1,7 @@
 import { IsNull, type EntityManager } from 'typeorm';
 import { CLUSTER_CHANNEL, clusterMessage } from '../events/cluster-notifier';
 import { newId } from '../ids';
+import type { Batch, BatchStatus } from '../batches/batch.entities';
 import type { RequestRecord, RequestStatus } from '../requests/request-record.entity';
 import { WebhookDelivery, WebhookEndpoint, WebhookEvent, type WebhookEventType } from './webhook.entities';
 
@@ -8,6 +9,13 @@ const EVENT_TYPES: Partial<Record<RequestStatus, WebhookEventType>> = {
   succeeded: 'request.completed',
   failed: 'request.failed',
   canceled: 'request.canceled',
+};
+
+const BATCH_EVENT_TYPES: Partial<Record<BatchStatus, WebhookEventType>> = {
+  completed: 'batch.completed',
+  failed: 'batch.failed',
+  expired: 'batch.expired',
+  cancelled: 'batch.cancelled',
 };
 
 /**
@@ -29,6 +37,23 @@ export class WebhookOutbox {
       id: record.id, status: record.status, modality: record.modality,
       output_object_key: record.outputObjectKey, error_code: record.errorCode, error_message: record.errorMessage,
     }, targets);
+  };
+
+  /**
+   * The terminal hook of batches (BatchStore.onTerminal): `batch.completed`, `batch.failed`,
+   * `batch.expired` or `batch.cancelled` to the workspace's endpoints, in the transaction that
+   * ends the batch. The body names the files by id (fetch them with the Files API).
+   */
+  readonly onBatchTerminal = async (manager: EntityManager, batch: Batch): Promise<void> => {
+    const type = BATCH_EVENT_TYPES[batch.status];
+    if (!type) return;
+    const endpoints = await manager.find(WebhookEndpoint, { where: { workspaceId: batch.workspaceId, enabled: true, deletedAt: IsNull() } });
+    if (endpoints.length === 0) return;
+    await this.enqueue(manager, batch.workspaceId, type, batch.id, {
+      id: batch.id, object: 'batch', status: batch.status, deployment_id: batch.deploymentId, endpoint: batch.endpoint,
+      request_counts: { total: batch.totalCount, completed: batch.completedCount, failed: batch.failedCount },
+      input_file_id: batch.inputFileId, output_file_id: batch.outputFileId, error_file_id: batch.errorFileId,
+    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })));
   };
 
   /** A `webhook.test` event to one endpoint (enabled or not); it never counts toward auto-disable. */

@@ -1,6 +1,9 @@
 import { Column, CreateDateColumn, Entity, PrimaryColumn, PrimaryGeneratedColumn } from 'typeorm';
 
-export const WEBHOOK_EVENT_TYPES = ['request.completed', 'request.failed', 'request.canceled', 'webhook.test'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'request.completed', 'request.failed', 'request.canceled', 'webhook.test',
+  'batch.completed', 'batch.failed', 'batch.expired', 'batch.cancelled',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** A URL the workspace registered to receive every request event. */
@@ -27,6 +30,7 @@ export class WebhookEvent {
   @Column('text') type: WebhookEventType;
   /** The exact body every attempt sends: `{id, type, data}`, serialised once. */
   @Column('text') body: string;
+  /** The record the event is about: a request record's id, or a batch's (`batch_…`) for batch events. */
   @Column('text', { name: 'request_id', nullable: true }) requestId: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
 }

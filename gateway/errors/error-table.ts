@@ -42,6 +42,7 @@ export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   request_not_cancellable: { status: 409, type: 'invalid_request_error', graphql: 'CONFLICT' },
   video_not_cancellable: { status: 409, type: 'invalid_request_error', graphql: 'CONFLICT' },
   video_not_ready: { status: 409, type: 'invalid_request_error', graphql: 'CONFLICT' },
+  batch_not_cancellable: { status: 409, type: 'invalid_request_error', graphql: 'CONFLICT' },
   replica_saturated: { status: 429, type: 'rate_limit_error', graphql: 'RATE_LIMITED' },
   no_pod_available: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
   image_generation_timeout: { status: 504, type: 'timeout_error', graphql: 'TIMEOUT' },

@@ -9,7 +9,7 @@ import type { RouteLabel } from '../../control-plane/telemetry/metrics';
  */
 export interface DeploymentEndpoint {
   readonly name: DeploymentEndpointName;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'DELETE';
   /** Under the deployment's `/v1`; `{id}` is one path segment, `{model}` the rest of the path (ids hold slashes). */
   readonly path: string;
   /** The metrics `route` label (a closed set: dashboards depend on it). */
@@ -23,7 +23,9 @@ export interface DeploymentEndpoint {
 export type DeploymentEndpointName =
   | 'chat.completions' | 'completions' | 'embeddings' | 'models.list' | 'models.retrieve'
   | 'images.generations' | 'images.edits' | 'videos.create' | 'videos.generations' | 'videos.list'
-  | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel';
+  | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel'
+  | 'files.create' | 'files.list' | 'files.retrieve' | 'files.content' | 'files.delete'
+  | 'batches.create' | 'batches.list' | 'batches.retrieve' | 'batches.cancel';
 
 const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
 
@@ -44,6 +46,17 @@ export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
   { name: 'requests.list', method: 'GET', path: '/requests', label: 'requests' },
   { name: 'requests.retrieve', method: 'GET', path: '/requests/{id}', label: 'requests' },
   { name: 'requests.cancel', method: 'POST', path: '/requests/{id}/cancel', label: 'requests' },
+  // The Batch API (docs/batches.md). No `tasks`: they are not inference endpoints (the served-endpoint
+  // messages leave them out); a batch names its endpoint, checked against the model when it is created.
+  { name: 'files.create', method: 'POST', path: '/files', label: 'batch.files' },
+  { name: 'files.list', method: 'GET', path: '/files', label: 'batch.files' },
+  { name: 'files.retrieve', method: 'GET', path: '/files/{id}', label: 'batch.files' },
+  { name: 'files.content', method: 'GET', path: '/files/{id}/content', label: 'batch.files' },
+  { name: 'files.delete', method: 'DELETE', path: '/files/{id}', label: 'batch.files' },
+  { name: 'batches.create', method: 'POST', path: '/batches', label: 'batches' },
+  { name: 'batches.list', method: 'GET', path: '/batches', label: 'batches' },
+  { name: 'batches.retrieve', method: 'GET', path: '/batches/{id}', label: 'batches' },
+  { name: 'batches.cancel', method: 'POST', path: '/batches/{id}/cancel', label: 'batches' },
 ];
 
 interface CompiledEndpoint {

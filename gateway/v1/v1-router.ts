@@ -11,6 +11,8 @@ import { ImagesRoute, type MediaRouteOptions } from './media/images.route';
 import { RequestsRoute } from './media/requests.route';
 import { VideosRoute } from './media/videos.route';
 import { ModelsRoute } from './models.route';
+import { BatchesRoute } from './batches/batches.route';
+import { FilesRoute } from './batches/files.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
@@ -37,7 +39,9 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const handlers = endpointHandlers({ images, videos, requests, embeddings, models });
+  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes });
+  const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
+  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -68,9 +72,9 @@ type EndpointHandler = (context: Context, deployment: Deployment, key: Authentic
 
 /** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
 function endpointHandlers(routes: {
-  images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute;
+  images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute; files: FilesRoute; batches: BatchesRoute;
 }): Partial<Record<DeploymentEndpointName, EndpointHandler>> {
-  const { images, videos, requests, embeddings, models } = routes;
+  const { images, videos, requests, embeddings, models, files, batches } = routes;
   const id = (param: string | undefined) => decodePathSegment(param!, 'id');
   return {
     'models.list': async (context, deployment) => json(context, await models.list(deployment)),
@@ -87,6 +91,15 @@ function endpointHandlers(routes: {
     'requests.list': (context, deployment) => requests.list(context, deployment),
     'requests.retrieve': (context, _deployment, key, param) => requests.retrieve(context, key, id(param)),
     'requests.cancel': (context, _deployment, key, param) => requests.cancel(context, key, id(param)),
+    'files.create': (context, deployment) => files.create(context, deployment),
+    'files.list': (context, deployment, key) => files.list(context, deployment, key),
+    'files.retrieve': (context, deployment, key, param) => files.retrieve(context, deployment, key, id(param)),
+    'files.content': (context, deployment, key, param) => files.content(context, deployment, key, id(param)),
+    'files.delete': (context, deployment, key, param) => files.delete(context, deployment, key, id(param)),
+    'batches.create': (context, deployment, key) => batches.create(context, deployment, key),
+    'batches.list': (context, deployment, key) => batches.list(context, deployment, key),
+    'batches.retrieve': (context, deployment, key, param) => batches.retrieve(context, deployment, key, id(param)),
+    'batches.cancel': (context, deployment, key, param) => batches.cancel(context, deployment, key, id(param)),
   };
 }
 

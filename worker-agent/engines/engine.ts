@@ -24,6 +24,8 @@ export interface EngineJob {
    * output or engine error text may reach a log at any level (only ids, codes and sizes).
    */
   readonly guest?: boolean;
+  /** A line of a batch: sent below guests to an engine that schedules by priority. */
+  readonly batch?: boolean;
   /** Embedding jobs: the catalog's vector size and input limit of the model. */
   readonly embedding?: EmbeddingSpec | null;
 }

@@ -50,6 +50,8 @@ const METRICS_ACCEPT = 'text/plain;version=0.0.4;q=1,*/*;q=0.1';
  * their bodies are exactly what they are on an unshared replica; 10 leaves room for tiers between.
  */
 export const GUEST_PRIORITY = 10;
+/** vLLM's `priority` for batch lines on an engine that schedules by priority: below guests. */
+export const BATCH_PRIORITY = 20;
 
 export class OpenAiEngine implements Engine {
   readonly kind = 'openai';
@@ -103,7 +105,9 @@ export class OpenAiEngine implements Engine {
     // The control plane sends guests only to agents welcomed with priority scheduling, which an
     // engine without it never is; a FCFS vLLM would also answer an error to the priority field.
     if (job.guest && !this.priorityCapable) throw new EngineFailure('invalid_job', 'this replica does not serve guests: its engine does not run priority scheduling');
-    const request = prepareEngineRequest(job, this.options.engineModel, job.guest ? GUEST_PRIORITY : undefined);
+    // A FCFS engine would refuse the field, so batch lines get it only where priorities are scheduled.
+    const priority = job.guest ? GUEST_PRIORITY : job.batch && this.priorityCapable ? BATCH_PRIORITY : undefined;
+    const request = prepareEngineRequest(job, this.options.engineModel, priority);
     const promptText = () => promptTextOf(request.payload, request.path);
     const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText) : null;
     return await new Promise<EngineResult>((resolve, reject) => {

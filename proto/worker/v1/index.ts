@@ -97,9 +97,9 @@ export type EmbeddingSpec = EmbeddingSpec__Output;
 
 /**
  * Fields a job without them leaves unset: media files (text jobs), `guest` (owner jobs),
- * `embedding` (all but embedding jobs), `streamWindowBytes` (no window).
+ * `embedding` (all but embedding jobs), `streamWindowBytes` (no window), `batch` (live jobs).
  */
-export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes'>;
+export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch'>;
 
 export type ControlFrame = Override<Members<ControlFrame__Output>, {
   assign?: Assign;

@@ -20,6 +20,7 @@ export interface Assign {
   'guest'?: (boolean);
   'embedding'?: (_worker_v1_EmbeddingSpec | null);
   'streamWindowBytes'?: (number);
+  'batch'?: (boolean);
 }
 
 export interface Assign__Output {
@@ -36,4 +37,5 @@ export interface Assign__Output {
   'guest': (boolean);
   'embedding': (_worker_v1_EmbeddingSpec__Output | null);
   'streamWindowBytes': (number);
+  'batch': (boolean);
 }

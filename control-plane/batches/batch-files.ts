@@ -1,0 +1,180 @@
+import { randomBytes } from 'node:crypto';
+import type { DataSource, EntityManager, Repository } from 'typeorm';
+import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
+import type { Deployment } from '../deployments/deployment.entity';
+import { AppError } from '../errors/app-error';
+import { shortened } from '../errors/quote-value';
+import type { ObjectStore } from '../storage/object-store';
+import type { StorageCredentialService } from '../storage/storage-credential.service';
+import { BatchFile, type BatchFilePurpose } from './batch.entities';
+import { cursorPage, type CursorPage, type PageRequest } from './cursor-page';
+
+/** The content type files are stored and served with. */
+export const JSONL_CONTENT_TYPE = 'application/jsonl';
+
+export interface FileUpload {
+  readonly filename: string;
+  readonly data: Buffer;
+  /** As the client sent it: only `batch` is accepted. */
+  readonly purpose: string;
+}
+
+export interface FileListRequest extends PageRequest {
+  readonly purpose?: string;
+  /** Oldest first (`asc`) or newest first (`desc`, the default). */
+  readonly order?: 'asc' | 'desc';
+}
+
+const MAX_FILENAME_CHARACTERS = 512;
+/** OpenAI's bound of a file listing. */
+export const MAX_LIST_LIMIT = 10_000;
+const FILE_ID = /^file-[0-9a-f]{24}$/;
+
+/**
+ * The files of a deployment endpoint (`/files`): batch input files its clients upload, and the
+ * output and error files of its batches. Bytes live in the object store under the workspace
+ * (`<workspaceId>/files/<fileId>.jsonl` in the managed store; `files/<fileId>.jsonl` in the
+ * deployment's own bucket when it has a default storage credential, which holds only that
+ * customer's objects); rows in `batch_files`. A file belongs to one workspace and one
+ * deployment: asked for through any other, it does not exist (404).
+ */
+export class BatchFiles {
+  private readonly files: Repository<BatchFile>;
+
+  constructor(
+    dataSource: DataSource,
+    private readonly managed: ObjectStore,
+    private readonly credentials: Pick<StorageCredentialService, 'storeFor'>,
+    private readonly options: { maxBytes: number },
+    /** OpenAI's form: `file-` and random hex. */
+    private readonly newFileId: () => string = () => `file-${randomBytes(12).toString('hex')}`,
+  ) {
+    this.files = dataSource.getRepository(BatchFile);
+  }
+
+  /** `POST /files`: a batch input file. */
+  async upload(deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, upload: FileUpload): Promise<BatchFile> {
+    if (upload.purpose !== 'batch') {
+      throw new AppError('invalid_request', `purpose must be "batch": files of a deployment endpoint are inputs of batches; got ${shortened(JSON.stringify(upload.purpose))}`, { param: 'purpose' });
+    }
+    if (upload.data.length > this.options.maxBytes) {
+      throw new AppError('body_too_large', `file is ${upload.data.length} bytes; files may be at most ${this.options.maxBytes} bytes`, { param: 'file' });
+    }
+    if (upload.data.length === 0) throw new AppError('invalid_request', 'file is empty: a batch input file holds one JSON request per line', { param: 'file' });
+    const filename = upload.filename.trim() || 'input.jsonl';
+    if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
+      throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });
+    }
+    return await this.write(deployment, 'batch', filename, upload.data, null);
+  }
+
+  /**
+   * Stores a batch's output or error file; the row is inserted by `manager` (the batch's
+   * terminal transaction), so a file exists if and only if its batch names it. Returns the row.
+   */
+  async writeOutput(
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, batchId: string, filename: string, data: Buffer,
+  ): Promise<BatchFile> {
+    return await this.write(deployment, 'batch_output', filename, data, batchId, false);
+  }
+
+  /** Inserts rows built by `writeOutput` in the caller's transaction. */
+  async insert(manager: EntityManager, files: BatchFile[]): Promise<void> {
+    if (files.length > 0) await manager.insert(BatchFile, files);
+  }
+
+  /** Removes objects written for rows that were never inserted (a finalization that lost its batch). */
+  async discard(files: BatchFile[]): Promise<void> {
+    for (const file of files) await this.removeObject(file).catch(() => undefined);
+  }
+
+  /** `GET /files`: newest first unless `order: asc`, `after` a file id of the same listing. */
+  async list(workspaceId: string, deploymentId: string | undefined, request: FileListRequest): Promise<CursorPage<BatchFile>> {
+    if (!Number.isInteger(request.limit) || request.limit < 1 || request.limit > MAX_LIST_LIMIT) {
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${request.limit}`, { param: 'limit' });
+    }
+    const order = request.order ?? 'desc';
+    const query = this.files.createQueryBuilder('file').where('file.workspace_id = :workspaceId', { workspaceId });
+    if (deploymentId) query.andWhere('file.deployment_id = :deploymentId', { deploymentId });
+    if (request.purpose !== undefined) query.andWhere('file.purpose = :purpose', { purpose: request.purpose });
+    return await cursorPage(query, 'file', order, request, (id) => this.find(workspaceId, deploymentId, id), 'file');
+  }
+
+  /** The file, or 404 (unknown, another workspace's, another deployment's). */
+  async get(workspaceId: string, deploymentId: string | undefined, id: string): Promise<BatchFile> {
+    const file = await this.find(workspaceId, deploymentId, id);
+    if (!file) throw new AppError('not_found', `no file '${shortened(id)}' here`, { param: 'id' });
+    return file;
+  }
+
+  async find(workspaceId: string, deploymentId: string | undefined, id: string): Promise<BatchFile | null> {
+    if (!FILE_ID.test(id)) return null;
+    return await this.files.findOne({ where: { id, workspaceId, ...(deploymentId ? { deploymentId } : {}) } });
+  }
+
+  /** `GET /files/{id}/content`. */
+  async content(workspaceId: string, deploymentId: string | undefined, id: string): Promise<{ file: BatchFile; data: Buffer }> {
+    const file = await this.get(workspaceId, deploymentId, id);
+    const data = await this.read(file);
+    if (!data) throw new AppError('not_found', `the content of file '${id}' is no longer in storage`, { param: 'id' });
+    return { file, data };
+  }
+
+  /** The file's bytes, or null when its object is gone. */
+  async read(file: BatchFile): Promise<Buffer | null> {
+    const store = await this.storeOf(file);
+    try {
+      return (await store.get(file.objectKey))?.data ?? null;
+    } finally {
+      if (store !== this.managed) store.close?.();
+    }
+  }
+
+  /** `DELETE /files/{id}`: the row and the object. A batch that names the file keeps its id. */
+  async delete(workspaceId: string, deploymentId: string | undefined, id: string): Promise<BatchFile> {
+    const file = await this.get(workspaceId, deploymentId, id);
+    await this.files.delete({ id: file.id, workspaceId });
+    await this.removeObject(file);
+    return file;
+  }
+
+  private async write(
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer,
+    batchId: string | null, insert = true,
+  ): Promise<BatchFile> {
+    const id = this.newFileId();
+    const storageCredentialId = deployment.storageCredentialId ?? null;
+    const file = this.files.create({
+      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, bytes: data.length, storageCredentialId,
+      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.jsonl` : `files/${id}.jsonl`, batchId, createdAt: new Date(),
+    });
+    const store = await this.storeOf(file);
+    try {
+      await store.put(file.objectKey, data, JSONL_CONTENT_TYPE);
+    } finally {
+      if (store !== this.managed) store.close?.();
+    }
+    if (insert) {
+      try {
+        await this.files.insert(file);
+      } catch (error) {
+        await this.removeObject(file).catch(() => undefined);
+        throw error;
+      }
+    }
+    return file;
+  }
+
+  private async removeObject(file: BatchFile): Promise<void> {
+    const store = await this.storeOf(file);
+    try {
+      await store.delete(file.objectKey);
+    } finally {
+      if (store !== this.managed) store.close?.();
+    }
+  }
+
+  private async storeOf(file: Pick<BatchFile, 'workspaceId' | 'storageCredentialId'>): Promise<ObjectStore> {
+    return file.storageCredentialId === null ? this.managed : await this.credentials.storeFor(file.workspaceId, file.storageCredentialId);
+  }
+}

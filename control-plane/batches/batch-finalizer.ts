@@ -1,0 +1,58 @@
+import type { DeploymentStore } from '../deployments/deployment-store';
+import type { Batch, BatchEnd, BatchFile } from './batch.entities';
+import type { BatchFiles } from './batch-files';
+import type { BatchStore } from './batch-store';
+
+/** Lines read per query while a batch's files are put together. */
+const PAGE = 2_000;
+
+/**
+ * The last step of a batch, run by whichever server leased it once no line of it runs any more:
+ * lines it never ran fail (`batch_expired`, `batch_cancelled`); the output file (answered 2xx,
+ * in input order) and the error file (everything else, in input order) are written to the
+ * object store, and the batch takes its terminal status with their ids (null for an empty
+ * one, as OpenAI) and its webhook event in one transaction. A server that dies half-way leaves
+ * at most unreferenced objects; the next one writes the files again.
+ */
+export class BatchFinalizer {
+  constructor(
+    private readonly store: Pick<BatchStore, 'failPendingLines' | 'results' | 'complete'>,
+    private readonly files: Pick<BatchFiles, 'writeOutput' | 'insert' | 'discard'>,
+    private readonly deployments: Pick<DeploymentStore, 'find'>,
+  ) {}
+
+  async finalize(batch: Batch, owner: string): Promise<Batch | null> {
+    const end: BatchEnd = batch.endStatus ?? (batch.status === 'cancelling' ? 'cancelled' : 'completed');
+    if (end !== 'completed') await this.store.failPendingLines(batch.id, end === 'expired' ? 'batch_expired' : 'batch_cancelled');
+    const outputs: string[] = [];
+    const errors: string[] = [];
+    for (let after = -1; ;) {
+      const page = await this.store.results(batch.id, after, PAGE);
+      for (const line of page) {
+        if (line.result === null) continue;
+        (line.status === 'succeeded' ? outputs : errors).push(line.result);
+      }
+      if (page.length < PAGE) break;
+      after = page[page.length - 1].lineIndex;
+    }
+    const deployment = await this.deployments.find(batch.deploymentId);
+    const target = { id: batch.deploymentId, workspaceId: batch.workspaceId, storageCredentialId: deployment?.storageCredentialId ?? null };
+    const written: BatchFile[] = [];
+    const write = async (lines: string[], name: string): Promise<string | null> => {
+      if (lines.length === 0) return null;
+      const file = await this.files.writeOutput(target, batch.id, `${batch.id}_${name}.jsonl`, Buffer.from(`${lines.join('\n')}\n`));
+      written.push(file);
+      return file.id;
+    };
+    try {
+      const outputFileId = await write(outputs, 'output');
+      const errorFileId = await write(errors, 'error');
+      const ended = await this.store.complete(batch.id, owner, end, { outputFileId, errorFileId }, (manager) => this.files.insert(manager, written));
+      if (!ended) await this.files.discard(written);
+      return ended;
+    } catch (error) {
+      await this.files.discard(written);
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,646 @@
+import type { Logger } from 'pino';
+import type { ApiKey } from '../api-keys/api-key.entity';
+import type { Catalog, CatalogModel } from '../catalog/catalog';
+import type { AgentConnection, SlotHold } from '../dispatch/agent-connection';
+import type { Dispatcher } from '../dispatch/dispatcher';
+import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
+import type { ClusterNotifier } from '../events/cluster-notifier';
+import type { ControlPlaneEvents } from '../events/control-plane-events';
+import { textTokenHold } from '../pipeline/admission';
+import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
+import type { UsageInput } from '../usage/usage-recorder';
+import type { JobKind, Usage } from '../../proto/worker/v1';
+import type { Batch, BatchEndpoint } from './batch.entities';
+import type { BatchConfig } from './batch-config';
+import type { BatchFinalizer } from './batch-finalizer';
+import { LOST_JOB_CODES, type BatchLineHandler, type LineRun } from './batch-line-handler';
+import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
+import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
+import type { BatchValidator } from './batch-validator';
+import { BatchWindow } from './batch-window';
+
+/** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
+export type BatchKey = Pick<ApiKey, 'id' | 'rpmLimit' | 'tpdLimit'>;
+
+export interface BatchRunnerParts {
+  readonly store: BatchStore;
+  readonly validator: Pick<BatchValidator, 'validate'>;
+  readonly finalizer: Pick<BatchFinalizer, 'finalize'>;
+  readonly dispatcher: Pick<Dispatcher, 'connections' | 'dispatchTo' | 'onCapacity'>;
+  readonly catalog: Pick<Catalog, 'find'>;
+  readonly lines: BatchLineHandler;
+  readonly rateLimiter: Pick<RateLimiter, 'holdWithin' | 'settle'>;
+  readonly usage: { record(input: UsageInput): void };
+  /** The key row, revoked or not (null once its workspace is gone). */
+  readonly keys: (apiKeyId: string) => Promise<BatchKey | null>;
+  readonly notifier: Pick<ClusterNotifier, 'onReset' | 'instanceId'>;
+  readonly events: ControlPlaneEvents;
+  readonly metrics?: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
+}
+
+export type BatchRunnerOptions = Pick<BatchConfig, 'lineLeaseMs' | 'lineTimeoutMs' | 'pollIntervalMs' | 'sweepIntervalMs' | 'progressIntervalMs' | 'tpdRetryMs'>;
+
+/** One deployment's batch work on this server. */
+interface Lane {
+  readonly deploymentId: string;
+  /** Created with the first replica seen here. */
+  window: BatchWindow | null;
+  readonly running: Set<RunningLine>;
+  pumping: boolean;
+  again: boolean;
+  /** No pending line was found last time: claims wait for a wake-up that says there may be some. */
+  idle: boolean;
+  /** The deployment's in_progress batches, oldest first, as last read. */
+  batches: Batch[];
+  batchesReadAt: number;
+  /** Batches whose key's day budget could not hold their next line, until this time. */
+  readonly waitingForBudget: Map<string, number>;
+  /** Batches whose last claim found no pending line: once none of their lines runs here, they may be done. */
+  readonly drained: Set<string>;
+}
+
+interface RunningLine {
+  readonly line: ClaimedLine;
+  readonly lane: Lane;
+  readonly batch: Batch;
+  readonly jobs: Set<Job>;
+  /** Jobs sent so far (an embeddings line larger than the model's batch sends several, one after the other). */
+  sent: number;
+  /** The batch stopped taking lines while this one ran: how it ends if its job is canceled for that. */
+  stoppedBy: BatchLineErrorCode | null;
+}
+
+const JOB_KINDS: Record<BatchEndpoint, JobKind> = {
+  '/v1/chat/completions': 'JOB_KIND_CHAT_COMPLETION', '/v1/completions': 'JOB_KIND_COMPLETION', '/v1/embeddings': 'JOB_KIND_EMBEDDING',
+};
+/** The usage record's `endpoint`, as live requests name theirs. */
+const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
+  '/v1/chat/completions': 'chat.completions', '/v1/completions': 'completions', '/v1/embeddings': 'embeddings',
+};
+const KEY_CACHE_MS = 5_000;
+const ANSWER_RETRY_MS = 200;
+const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+
+/**
+ * Runs batches on every server, from the database: validates new ones, runs their lines on
+ * this server's replicas, and finalizes ended ones. Lines take only capacity live traffic
+ * leaves free (docs/batches.md):
+ *
+ * - a line starts only in a slot that is idle now (a reserved free slot of a replica whose
+ *   agent this server holds: never queued at an agent, never relayed, never counted as
+ *   demand by the autoscaler), and none starts while a live request waits;
+ * - per deployment, a window (batch-window.ts, additive increase / multiplicative decrease on
+ *   the live traffic's queueing) bounds the lines in flight, so a live request arriving meets
+ *   at most one line per busy slot ahead of it;
+ * - a line's claim is leased (renewed by the sweep); a server that dies leaves leases that
+ *   lapse and any server re-queues its lines; a lost job (its agent crashed) is re-queued
+ *   too; a line runs at most twice, and its answer is written only while its claim holds;
+ * - a line counts toward its key's tokens per day with a hold of its worst case taken only
+ *   when the day's budget can hold it whole: otherwise it waits (pending) and the batch
+ *   moves on to others, so a batch never pushes the key past its limit.
+ *
+ * Woken, not polling, where it can be: a batch changing (here or on a peer, through NOTIFY), a
+ * slot freeing up on a replica; the poll and the sweep are the safety nets.
+ */
+export class BatchRunner {
+  private readonly lanes = new Map<string, Lane>();
+  private readonly running = new Map<string, RunningLine>();
+  private readonly progressTimers = new Map<string, NodeJS.Timeout>();
+  private readonly keyCache = new Map<string, { key: BatchKey | null; expiresAt: number }>();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | null = null;
+  private sweeping: Promise<void> | null = null;
+  private validating: Promise<void> | null = null;
+  private finalizing: Promise<void> | null = null;
+  private finalizeAgain = false;
+  private stopped = false;
+  private idleWaiters: Array<() => void> = [];
+  private readonly owner: string;
+
+  constructor(private readonly parts: BatchRunnerParts, private readonly options: BatchRunnerOptions, private readonly logger: Logger) {
+    this.owner = parts.notifier.instanceId;
+  }
+
+  start(): void {
+    this.parts.events.on('batchUpdated', this.onBatch);
+    this.parts.dispatcher.onCapacity((deploymentId) => {
+      const lane = this.lanes.get(deploymentId);
+      if (lane && !lane.idle) this.pump(lane);
+    });
+    // Notifications missed while the listening connection was down: look now, not at the next poll.
+    this.parts.notifier.onReset(() => void this.poll());
+    this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs);
+    this.pollTimer.unref();
+    this.sweepTimer = setInterval(() => void this.sweep(), this.options.sweepIntervalMs);
+    this.sweepTimer.unref();
+    // Three renewals per lease: one missed (a slow database) does not lose the lines.
+    this.renewTimer = setInterval(() => void this.renew(), Math.max(10, Math.floor(this.options.lineLeaseMs / 3)));
+    this.renewTimer.unref();
+    void this.poll();
+    void this.sweep();
+  }
+
+  /** Starts nothing more (shutdown, before agents drain: their lines finish, the rest stays pending for the next server). */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.parts.events.off('batchUpdated', this.onBatch);
+    clearInterval(this.pollTimer);
+    clearInterval(this.sweepTimer);
+    await Promise.all([this.polling, this.sweeping, this.validating, this.finalizing]);
+  }
+
+  /** Stops, then waits (at most `timeoutMs`) for the lines running here to write their answers. */
+  async settle(timeoutMs = 10_000): Promise<void> {
+    await this.stop();
+    if (this.running.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+      ]);
+      clearTimeout(timer);
+    }
+    clearInterval(this.renewTimer);
+    for (const timer of this.progressTimers.values()) clearTimeout(timer);
+    this.progressTimers.clear();
+  }
+
+  /** Lines of batches running on this server's replicas now (tests, telemetry). */
+  get linesInFlight(): number {
+    return this.running.size;
+  }
+
+  private readonly onBatch = (batch: Batch): void => {
+    if (this.stopped) return;
+    switch (batch.status) {
+      case 'validating':
+        void this.validateDue();
+        return;
+      case 'in_progress': {
+        const lane = this.lane(batch.deploymentId);
+        lane.idle = false;
+        if (!lane.batches.some((known) => known.id === batch.id)) lane.batchesReadAt = 0;
+        this.pump(lane);
+        return;
+      }
+      case 'finalizing':
+      case 'cancelling':
+        this.stopLines(batch);
+        if (!this.runsLinesOf(batch.id)) void this.finalizeDue();
+        return;
+      default:
+    }
+  };
+
+  // ---- loops ----------------------------------------------------------------------------
+
+  /** Deployments with lines waiting are pumped; lines of batches that stopped are stopped; new batches validated. */
+  private poll(): Promise<void> {
+    if (this.polling || this.stopped) return this.polling ?? Promise.resolve();
+    this.polling = (async () => {
+      try {
+        for (const deploymentId of await this.parts.store.deploymentsWithPendingLines()) {
+          const lane = this.lane(deploymentId);
+          lane.idle = false;
+          lane.batchesReadAt = 0;
+          this.pump(lane);
+        }
+        const statuses = await this.parts.store.statuses([...new Set([...this.running.values()].map((running) => running.batch.id))]);
+        for (const running of this.running.values()) {
+          const status = statuses.get(running.batch.id);
+          if (status !== 'in_progress' && !running.stoppedBy) this.stopLine(running, status === 'cancelling' || status === 'cancelled' ? 'batch_cancelled' : 'batch_expired');
+        }
+        await this.validateDue();
+      } catch (error) {
+        this.logger.error({ err: error }, 'batch poll failed');
+      } finally {
+        this.polling = null;
+      }
+    })();
+    return this.polling;
+  }
+
+  /** Keeps the claims of this server's running lines (and of the batch it validates or finalizes); also while stopping, until they end. */
+  private renewing = false;
+
+  private async renew(): Promise<void> {
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      await this.parts.store.renewLeases(this.owner, this.options.lineLeaseMs, [...this.running.values()].map((running) => running.line));
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not renew batch leases');
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  /** The safety net: lines of dead servers re-queued, overdue batches expired, ended batches finalized. */
+  private sweep(): Promise<void> {
+    if (this.sweeping || this.stopped) return this.sweeping ?? Promise.resolve();
+    this.sweeping = (async () => {
+      const { store } = this.parts;
+      try {
+        for (const batchId of await store.recoverLostLines()) await store.announce(batchId);
+        await store.expireOverdue();
+        await store.finishAllDone();
+        await this.finalizeDue();
+      } catch (error) {
+        this.logger.error({ err: error }, 'batch sweep failed');
+      } finally {
+        this.sweeping = null;
+      }
+    })();
+    return this.sweeping;
+  }
+
+  /** Validates `validating` batches nobody else does, one at a time. */
+  private validateDue(): Promise<void> {
+    if (this.validating || this.stopped) return this.validating ?? Promise.resolve();
+    this.validating = (async () => {
+      const { store, validator } = this.parts;
+      try {
+        for (let batch = await store.claimValidation(this.owner, this.options.lineLeaseMs); batch && !this.stopped;
+          batch = await store.claimValidation(this.owner, this.options.lineLeaseMs)) {
+          try {
+            await validator.validate(batch, this.owner);
+          } catch (error) {
+            // A file that cannot be read at all is not retried forever: the batch fails, saying so.
+            this.logger.error({ err: withoutContent(error), batchId: batch.id }, 'batch validation failed unexpectedly');
+            await store.failValidation(batch.id, this.owner, [{ code: 'validation_error', message: 'the input file could not be read; create the batch again', param: null, line: null }]);
+          }
+        }
+      } catch (error) {
+        this.logger.error({ err: error }, 'claiming batches to validate failed');
+      } finally {
+        this.validating = null;
+      }
+    })();
+    return this.validating;
+  }
+
+  /** Finalizes ended batches none of whose lines still runs, one at a time. */
+  private finalizeDue(): Promise<void> {
+    if (this.finalizing) {
+      this.finalizeAgain = true;
+      return this.finalizing;
+    }
+    if (this.stopped) return Promise.resolve();
+    this.finalizing = (async () => {
+      const { store, finalizer } = this.parts;
+      try {
+        do {
+          this.finalizeAgain = false;
+          for (let batch = await store.claimFinalization(this.owner, this.options.lineLeaseMs); batch && !this.stopped;
+            batch = await store.claimFinalization(this.owner, this.options.lineLeaseMs)) {
+            try {
+              await finalizer.finalize(batch, this.owner);
+            } catch (error) {
+              // Its lease lapses and a later sweep (here or elsewhere) tries again.
+              this.logger.error({ err: withoutContent(error), batchId: batch.id }, 'batch finalization failed; it will be retried');
+              break;
+            }
+          }
+        } while (this.finalizeAgain && !this.stopped);
+      } catch (error) {
+        this.logger.error({ err: error }, 'claiming batches to finalize failed');
+      } finally {
+        this.finalizing = null;
+      }
+    })();
+    return this.finalizing;
+  }
+
+  // ---- lines ----------------------------------------------------------------------------
+
+  private lane(deploymentId: string): Lane {
+    let lane = this.lanes.get(deploymentId);
+    if (!lane) {
+      lane = {
+        deploymentId, window: null, running: new Set(), pumping: false, again: false, idle: false, batches: [], batchesReadAt: 0,
+        waitingForBudget: new Map(), drained: new Set(),
+      };
+      this.lanes.set(deploymentId, lane);
+    }
+    return lane;
+  }
+
+  private pump(lane: Lane): void {
+    if (this.stopped) return;
+    if (lane.pumping) {
+      lane.again = true;
+      return;
+    }
+    lane.pumping = true;
+    lane.again = false;
+    this.fill(lane)
+      .catch((error) => this.logger.error({ err: withoutContent(error), deploymentId: lane.deploymentId }, 'starting batch lines failed'))
+      .finally(() => {
+        lane.pumping = false;
+        if (lane.again) this.pump(lane);
+      });
+  }
+
+  /** Starts lines while the window and the replicas' free slots allow and no live request waits. */
+  private async fill(lane: Lane): Promise<void> {
+    while (!this.stopped && !lane.idle) {
+      const connections = this.connectionsOf(lane.deploymentId);
+      if (connections.length === 0) return;
+      lane.window ??= new BatchWindow(connections.length);
+      if (connections.some(liveWaiting)) {
+        lane.window.congested(lane.running.size);
+        return;
+      }
+      const room = lane.window.limit - lane.running.size;
+      if (room <= 0) return;
+      const holds: SlotHold[] = [];
+      for (let connection = mostFree(connections); connection && holds.length < room; connection = mostFree(connections)) {
+        holds.push(connection.reserveSlot());
+      }
+      if (holds.length === 0) return;
+      let claimed: Array<{ batch: Batch; line: ClaimedLine }>;
+      try {
+        claimed = await this.claim(lane, holds.length);
+      } catch (error) {
+        for (const hold of holds) hold.release();
+        throw error;
+      }
+      // Given back without a capacity wake-up: nobody was waiting for these slots but us.
+      for (const hold of holds.slice(claimed.length)) hold.release();
+      if (claimed.length === 0) {
+        lane.idle = true;
+        return;
+      }
+      claimed.forEach(({ batch, line }, index) => void this.run(lane, batch, line, holds[index]));
+    }
+  }
+
+  /** Up to `count` pending lines of the deployment's batches, oldest batch first. */
+  private async claim(lane: Lane, count: number): Promise<Array<{ batch: Batch; line: ClaimedLine }>> {
+    const now = Date.now();
+    if (now - lane.batchesReadAt > this.options.pollIntervalMs) {
+      lane.batches = await this.parts.store.openBatches(lane.deploymentId);
+      lane.batchesReadAt = now;
+    }
+    const claimed: Array<{ batch: Batch; line: ClaimedLine }> = [];
+    for (const batch of lane.batches) {
+      if ((lane.waitingForBudget.get(batch.id) ?? 0) > now) continue;
+      const wanted = count - claimed.length;
+      const lines = await this.parts.store.claimLines(batch.id, this.owner, this.options.lineLeaseMs, wanted);
+      if (lines.length < wanted) lane.drained.add(batch.id);
+      for (const line of lines) claimed.push({ batch, line });
+      if (claimed.length >= count) break;
+    }
+    return claimed;
+  }
+
+  /** One line, from its claim to its answer written (or its claim given back). */
+  private async run(lane: Lane, batch: Batch, line: ClaimedLine, slot: SlotHold): Promise<void> {
+    const running: RunningLine = { line, lane, batch, jobs: new Set(), sent: 0, stoppedBy: null };
+    const id = `${line.batchId}:${line.lineIndex}`;
+    lane.running.add(running);
+    this.running.set(id, running);
+    const startedAt = Date.now();
+    let tokenHold: TokenHold | null = null;
+    let ran = false;
+    try {
+      const model = this.parts.catalog.find(batch.model);
+      if (!model) {
+        await this.answer(running, { kind: 'answered', response: this.parts.lines.render(new AppError('model_not_found', `model '${batch.model}' is no longer in the catalog`)), usage: NO_USAGE });
+        return;
+      }
+      if (slot.connection.closed || slot.connection.draining) {
+        await this.parts.store.releaseLine(line, this.owner);
+        return;
+      }
+      const key = await this.keyOf(batch.apiKeyId);
+      if (key) {
+        const holdTokens = batch.endpoint === '/v1/embeddings' ? Buffer.byteLength(line.body) : textTokenHold(Buffer.byteLength(line.body), parseFields(line.body));
+        if (holdTokens > key.tpdLimit) {
+          const refusal = new AppError('rate_limit_error', `this request may use up to ${holdTokens} tokens, more than the key's whole tokens-per-day limit of ${key.tpdLimit}; lower max_tokens or raise the limit`);
+          await this.answer(running, { kind: 'answered', response: this.parts.lines.render(refusal), usage: NO_USAGE });
+          return;
+        }
+        tokenHold = await this.parts.rateLimiter.holdWithin(key, holdTokens);
+        if (!tokenHold) {
+          // Not a failure: the line waits for the key's budget (the next UTC day, or tokens given back).
+          lane.waitingForBudget.set(batch.id, Date.now() + this.options.tpdRetryMs);
+          await this.parts.store.releaseLine(line, this.owner);
+          return;
+        }
+      }
+      ran = true;
+      const outcome = await this.parts.lines.run(batch.endpoint, model, Buffer.from(line.body), (body, listener) => this.send(running, slot, model, body, listener));
+      if (tokenHold) this.parts.rateLimiter.settle(tokenHold, outcome.usage.totalTokens);
+      tokenHold = null;
+      this.meter(running, outcome, startedAt);
+      // One retry: a database blip should not cost the line a run.
+      await this.answer(running, outcome).catch(async () => {
+        await new Promise((resolve) => setTimeout(resolve, ANSWER_RETRY_MS));
+        await this.answer(running, outcome);
+      });
+    } catch (error) {
+      // Put back (at most twice in all); if even that fails, the line's lease lapses once this
+      // server stops renewing it (it renews only lines it runs) and any server's sweep recovers it.
+      this.logger.error({ err: withoutContent(error), batchId: line.batchId, line: line.lineIndex }, 'a batch line failed unexpectedly; it runs again (at most twice in all)');
+      await this.parts.store.lineLost(line, this.owner).catch(() => undefined);
+    } finally {
+      slot.release();
+      if (tokenHold) this.parts.rateLimiter.settle(tokenHold, 0);
+      lane.running.delete(running);
+      this.running.delete(id);
+      if (ran && lane.window) {
+        const connections = this.connectionsOf(lane.deploymentId);
+        lane.window.finished(connections.some(liveKeptWaiting), lane.running.size, connections.reduce((sum, connection) => sum + connection.maxConcurrency, 0));
+      }
+      this.lineEnded(running);
+    }
+  }
+
+  /** Sends one job of a running line: on its reserved slot first; later parts on a free slot (or the same replica). */
+  private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener): Job {
+    const usable = (connection: AgentConnection | null) => connection !== null && !connection.closed && !connection.draining;
+    const connection = running.sent === 0 && usable(slot.connection) ? slot.connection
+      : mostFree(this.connectionsOf(running.lane.deploymentId)) ?? (usable(slot.connection) ? slot.connection : null);
+    if (!connection) throw new AppError('no_replica_available', 'no replica of this deployment is ready for the line');
+    const { batch } = running;
+    const request: DispatchRequest = {
+      deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false, model: batch.model,
+      deadlineUnixMs: Date.now() + this.options.lineTimeoutMs, batch: true,
+      ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens } } : {}),
+    };
+    const jobs = running.jobs;
+    let job: Job | undefined;
+    const tracked: JobListener = {
+      onChunk: (data) => listener.onChunk(data),
+      onOutput: (data, contentType, objectKey) => listener.onOutput(data, contentType, objectKey),
+      onCompleted: (usage, finishReason) => {
+        if (job) jobs.delete(job);
+        listener.onCompleted(usage, finishReason);
+      },
+      onFailed: (failure) => {
+        if (job) jobs.delete(job);
+        listener.onFailed(failure);
+      },
+    };
+    job = this.parts.dispatcher.dispatchTo(connection, request, tracked);
+    running.sent++;
+    // The job is on the agent now (counted in its in-flight jobs): the reservation has done its work.
+    slot.release();
+    if (!job.finished) jobs.add(job);
+    if (running.stoppedBy) job.cancel(running.stoppedBy);
+    return job;
+  }
+
+  /** Writes what the line got: its answer, or (no answer) a re-queue, or the reason the batch stopped it. */
+  private async answer(running: RunningLine, outcome: LineRun): Promise<void> {
+    const { line } = running;
+    const { store } = this.parts;
+    const tokens = tokensOf(outcome);
+    if (outcome.kind === 'answered') {
+      const ok = succeeded(outcome.response.statusCode);
+      await store.finishLine(line, this.owner, ok ? 'succeeded' : 'failed', responseLine(line.customId, outcome.response), tokens);
+      return;
+    }
+    if (running.stoppedBy) {
+      await store.finishLine(line, this.owner, 'failed', errorLine(line.customId, running.stoppedBy, LINE_ERROR_MESSAGES[running.stoppedBy]), tokens);
+      return;
+    }
+    if (!LOST_JOB_CODES.has(outcome.failure.code)) this.logger.warn({ code: outcome.failure.code, batchId: line.batchId }, 'a batch line was lost with an unexpected code');
+    const lost = await store.lineLost(line, this.owner, tokens);
+    if (lost === 'requeued') {
+      running.lane.idle = false;
+      running.lane.drained.delete(line.batchId);
+    }
+  }
+
+  /** The line's usage record (tokens per batch, TPD after a restart) and token metrics; no per-token charge. */
+  private meter(running: RunningLine, outcome: LineRun, startedAt: number): void {
+    const { batch } = running;
+    const usage = outcome.usage;
+    const status = outcome.kind === 'answered' ? (succeeded(outcome.response.statusCode) ? 'succeeded' : 'failed') : 'canceled';
+    if (outcome.kind === 'lost' && usage.totalTokens === 0) return;
+    this.parts.usage.record({
+      workspaceId: batch.workspaceId, apiKeyId: batch.apiKeyId, deploymentId: batch.deploymentId, replicaId: null,
+      endpoint: USAGE_ENDPOINTS[batch.endpoint], status, stream: false, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens,
+      totalTokens: usage.totalTokens, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt), batchId: batch.id,
+    });
+    if (usage.totalTokens > 0) this.parts.metrics?.recordTokens(batch.deploymentId, usage.promptTokens, usage.completionTokens);
+  }
+
+  /** After a line: progress announced (throttled), the batch perhaps done or finalizable, more lines started. */
+  private lineEnded(running: RunningLine): void {
+    const { lane, batch } = running;
+    this.announceProgress(batch.id);
+    const others = this.runsLinesOf(batch.id);
+    if (running.stoppedBy) {
+      if (!others) void this.finalizeDue();
+    } else if (lane.drained.has(batch.id) && !others) {
+      this.parts.store.finishIfDone(batch.id).then((done) => {
+        if (done) {
+          lane.drained.delete(batch.id);
+          lane.batchesReadAt = 0;
+          void this.finalizeDue();
+        }
+      }, (error) => this.logger.warn({ err: error, batchId: batch.id }, 'could not check whether a batch is done'));
+    }
+    if (this.running.size === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+    this.pump(lane);
+  }
+
+  /** The batch stopped taking lines: its lines running here are canceled (a job that answers anyway keeps its answer). */
+  private stopLines(batch: Batch): void {
+    const code: BatchLineErrorCode = batch.status === 'cancelling' || batch.endStatus === 'cancelled' ? 'batch_cancelled' : 'batch_expired';
+    for (const running of this.running.values()) if (running.batch.id === batch.id && !running.stoppedBy) this.stopLine(running, code);
+    const lane = this.lanes.get(batch.deploymentId);
+    if (lane) lane.batches = lane.batches.filter((known) => known.id !== batch.id);
+  }
+
+  private stopLine(running: RunningLine, code: BatchLineErrorCode): void {
+    running.stoppedBy = code;
+    for (const job of running.jobs) job.cancel(code);
+  }
+
+  private runsLinesOf(batchId: string): boolean {
+    for (const running of this.running.values()) if (running.batch.id === batchId) return true;
+    return false;
+  }
+
+  private announceProgress(batchId: string): void {
+    if (this.progressTimers.has(batchId)) return;
+    const timer = setTimeout(() => {
+      this.progressTimers.delete(batchId);
+      this.parts.store.announce(batchId).catch((error) => this.logger.warn({ err: error, batchId }, 'could not announce batch progress'));
+    }, this.options.progressIntervalMs);
+    timer.unref();
+    this.progressTimers.set(batchId, timer);
+  }
+
+  private connectionsOf(deploymentId: string): AgentConnection[] {
+    return this.parts.dispatcher.connections(deploymentId).filter((connection) => !connection.closed && !connection.draining);
+  }
+
+  private async keyOf(apiKeyId: string): Promise<BatchKey | null> {
+    const now = Date.now();
+    const cached = this.keyCache.get(apiKeyId);
+    if (cached && cached.expiresAt > now) return cached.key;
+    const key = await this.parts.keys(apiKeyId);
+    this.keyCache.set(apiKeyId, { key, expiresAt: now + KEY_CACHE_MS });
+    return key;
+  }
+}
+
+/**
+ * An error without what it may carry of the owner's data: a failed query's parameters hold line
+ * bodies and answers, which no log of ours holds (as the request path logs no prompts).
+ */
+function withoutContent(error: unknown): { name: string; message: string; code?: unknown; stack?: string } {
+  if (!(error instanceof Error)) return { name: typeof error, message: 'a non-Error value was thrown' };
+  const code = (error as { code?: unknown; driverError?: { code?: unknown } }).driverError?.code ?? (error as { code?: unknown }).code;
+  return { name: error.name, message: error.message, ...(code === undefined ? {} : { code }), ...(error.stack ? { stack: error.stack.split('\n').slice(1).join('\n') } : {}) };
+}
+
+/** Live (owner or guest) jobs wait on this replica: more jobs are on it than it runs, or its agent queues some. */
+function liveWaiting(connection: AgentConnection): boolean {
+  return connection.inFlight > connection.maxConcurrency || (connection.heartbeat?.queued ?? 0) > 0;
+}
+
+/** A live request would wait here: live jobs already do, or the replica is full while it serves live jobs. */
+function liveKeptWaiting(connection: AgentConnection): boolean {
+  return liveWaiting(connection) || (connection.freeSlots <= 0 && connection.inFlight > connection.batchInFlight);
+}
+
+/** The replica with the most free slots, or null when none has one. */
+function mostFree(connections: readonly AgentConnection[]): AgentConnection | null {
+  let best: AgentConnection | null = null;
+  for (const connection of connections) if (connection.freeSlots > 0 && (!best || connection.freeSlots > best.freeSlots)) best = connection;
+  return best;
+}
+
+function parseFields(body: string): Record<string, unknown> {
+  try {
+    const fields = JSON.parse(body) as unknown;
+    return typeof fields === 'object' && fields !== null ? fields as Record<string, unknown> : {};
+  } catch {
+    return {};
+  }
+}
+
+/** What a line adds to its batch's usage; cached prompt tokens as the engine's answer reports them. */
+function tokensOf(outcome: LineRun): LineTokens {
+  const { usage } = outcome;
+  let cachedTokens = 0;
+  if (outcome.kind === 'answered' && succeeded(outcome.response.statusCode) && outcome.response.body.includes('cached_tokens')) {
+    const cached = (parseFields(outcome.response.body).usage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined)?.prompt_tokens_details?.cached_tokens;
+    if (typeof cached === 'number' && Number.isInteger(cached) && cached >= 0) cachedTokens = cached;
+  }
+  return { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, totalTokens: usage.totalTokens, cachedTokens };
+}

@@ -1,0 +1,89 @@
+import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { Catalog } from '../catalog/catalog';
+import type { Deployment } from '../deployments/deployment.entity';
+import { AppError } from '../errors/app-error';
+import { shortened } from '../errors/quote-value';
+import { newId } from '../ids';
+import { refuseWithoutCredit } from '../pipeline/admission';
+import { Batch, type BatchFile } from './batch.entities';
+import { batchEndpointsOf, readBatchCreateInput, type BatchCreateFields } from './batch-create-input';
+import type { BatchFiles, FileUpload } from './batch-files';
+import type { BatchStore } from './batch-store';
+import type { CursorPage, PageRequest } from './cursor-page';
+
+export interface BatchListRequest extends PageRequest {
+  /** Only this deployment's batches; all of the workspace's otherwise. */
+  readonly deploymentId?: string;
+}
+
+/**
+ * Batches as their owners see them (`/batches` of a deployment endpoint, and GraphQL): create
+ * one from an uploaded file, read, list, cancel. Running them is the runner's
+ * (batch-runner.ts); what changes is told on the event bus as `batchUpdated`. Every call is
+ * scoped to a workspace: another workspace's batch is a 404, like one that does not exist.
+ */
+export class BatchService {
+  constructor(
+    private readonly store: BatchStore,
+    /** The files of deployment endpoints (inputs, outputs and errors of batches). */
+    readonly files: BatchFiles,
+    private readonly catalog: Pick<Catalog, 'find'>,
+    private readonly options: { completionWindowMs: number },
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * `POST /batches`: the batch is `validating` at once; a runner (on any server) reads its file,
+   * then it runs or fails. 400 naming the field for bad input, 402 without credit.
+   */
+  async create(key: Pick<AuthenticatedKey, 'id' | 'workspaceId' | 'creditExhausted'>, deployment: Deployment, fields: BatchCreateFields): Promise<Batch> {
+    const input = readBatchCreateInput(fields, this.catalog.find(deployment.modelId), deployment.modelId);
+    refuseWithoutCredit(key);
+    const file = await this.files.find(key.workspaceId, deployment.id, input.inputFileId);
+    if (!file) {
+      throw new AppError('invalid_request', `input_file_id '${shortened(input.inputFileId)}' is not a file of this deployment endpoint: upload it with POST /v1/files first`, { param: 'input_file_id' });
+    }
+    if (file.purpose !== 'batch') {
+      throw new AppError('invalid_request', `input_file_id '${file.id}' is a batch's output file; a batch's input is a file uploaded with purpose "batch"`, { param: 'input_file_id' });
+    }
+    const createdAt = new Date(this.now());
+    const batch = Object.assign(new Batch(), {
+      id: newId('batch'), workspaceId: key.workspaceId, deploymentId: deployment.id, apiKeyId: key.id, endpoint: input.endpoint,
+      model: deployment.modelId, inputFileId: file.id, completionWindow: input.completionWindow, status: 'validating', endStatus: null,
+      errors: null, outputFileId: null, errorFileId: null, metadata: input.metadata, totalCount: 0, completedCount: 0, failedCount: 0,
+      inputTokens: 0, cachedTokens: 0, outputTokens: 0, totalTokens: 0, createdAt, expiresAt: new Date(createdAt.getTime() + this.options.completionWindowMs),
+      inProgressAt: null, finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
+      leaseOwner: null, leaseExpiresAt: null,
+    } satisfies Batch);
+    return await this.store.insert(batch);
+  }
+
+  /**
+   * `POST /files`: a batch input file for this deployment endpoint. Only deployments that take
+   * batches (text and embedding models) take files: elsewhere a file could never be used.
+   */
+  async uploadFile(deployment: Deployment, upload: FileUpload): Promise<BatchFile> {
+    if (batchEndpointsOf(this.catalog.find(deployment.modelId)).length === 0) {
+      throw new AppError('invalid_request', `this deployment's model '${deployment.modelId}' takes no batches, so no batch files: files and batches are for chat, completion and embedding models`, { param: 'purpose' });
+    }
+    return await this.files.upload(deployment, upload);
+  }
+
+  /** One batch of the workspace (of this deployment, when given). */
+  async get(workspaceId: string, id: string, deploymentId?: string): Promise<Batch> {
+    return await this.store.owned(workspaceId, deploymentId, id);
+  }
+
+  /** Newest first; `limit` 1 to 100. */
+  async list(workspaceId: string, request: BatchListRequest): Promise<CursorPage<Batch>> {
+    if (!Number.isInteger(request.limit) || request.limit < 1 || request.limit > 100) {
+      throw new AppError('invalid_request', `limit must be an integer from 1 to 100, got ${request.limit}`, { param: 'limit' });
+    }
+    return await this.store.list(workspaceId, request.deploymentId, request);
+  }
+
+  /** `POST /batches/{id}/cancel`: no line starts from now on; running ones finish or are canceled, then the files are written (`cancelled`). */
+  async cancel(workspaceId: string, id: string, deploymentId?: string): Promise<Batch> {
+    return await this.store.cancel(workspaceId, deploymentId, id);
+  }
+}

@@ -1,0 +1,134 @@
+import type { CatalogModel } from '../../control-plane/catalog/catalog';
+import { asAppError } from '../../control-plane/database/database-unavailable';
+import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { BatchEndpoint } from '../../control-plane/batches/batch.entities';
+import {
+  LOST_JOB_CODES, type BatchLineHandler, type LineCheck, type LineJobSender, type LineResponse, type LineRun,
+} from '../../control-plane/batches/batch-line-handler';
+import type { Usage } from '../../proto/worker/v1';
+import { jobFailureError, renderError } from '../errors/openai-error';
+import { assembleEmbeddingLists } from './embedding-lists';
+import { parseEmbeddingsRequest } from './embeddings-request';
+import { parseTextRequest } from './text-request';
+
+const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+
+/**
+ * Batch lines as the live endpoints see requests (control-plane/batches/batch-line-handler.ts):
+ * a line's body is checked by the very parser of its endpoint, run as the same jobs, and
+ * answered with the same body, or the same error body and status, a live call would get. The
+ * control plane runs lines; what a request means stays here, with the routes.
+ */
+export class GatewayBatchLines implements BatchLineHandler {
+  check(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer): LineCheck {
+    try {
+      if (endpoint === '/v1/embeddings') return { ok: true, fields: parseEmbeddingsRequest(body, model.id, embeddingLimits(model)).fields };
+      const request = parseTextRequest(body, endpoint === '/v1/chat/completions' ? 'chat.completions' : 'completions');
+      if (request.stream) {
+        throw new AppError('invalid_request', 'stream must be false or absent in a batch request: a batch answers each request whole, in the output file', { param: 'stream' });
+      }
+      return { ok: true, fields: request.fields };
+    } catch (error) {
+      return { ok: false, response: this.render(asAppError(error)) };
+    }
+  }
+
+  async run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
+    try {
+      if (endpoint !== '/v1/embeddings') return await runJob(body, send);
+      return await this.runEmbeddings(model, body, send);
+    } catch (error) {
+      // Only a bug gets here (the parsers ran at validation); answered as the endpoint answers one.
+      return { kind: 'answered', response: this.render(asAppError(error)), usage: NO_USAGE };
+    }
+  }
+
+  render(error: AppError): LineResponse {
+    return renderAppError(error);
+  }
+
+  /**
+   * An embeddings line of more inputs than the model's batch is several jobs, as a live request
+   * is, but one after the other: a line holds one slot at a time. Their answers are put back in
+   * input order and their usage summed; the first failure ends the line.
+   */
+  private async runEmbeddings(model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
+    const limits = embeddingLimits(model);
+    const request = parseEmbeddingsRequest(body, model.id, limits);
+    const count = request.inputs.length;
+    const parts: Array<{ offset: number; count: number; body: Buffer }> = [];
+    if (count <= limits.maxBatchInputs) parts.push({ offset: 0, count, body });
+    else {
+      for (let offset = 0; offset < count; offset += limits.maxBatchInputs) {
+        const input = request.inputs.slice(offset, offset + limits.maxBatchInputs);
+        parts.push({ offset, count: input.length, body: Buffer.from(JSON.stringify({ ...request.fields, input })) });
+      }
+    }
+    const outputs: Buffer[] = [];
+    let usage: Usage = NO_USAGE;
+    for (const part of parts) {
+      const outcome = await runJob(part.body, send, true);
+      usage = { promptTokens: usage.promptTokens + outcome.usage.promptTokens, completionTokens: 0, totalTokens: usage.totalTokens + outcome.usage.totalTokens };
+      if (outcome.kind === 'lost') return { ...outcome, usage };
+      if (outcome.response.statusCode !== 200) return { ...outcome, usage, response: renumbered(outcome.response, part.offset) };
+      outputs.push(Buffer.from(outcome.response.body));
+    }
+    const answer = parts.length === 1 ? outputs[0] : assembleEmbeddingLists(parts, outputs);
+    return { kind: 'answered', response: { statusCode: 200, body: answer.toString('utf8') }, usage };
+  }
+}
+
+/** One job to its end: the engine's whole body (200), its refusal or failure as the endpoint renders it, or lost. */
+function runJob(body: Buffer, send: LineJobSender, embeddings = false): Promise<LineRun> {
+  return new Promise<LineRun>((resolve) => {
+    let output: Buffer | null = null;
+    const listener: JobListener = {
+      onChunk: () => {},
+      onOutput: (data) => (output = data),
+      onCompleted: (usage) => resolve(answered(output, usage ?? NO_USAGE)),
+      onFailed: (failure) => resolve(failed(failure, embeddings)),
+    };
+    try {
+      send(body, listener);
+    } catch (error) {
+      const appError = asAppError(error);
+      resolve({ kind: 'lost', failure: { code: 'agent_draining', message: appError.message }, usage: NO_USAGE });
+    }
+  });
+}
+
+function answered(output: Buffer | null, usage: Usage): LineRun {
+  const text = output?.toString('utf8') ?? '';
+  try {
+    JSON.parse(text);
+  } catch {
+    return { kind: 'answered', response: renderAppError(new AppError('upstream_error', 'the engine answered with a body that is not JSON')), usage };
+  }
+  return { kind: 'answered', response: { statusCode: 200, body: text }, usage };
+}
+
+function failed(failure: JobFailure, embeddings: boolean): LineRun {
+  const usage = failure.usage ?? NO_USAGE;
+  if (LOST_JOB_CODES.has(failure.code)) return { kind: 'lost', failure: { code: failure.code, message: failure.message }, usage };
+  const error = jobFailureError(failure);
+  // An embeddings refusal names its input; the live route gives it as `param` (embedding-batches.ts).
+  const param = embeddings && failure.code === 'invalid_job' ? (/\binput\[\d+\]/.exec(error.message)?.[0] ?? 'input') : null;
+  return { kind: 'answered', response: renderAppError(param ? new AppError('invalid_request', error.message, { param }) : error), usage };
+}
+
+/** An engine's refusal of one part names inputs by their index in that part: renumbered to the line's. */
+function renumbered(response: LineResponse, offset: number): LineResponse {
+  if (offset === 0) return response;
+  return { ...response, body: response.body.replace(/\binput\[(\d+)\]/g, (_match, index: string) => `input[${offset + Number(index)}]`) };
+}
+
+function renderAppError(error: AppError): LineResponse {
+  const rendered = renderError(error);
+  return { statusCode: rendered.status, body: rendered.body.toString('utf8') };
+}
+
+function embeddingLimits(model: CatalogModel): NonNullable<CatalogModel['embedding']> {
+  if (model.task !== 'embedding' || !model.embedding) throw new AppError('unsupported_endpoint', `'${model.id}' is not an embedding model`);
+  return model.embedding;
+}

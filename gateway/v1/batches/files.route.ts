@@ -1,0 +1,68 @@
+import type { Context } from 'koa';
+import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
+import { JSONL_CONTENT_TYPE, MAX_LIST_LIMIT } from '../../../control-plane/batches/batch-files';
+import type { BatchService } from '../../../control-plane/batches/batch-service';
+import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
+import { AppError } from '../../../control-plane/errors/app-error';
+import { quoteValue } from '../../../control-plane/errors/quote-value';
+import { isMultipart, readMultipart } from '../../http/multipart';
+import { fileObject, listObject } from './batch-objects';
+import { queryLimit, queryValue } from './list-query';
+
+/** Room for the form's other fields and part headers beside the file itself. */
+const FORM_OVERHEAD_BYTES = 64 * 1024;
+
+/**
+ * `POST /v1/files` (multipart `file` and `purpose`: only `batch`), `GET /v1/files`,
+ * `GET /v1/files/{id}`, `GET /v1/files/{id}/content`, `DELETE /v1/files/{id}` on a deployment
+ * endpoint: the inputs of its batches and their output and error files.
+ */
+export class FilesRoute {
+  constructor(private readonly batches: BatchService, private readonly options: { maxFileBytes: number }) {}
+
+  async create(context: Context, deployment: Deployment): Promise<void> {
+    if (!isMultipart(context.req)) {
+      throw new AppError('invalid_request', 'POST /v1/files takes multipart/form-data with a `file` and `purpose=batch`', { param: 'file' });
+    }
+    const form = await readMultipart(context.req, this.options.maxFileBytes + FORM_OVERHEAD_BYTES);
+    if (Object.keys(form.fields).some((name) => name.startsWith('expires_after'))) {
+      throw new AppError('invalid_request', 'expires_after is not supported: files are kept until deleted (DELETE /v1/files/{id})', { param: 'expires_after' });
+    }
+    const files = form.files.get('file') ?? [];
+    if (files.length !== 1) throw new AppError('invalid_request', `file is required: exactly one JSONL file${files.length > 1 ? `, got ${files.length}` : ''}`, { param: 'file' });
+    const extra = [...form.files.keys()].find((name) => name !== 'file');
+    if (extra !== undefined) throw new AppError('invalid_request', `only one file, named \`file\`, is taken; got another named ${quoteValue(extra)}`, { param: extra });
+    const purpose = form.fields.purpose;
+    if (purpose === undefined) throw new AppError('invalid_request', 'purpose is required: "batch"', { param: 'purpose' });
+    const file = await this.batches.uploadFile(deployment, { filename: files[0].filename, data: files[0].data, purpose });
+    context.body = fileObject(file);
+  }
+
+  async list(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
+    const order = queryValue(context, 'order');
+    if (order !== undefined && order !== 'asc' && order !== 'desc') {
+      throw new AppError('invalid_request', `order must be "asc" or "desc", got ${quoteValue(order)}`, { param: 'order' });
+    }
+    const page = await this.batches.files.list(key.workspaceId, deployment.id, {
+      purpose: queryValue(context, 'purpose'), after: queryValue(context, 'after'), limit: queryLimit(context, MAX_LIST_LIMIT, MAX_LIST_LIMIT), order,
+    });
+    context.body = listObject(page, fileObject);
+  }
+
+  async retrieve(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+    context.body = fileObject(await this.batches.files.get(key.workspaceId, deployment.id, id));
+  }
+
+  /** The raw bytes, as stored. */
+  async content(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+    const { data } = await this.batches.files.content(key.workspaceId, deployment.id, id);
+    context.status = 200;
+    context.type = JSONL_CONTENT_TYPE;
+    context.body = data;
+  }
+
+  async delete(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+    const file = await this.batches.files.delete(key.workspaceId, deployment.id, id);
+    context.body = { id: file.id, object: 'file', deleted: true };
+  }
+}
