@@ -10,6 +10,7 @@ import { Catalog } from './pages/Catalog';
 import { ApiKeys } from './pages/ApiKeys';
 import { Requests } from './pages/Requests';
 import { RequestDetail } from './pages/RequestDetail';
+import { Batches } from './pages/Batches';
 import { Webhooks } from './pages/Webhooks';
 import { Usage } from './pages/Usage';
 import { SharedModels } from './pages/SharedModels';
@@ -18,6 +19,7 @@ const NAV = [
   ['/deployments', 'Deployments'],
   ['/catalog', 'Catalog'],
   ['/requests', 'Requests'],
+  ['/batches', 'Batches'],
   ['/keys', 'API keys'],
   ['/webhooks', 'Webhooks'],
   ['/usage', 'Usage and billing'],
@@ -54,6 +56,7 @@ export function App() {
                 <Route path="/keys" element={<ApiKeys />} />
                 <Route path="/requests" element={<Requests />} />
                 <Route path="/requests/:id" element={<RequestDetail />} />
+                <Route path="/batches" element={<Batches />} />
                 <Route path="/webhooks" element={<Webhooks />} />
                 <Route path="/usage" element={<Usage />} />
                 <Route path="/shared" element={<SharedModels />} />

@@ -14,9 +14,10 @@ import { WebhookResolver } from './resolvers/webhook.resolver';
 import { WorkspaceResolver } from './resolvers/workspace.resolver';
 import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
+import { BatchResolver } from './resolvers/batch.resolver';
 
 export const RESOLVERS = [
-  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver,
+  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver,
 ] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */
@@ -31,6 +32,8 @@ export function buildGatewaySchema(options: { container?: ContainerType; pubSub?
   if (options.container) {
     const deployments = options.container.get(DeploymentResolver, {} as ResolverData) as DeploymentResolver;
     checkBeforeSubscribing(schema, 'replicaLoad', (args, context) => deployments.checkReplicaLoadSubscription(context, String(args.deploymentId)));
+    const batches = options.container.get(BatchResolver, {} as ResolverData) as BatchResolver;
+    checkBeforeSubscribing(schema, 'batchUpdated', (args, context) => batches.checkBatchUpdatedSubscription(context, args.deploymentId as string | null | undefined));
   }
   return schema;
 }

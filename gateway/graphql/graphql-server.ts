@@ -33,6 +33,8 @@ import { WEBHOOK_ATTEMPT_LOGGED, WebhookResolver } from './resolvers/webhook.res
 import { WorkspaceResolver } from './resolvers/workspace.resolver';
 import { SHARED_MODEL_UPDATED, SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
+import { BATCH_UPDATED, BatchResolver } from './resolvers/batch.resolver';
+import { BatchFileLinks } from '../../control-plane/batches/batch-file-links';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -64,6 +66,9 @@ export class GraphQLServer {
       [WorkspaceResolver, new WorkspaceResolver(controlPlane)],
       [SharingResolver, new SharingResolver(controlPlane)],
       [ConsoleResolver, new ConsoleResolver(controlPlane)],
+      [BatchResolver, new BatchResolver(controlPlane, new BatchFileLinks(controlPlane.batches.files, controlPlane.managedStore, controlPlane.storageCredentials, {
+        managedLinkTtlSeconds: controlPlane.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: controlPlane.config.storage.customerOutputUrlTtlSeconds,
+      }, logger.child({ component: 'graphql' })))],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
@@ -71,17 +76,20 @@ export class GraphQLServer {
     const forwardAttempt = (attempt: unknown) => pubSub.publish(WEBHOOK_ATTEMPT_LOGGED, attempt as never);
     const forwardLoad = (load: unknown) => pubSub.publish(REPLICA_LOAD, load as never);
     const forwardSharedModel = (model: unknown) => pubSub.publish(SHARED_MODEL_UPDATED, model as never);
+    const forwardBatch = (batch: unknown) => pubSub.publish(BATCH_UPDATED, batch as never);
     controlPlane.events.on('deploymentUpdated', forward);
     controlPlane.events.on('requestUpdated', forwardRequest);
     controlPlane.events.on('webhookAttemptLogged', forwardAttempt);
     controlPlane.events.on('replicaLoad', forwardLoad);
     controlPlane.events.on('sharedModelUpdated', forwardSharedModel);
+    controlPlane.events.on('batchUpdated', forwardBatch);
     this.unsubscribe = () => {
       controlPlane.events.off('deploymentUpdated', forward);
       controlPlane.events.off('requestUpdated', forwardRequest);
       controlPlane.events.off('webhookAttemptLogged', forwardAttempt);
       controlPlane.events.off('replicaLoad', forwardLoad);
       controlPlane.events.off('sharedModelUpdated', forwardSharedModel);
+      controlPlane.events.off('batchUpdated', forwardBatch);
     };
 
     this.apollo = new ApolloServer<GraphQLContext>({

@@ -27,7 +27,7 @@ describe('console: keyboard only', () => {
     await page.keyboard.press('Enter');
     await page.getByRole('navigation', { name: 'Main' }).waitFor();
 
-    for (const [link, heading] of [['API keys', 'API keys'], ['Webhooks', 'Webhooks'], ['Requests', 'Requests'], ['Usage and billing', 'Usage and billing'],
+    for (const [link, heading] of [['API keys', 'API keys'], ['Webhooks', 'Webhooks'], ['Requests', 'Requests'], ['Batches', 'Batches'], ['Usage and billing', 'Usage and billing'],
       ['Shared models', 'Shared models'], ['Catalog', 'Catalog'], ['Deployments', 'Deployments']] as const) {
       await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
       await tabTo(page, (element) => element.tag === 'a' && element.text.trim() === link);

@@ -26,6 +26,7 @@ describe('tenant isolation', () => {
     chat: Endpoint; image: Endpoint; video: Endpoint; embedding: Endpoint;
     requestId: string; spareRequestId: string; videoId: string;
     keyId: string; keyPlaintext: string; endpointId: string; endpointUrl: string; deliveryId: string; credentialId: number;
+    batchId: string; batchFileId: string;
   };
   /** Everything of the victim's that must never appear in an answer to "mine" (ids sent in the request itself excepted). */
   let victimValues: string[];
@@ -77,11 +78,23 @@ describe('tenant isolation', () => {
     await test.waitForReplicas(theirs.chat.id, 1);
     expect((await call('POST', `${theirs.chat.baseUrl}/chat/completions`, bearer(victim), chatBody)).status).toBe(200);
     expect((await call('POST', `${ours.chat.baseUrl}/chat/completions`, bearer(mine), chatBody)).status).toBe(200);
+    // A batch of the victim's, its input file uploaded as the openai SDK does (multipart, purpose "batch").
+    const form = new FormData();
+    form.append('purpose', 'batch');
+    const line = { custom_id: 'victim-line', method: 'POST', url: '/v1/chat/completions', body: { model: test.server.controlPlane.catalog.defaultChatModel().id, ...chatBody } };
+    form.append('file', new Blob([JSON.stringify(line)]), 'victim.jsonl');
+    const uploaded = await fetch(`${theirs.chat.baseUrl}/files`, { method: 'POST', headers: { authorization: bearer(victim) }, body: form });
+    expect(uploaded.status).toBe(200);
+    theirs.batchFileId = ((await uploaded.json()) as { id: string }).id;
+    const batch = await call('POST', `${theirs.chat.baseUrl}/batches`, bearer(victim), { input_file_id: theirs.batchFileId, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    expect(batch.status).toBe(200);
+    theirs.batchId = batch.json.id as string;
 
     victimValues = [
       victim.workspaceId, victim.apiKey, victim.apiKeyId, theirs.keyId, theirs.keyPlaintext, theirs.chat.id, theirs.image.id, theirs.video.id,
       theirs.embedding.id, theirs.requestId, theirs.spareRequestId, theirs.videoId, theirs.endpointId, theirs.endpointUrl, theirs.deliveryId,
       SECRET_PROMPT, 'victim-private-bucket', 'victim bucket', 'victim hook', 'AKIAVICTIMKEY9QWE', 'victim-secret-access-key',
+      theirs.batchId, theirs.batchFileId,
     ];
   }, 60_000);
 
@@ -172,7 +185,8 @@ describe('tenant isolation', () => {
      * Every operation of schema.graphql that takes the id of a workspace's record
      * (gateway/graphql/resolvers/*), called with the victim's id: [operation, query, variables, code].
      * Deployments and requests answer FORBIDDEN (as REST's 403 for records), keys, webhook
-     * endpoints and deliveries and storage credentials NOT_FOUND; references to the victim's
+     * endpoints and deliveries, storage credentials and batches NOT_FOUND (batches as REST's 404
+     * for them); references to the victim's
      * storage credential inside an input are BAD_USER_INPUT ("not a storage credential of this workspace").
      */
     const byId = (): Array<[string, string, Record<string, unknown>, string]> => [
@@ -187,6 +201,9 @@ describe('tenant isolation', () => {
       ['resumeDeployment', 'mutation($id: ID!) { resumeDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['deleteDeployment', 'mutation($id: ID!) { deleteDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['cancelRequest', 'mutation($id: ID!) { cancelRequest(id: $id) { id status } }', { id: theirs.requestId }, 'FORBIDDEN'],
+      ['batch', 'query($id: ID!) { batch(id: $id) { id status inputFileId inputFileUrl outputFileUrl } }', { id: theirs.batchId }, 'NOT_FOUND'],
+      ['batches(deploymentId)', 'query($id: ID!) { batches(deploymentId: $id) { id inputFileId } }', { id: theirs.chat.id }, 'FORBIDDEN'],
+      ['cancelBatch', 'mutation($id: ID!) { cancelBatch(id: $id) { id status } }', { id: theirs.batchId }, 'NOT_FOUND'],
       ['regenerateApiKey', 'mutation($id: ID!) { regenerateApiKey(id: $id) { plaintext apiKey { id } } }', { id: theirs.keyId }, 'NOT_FOUND'],
       ['setApiKeyLimits', 'mutation($id: ID!) { setApiKeyLimits(id: $id, limits: {rpmLimit: 1, tpdLimit: 1}) { id rpmLimit } }', { id: theirs.keyId }, 'NOT_FOUND'],
       ['revokeApiKey', 'mutation($id: ID!) { revokeApiKey(id: $id) { id } }', { id: theirs.keyId }, 'NOT_FOUND'],
@@ -230,6 +247,7 @@ describe('tenant isolation', () => {
         webhookDeliveries(limit: 200) { id url endpointId }
         storageCredentials { id name bucket }
         requests(deploymentId: $image, limit: 200) { id }
+        batches(limit: 100) { id inputFileId }
         byDeployment: usage(from: $from, to: $to, groupBy: "deployment") { key requests }
         byKey: usage(from: $from, to: $to, groupBy: "api_key") { key requests }
         costs(from: $from, to: $to, groupBy: "deployment") { key }
@@ -243,6 +261,7 @@ describe('tenant isolation', () => {
       expect(data.webhookDeliveries).toEqual([]);
       expect(data.storageCredentials).toEqual([]);
       expect(data.requests).toEqual([{ id: ours.queuedRequestId }]);
+      expect(data.batches).toEqual([]);
       expect(data.byDeployment.map((row: { key: string }) => row.key)).toEqual([ours.chat.id]);
       expect(data.byKey.map((row: { key: string }) => row.key)).toEqual([mine.apiKeyId]);
       expect(leaked(answer.text, victimValues)).toEqual([]);
@@ -310,18 +329,20 @@ describe('tenant isolation', () => {
   });
 
   it('afterwards the victim\'s keys, deployments, endpoints, credentials and records are exactly as the victim left them', async () => {
-    const state = ok(await asVictim(`query($chat: ID!, $request: ID!) {
+    const state = ok(await asVictim(`query($chat: ID!, $request: ID!, $batch: ID!) {
       deployment(id: $chat) { status maxReplicas priceCapPerHour }
       apiKeys { id rpmLimit tpdLimit regeneratedAt }
       webhookEndpoints { id url enabled }
       storageCredentials { id status }
       request(id: $request) { status }
-    }`, { chat: theirs.chat.id, request: theirs.requestId }));
+      batch(id: $batch) { cancellingAt }
+    }`, { chat: theirs.chat.id, request: theirs.requestId, batch: theirs.batchId }));
     expect(state.deployment).toEqual({ status: 'Running', maxReplicas: 1, priceCapPerHour: 3 });
     expect(state.apiKeys).toEqual(expect.arrayContaining([{ id: theirs.keyId, rpmLimit: 77, tpdLimit: 1_000_000, regeneratedAt: null }]));
     expect(state.apiKeys).toHaveLength(2);
     expect(state.webhookEndpoints).toEqual([{ id: theirs.endpointId, url: theirs.endpointUrl, enabled: true }]);
     expect(state.storageCredentials).toEqual([{ id: theirs.credentialId, status: 'unverified' }]);
+    expect(state.batch).toEqual({ cancellingAt: null });
     expect(state.request).toEqual({ status: 'queued' });
     expect(receiver.received.map((delivery) => delivery.path).every((path) => path === '/ok/victim-endpoint')).toBe(true);
     for (const key of [victim.apiKey, theirs.keyPlaintext]) {

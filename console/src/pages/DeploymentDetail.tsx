@@ -168,6 +168,9 @@ export function DeploymentDetail() {
 
       <h2>Endpoint</h2>
       <Endpoint baseUrl={deployment.baseUrl} task={model?.task ?? 'chat'} modelId={deployment.modelId} />
+      {(model?.modality ?? 'text') === 'text' && (
+        <p><Link to={`/batches?deployment=${encodeURIComponent(deployment.id)}`}>Batches on this deployment</Link> <span className="muted">(the OpenAI Batch API at this base URL)</span></p>
+      )}
 
       <h2>Settings</h2>
       <table>
