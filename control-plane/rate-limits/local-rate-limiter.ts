@@ -28,13 +28,7 @@ export class LocalRateLimiter implements RateLimiter {
 
   async admit(key: AuthenticatedKey, holdTokens = 0): Promise<RateLimitDecision> {
     const now = this.now();
-    const state = this.state(key, now);
-    if (state.loading) await state.loading;
-    const day = Math.floor(now / DAY_MS);
-    if (state.day !== day) {
-      state.day = day;
-      state.tokensToday = 0;
-    }
+    const { state, day } = await this.today(key, now);
     const resetTokensMs = msUntilNextUtcDay(now);
     if (state.tokensToday >= key.tpdLimit) throw tokensPerDayExceeded(state.tokensToday, key.tpdLimit, resetTokensMs);
     const window = state.requests.tryAcquire(now, key.rpmLimit);
@@ -52,13 +46,7 @@ export class LocalRateLimiter implements RateLimiter {
 
   async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {
     const now = this.now();
-    const state = this.state(key, now);
-    if (state.loading) await state.loading;
-    const day = Math.floor(now / DAY_MS);
-    if (state.day !== day) {
-      state.day = day;
-      state.tokensToday = 0;
-    }
+    const { state, day } = await this.today(key, now);
     const tokens = Math.max(0, Math.ceil(holdTokens));
     if (state.tokensToday + tokens > key.tpdLimit) return null;
     state.tokensToday += tokens;
@@ -74,6 +62,18 @@ export class LocalRateLimiter implements RateLimiter {
   addTokens(apiKeyId: string, tokens: number): void {
     const state = this.keys.get(apiKeyId);
     if (state && tokens > 0) state.tokensToday += tokens;
+  }
+
+  /** The key's counters, loaded, with the day's tokens reset when `now` is a new UTC day. */
+  private async today(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, now: number) {
+    const state = this.state(key, now);
+    if (state.loading) await state.loading;
+    const day = Math.floor(now / DAY_MS);
+    if (state.day !== day) {
+      state.day = day;
+      state.tokensToday = 0;
+    }
+    return { state, day };
   }
 
   private state(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit'>, now: number): KeyState {
