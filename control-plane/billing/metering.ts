@@ -118,7 +118,9 @@ function BILL_AND_DEBIT(source: string): string {
         INSERT INTO billing_ledger (workspace_id, kind, deployment_id, replica_id, period_start, period_end, price_per_hour, amount)
         SELECT workspace_id, 'gpu_time', deployment_id, id, period_start, (SELECT at FROM clock), price_per_hour,
           -(price_per_hour * extract(epoch FROM (SELECT at FROM clock) - period_start) / 3600)
-        FROM ${source} WHERE period_start IS NOT NULL AND (SELECT count(*) FROM payers) >= 0
+        -- A row locked after another pass moved its period past this statement's clock (it waited
+        -- on the lock, then read the newer row) has nothing left to bill: that pass billed it.
+        FROM ${source} WHERE period_start IS NOT NULL AND period_start < (SELECT at FROM clock) AND (SELECT count(*) FROM payers) >= 0
         RETURNING workspace_id, deployment_id, amount
       ),
       debited AS (
