@@ -375,7 +375,9 @@ export class BatchRunner {
         lane.idle = true;
         return;
       }
-      claimed.forEach(({ batch, line }, index) => void this.run(lane, batch, line, holds[index]));
+      // Never more lines than slots held (a claim that returned more gives the rest back).
+      for (const { line } of claimed.slice(holds.length)) await this.parts.store.releaseLine(line, this.owner);
+      claimed.slice(0, holds.length).forEach(({ batch, line }, index) => void this.run(lane, batch, line, holds[index]));
     }
   }
 

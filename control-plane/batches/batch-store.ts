@@ -187,16 +187,20 @@ export class BatchStore {
    * Takes up to `limit` pending lines of the batch, in file order, for `owner`: each one
    * `running` under a lease, its attempt counted. SKIP LOCKED: servers claiming at once each
    * get other lines. Nothing once the batch stopped taking lines (cancelled, expired).
+   * The lines are picked in a MATERIALIZED CTE: as `UPDATE … WHERE line_index IN (SELECT …
+   * LIMIT n FOR UPDATE SKIP LOCKED)`, PostgreSQL may re-run the sub-select per row with stale
+   * statistics and claim every pending line (seen: 10,000 instead of 4 on a second batch).
    */
   async claimLines(batchId: string, owner: string, leaseMs: number, limit: number): Promise<ClaimedLine[]> {
     const rows: Array<{ batch_id: string; line_index: number; custom_id: string; body: string; attempts: number }> = await this.unwrap(this.dataSource.query(`
-      UPDATE batch_lines SET status = 'running', attempts = attempts + 1, claimed_by = $2,
-        lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
-      WHERE batch_id = $1 AND line_index IN (
+      WITH picked AS MATERIALIZED (
         SELECT line_index FROM batch_lines
         WHERE batch_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM batches WHERE id = $1 AND status = 'in_progress')
         ORDER BY line_index LIMIT $4 FOR UPDATE SKIP LOCKED)
-      RETURNING batch_id, line_index, custom_id, body, attempts`, [batchId, owner, leaseMs, limit]));
+      UPDATE batch_lines l SET status = 'running', attempts = l.attempts + 1, claimed_by = $2,
+        lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+      FROM picked WHERE l.batch_id = $1 AND l.line_index = picked.line_index
+      RETURNING l.batch_id, l.line_index, l.custom_id, l.body, l.attempts`, [batchId, owner, leaseMs, limit]));
     return rows.sort((a, b) => a.line_index - b.line_index).map((row) => ({
       batchId: row.batch_id, lineIndex: row.line_index, customId: row.custom_id, body: row.body, attempt: row.attempts,
     }));
@@ -321,16 +325,17 @@ export class BatchStore {
    */
   async recoverLostLines(): Promise<string[]> {
     const rows: Array<{ batch_id: string }> = await this.unwrap(this.dataSource.query(`
-      WITH lost AS (
+      WITH picked AS MATERIALIZED (
+        SELECT batch_id, line_index FROM batch_lines WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+        LIMIT 1000 FOR UPDATE SKIP LOCKED
+      ), lost AS (
         UPDATE batch_lines SET claimed_by = NULL, lease_expires_at = NULL,
           status = CASE WHEN attempts >= 2 THEN 'failed' ELSE 'pending' END,
           finished_at = CASE WHEN attempts >= 2 THEN clock_timestamp() END,
           result = CASE WHEN attempts >= 2 THEN json_build_object(
             'id', 'batch_req_' || substr(md5(random()::text || clock_timestamp()::text), 1, 24), 'custom_id', custom_id, 'response', NULL,
             'error', json_build_object('code', 'replica_lost', 'message', $1::text))::text END
-        WHERE (batch_id, line_index) IN (
-          SELECT batch_id, line_index FROM batch_lines WHERE status = 'running' AND lease_expires_at < clock_timestamp()
-          LIMIT 1000 FOR UPDATE SKIP LOCKED)
+        WHERE (batch_id, line_index) IN (SELECT batch_id, line_index FROM picked)
         RETURNING batch_id, status
       ), counts AS (
         UPDATE batches b SET failed_count = failed_count + failed.n
