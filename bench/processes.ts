@@ -128,3 +128,40 @@ export async function stopServerTree(child: ChildProcess, pid: number): Promise<
     }
   }
 }
+
+/** CPU time by process: the role each process of this benchmark plays, and its microseconds so far. */
+export type CpuSnapshot = Map<number, { role: string; micros: number }>;
+
+/**
+ * CPU time of every process this benchmark started, by role (`roleOf` names the server pids;
+ * agents and PostgreSQL are told by their command line), and of this process (the client).
+ */
+export function cpuByRole(roleOf: (pid: number) => string | undefined, roles: { agents: string; servers?: string }): CpuSnapshot {
+  const snapshot: CpuSnapshot = new Map();
+  for (const pid of descendants(process.pid)) {
+    const command = commandOf(pid);
+    const role = roleOf(pid) ?? (command.includes('worker-agent/main.js') ? roles.agents : command.includes('postgres') ? 'postgres' : 'other');
+    snapshot.set(pid, { role, micros: cpuMicros(pid) });
+  }
+  const usage = process.cpuUsage();
+  snapshot.set(process.pid, { role: 'client', micros: usage.user + usage.system });
+  return snapshot;
+}
+
+/** Cores each role used between two snapshots `seconds` apart (2 decimals). */
+export function coresBetween(before: CpuSnapshot, after: CpuSnapshot, seconds: number): Record<string, number> {
+  const cores: Record<string, number> = {};
+  for (const [pid, { role, micros }] of after) {
+    const start = before.get(pid);
+    if (!start) continue;
+    cores[role] = (cores[role] ?? 0) + (micros - start.micros) / 1e6 / seconds;
+  }
+  return Object.fromEntries(Object.entries(cores).map(([role, value]) => [role, Math.round(value * 100) / 100]));
+}
+
+/** The whole machine's CPU ticks (/proc/stat): busy, stolen and total. */
+export function machineTicks() {
+  const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = fields;
+  return { busy: user + nice + system + irq + softirq, steal, total: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) };
+}

@@ -43,7 +43,7 @@ import {
 } from './batch-live-load';
 import { describeMachine } from './machine';
 import { percentile } from './paced-client';
-import { commandOf, cpuMicros, descendants } from './processes';
+import { coresBetween, cpuByRole, machineTicks, type CpuSnapshot } from './processes';
 import { saveResults } from './report';
 import { BenchServer, onStop, sleep, stopEverything, until } from './routing-processes';
 import { outstandingJobs, round, scrape } from './routing-stats';
@@ -192,44 +192,21 @@ function parseOptions(): Options {
 // ---------------------------------------------------------------------------------------------
 // Machine and process accounting (as the routing benchmark reads it).
 
-function cpuByRole(server: BenchServer): Map<number, { role: string; micros: number }> {
-  const snapshot = new Map<number, { role: string; micros: number }>();
-  for (const pid of descendants(process.pid)) {
-    const command = commandOf(pid);
-    const role = pid === server.pid ? 'server' : command.includes('worker-agent/main.js') ? 'agent' : command.includes('postgres') ? 'postgres' : 'other';
-    snapshot.set(pid, { role, micros: cpuMicros(pid) });
-  }
-  const usage = process.cpuUsage();
-  snapshot.set(process.pid, { role: 'client', micros: usage.user + usage.system });
-  return snapshot;
-}
-
-function coresBetween(before: Map<number, { role: string; micros: number }>, after: Map<number, { role: string; micros: number }>, seconds: number): Record<string, number> {
-  const cores: Record<string, number> = {};
-  for (const [pid, { role, micros }] of after) {
-    const start = before.get(pid);
-    if (!start) continue;
-    cores[role] = (cores[role] ?? 0) + (micros - start.micros) / 1e6 / seconds;
-  }
-  return Object.fromEntries(Object.entries(cores).map(([role, value]) => [role, round(value, 2)]));
-}
-
-function machineTicks() {
-  const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  const [user, nice, system, , , irq, softirq, steal] = fields;
-  return { busy: user + nice + system + irq + softirq, steal, total: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) };
+/** CPU time by role: the server, its agent, PostgreSQL, the rest, and this client. */
+function cpuOf(server: BenchServer): CpuSnapshot {
+  return cpuByRole((pid) => (pid === server.pid ? 'server' : undefined), { agents: 'agent' });
 }
 
 /** Starts the machine and process accounting of a run; the returned function reads it. */
 function account(server: BenchServer): () => Run['machine'] {
   const ticks = machineTicks();
-  const cpu = cpuByRole(server);
+  const cpu = cpuOf(server);
   const started = performance.now();
   return () => {
     const ticksAfter = machineTicks();
     const total = Math.max(1, ticksAfter.total - ticks.total);
     const busyCores = round(((ticksAfter.busy - ticks.busy) / total) * os.cpus().length, 2);
-    const coresByRole = coresBetween(cpu, cpuByRole(server), (performance.now() - started) / 1000);
+    const coresByRole = coresBetween(cpu, cpuOf(server), (performance.now() - started) / 1000);
     coresByRole['other work'] = round(Math.max(0, busyCores - Object.values(coresByRole).reduce((sum, value) => sum + value, 0)), 2);
     return { busyCores, stealPercent: round(((ticksAfter.steal - ticks.steal) / total) * 100, 2), loadAverage1m: round(os.loadavg()[0], 2), coresByRole };
   };

@@ -39,7 +39,7 @@ import { parseArgs } from 'node:util';
 import { writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
 import { describeMachine } from './machine';
 import { percentile } from './paced-client';
-import { commandOf, cpuMicros, descendants } from './processes';
+import { coresBetween, cpuByRole, machineTicks, type CpuSnapshot } from './processes';
 import { saveResults } from './report';
 import { closeClient, replay, type Endpoint, type ReplaySample } from './routing-client';
 import { BenchServer, onStop, sleep, spawnAgent, stopEverything, until } from './routing-processes';
@@ -176,41 +176,17 @@ async function waitIdle(servers: readonly BenchServer[], deployment: Deployment)
   await sleep(1_000);
 }
 
-/** CPU time of every process this benchmark started, by role, and of this process (the client). */
-function cpuByRole(servers: readonly BenchServer[]): Map<number, { role: string; micros: number }> {
+/** CPU time by role: the servers, their agents, PostgreSQL, the rest, and this client. */
+function cpuOf(servers: readonly BenchServer[]): CpuSnapshot {
   const serverPids = new Set(servers.map((server) => server.pid));
-  const snapshot = new Map<number, { role: string; micros: number }>();
-  for (const pid of descendants(process.pid)) {
-    const command = commandOf(pid);
-    const role = serverPids.has(pid) ? 'servers' : command.includes('worker-agent/main.js') ? 'agents' : command.includes('postgres') ? 'postgres' : 'other';
-    snapshot.set(pid, { role, micros: cpuMicros(pid) });
-  }
-  const usage = process.cpuUsage();
-  snapshot.set(process.pid, { role: 'client', micros: usage.user + usage.system });
-  return snapshot;
-}
-
-function coresBetween(before: Map<number, { role: string; micros: number }>, after: Map<number, { role: string; micros: number }>, seconds: number): Record<string, number> {
-  const cores: Record<string, number> = {};
-  for (const [pid, { role, micros }] of after) {
-    const start = before.get(pid);
-    if (!start) continue;
-    cores[role] = (cores[role] ?? 0) + (micros - start.micros) / 1e6 / seconds;
-  }
-  return Object.fromEntries(Object.entries(cores).map(([role, value]) => [role, round(value, 2)]));
-}
-
-function machineTicks() {
-  const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  const [user, nice, system, , , irq, softirq, steal] = fields;
-  return { busy: user + nice + system + irq + softirq, steal, total: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) };
+  return cpuByRole((pid) => (serverPids.has(pid) ? 'servers' : undefined), { agents: 'agents' });
 }
 
 async function runPolicy(part: Part, policy: Policy, trace: Trace, rate: number, servers: readonly BenchServer[], deployment: Deployment, endpoints: Endpoint[], options: Options): Promise<PolicyRun> {
   await setPolicy(servers[0], deployment, policy);
   const before = await Promise.all(servers.map((server) => scrape(server.baseUrl)));
   const ticksBefore = machineTicks();
-  const cpuBefore = cpuByRole(servers);
+  const cpuBefore = cpuOf(servers);
   const started = Date.now();
   log(`[${part} ${policy}] ${trace.requests.length} requests over ${options.seconds} s (${rate} req/s), ${endpoints.length} server(s)`);
   const result = await replay(trace.requests, endpoints, {
@@ -218,7 +194,7 @@ async function runPolicy(part: Part, policy: Policy, trace: Trace, rate: number,
     progress: (samples, elapsedMs) => log(`  [${part} ${policy}] ${progressLine(samples, elapsedMs)}`),
   }, () => aborted);
   const ticksAfter = machineTicks();
-  const cpuAfter = cpuByRole(servers);
+  const cpuAfter = cpuOf(servers);
   const after = await Promise.all(servers.map((server) => scrape(server.baseUrl)));
   if (aborted) throw new Error('aborted');
   const stats = runStats(result.samples, options.warmup * 1000, result.sendEndMs);
