@@ -213,7 +213,7 @@ export class JobRunner {
     this.logger.warn({ jobId, guest: true, errorName }, 'engine call failed unexpectedly (a guest job: details withheld)');
   }
 
-  /** The FIFO a job waits in: owners', guests' (priority scheduling only: otherwise owners') or batch lines'. */
+  /** The FIFO a job waits in: owners', guests' or batch lines'. */
   private queueOf(assign: Assign): TrackedJob[] {
     if (assign.guest) return this.guestsWaiting;
     return assign.batch ? this.batchWaiting : this.waiting;

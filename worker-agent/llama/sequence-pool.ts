@@ -43,7 +43,11 @@ export function reusablePrefix(cached: readonly number[], prompt: readonly numbe
  * (llama.cpp's server uses a similar similarity threshold, 0.5, for its slots). 0: not worth it.
  */
 export function worthReusing(cached: readonly number[], prompt: readonly number[], minPrefix = MIN_REUSED_PREFIX): number {
-  const shared = reusablePrefix(cached, prompt, minPrefix);
+  return worthOf(reusablePrefix(cached, prompt, minPrefix), cached, prompt);
+}
+
+/** `shared` (a reusable prefix) when worth what taking the sequence throws away, else 0. */
+function worthOf(shared: number, cached: readonly number[], prompt: readonly number[]): number {
   return shared * 2 >= prompt.length || shared * 2 >= cached.length ? shared : 0;
 }
 
@@ -76,8 +80,8 @@ export function chooseSequences(free: readonly FreeSequence[], prompts: readonly
   if (prompts.length > free.length) throw new RangeError(`asked for ${prompts.length} sequences of ${free.length} free`);
   const shares = prompts.map((prompt) => free.map((sequence) => reusablePrefix(sequence.tokens, prompt, minPrefix)));
   const scores = prompts.map((prompt, index) => free.map((sequence, position) => {
-    const shared = worthReusing(sequence.tokens, prompt, minPrefix);
-    return preserveTails && sequence.tokens.length - shares[index][position] >= PRESERVED_TAIL ? 0 : shared;
+    const shared = shares[index][position];
+    return preserveTails && sequence.tokens.length - shared >= PRESERVED_TAIL ? 0 : worthOf(shared, sequence.tokens, prompt);
   }));
   const chosen: number[] = new Array(prompts.length).fill(-1);
   const taken = new Set<number>();
