@@ -330,6 +330,7 @@ export class AgentSession {
       agentId: options.agentId,
       priorityCapable: engine.priorityCapable,
       flowControl: true,
+      preemptsBatchLines: engine.batchPreemption !== undefined,
     };
   }
 

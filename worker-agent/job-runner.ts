@@ -5,6 +5,10 @@
  * With priority scheduling (a shared replica) guest jobs wait in a second FIFO that is served
  * only when no owner job waits. Batch lines (`Assign.batch`) are sent only into idle slots and
  * should never wait; one that does waits in a third FIFO, served only when nothing else waits.
+ * A live job that finds every slot taken while batch lines hold some takes the slot of the
+ * line started last, on engines that can set a line aside (`Engine.batchPreemption`): the line
+ * is parked (paused, or left to the engine's priority order) and takes the next slot that frees
+ * before any waiting line; elsewhere the live job waits, behind at most one line per slot.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Assign, JobEvent, JobFailureCode } from '../proto/worker/v1/index';
@@ -13,6 +17,7 @@ import type { Engine, EngineSink } from './engines/engine';
 import { EngineFailure, withUsage } from './engines/engine-failure';
 import type { EventWriter } from './event-writer';
 import { JobCancellation } from './job-cancellation';
+import { JobPreemption } from './job-preemption';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
 import { isMediaJob, runMediaJob } from './media-job-runner';
 import { StreamWindow } from './stream-window';
@@ -24,7 +29,12 @@ interface TrackedJob {
   readonly cancellation: JobCancellation;
   /** Streamed jobs with `stream_window_bytes`: how far the job may run ahead of its client. */
   readonly window: StreamWindow | null;
+  /** Batch lines on an engine that suspends them: how the runner pauses and resumes the line. */
+  preemption: JobPreemption | null;
+  /** The engine call has started (and, unless parked, holds a slot). */
   running: boolean;
+  /** A running batch line set aside for a live job: it holds no slot until resumed. */
+  parked: boolean;
   finished: boolean;
   deadlineTimer?: NodeJS.Timeout;
   abortTimer?: NodeJS.Timeout;
@@ -49,6 +59,10 @@ export class JobRunner {
   private readonly guestsWaiting: TrackedJob[] = [];
   /** Batch lines waiting for a slot: started only when no owner or guest job waits. */
   private readonly batchWaiting: TrackedJob[] = [];
+  /** Running batch lines holding a slot, in the order they took it (the last is preempted first). */
+  private readonly slotLines: TrackedJob[] = [];
+  /** Batch lines set aside for live jobs, resumed first-parked first before any waiting line starts. */
+  private readonly parked: TrackedJob[] = [];
   private prioritised = false;
   private running = 0;
   private draining = false;
@@ -64,6 +78,11 @@ export class JobRunner {
   /** Engine calls running now. */
   get inFlight(): number {
     return this.running;
+  }
+
+  /** Batch lines set aside for live jobs now (not in `inFlight` or `queued`). */
+  get parkedLines(): number {
+    return this.parked.length;
   }
 
   /** Accepted jobs waiting for a concurrency slot, owners', guests' and batch lines together. */
@@ -91,7 +110,8 @@ export class JobRunner {
       return;
     }
     const window = assign.stream && assign.streamWindowBytes ? new StreamWindow(assign.streamWindowBytes) : null;
-    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, running: false, finished: false };
+    const preemption = assign.batch && this.engine.batchPreemption === 'suspend' ? new JobPreemption() : null;
+    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, preemption, running: false, parked: false, finished: false };
     const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
     if (remainingMs <= 0) {
       writer.send(failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it'));
@@ -102,7 +122,7 @@ export class JobRunner {
       job.deadlineTimer = setTimeout(() => this.abort(job, 'deadline_exceeded', 'job deadline passed'), remainingMs);
     }
     // `accepted` is only worth a frame when the job has to wait; otherwise its output follows.
-    if (this.running >= this.maxConcurrency) {
+    if (this.running >= this.maxConcurrency && (assign.batch || !this.parkLine())) {
       writer.send(acceptedEvent(assign.jobId, true));
       this.queueOf(assign).push(job);
     } else {
@@ -165,6 +185,7 @@ export class JobRunner {
   private async run(job: TrackedJob): Promise<void> {
     job.running = true;
     this.running += 1;
+    if (job.assign.batch) this.slotLines.push(job);
     const { jobId } = job.assign;
     const sink: EngineSink = {
       chunk: (data) => {
@@ -182,7 +203,7 @@ export class JobRunner {
         this.finish(job, completedEvent(jobId, MEDIA_RESULT));
         return;
       }
-      const result = await this.engine.run(job.assign, sink, job.cancellation);
+      const result = await this.engine.run(job.assign, sink, job.cancellation, job.preemption ?? undefined);
       this.finish(job, completedEvent(jobId, result));
     } catch (error) {
       // A job already answered (canceled, deadline, drain, stream lost) unwinds here quietly.
@@ -220,15 +241,45 @@ export class JobRunner {
   }
 
   private removeFromQueue(job: TrackedJob): void {
-    const queue = this.queueOf(job.assign);
-    const position = queue.indexOf(job);
-    if (position !== -1) queue.splice(position, 1);
+    remove(this.queueOf(job.assign), job);
   }
 
-  /** The next job to start: the oldest waiting owner job, else the oldest waiting guest job, else the oldest batch line. */
-  private nextWaiting(): TrackedJob | undefined {
-    if (this.waiting.length > 0) return this.waiting.shift();
-    return this.guestsWaiting.length > 0 ? this.guestsWaiting.shift() : this.batchWaiting.shift();
+  /**
+   * Sets the batch line that took its slot last aside, so a live job can have the slot now;
+   * false when the engine cannot (the live job waits) or no line holds a slot.
+   */
+  private parkLine(): boolean {
+    if (!this.engine.batchPreemption) return false;
+    const line = this.slotLines.pop();
+    if (!line) return false;
+    this.running -= 1;
+    line.parked = true;
+    line.preemption?.pause();
+    this.parked.push(line);
+    return true;
+  }
+
+  /**
+   * Fills a free slot: the oldest waiting owner job, else the oldest waiting guest job, else
+   * the line parked first (resumed), else the oldest waiting batch line. False when none is left.
+   */
+  private startNext(): boolean {
+    const live = this.waiting.length > 0 ? this.waiting.shift() : this.guestsWaiting.shift();
+    if (live) {
+      void this.run(live);
+      return true;
+    }
+    const parked = this.parked.shift();
+    if (parked) {
+      parked.parked = false;
+      this.running += 1;
+      this.slotLines.push(parked);
+      parked.preemption?.resume();
+      return true;
+    }
+    const line = this.batchWaiting.shift();
+    if (line) void this.run(line);
+    return line !== undefined;
   }
 
   private finish(job: TrackedJob, terminal: JobEvent | undefined): void {
@@ -238,18 +289,22 @@ export class JobRunner {
     clearTimeout(job.abortTimer);
     this.jobs.delete(job.assign.jobId);
     job.window?.close(FINISHED);
-    if (job.running) this.running -= 1;
-    else this.removeFromQueue(job);
+    if (job.parked) remove(this.parked, job);
+    else if (job.running) {
+      this.running -= 1;
+      if (job.assign.batch) remove(this.slotLines, job);
+    } else this.removeFromQueue(job);
     if (terminal) job.writer.send(terminal);
-    while (this.running < this.maxConcurrency) {
-      const next = this.nextWaiting();
-      if (!next) break;
-      void this.run(next);
-    }
+    while (this.running < this.maxConcurrency && this.startNext());
     if (this.jobs.size === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const resolve of waiters) resolve();
     }
   }
+}
+
+function remove(jobs: TrackedJob[], job: TrackedJob): void {
+  const position = jobs.indexOf(job);
+  if (position !== -1) jobs.splice(position, 1);
 }

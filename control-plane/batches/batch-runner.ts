@@ -610,14 +610,20 @@ function withoutContent(error: unknown): { name: string; message: string; code?:
   return { name: error.name, message: error.message, ...(code === undefined ? {} : { code }), ...(error.stack ? { stack: error.stack.split('\n').slice(1).join('\n') } : {}) };
 }
 
-/** Live (owner or guest) jobs wait on this replica: more jobs are on it than it runs, or its agent queues some. */
+/**
+ * Live (owner or guest) jobs wait on this replica: more jobs are on it than it runs (beyond
+ * the lines it set aside, when it preempts them), or its agent queues some.
+ */
 function liveWaiting(connection: AgentConnection): boolean {
-  return connection.inFlight > connection.maxConcurrency || (connection.heartbeat?.queued ?? 0) > 0;
+  return connection.waiting > 0 || (connection.heartbeat?.queued ?? 0) > 0;
 }
 
-/** A live request would wait here: live jobs already do, or the replica is full while it serves live jobs. */
+/**
+ * A live request would wait here: live jobs already do, or the replica is full while it serves
+ * live jobs (with no line whose slot the live request could take at once).
+ */
 function liveKeptWaiting(connection: AgentConnection): boolean {
-  return liveWaiting(connection) || (connection.freeSlots <= 0 && connection.inFlight > connection.batchInFlight);
+  return liveWaiting(connection) || (connection.liveFreeSlots <= 0 && connection.inFlight > connection.batchInFlight);
 }
 
 /** The replica with the most free slots, or null when none has one. */

@@ -57,7 +57,7 @@ export class JobRouter {
     }
     const local = this.dispatcher.leastLoaded(deploymentId);
     // The common case (a free slot here) allocates nothing for placement: it is on every text request's path.
-    const placed = local !== null && local.freeSlots > 0 ? null : placeJob<AgentConnection>(local, local?.freeSlots ?? 0, () => this.offers(deploymentId), true);
+    const placed = local !== null && local.liveFreeSlots > 0 ? null : placeJob<AgentConnection>(local, local?.liveFreeSlots ?? 0, () => this.offers(deploymentId), true);
     if (local === null && placed === null) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
     if (hint !== undefined) this.observe(deploymentId, hint.policy, reason ?? (hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica'));
     if (placed === null || placed.kind === 'local') return this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener);
@@ -102,7 +102,7 @@ export class JobRouter {
     const candidates: Candidate[] = [];
     for (const connection of this.dispatcher.connections(deploymentId)) {
       if (connection.draining || connection.closed) continue;
-      candidates.push({ replicaId: connection.replicaId, load: connection.inFlight + connection.reserved, capacity: connection.maxConcurrency, connection });
+      candidates.push({ replicaId: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency, connection });
     }
     for (const peer of this.registry.peers()) {
       for (const replica of peer.load[deploymentId]?.replicas ?? []) {

@@ -94,8 +94,9 @@ export class ServerRegistry {
       if (connection.draining || connection.closed) continue;
       const entry = load[connection.deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] };
       entry.ready++;
-      entry.replicas!.push({ id: connection.replicaId, load: connection.inFlight + connection.reserved, capacity: connection.maxConcurrency });
-      entry.freeSlots += Math.max(0, connection.freeSlots);
+      // What a live job relayed here would find: a preemptible batch line's slot counts as free.
+      entry.replicas!.push({ id: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency });
+      entry.freeSlots += Math.max(0, connection.liveFreeSlots);
       entry.inFlight += connection.inFlight - connection.guestInFlight - connection.batchInFlight;
       entry.queued += connection.heartbeat?.queued ?? 0;
       if (connection.priorityScheduling) {

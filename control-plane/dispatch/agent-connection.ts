@@ -46,6 +46,8 @@ export class AgentConnection implements JobCarrier {
     readonly engineKind = '',
     /** `Hello.flow_control`: the agent honours stream windows and Credit; older agents get neither. */
     readonly flowControl = false,
+    /** `Hello.preempts_batch_lines`: a live job sent here takes a batch line's slot at once (the line is set aside). */
+    readonly preemptsBatchLines = false,
   ) {}
 
   /** Made once: jobs' events arrive per chunk, on the hot path. */
@@ -90,6 +92,40 @@ export class AgentConnection implements JobCarrier {
   /** Jobs this agent can still start now without queueing locally. */
   get freeSlots(): number {
     return this.draining || this.closed ? 0 : this.maxConcurrency - this.inFlight - this.reserved;
+  }
+
+  /**
+   * Batch lines whose slot a live job sent here would take at once: on a replica that preempts
+   * them, those not already set aside for a live job (jobs beyond the slots are parked lines).
+   */
+  get preemptibleLines(): number {
+    if (!this.preemptsBatchLines || this.batchInFlight === 0) return 0;
+    return Math.max(0, this.batchInFlight - Math.max(0, this.inFlight - this.maxConcurrency));
+  }
+
+  /** Live jobs this agent can still start now: its free slots and the slots of preemptible lines. */
+  get liveFreeSlots(): number {
+    return this.draining || this.closed ? 0 : Math.max(0, this.freeSlots) + this.preemptibleLines;
+  }
+
+  /**
+   * Slots busy as a live job sees them: live jobs, and batch lines; a preemptible line at half
+   * weight (its slot can be had at once, at the cost of setting the line aside), so a free slot
+   * is still preferred to one.
+   */
+  get liveBusy(): number {
+    const live = this.inFlight - this.batchInFlight;
+    return live + (this.preemptsBatchLines ? this.preemptibleLines / 2 : this.batchInFlight);
+  }
+
+  /** `liveBusy` as a fraction of the agent's concurrency; the dispatcher picks the smallest. */
+  get liveLoad(): number {
+    return this.liveBusy / this.maxConcurrency;
+  }
+
+  /** Jobs sent here beyond its slots that wait in the agent's queue (parked lines do not wait). */
+  get waiting(): number {
+    return Math.max(0, this.inFlight - (this.preemptsBatchLines ? this.batchInFlight : 0) - this.maxConcurrency);
   }
 
   send(frame: ControlFrame): void {

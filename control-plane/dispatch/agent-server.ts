@@ -125,7 +125,8 @@ export class AgentServer {
       this.onClosed(previous, 'the agent reconnected on a new stream');
     }
     const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
-      Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId, result.priorityScheduling, hello.engine?.kind ?? '', hello.flowControl === true);
+      Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId, result.priorityScheduling, hello.engine?.kind ?? '', hello.flowControl === true,
+      hello.preemptsBatchLines === true);
     this.byReplica.set(result.replica.id, connection);
     connection.send({
       frame: 'welcome',

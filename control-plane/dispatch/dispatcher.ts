@@ -98,7 +98,7 @@ export class Dispatcher implements ConnectionOwner {
     for (const connection of this.connections()) connection.drain(reason);
   }
 
-  /** Least loaded relative to its concurrency; ties rotate so equal replicas share work. */
+  /** Least loaded relative to its concurrency (as a live job sees it); ties rotate so equal replicas share work. */
   private pick(deploymentId: string, exclude: AgentConnection | null): AgentConnection | null {
     const pool = this.pools.get(deploymentId);
     if (!pool) return null;
@@ -108,7 +108,7 @@ export class Dispatcher implements ConnectionOwner {
     for (let offset = 0; offset < size; offset++) {
       const candidate = pool[(start + offset) % size];
       if (candidate.draining || candidate.closed || candidate === exclude) continue;
-      if (!best || candidate.load < best.load) best = candidate;
+      if (!best || candidate.liveLoad < best.liveLoad) best = candidate;
     }
     return best;
   }

@@ -44,10 +44,9 @@ export function controlPlaneGauges(dataSource: DataSource, dispatcher: Dispatche
 
     async queueDepth(): Promise<QueueDepth[]> {
       const depth = new Map<string, number>();
-      // Jobs assigned beyond an agent's concurrency wait in its local FIFO.
+      // Jobs assigned beyond an agent's concurrency wait in its local FIFO (batch lines it set aside do not).
       for (const connection of dispatcher.connections()) {
-        const waiting = Math.max(0, connection.inFlight - connection.maxConcurrency);
-        depth.set(connection.deploymentId, (depth.get(connection.deploymentId) ?? 0) + waiting);
+        depth.set(connection.deploymentId, (depth.get(connection.deploymentId) ?? 0) + connection.waiting);
       }
       const rows: Array<{ deployment_id: string; depth: number }> = await withTimeout(dataSource.query(
         `SELECT deployment_id, count(*)::int AS depth FROM request_records WHERE status = 'queued' GROUP BY deployment_id`,

@@ -10,7 +10,7 @@ const SLOTS = 4;
 
 /**
  * How batches share a deployment with its live traffic: lines only in idle slots (a live
- * request waits behind at most one line), no autoscaling demand, cancel stops new lines at
+ * request takes a line's slot at once on the CPU engine, which sets the line aside), no autoscaling demand, cancel stops new lines at
  * once, a line lost with its agent runs again and is answered once, tokens per day are never
  * overrun, and the terminal webhook goes out through the outbox.
  */
@@ -47,13 +47,14 @@ describe('batches: scheduling', () => {
     await receiver?.close();
   });
 
-  it('serves a live request while the replica is full of batch lines, behind at most one line, and batch lines are no autoscaling demand', async () => {
+  it('serves a live request at once while the replica is full of batch lines (the CPU engine sets one aside), and batch lines are no autoscaling demand', async () => {
     const controlPlane = test.server.controlPlane;
     const connection = () => controlPlane.dispatcher.connections(chat.id)[0];
-    const created = await client.batches.create({
-      input_file_id: await upload(client, jsonl(Array.from({ length: 12 }, (_, index) => slow(`line-${index}`, 1.5)))), endpoint: '/v1/chat/completions', completion_window: '24h',
-    });
-    // The window grows one line per line finished (no live request waited) until the replica is full.
+    expect(connection().preemptsBatchLines).toBe(true);
+    // Three short lines grow the window (one more per line finished with no live request
+    // waiting) to the replica's slots; the long lines after them then hold every slot for ~3 s.
+    const lines = [...Array.from({ length: 3 }, (_, index) => slow(`short-${index}`, 0.2)), ...Array.from({ length: SLOTS + 1 }, (_, index) => slow(`long-${index}`, 3))];
+    const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
     let peak = 0;
     await waitFor(() => {
       peak = Math.max(peak, connection().batchInFlight);
@@ -61,14 +62,18 @@ describe('batches: scheduling', () => {
     }, 15_000, 'every slot taken by batch lines');
     // The autoscaler's view of demand leaves batch lines out.
     expect(controlPlane.registry.loadSnapshot()[chat.id]).toMatchObject({ inFlight: 0, queued: 0 });
+    expect(connection().liveFreeSlots).toBe(SLOTS);
     const startedAt = Date.now();
     const live = await client.chat.completions.create({ messages: [{ role: 'user', content: 'a live question' }], max_tokens: 4 });
     const waitedMs = Date.now() - startedAt;
     expect(live.choices[0].message.content?.length).toBeGreaterThan(0);
-    // A line takes about 1.5 s: the live request waited for one line to end (at most), not for two.
-    expect(waitedMs).toBeLessThan(2_500);
+    // Behind a line it would have waited for the first long line to end (~3 s after it started).
+    expect(waitedMs).toBeLessThan(1_500);
+    // The line set aside resumed: every line is answered, none twice.
     const batch = await waitForBatch(client, created.id, 30_000, (current) => current.status === 'completed' || current.status === 'failed');
-    expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 12, completed: 12, failed: 0 } });
+    expect(batch).toMatchObject({ status: 'completed', request_counts: { total: lines.length, completed: lines.length, failed: 0 } });
+    const output = await fileLines(client, batch.output_file_id);
+    expect(output.map((line) => line.custom_id).sort()).toEqual(lines.map((line) => line.custom_id).sort());
     expect(Math.max(peak, SLOTS)).toBeLessThanOrEqual(SLOTS);
     expect(connection().batchInFlight).toBe(0);
   });

@@ -62,7 +62,7 @@ describe('AgentSession', () => {
       protocolVersion: PROTOCOL_VERSION, agentVersion: '9.9.9', joinToken: 'jt_secret',
       gpus: [{ name: 'H100', memoryBytes: 80 * 1024 ** 3, index: 0 }],
       engine: { kind: 'cpu', version: expect.any(String), url: '' }, models: [], maxConcurrency: 4, agentId: 'agt_test',
-      priorityCapable: true, flowControl: true,
+      priorityCapable: true, flowControl: true, preemptsBatchLines: true,
     });
     const heartbeat = await stream.until(() => stream.frames.find((frame) => frame.heartbeat)?.heartbeat);
     expect(heartbeat).toMatchObject({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });

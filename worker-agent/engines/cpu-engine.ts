@@ -5,6 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCancellation } from '../job-cancellation';
+import type { JobPreemption } from '../job-preemption';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { generateCpuMedia } from './cpu-media';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
@@ -26,6 +27,8 @@ export class CpuEngine implements Engine {
   readonly version = CPU_ENGINE_VERSION;
   readonly url = '';
   readonly priorityCapable = true;
+  /** Batch lines pause between steps (cpu-response.ts); a resume costs the time to first token again. */
+  readonly batchPreemption = 'suspend';
 
   /** Engine calls running now (text and media), prefills waiting for the lane included. */
   private running = 0;
@@ -75,16 +78,16 @@ export class CpuEngine implements Engine {
     return this.prefix?.signals() ?? { kvCacheUsage: 0, prefixCacheHitRate: 0 };
   }
 
-  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, preemption?: JobPreemption): Promise<EngineResult> {
     this.running++;
     try {
-      return await this.runText(job, sink, cancellation);
+      return await this.runText(job, sink, cancellation, preemption);
     } finally {
       this.running--;
     }
   }
 
-  private async runText(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+  private async runText(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, preemption?: JobPreemption): Promise<EngineResult> {
     const signal = cancellation.signal;
     const request = prepareEngineRequest(job, this.engineModel);
     if (request.path === '/v1/embeddings') {
@@ -95,7 +98,7 @@ export class CpuEngine implements Engine {
     const plan = planCpuCompletion(request.payload, request.path, this.options);
     const promptText = () => plan.promptText;
     if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal, this.prefix), sink, job.includeUsage, promptText);
-    return await forwardJsonBody(await cpuResponseBody(plan, signal, this.prefix), sink, promptText);
+    return await forwardJsonBody(await cpuResponseBody(plan, signal, this.prefix, preemption), sink, promptText);
   }
 
   async generateMedia(job: MediaJob, progress: ProgressReporter, cancellation: JobCancellation): Promise<MediaFiles> {

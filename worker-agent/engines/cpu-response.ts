@@ -10,6 +10,7 @@ import { chunkFormat, DONE_EVENT, renderCompletionBody, usageOf } from './cpu-re
 import { AnswerText, ChoiceGenerator, type GeneratedAnswer } from './cpu-text-generator';
 import { EngineFailure } from './engine-failure';
 import type { CpuPrefixSimulator } from './cpu-prefix-cache';
+import type { JobPreemption } from '../job-preemption';
 
 // Without a rate limit, yield to the event loop this often so a long generation never
 // starves I/O (cancels, heartbeats) of the process it runs in.
@@ -18,14 +19,18 @@ const STEPS_PER_TURN = 64;
 /**
  * The whole non-streamed body, after the time a real engine would take to produce it. With a
  * `prefix` simulation, the prompt's prefill (its turn on the engine's lane, then its uncached
- * tokens) comes first and the usage reports the cached tokens.
+ * tokens) comes first and the usage reports the cached tokens. With a `preemption` (a batch
+ * line), the time stands still while the line is paused and each resume adds the time to
+ * first token again (its prefill recomputed).
  */
-export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal, prefix?: CpuPrefixSimulator): Promise<Buffer> {
+export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal, prefix?: CpuPrefixSimulator, preemption?: JobPreemption): Promise<Buffer> {
   const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal)).cachedTokens : undefined;
   const answers = await generateAnswers(plan, signal);
   const tokens = answers.reduce((sum, answer) => sum + answer.completionTokens, 0);
   const limit = Math.min(tokens, plan.behaviour.failAfterTokens ?? Infinity, plan.behaviour.crashAfterTokens ?? Infinity);
-  await pause(plan.behaviour.ttftMs + limit * intervalOf(plan.behaviour), signal);
+  const engineMs = plan.behaviour.ttftMs + limit * intervalOf(plan.behaviour);
+  if (preemption) await preemption.sleep(engineMs, plan.behaviour.ttftMs, signal);
+  else await pause(engineMs, signal);
   const budget = new TokenBudget(plan.behaviour);
   for (let token = 0; token < tokens; token += 1) budget.spend();
   return renderCompletionBody(plan, answers, usageOf(plan, tokens, cachedTokens));

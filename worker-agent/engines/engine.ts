@@ -6,6 +6,7 @@
 import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
 import type { JobCancellation } from '../job-cancellation';
+import type { JobPreemption } from '../job-preemption';
 import type { EngineSignalsAnswer } from './engine-signals';
 
 /** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
@@ -80,6 +81,8 @@ export type ProgressReporter = (percent: number, stage: string) => void;
 /** Reports how far a model download / load is (0–100, may be fractional) and what it is doing. */
 export type LoadProgress = (percent: number, stage: string) => void;
 
+export type BatchPreemption = 'suspend' | 'engine';
+
 export interface Engine {
   /** `Hello.engine.kind`: the `--engine` that made it. */
   readonly kind: AgentEngineKind;
@@ -92,6 +95,14 @@ export interface Engine {
    * runs priority scheduling, since its own batch would otherwise serve guests and owners alike.
    */
   readonly priorityCapable: boolean;
+  /**
+   * What the agent may do with a running batch line when a live job finds every slot taken
+   * (job-runner.ts): `suspend`, the engine pauses the line through the JobPreemption `run` is
+   * given and takes it up again later; `engine`, the engine orders its own work by request
+   * priority, so the live job goes in beside the line and runs first. Absent: the live job waits
+   * for a slot, behind at most one line per slot.
+   */
+  readonly batchPreemption?: BatchPreemption;
   /**
    * What the agent's Hello needs, quickly, before it joins (llama-cpp: opens llama.cpp for its
    * version and checks the model file). Throws `EngineStartError` when the engine cannot serve.
@@ -117,8 +128,10 @@ export interface Engine {
    * Runs one job. Resolves once the engine finished; throws `EngineFailure` with a protocol
    * code otherwise. Aborting `cancellation` closes the upstream call at once; the rejection
    * then carries the usage produced so far (`EngineFailure.usage`), so it can be metered.
+   * `preemption`: given for batch lines on a `suspend` engine; the line's work stands still
+   * while it is paused.
    */
-  run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult>;
+  run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, preemption?: JobPreemption): Promise<EngineResult>;
   /**
    * Runs an image or video job; absent on text-only engines (their media jobs fail with
    * `invalid_job`). Throws `EngineFailure` (`vram_exceeded`, `engine_rejected`, …) otherwise.

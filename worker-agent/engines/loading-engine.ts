@@ -6,7 +6,8 @@
  */
 import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { JobCancellation } from '../job-cancellation';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
+import type { JobPreemption } from '../job-preemption';
+import type { BatchPreemption, Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { EngineFailure } from './engine-failure';
 import type { EngineSignalsAnswer } from './engine-signals';
 
@@ -22,6 +23,7 @@ export class LoadingEngine implements Engine {
   get version(): string { return this.inner.version; }
   get url(): string { return this.inner.url; }
   get priorityCapable(): boolean { return this.inner.priorityCapable; }
+  get batchPreemption(): BatchPreemption | undefined { return this.inner.batchPreemption; }
 
   async prepare(): Promise<void> {
     await this.inner.prepare?.();
@@ -56,10 +58,10 @@ export class LoadingEngine implements Engine {
     return this.inner.signals?.() ?? null;
   }
 
-  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+  async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, preemption?: JobPreemption): Promise<EngineResult> {
     // The control plane sends no work before the first ready heartbeat; this guards the protocol.
     if (!this.loaded) throw new EngineFailure('engine_unavailable', `the engine is still starting (${this.stage}: ${this.percent} %)`);
-    return await this.inner.run(job, sink, cancellation);
+    return await this.inner.run(job, sink, cancellation, preemption);
   }
 
   get generateMedia(): Engine['generateMedia'] {

@@ -4,7 +4,7 @@
  * of the CPU on this hot path, see docs/performance.md#avoid-fetch-and-web-streams) and response bytes are forwarded as they arrive.
  */
 import { Pool, type Dispatcher } from 'undici';
-import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob } from './engine';
+import type { BatchPreemption, Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, MediaFiles, MediaJob } from './engine';
 import { generateOpenAiImages } from './openai-media';
 import { EngineFailure } from './engine-failure';
 import { EngineHealthProbe } from './engine-health-probe';
@@ -58,6 +58,8 @@ export class OpenAiEngine implements Engine {
   readonly version = '';
   readonly url: string;
   readonly priorityCapable: boolean;
+  /** With priority scheduling a live job goes in beside a batch line and the engine runs it first. */
+  readonly batchPreemption: BatchPreemption | undefined;
   private readonly pool: Pool;
   private readonly basePath: string;
   private readonly headers: Record<string, string>;
@@ -70,6 +72,7 @@ export class OpenAiEngine implements Engine {
     const url = new URL(options.url);
     this.url = options.url;
     this.priorityCapable = options.priorityScheduling === true;
+    this.batchPreemption = this.priorityCapable ? 'engine' : undefined;
     this.basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
     const metricsPath = options.metricsPath === undefined ? '/metrics' : options.metricsPath;
     this.metricsPath = metricsPath ? this.basePath + metricsPath : null;

@@ -14,6 +14,7 @@ export interface Hello {
   'agentId'?: (string);
   'priorityCapable'?: (boolean);
   'flowControl'?: (boolean);
+  'preemptsBatchLines'?: (boolean);
 }
 
 export interface Hello__Output {
@@ -27,4 +28,5 @@ export interface Hello__Output {
   'agentId': (string);
   'priorityCapable': (boolean);
   'flowControl': (boolean);
+  'preemptsBatchLines': (boolean);
 }
