@@ -18,6 +18,7 @@ import { LOST_JOB_CODES, type BatchLineHandler, type LineRun } from './batch-lin
 import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
 import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
 import type { BatchValidator } from './batch-validator';
+import { linesKeptLiveWaiting, linesInTheWay, liveWaiting, mostFree } from './batch-capacity';
 import { BatchWindow } from './batch-window';
 
 /** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
@@ -352,7 +353,7 @@ export class BatchRunner {
       if (connections.length === 0) return;
       lane.window ??= new BatchWindow(connections.length);
       if (connections.some(liveWaiting)) {
-        lane.window.congested(lane.running.size);
+        if (connections.some(linesInTheWay)) lane.window.congested(lane.running.size);
         return;
       }
       const room = lane.window.limit - lane.running.size;
@@ -457,7 +458,7 @@ export class BatchRunner {
       this.running.delete(id);
       if (ran && lane.window) {
         const connections = this.connectionsOf(lane.deploymentId);
-        lane.window.finished(connections.some(liveKeptWaiting), lane.running.size, connections.reduce((sum, connection) => sum + connection.maxConcurrency, 0));
+        lane.window.finished(connections.some(linesKeptLiveWaiting), lane.running.size, connections.reduce((sum, connection) => sum + connection.maxConcurrency, 0));
       }
       this.lineEnded(running);
     }
@@ -608,29 +609,6 @@ function withoutContent(error: unknown): { name: string; message: string; code?:
   if (!(error instanceof Error)) return { name: typeof error, message: 'a non-Error value was thrown' };
   const code = (error as { code?: unknown; driverError?: { code?: unknown } }).driverError?.code ?? (error as { code?: unknown }).code;
   return { name: error.name, message: error.message, ...(code === undefined ? {} : { code }), ...(error.stack ? { stack: error.stack.split('\n').slice(1).join('\n') } : {}) };
-}
-
-/**
- * Live (owner or guest) jobs wait on this replica: more jobs are on it than it runs (beyond
- * the lines it set aside, when it preempts them), or its agent queues some.
- */
-function liveWaiting(connection: AgentConnection): boolean {
-  return connection.waiting > 0 || (connection.heartbeat?.queued ?? 0) > 0;
-}
-
-/**
- * A live request would wait here: live jobs already do, or the replica is full while it serves
- * live jobs (with no line whose slot the live request could take at once).
- */
-function liveKeptWaiting(connection: AgentConnection): boolean {
-  return liveWaiting(connection) || (connection.liveFreeSlots <= 0 && connection.inFlight > connection.batchInFlight);
-}
-
-/** The replica with the most free slots, or null when none has one. */
-function mostFree(connections: readonly AgentConnection[]): AgentConnection | null {
-  let best: AgentConnection | null = null;
-  for (const connection of connections) if (connection.freeSlots > 0 && (!best || connection.freeSlots > best.freeSlots)) best = connection;
-  return best;
 }
 
 function parseFields(body: string): Record<string, unknown> {

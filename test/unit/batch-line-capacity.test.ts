@@ -6,6 +6,7 @@
  */
 import type { ControlFrame } from '../../proto/worker/v1';
 import { AgentConnection, type ConnectionOwner } from '../../control-plane/dispatch/agent-connection';
+import { linesKeptLiveWaiting, liveWaiting } from '../../control-plane/batches/batch-capacity';
 import { Dispatcher } from '../../control-plane/dispatch/dispatcher';
 import { Job, type DispatchRequest, type JobListener } from '../../control-plane/dispatch/job';
 
@@ -79,5 +80,25 @@ describe('batch lines as capacity for live jobs', () => {
     dispatcher.register(idle);
     place(idle, true, 1);
     for (let index = 0; index < 4; index++) expect(dispatcher.leastLoaded('dep')).toBe(idle);
+  });
+
+  test('the batch window shrinks only for lines that keep live jobs waiting: not on a replica that sets them aside', () => {
+    const preempting = replica('p', true, 2);
+    place(preempting, true, 2);
+    place(preempting, false, 3);
+    // Three live jobs on two slots: one waits, behind the other live jobs, not behind a line.
+    expect(liveWaiting(preempting)).toBe(true);
+    expect(linesKeptLiveWaiting(preempting)).toBe(false);
+    const blocking = replica('b', false, 2);
+    place(blocking, true, 1);
+    place(blocking, false, 2);
+    expect(liveWaiting(blocking)).toBe(true);
+    expect(linesKeptLiveWaiting(blocking)).toBe(true);
+    // Full, with a live job on it and nothing waiting yet: the next live request would wait for the line.
+    const full = replica('f', false, 2);
+    place(full, true, 1);
+    place(full, false, 1);
+    expect(liveWaiting(full)).toBe(false);
+    expect(linesKeptLiveWaiting(full)).toBe(true);
   });
 });
