@@ -284,6 +284,10 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   await sharedPool.start();
   lifecycle.add('shared pool', () => sharedPool.stop());
   const shared = new SharedServing(sharedPool, dispatcher, sharedBilling, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
+  if (capacity.kubernetes) {
+    // The watch first: reconcile then reads the pods as they are, and their states flow from then on.
+    await capacity.kubernetes.start();
+  }
   await replicas.reconcile(await servers.liveServerIds());
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
   const apiKeyRows = dataSource.getRepository(ApiKey);

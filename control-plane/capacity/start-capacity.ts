@@ -2,13 +2,16 @@ import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import { Metering } from '../billing/metering';
 import type { Catalog } from '../catalog/catalog';
-import { DEFAULT_AGENT_ENTRY } from '../config/control-plane-config';
+import { platformVersion } from '../../common/agent-binary';
+import { DEFAULT_AGENT_BINARY_DIR, DEFAULT_AGENT_ENTRY } from '../config/control-plane-config';
 import type { ControlPlaneConfig } from '../full-config';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { CapacityProvider, HostLostListener } from '../replicas/capacity-provider';
 import { localEngineEnv } from '../providers/local-engine-env';
 import { LocalProvider } from '../providers/local-provider';
+import { loadKubernetesConfig } from '../providers/kubernetes/kubernetes-config';
+import { KubernetesProvider, loadKubeConfig } from '../providers/kubernetes/kubernetes-provider';
 import { ReplicaManager } from '../replicas/replica-manager';
 import { MarketProvider } from './market-provider';
 import { StaticProvider } from './static-provider';
@@ -20,6 +23,8 @@ export interface Capacity {
   /** The simulated marketplace (its machines are agent processes on this host). */
   readonly market: MarketProvider | null;
   readonly staticHosts: StaticProvider;
+  /** Replicas as pods of a cluster (KUBERNETES_CONFIG_FILE); null when not configured. Its watch starts with `startKubernetes`. */
+  readonly kubernetes: KubernetesProvider | null;
   readonly metering: Metering;
   readonly replicas: ReplicaManager;
   /** Every agent process this server spawned, local and market (drained on shutdown). */
@@ -74,17 +79,38 @@ export function startCapacity(
   if (market) providers.set('market', market);
   const staticHosts = new StaticProvider(dataSource, hostLost);
   providers.set('static', staticHosts);
+  const kubernetes = config.kubernetesConfigFile ? kubernetesProvider(config.kubernetesConfigFile, config.agentBinaryDir ?? DEFAULT_AGENT_BINARY_DIR, catalog, () => replicas, logger) : null;
+  if (kubernetes) providers.set('kubernetes', kubernetes);
 
   const metering = new Metering(dataSource, { intervalMs: config.meteringIntervalMs }, logger.child({ component: 'metering' }));
   replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }), serverId);
   return {
-    providers, localProvider, market, staticHosts, metering, replicas,
+    providers, localProvider, market, staticHosts, kubernetes, metering, replicas,
     async stopAgents() {
-      await Promise.all([localProvider?.stopAll(), market?.stopAll()]);
+      // Pods are not ours to stop with the server: only the watch ends (their agents rejoin the next one).
+      await Promise.all([localProvider?.stopAll(), market?.stopAll(), kubernetes?.stopAll()]);
     },
     killAgents() {
       localProvider?.killAll();
       market?.killAll();
     },
   };
+}
+
+/** The Kubernetes provider, its pods' states going to the replicas. */
+function kubernetesProvider(file: string, agentBinaryDir: string, catalog: Catalog, replicas: () => ReplicaManager | undefined, logger: Logger): KubernetesProvider {
+  const config = loadKubernetesConfig(file);
+  const log = logger.child({ component: 'kubernetes' });
+  const report = (what: string, work: (manager: ReplicaManager) => Promise<void>) => {
+    const manager = replicas();
+    if (manager) void work(manager).catch((error) => log.error({ err: error }, `could not record ${what}`));
+  };
+  return new KubernetesProvider({
+    config, kubeConfig: loadKubeConfig(config.kubeconfig), catalog, agentBinaryDir, version: platformVersion(__dirname),
+    events: {
+      waiting: (replicaId, reason) => report('a pod waiting', (manager) => manager.providerWaiting(replicaId, reason)),
+      failed: (replicaId, reason) => report('a pod failure', (manager) => manager.providerFailed(replicaId, reason)),
+      gone: (replicaId, reason) => report('a pod gone', (manager) => manager.hostLost(replicaId, reason)),
+    },
+  }, log);
 }

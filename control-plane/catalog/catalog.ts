@@ -34,6 +34,17 @@ const modelSchema = z.object({
    * loads the model by its id (vLLM and other engines on GPU hosts).
    */
   source: z.discriminatedUnion('kind', [z.object({ kind: z.literal('gguf'), path: z.string().min(1) })]).optional(),
+  /**
+   * The engine container on a Kubernetes GPU node (control-plane/providers/kubernetes): its
+   * image, and its command and arguments with `{model}` and `{gpus}` filled in. Absent: the
+   * provider's default for the `engine` kind (vLLM, SGLang).
+   */
+  container: z.object({
+    image: z.string().min(1),
+    command: z.array(z.string()).optional(),
+    args: z.array(z.string()).optional(),
+    port: z.number().int().min(1).max(65535).optional(),
+  }).strict().optional(),
   /** An embedding model's vectors and limits; present exactly when `task` is `embedding`. */
   embedding: z.object({
     /** Length of the vectors the model returns. */

@@ -71,6 +71,10 @@ const shape = {
   localAgentNodeArgs: z.string().default('').transform((value) => value.split(/\s+/).filter(Boolean)),
   /** Local provider: spawn agents at all (off for control planes whose agents are remote). @default true */
   localAgents: boolField().default(true),
+  /** Kubernetes provider: its settings file (deploy/kubernetes/values.example.yaml); unset, no `kubernetes` provider. */
+  kubernetesConfigFile: z.string().min(1).optional(),
+  /** Where the worker agent's single binary is (served at /agent/{version}/…, fetched by Kubernetes pods). @default dist/bin */
+  agentBinaryDir: z.string().min(1).optional(),
   /** Local provider: what this machine offers placement (GPU name, memory, hourly price). @default cpu, 80 GB, $0 */
   localGpuName: z.string().min(1).default('cpu'),
   localGpuMemoryGb: z.coerce.number().positive().default(80),
@@ -108,6 +112,7 @@ const names = {
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',
   localLlamaCachedSequences: 'LOCAL_LLAMA_CACHED_SEQUENCES',
   localRestartDelayMs: 'LOCAL_AGENT_RESTART_DELAY_MS', localModelDownloadMs: 'LOCAL_MODEL_DOWNLOAD_MS', localAgents: 'LOCAL_AGENTS', localAgentNodeArgs: 'LOCAL_AGENT_NODE_ARGS',
+  kubernetesConfigFile: 'KUBERNETES_CONFIG_FILE', agentBinaryDir: 'AGENT_BINARY_DIR',
   localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
   marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',
   meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',
@@ -129,3 +134,5 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
 
 /** The compiled agent; tests and `npm start` build it first. */
 export const DEFAULT_AGENT_ENTRY = path.join(PROJECT_ROOT, 'dist/worker-agent/main.js');
+/** Where `npm run build:agent` writes the agent's single binary and its `.sha256`. */
+export const DEFAULT_AGENT_BINARY_DIR = path.join(PROJECT_ROOT, 'dist/bin');

@@ -18,7 +18,7 @@ export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
 export const SHARING_STATES = ['not_shared', 'activating', 'shared'] as const;
 export type SharingState = (typeof SHARING_STATES)[number];
 
-export const PROVIDER_KINDS = ['local', 'market', 'static', 'external'] as const;
+export const PROVIDER_KINDS = ['local', 'market', 'static', 'external', 'kubernetes'] as const;
 export type ProviderKind = (typeof PROVIDER_KINDS)[number];
 
 

@@ -16,6 +16,13 @@ export interface CapacityProvider {
   /** Stops the replica's agent (drain first) and frees its capacity; resolves when it has gone. */
   terminate(replicaId: string): Promise<void>;
   stopAll(): Promise<void>;
+  /** Why the deployment should not get a new replica now (a back-off after failures), or null. */
+  holdReason?(deploymentId: string): string | null;
+  /**
+   * On start-up, with the provider's replicas the database says are active: releases what no
+   * active replica owns, and returns the ids of those whose capacity is gone (they are replaced).
+   */
+  reconcile?(active: readonly Replica[]): Promise<string[]>;
 }
 
 /** Told when a provider loses a replica's host for good (a reclaimed machine, a removed host). */

@@ -147,6 +147,27 @@ export class ReplicaManager {
     await this.replicas.update({ id: replicaId, status: 'Creating' }, { statusReason: reason, loadPercent: null });
   }
 
+  /** The provider says why a replica still starting is not there yet (a pod waiting for GPU capacity). */
+  async providerWaiting(replicaId: string, reason: string): Promise<void> {
+    const replica = await this.replicas.findOne({ where: { id: replicaId } });
+    if (!replica || replica.status !== 'Creating' || replica.agentId) return;
+    const result = await this.replicas.update({ id: replicaId, status: 'Creating' }, { statusReason: reason });
+    if (result.affected) await this.deployments.replicasChanged(replica.deploymentId);
+  }
+
+  /**
+   * The provider says the replica will not come (its image cannot be pulled, it crash-loops):
+   * it ends with that reason; the next capacity pass places another once the provider's
+   * back-off (`holdReason`) allows.
+   */
+  async providerFailed(replicaId: string, reason: string): Promise<void> {
+    const replica = await this.replicas.findOne({ where: { id: replicaId } });
+    if (!replica || replica.status === 'Terminated') return;
+    await this.end([replica], reason);
+    const deployment = await this.deployments.find(replica.deploymentId);
+    if (deployment && isServing(deployment)) await this.deployments.transition(deployment, deployment.status, `replica ${replica.id} failed: ${reason}`);
+  }
+
   /** The agent's stream ended: the replica stays (its agent may reconnect) but takes no work and is not billed. */
   async lost(replicaId: string, reason: string): Promise<void> {
     await this.metering.leaveRunning([replicaId], 'Unhealthy', reason);
@@ -210,6 +231,17 @@ export class ReplicaManager {
     const orphans = (await this.replicas.find({ where: { provider: In(['local', 'market']), status: ACTIVE } }))
       .filter((replica) => !replica.serverId || !liveServers.has(replica.serverId));
     await this.metering.leaveRunning(orphans.map((replica) => replica.id), 'Terminated', 'server restarted');
+    // Providers whose replicas outlive a server (pods) match them up: what has no capacity left is replaced.
+    for (const provider of this.providers.values()) {
+      if (!provider.reconcile) continue;
+      const active = await this.replicas.find({ where: { provider: provider.kind, status: ACTIVE } });
+      try {
+        const gone = await provider.reconcile(active);
+        await this.end(active.filter((replica) => gone.includes(replica.id)), `its ${provider.kind} capacity was gone when the server started: replaced`);
+      } catch (error) {
+        this.logger.error({ err: error, provider: provider.kind }, 'could not reconcile the provider\'s replicas');
+      }
+    }
     for (const deployment of await this.deployments.listActive()) {
       if (deployment.status === 'Paused') continue;
       try {
@@ -228,11 +260,22 @@ export class ReplicaManager {
     let deployment = await this.deployments.find(deploymentId);
     if (!deployment || !isServing(deployment)) return;
     const provider = this.providers.get(deployment.provider);
-    if (!provider) return; // external: agents join by themselves
+    if (!provider) {
+      // external: agents join by themselves; any other kind is one this server was not configured for.
+      const reason = `waiting for the ${deployment.provider} provider, which this server does not run (see the README's configuration)`;
+      if (deployment.provider !== 'external' && deployment.statusReason !== reason) await this.deployments.transition(deployment, deployment.status, reason);
+      return;
+    }
     const model = this.catalog.get(deployment.modelId);
     const active = await this.listActive(deployment.id);
     const wanted = Math.max(deployment.minReplicas, Math.min(deployment.maxReplicas, deployment.desiredReplicas));
     for (let count = active.length; count < wanted; count++) {
+      const hold = provider.holdReason?.(deployment.id);
+      if (hold) {
+        const reason = `${count} of ${wanted} replicas placed; ${hold}`;
+        if (deployment.statusReason !== reason) await this.deployments.transition(deployment, deployment.status, reason);
+        return;
+      }
       const choice = await chooseOffer(provider, deployment, model);
       if (!choice.offer) {
         await this.deployments.transition(deployment, deployment.status, `${active.length === 0 && count === 0 ? '' : `${count} of ${wanted} replicas placed; `}${choice.reason}`);

@@ -1,0 +1,62 @@
+/**
+ * What runs the model in a replica's pod: the catalog entry's container, or the default for its
+ * engine kind, with the model id, served name and tensor-parallel size filled in. vLLM and
+ * SGLang serve OpenAI's API on one port; the agent beside them reaches it on 127.0.0.1.
+ */
+import type { CatalogModel } from '../../catalog/catalog';
+
+export interface EngineContainerSpec {
+  readonly image: string;
+  readonly command?: string[];
+  readonly args: string[];
+  readonly port: number;
+}
+
+const ENGINE_PORT = 8000;
+
+/** Images by engine kind, pinned (an operator overrides them with `engineImages`). */
+export const DEFAULT_ENGINE_IMAGES: Readonly<Record<string, string>> = {
+  vllm: 'vllm/vllm-openai:v0.11.0',
+  sglang: 'lmsysorg/sglang:v0.5.3-cu126',
+};
+
+/**
+ * The engine container of a replica of `model` on `gpus` GPUs; null when neither the catalog
+ * entry nor the engine kind says how (image and video engines need a `container` entry).
+ * `priorityScheduling`: the replica shares idle capacity, so its engine orders work by priority.
+ */
+export function engineContainerFor(model: CatalogModel, gpus: number, priorityScheduling: boolean, images: Readonly<Record<string, string>>): EngineContainerSpec | null {
+  const fill = (values: readonly string[]) => values.map((value) => value.replaceAll('{model}', model.id).replaceAll('{gpus}', String(gpus)));
+  if (model.container) {
+    return {
+      image: model.container.image, ...(model.container.command ? { command: fill(model.container.command) } : {}),
+      args: fill(model.container.args ?? []), port: model.container.port ?? ENGINE_PORT,
+    };
+  }
+  const image = images[model.engine] ?? DEFAULT_ENGINE_IMAGES[model.engine];
+  const embedding = model.task === 'embedding';
+  switch (model.engine) {
+    case 'vllm':
+      return image ? {
+        image,
+        args: [
+          '--model', model.id, '--served-model-name', model.id, '--tensor-parallel-size', String(gpus), '--port', String(ENGINE_PORT),
+          ...(embedding ? ['--task', 'embed'] : []), ...(priorityScheduling ? ['--scheduling-policy', 'priority'] : []),
+        ],
+        port: ENGINE_PORT,
+      } : null;
+    case 'sglang':
+      return image ? {
+        image, command: ['python3', '-m', 'sglang.launch_server'],
+        args: [
+          '--model-path', model.id, '--served-model-name', model.id, '--tp', String(gpus), '--host', '0.0.0.0', '--port', String(ENGINE_PORT),
+          ...(embedding ? ['--is-embedding'] : []),
+          // SGLang serves a higher number first unless told otherwise; the agent sends vLLM's order.
+          ...(priorityScheduling ? ['--enable-priority-scheduling', '--schedule-low-priority-values-first'] : []),
+        ],
+        port: ENGINE_PORT,
+      } : null;
+    default:
+      return image ? { image, args: [], port: ENGINE_PORT } : null;
+  }
+}

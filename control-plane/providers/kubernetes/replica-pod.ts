@@ -1,0 +1,138 @@
+/**
+ * The manifests the Kubernetes provider writes: one Secret per deployment (the join token of each
+ * of its replicas, by replica id) and one Pod per replica, owned by that Secret so that deleting
+ * it (the deployment's last replica gone, or the deployment deleted) lets Kubernetes' garbage
+ * collector remove any pod left behind. Pure functions: tests validate their output against the
+ * real Kubernetes schemas.
+ */
+import type { V1Container, V1EnvVar, V1Pod, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { EngineContainerSpec } from './engine-container';
+import type { GpuClass, KubernetesConfig } from './kubernetes-config';
+
+export const MANAGED_BY = 'inference-platform';
+export const LABELS = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  deploymentId: 'inference-platform/deployment-id',
+  replicaId: 'inference-platform/replica-id',
+} as const;
+/** Where the init container puts the agent, and where the agent container finds it. */
+export const AGENT_DIR = '/agent';
+export const AGENT_BINARY = `${AGENT_DIR}/worker-agent`;
+
+/** `dep_AbC` → `inference-dep-abc`: object names are DNS-1123 (lowercase, digits and -). */
+export function objectName(prefix: string, id: string): string {
+  return `${prefix}-${id.toLowerCase().replace(/[^a-z0-9-]+/g, '-')}`.slice(0, 63).replace(/-+$/, '');
+}
+
+export function secretName(config: Pick<KubernetesConfig, 'namePrefix'>, deploymentId: string): string {
+  return objectName(config.namePrefix, deploymentId);
+}
+
+export function podName(config: Pick<KubernetesConfig, 'namePrefix'>, replicaId: string): string {
+  return objectName(config.namePrefix, replicaId);
+}
+
+/** The deployment's Secret: `tokens` maps replica ids to their join tokens. */
+export function deploymentSecret(config: KubernetesConfig, deploymentId: string, tokens: Record<string, string>, resourceVersion?: string): V1Secret {
+  return {
+    apiVersion: 'v1', kind: 'Secret', type: 'Opaque',
+    metadata: {
+      name: secretName(config, deploymentId), namespace: config.namespace,
+      labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.deploymentId]: deploymentId },
+      ...(resourceVersion ? { resourceVersion } : {}),
+    },
+    stringData: tokens,
+  };
+}
+
+export interface ReplicaPodInput {
+  readonly deploymentId: string;
+  readonly replicaId: string;
+  /** The deployment's Secret (the pod's owner, and where its join token is). */
+  readonly secret: { readonly name: string; readonly uid: string };
+  readonly engine: EngineContainerSpec;
+  readonly gpus: number;
+  readonly gpuClass: GpuClass;
+  readonly agent: {
+    /** The versioned download route of the control plane, and the binary's SHA-256 (hex). */
+    readonly url: string;
+    readonly sha256: string;
+    readonly maxConcurrency: number;
+    readonly priorityScheduling: boolean;
+  };
+}
+
+/** The agent drains this long at most (its default WORKER_DRAIN_TIMEOUT_MS): the engine must outlive it. */
+const AGENT_DRAIN_SECONDS = 30;
+
+export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1Pod {
+  const { engine, gpuClass } = input;
+  const gpuLimit = { [config.gpuResource]: String(input.gpus) };
+  const volumes: V1Volume[] = [
+    { name: 'agent-bin', emptyDir: {} },
+    { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: config.shmSize } },
+  ];
+  const engineMounts: V1VolumeMount[] = [{ name: 'dshm', mountPath: '/dev/shm' }];
+  if (config.modelCache) {
+    volumes.push({
+      name: 'model-cache',
+      ...(config.modelCache.persistentVolumeClaim
+        ? { persistentVolumeClaim: { claimName: config.modelCache.persistentVolumeClaim } }
+        : { hostPath: { path: config.modelCache.hostPath!, type: 'DirectoryOrCreate' } }),
+    });
+    engineMounts.push({ name: 'model-cache', mountPath: config.modelCache.mountPath });
+  }
+  const engineContainer: V1Container = {
+    name: 'engine', image: engine.image,
+    ...(engine.command ? { command: engine.command } : {}),
+    args: engine.args,
+    ports: [{ name: 'http', containerPort: engine.port }],
+    resources: { limits: gpuLimit, requests: gpuLimit },
+    volumeMounts: engineMounts,
+    env: config.huggingFaceTokenSecret ? [{ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: config.huggingFaceTokenSecret, key: 'HF_TOKEN' } } }] : [],
+    // Weights take minutes to download and load: up to 30 min before the readiness checks start.
+    startupProbe: { httpGet: { path: '/health', port: engine.port }, periodSeconds: 10, failureThreshold: 180 },
+    readinessProbe: { httpGet: { path: '/health', port: engine.port }, periodSeconds: 5 },
+    // The kubelet signals every container at once; the engine stays up while the agent drains.
+    lifecycle: { preStop: { exec: { command: ['sh', '-c', `sleep ${AGENT_DRAIN_SECONDS + 5}`] } } },
+  };
+  const agentEnv: V1EnvVar[] = [
+    { name: 'WORKER_CONTROL_PLANE', value: config.controlPlaneGrpcAddress },
+    { name: 'WORKER_JOIN_TOKEN', valueFrom: { secretKeyRef: { name: input.secret.name, key: input.replicaId } } },
+    { name: 'WORKER_AGENT_ID', value: `agt_k8s_${input.replicaId.replace(/^rep_/, '')}` },
+    { name: 'WORKER_ENGINE', value: 'openai' },
+    { name: 'WORKER_ENGINE_URL', value: `http://127.0.0.1:${engine.port}/v1` },
+    { name: 'WORKER_MAX_CONCURRENCY', value: String(input.agent.maxConcurrency) },
+    { name: 'WORKER_DRAIN_TIMEOUT_MS', value: String(AGENT_DRAIN_SECONDS * 1000) },
+    ...(input.agent.priorityScheduling ? [{ name: 'WORKER_ENGINE_PRIORITY_SCHEDULING', value: 'true' }] : []),
+    ...Object.entries(config.agentEnv).map(([name, value]) => ({ name, value })),
+  ];
+  const agentContainer: V1Container = {
+    // The engine's image runs our binary: nothing of ours to pull, only the file the init container fetched.
+    name: 'agent', image: engine.image, command: [AGENT_BINARY], env: agentEnv,
+    volumeMounts: [{ name: 'agent-bin', mountPath: AGENT_DIR, readOnly: true }],
+  };
+  const fetchAgent: V1Container = {
+    name: 'fetch-agent', image: config.fetchImage,
+    command: ['sh', '-c', 'curl -fsSL --retry 5 -o "$AGENT_FILE" "$AGENT_URL" && echo "$AGENT_SHA256  $AGENT_FILE" | sha256sum -c - && chmod 0755 "$AGENT_FILE"'],
+    env: [{ name: 'AGENT_URL', value: input.agent.url }, { name: 'AGENT_SHA256', value: input.agent.sha256 }, { name: 'AGENT_FILE', value: AGENT_BINARY }],
+    volumeMounts: [{ name: 'agent-bin', mountPath: AGENT_DIR }],
+  };
+  return {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: {
+      name: podName(config, input.replicaId), namespace: config.namespace,
+      labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.deploymentId]: input.deploymentId, [LABELS.replicaId]: input.replicaId },
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Secret', name: input.secret.name, uid: input.secret.uid, blockOwnerDeletion: true }],
+    },
+    spec: {
+      restartPolicy: 'Always',
+      terminationGracePeriodSeconds: config.terminationGracePeriodSeconds,
+      nodeSelector: { ...gpuClass.nodeSelector, [config.gpuProductLabel]: gpuClass.product },
+      tolerations: gpuClass.tolerations,
+      volumes,
+      initContainers: [fetchAgent],
+      containers: [engineContainer, agentContainer],
+    },
+  };
+}
