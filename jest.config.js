@@ -6,8 +6,8 @@ module.exports = {
   roots: ['<rootDir>/test', '<rootDir>/common', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
   testMatch: ['**/*.test.ts'],
   // The fault suite kills and partitions real processes: `npm run test:faults` (jest.faults.config.js).
-  // The console suite needs Chromium: `npm run test:console` (jest.console.config.js).
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/faults/', '<rootDir>/test/console/'],
+  // The console suite needs Chromium: `npm run test:console` (jest.console.config.js); the real-cluster suite a KUBECONFIG: `npm run test:k8s`.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/faults/', '<rootDir>/test/console/', '<rootDir>/test/kubernetes/cluster/'],
   // @kubernetes/client-node 1.x and a few of its dependencies are ES modules only: Node 20.19+
   // requires them natively (the server in dist/), jest's module runtime does not, so swc turns
   // them into CommonJS for tests.

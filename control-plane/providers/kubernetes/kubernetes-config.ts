@@ -55,6 +55,12 @@ const shape = z.object({
   terminationGracePeriodSeconds: z.number().int().min(1).default(120),
   /** Engine images by catalog engine kind; a catalog entry's own `container.image` wins. */
   engineImages: z.record(z.string(), z.string().min(1)).default({}),
+  /**
+   * Replaces the engine container's command in every pod (its arguments stay, after it). For
+   * clusters without GPUs (docs/kubernetes.md): e.g. `[sh, -c, exec sleep infinity, --]` with
+   * `agentEnv: { WORKER_ENGINE: cpu }`, the agent's CPU stand-in answering instead.
+   */
+  engineCommand: z.array(z.string().min(1)).min(1).optional(),
   /** Secret holding `HF_TOKEN` for gated models (its key `HF_TOKEN` goes to the engine). */
   huggingFaceTokenSecret: z.string().min(1).optional(),
   /** Extra environment for every agent (e.g. WORKER_LOG_LEVEL). */

@@ -84,7 +84,7 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
   }
   const engineContainer: V1Container = {
     name: 'engine', image: engine.image,
-    ...(engine.command ? { command: engine.command } : {}),
+    ...(config.engineCommand ?? engine.command ? { command: config.engineCommand ?? engine.command } : {}),
     args: engine.args,
     ports: [{ name: 'http', containerPort: engine.port }],
     resources: { limits: gpuLimit, requests: gpuLimit },

@@ -1,0 +1,10 @@
+/** `npm run test:k8s` (test/kubernetes/cluster/run-cluster-test.cjs): the Kubernetes end-to-end test against the cluster KUBECONFIG names. */
+const base = require('./jest.config.js');
+
+module.exports = {
+  ...base,
+  roots: ['<rootDir>/test/kubernetes/cluster'],
+  testPathIgnorePatterns: ['/node_modules/'],
+  testTimeout: 600_000,
+  maxWorkers: 1,
+};
