@@ -10,6 +10,9 @@ import { fileLinkRoute } from './files/file-link.route';
 import { controlPlaneProbes } from '../control-plane/telemetry/readiness-probes';
 import { errorMiddleware } from './http/error-middleware';
 import { metricsRoute } from './http/metrics.route';
+import { agentDownloadRoute } from './http/agent-download.route';
+import { platformVersion } from '../common/agent-binary';
+import { DEFAULT_AGENT_BINARY_DIR } from '../control-plane/config/control-plane-config';
 import { consoleRoute } from './http/console.route';
 import { Readiness, readinessRoute } from './http/readiness.route';
 import { RequestIds } from './http/request-id';
@@ -54,6 +57,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   });
   app.use(readinessRoute(readiness));
   app.use(metricsRoute(controlPlane.metrics, config.metricsToken));
+  app.use(agentDownloadRoute(controlPlane.config.agentBinaryDir ?? DEFAULT_AGENT_BINARY_DIR, platformVersion(__dirname)));
   // Signed links of the local object store (agents upload there, clients download): no API key.
   if (controlPlane.managedStore instanceof LocalObjectStore) {
     app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
