@@ -101,16 +101,22 @@ export function startCapacity(
 function kubernetesProvider(file: string, agentBinaryDir: string, catalog: Catalog, replicas: () => ReplicaManager | undefined, logger: Logger): KubernetesProvider {
   const config = loadKubernetesConfig(file);
   const log = logger.child({ component: 'kubernetes' });
-  const report = (what: string, work: (manager: ReplicaManager) => Promise<void>) => {
+  // One replica's reports are written in the order the watch saw them (a late write of an
+  // earlier state would otherwise overwrite a later one).
+  const chains = new Map<string, Promise<void>>();
+  const report = (replicaId: string, what: string, work: (manager: ReplicaManager) => Promise<void>) => {
     const manager = replicas();
-    if (manager) void work(manager).catch((error) => log.error({ err: error }, `could not record ${what}`));
+    if (!manager) return;
+    const next = (chains.get(replicaId) ?? Promise.resolve()).then(() => work(manager)).catch((error) => log.error({ err: error, replicaId }, `could not record ${what}`));
+    chains.set(replicaId, next);
+    void next.then(() => { if (chains.get(replicaId) === next) chains.delete(replicaId); });
   };
   return new KubernetesProvider({
     config, kubeConfig: loadKubeConfig(config.kubeconfig), catalog, agentBinaryDir, version: platformVersion(__dirname),
     events: {
-      waiting: (replicaId, reason) => report('a pod waiting', (manager) => manager.providerWaiting(replicaId, reason)),
-      failed: (replicaId, reason) => report('a pod failure', (manager) => manager.providerFailed(replicaId, reason)),
-      gone: (replicaId, reason) => report('a pod gone', (manager) => manager.hostLost(replicaId, reason)),
+      waiting: (replicaId, reason) => report(replicaId, 'a pod waiting', (manager) => manager.providerWaiting(replicaId, reason)),
+      failed: (replicaId, reason) => report(replicaId, 'a pod failure', (manager) => manager.providerFailed(replicaId, reason)),
+      gone: (replicaId, reason) => report(replicaId, 'a pod gone', (manager) => manager.hostLost(replicaId, reason)),
     },
   }, log);
 }

@@ -52,6 +52,7 @@ export function podCondition(pod: V1Pod): PodCondition {
   }
   if (status.phase === 'Pending') {
     const pulling = [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])].find((container) => container.state?.waiting?.reason === 'PodInitializing' || container.state?.waiting?.reason === 'ContainerCreating');
+    if (!scheduled) return { kind: 'waiting', reason: 'pod created, waiting for the scheduler' };
     return { kind: 'waiting', reason: pulling ? 'pod starting: pulling images and fetching the agent' : 'pod scheduled, starting' };
   }
   return { kind: 'running' };
