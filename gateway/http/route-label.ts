@@ -12,6 +12,7 @@ export function routeLabel(method: string, path: string): RouteLabel {
   if (path === '/healthz') return 'healthz';
   if (path === '/readyz') return 'readyz';
   if (path === '/metrics') return 'metrics';
+  if (path.startsWith('/agent/')) return 'agent_download';
   if (path === '/shared/v1' || path.startsWith('/shared/v1/')) return 'shared';
   return 'other';
 }

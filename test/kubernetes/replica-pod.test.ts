@@ -50,6 +50,7 @@ describe('Kubernetes manifests', () => {
     expect(engine.env).toEqual([{ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: 'hf', key: 'HF_TOKEN' } } }]);
     expect(spec.volumes).toContainEqual({ name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: '16Gi' } });
     expect(spec.volumes).toContainEqual({ name: 'model-cache', persistentVolumeClaim: { claimName: 'hf-cache' } });
+    expect(spec.automountServiceAccountToken).toBe(false);
     expect(spec.nodeSelector).toEqual({ 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3' });
     expect(spec.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }]);
     // The grace period outlives the agent's drain, and the engine outlives it too (preStop).
@@ -69,7 +70,7 @@ describe('Kubernetes manifests', () => {
     expect(manifest.metadata).toMatchObject({
       name: 'inference-rep-9f8e', namespace: 'inference',
       labels: { 'app.kubernetes.io/managed-by': 'inference-platform', 'inference-platform/deployment-id': 'dep_Abc123', 'inference-platform/replica-id': 'rep_9f8e' },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Secret', name: 'inference-dep-abc123', uid: '0b6f2d1e-1111-4222-8333-944455556666', blockOwnerDeletion: true }],
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Secret', name: 'inference-dep-abc123', uid: '0b6f2d1e-1111-4222-8333-944455556666' }],
     });
   });
 

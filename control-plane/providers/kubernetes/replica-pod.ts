@@ -123,10 +123,14 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
     metadata: {
       name: podName(config, input.replicaId), namespace: config.namespace,
       labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.deploymentId]: input.deploymentId, [LABELS.replicaId]: input.replicaId },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Secret', name: input.secret.name, uid: input.secret.uid, blockOwnerDeletion: true }],
+      // No blockOwnerDeletion: the Secret is deleted with Background propagation, and on clusters
+      // enforcing owner references it would need update on secrets/finalizers.
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Secret', name: input.secret.name, uid: input.secret.uid }],
     },
     spec: {
       restartPolicy: 'Always',
+      // Engine images run model code: no credentials of the namespace's service account in the pod.
+      automountServiceAccountToken: false,
       terminationGracePeriodSeconds: config.terminationGracePeriodSeconds,
       nodeSelector: { ...gpuClass.nodeSelector, [config.gpuProductLabel]: gpuClass.product },
       tolerations: gpuClass.tolerations,
