@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1PolicyRule, V1Pod } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { FakeKubeApi } from './support/fake-kube-api';
 import { ClusterView, runLifecycle } from './support/provider-scenario';
@@ -49,7 +50,15 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
   };
 
   beforeAll(async () => {
-    api = new FakeKubeApi({ token: 'test-token' });
+    // The API server enforces deploy/kubernetes/rbac.yaml: a call the provider makes beyond it is a 403 and fails the test.
+    const rbac = (yaml.loadAll(fs.readFileSync(path.join(__dirname, '../../deploy/kubernetes/rbac.yaml'), 'utf8')) as Array<{ kind: string; rules?: V1PolicyRule[] }>);
+    api = new FakeKubeApi({
+      token: 'test-token',
+      rbac: {
+        user: `system:serviceaccount:${NAMESPACE}:inference-control-plane`, roleNamespace: NAMESPACE,
+        roleRules: rbac.find((object) => object.kind === 'Role')!.rules, clusterRoleRules: rbac.find((object) => object.kind === 'ClusterRole')!.rules,
+      },
+    });
     await api.start();
     api.addNode({ name: 'gpu-a', labels: { 'nvidia.com/gpu.product': H100 }, allocatable: { 'nvidia.com/gpu': '2', cpu: '64', memory: '512Gi' }, taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] });
     api.addNode({ name: 'gpu-b', labels: { 'nvidia.com/gpu.product': H100 }, allocatable: { 'nvidia.com/gpu': '2', cpu: '64', memory: '512Gi' }, taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] });
@@ -85,8 +94,9 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
 
   it('runs a deployment as pods: ready, answering, scaled up and down, deleted with its pods and secret', async () => {
     await runLifecycle(test, workspace, cluster, { readyTimeoutMs: 60_000, checkPod: validPod });
-    // Everything the provider wrote is a valid Kubernetes object.
-    for (const written of api.created()) validateManifest(written);
+    // Everything the provider wrote is a valid Kubernetes object, and nothing it asked was refused.
+    for (const written of api.created()) validateManifest(written as never);
+    expect(api.requests.filter((request) => request.status === 403)).toEqual([]);
   });
 
   it('a price cap below every GPU class places nothing and says why', async () => {

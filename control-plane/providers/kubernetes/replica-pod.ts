@@ -84,6 +84,8 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
   }
   const engineContainer: V1Container = {
     name: 'engine', image: engine.image,
+    // A crash's last output becomes the container's termination message (the replica's reason).
+    terminationMessagePolicy: 'FallbackToLogsOnError',
     ...(config.engineCommand ?? engine.command ? { command: config.engineCommand ?? engine.command } : {}),
     args: engine.args,
     ports: [{ name: 'http', containerPort: engine.port }],
@@ -109,11 +111,11 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
   ];
   const agentContainer: V1Container = {
     // The engine's image runs our binary: nothing of ours to pull, only the file the init container fetched.
-    name: 'agent', image: engine.image, command: [AGENT_BINARY], env: agentEnv,
+    name: 'agent', image: engine.image, command: [AGENT_BINARY], env: agentEnv, terminationMessagePolicy: 'FallbackToLogsOnError',
     volumeMounts: [{ name: 'agent-bin', mountPath: AGENT_DIR, readOnly: true }],
   };
   const fetchAgent: V1Container = {
-    name: 'fetch-agent', image: config.fetchImage,
+    name: 'fetch-agent', image: config.fetchImage, terminationMessagePolicy: 'FallbackToLogsOnError',
     command: ['sh', '-c', 'curl -fsSL --retry 5 -o "$AGENT_FILE" "$AGENT_URL" && echo "$AGENT_SHA256  $AGENT_FILE" | sha256sum -c - && chmod 0755 "$AGENT_FILE"'],
     env: [{ name: 'AGENT_URL', value: input.agent.url }, { name: 'AGENT_SHA256', value: input.agent.sha256 }, { name: 'AGENT_FILE', value: AGENT_BINARY }],
     volumeMounts: [{ name: 'agent-bin', mountPath: AGENT_DIR }],
