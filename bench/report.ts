@@ -83,6 +83,16 @@ export function targetsCheck(summaries: Summary[]): string {
     ['added TTFB p50 for streams, paced', ours('stream paced')?.addedTtfbP50Ms, (value) => value <= 1, '≤ 1 ms'],
     ['throughput non-streaming, c=64', ours('json c=64')?.requestsPerSecond, (value) => value >= 4000, '≥ 4,000 req/s'],
   ];
+  // Issue 24: our whole path (gateway, agent, PostgreSQL) against the bare Koa hop of the same run.
+  const koa = (scenario: string) => summaries.find((summary) => summary.scenario === scenario && summary.target === 'koa');
+  const cpu = (summary: Summary | undefined) => (summary ? Object.entries(summary.cpuMicrosPerRequest).filter(([role]) => role !== 'upstream').reduce((sum, [, micros]) => sum + micros, 0) : undefined);
+  const ratio = (mine: number | null | undefined, floor: number | null | undefined) => (mine === undefined || mine === null || !floor ? undefined : mine / floor);
+  rows.push(
+    ['CPU per request ÷ bare Koa hop, JSON c=8', ratio(cpu(ours('json c=8')), cpu(koa('json c=8'))), (value) => value <= 1.5, '≤ 1.5×'],
+    ['CPU per request ÷ bare Koa hop, SSE c=8', ratio(cpu(ours('stream c=8')), cpu(koa('stream c=8'))), (value) => value <= 1.5, '≤ 1.5×'],
+    ['added p99 ÷ bare Koa hop\'s, JSON c=8', ratio(ours('json c=8')?.addedP99Ms, koa('json c=8')?.addedP99Ms), (value) => value <= 3, '≤ 3×'],
+    ['throughput ÷ bare Koa hop\'s, JSON c=64', ratio(ours('json c=64')?.requestsPerSecond, koa('json c=64')?.requestsPerSecond), (value) => value >= 0.75, '≥ 0.75×'],
+  );
   const lines = ['| target | measured | goal | result |', '|---|---:|---|---|'];
   for (const [name, value, passes, goal] of rows) {
     lines.push(`| ${name} | ${value === undefined || value === null ? 'not measured' : number(value, value > 100 ? 0 : 2)} | ${goal} | ${value === undefined || value === null ? '–' : passes(value) ? 'PASS' : 'FAIL'} |`);

@@ -4,7 +4,7 @@
  * (gRPC frames/s, relay cost per streamed chunk); then the relay between servers (relay.ts:
  * the same scenarios through server A directly and through server B relaying to A, on one
  * database, interleaved). Results go to bench/results/ (the relay part: <date>-relay-<sha>.md).
- * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,ours,relay --no-parts
+ * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,ours,relay --no-parts
  *        --relay-seconds (half of --seconds) --relay-profile DIR (--cpu-prof of servers A and B, in DIR/A and DIR/B)
  */
 import fs from 'node:fs';
@@ -17,7 +17,7 @@ import { hasCommand, runningCommands } from './processes';
 import { markdownTables, summarize, targetsCheck } from './report';
 import { relayMarkdown, startRelayPair } from './relay';
 import { measure, type RunResult, type Scenario } from './scenario';
-import { directTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
+import { directTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
 /** What to stop, in reverse order, on the way out: after the run, on a failure, or on Ctrl-C. */
 const cleanups: Array<() => Promise<void>> = [];
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '3' },
-      rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,ours,relay' },
+      rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,koa,ours,relay' },
       'no-parts': { type: 'boolean', default: false }, 'relay-seconds': { type: 'string' }, 'relay-profile': { type: 'string' },
     },
   });
@@ -80,6 +80,11 @@ async function main(): Promise<void> {
         targets.push(nginx);
         cleanups.push(() => nginx.stop());
       } else notes.push('nginx is not installed (apt-get install nginx): its rows are missing.');
+    }
+    if (wanted.has('koa')) {
+      const koa = await koaTarget(upstream, proxyCpus);
+      targets.push(koa);
+      cleanups.push(() => koa.stop());
     }
     if (wanted.has('ours')) targets.push(await oursTarget(upstream, proxyCpus, (stop) => cleanups.push(stop)));
     for (let repetition = 1; repetition <= repetitions && targets.length; repetition++) {
@@ -153,8 +158,8 @@ function writeResults(runs: RunResult[], parts: Record<string, unknown>, notes: 
   const markdown = [
     `# Benchmark ${stamp}`, '',
     `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Linux ${machine.kernel}; Node ${machine.node}; ${machine.wrk}; ${machine.nginx}.`,
-    `Method: ${options.reps} interleaved repetitions (direct, nginx, ours in turn), medians; ${options.seconds} s per run after ${options.warmupSeconds} s warm-up; paced runs at ${options.rate} req/s; `
-      + (options.pinning ? 'load generator and upstream pinned to CPU 0, the proxy under test (nginx, or gateway + agent + PostgreSQL) to CPU 1.' : 'no CPU pinning.'),
+    `Method: ${options.reps} interleaved repetitions (direct, nginx, koa, ours in turn), medians; ${options.seconds} s per run after ${options.warmupSeconds} s warm-up; paced runs at ${options.rate} req/s; `
+      + (options.pinning ? 'load generator and upstream pinned to CPU 0, the proxy under test (nginx, the bare Koa proxy, or gateway + agent + PostgreSQL) to CPU 1.' : 'no CPU pinning.'),
     'CPU µs/request is utime+stime from /proc over the measured run divided by completed requests. "added" is ours/nginx minus direct in the same repetition.',
     ...notes.map((note) => `Note: ${note}`), '',
     '## Targets', '', targetsCheck(summaries), '',

@@ -1,4 +1,4 @@
-/** The three things measured: the upstream alone, nginx in front of it, and our whole path. */
+/** The things measured: the upstream alone, nginx and a bare Koa proxy in front of it, and our whole path. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from './processes';
 
 /** `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A. */
-export type TargetName = 'direct' | 'nginx' | 'ours' | 'A' | 'B→A';
+export type TargetName = 'direct' | 'nginx' | 'koa' | 'ours' | 'A' | 'B→A';
 
 export interface Target {
   readonly name: TargetName;
@@ -112,6 +112,20 @@ http {
       await stopChild(child, 'SIGQUIT');
       fs.rmSync(prefix, { recursive: true, force: true });
     },
+  };
+}
+
+/** A bare Koa 3 + undici pass-through (bench/koa-proxy.ts): the Node floor our path is compared with. */
+export async function koaTarget(upstream: { url: string; pid: number }, cpus: string | null): Promise<Target> {
+  const port = await freePort();
+  const child = spawnPinned(cpus, process.execPath, [path.join(__dirname, 'koa-proxy.js'), '--port', String(port), '--upstream', upstream.url], { stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  await waitUntil(() => answers(url, ''), 10_000, 'the Koa proxy');
+  const pid = cpus ? descendants(child.pid!)[0] ?? child.pid! : child.pid!;
+  return {
+    name: 'koa', url, key: 'none',
+    processes: () => ({ koa: [pid], upstream: [upstream.pid] }),
+    stop: () => stopChild(child),
   };
 }
 
