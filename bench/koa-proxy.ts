@@ -1,7 +1,8 @@
 /**
  * The Node floor for `npm run bench` (issue 24): a bare Koa 3 + undici pass-through proxy, one
- * hop, no auth, no limits, no metering, no parsing. Bodies stream both ways untouched, SSE
- * included. Our whole path is measured against it in the same run, on the same core.
+ * hop, no auth, no limits, no metering, no parsing: the request body read whole and forwarded,
+ * a JSON answer read whole and sent with its length, an SSE answer streamed back untouched.
+ * Our whole path is measured against it in the same run, on the same core.
  * Usage: node dist/bench/koa-proxy.js --port N --upstream http://127.0.0.1:M
  */
 import { parseArgs } from 'node:util';
@@ -13,13 +14,24 @@ if (!values.port || !values.upstream) throw new Error('--port and --upstream are
 const pool = new Pool(values.upstream, { connections: 256, pipelining: 1 });
 const app = new Koa();
 app.use(async (context) => {
+  // The request body is small (a chat request): read whole, sent as one buffer.
+  const chunks: Buffer[] = [];
+  for await (const chunk of context.req) chunks.push(chunk as Buffer);
   const upstream = await pool.request({
-    method: context.method as 'POST', path: context.url, body: context.req,
-    headers: { 'content-type': context.get('content-type') || 'application/json', ...(context.get('content-length') ? { 'content-length': context.get('content-length') } : {}) },
+    method: context.method as 'POST', path: context.url, body: Buffer.concat(chunks),
+    headers: { 'content-type': context.get('content-type') || 'application/json' },
   });
   context.status = upstream.statusCode;
   const type = upstream.headers['content-type'];
   if (typeof type === 'string') context.type = type;
-  context.body = upstream.body;
+  if (typeof type === 'string' && type.startsWith('text/event-stream')) {
+    // Koa destroys the body when the client goes away; undici then emits an abort error that
+    // nobody else listens to (an unhandled 'error' would kill the process mid-benchmark).
+    upstream.body.on('error', () => {});
+    context.body = upstream.body;
+    return;
+  }
+  // Streamed, a small answer left as two writes (headers, then body): read whole, it is one.
+  context.body = Buffer.from(await upstream.body.arrayBuffer());
 });
 app.listen(Number(values.port), '127.0.0.1');
