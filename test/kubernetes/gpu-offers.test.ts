@@ -2,7 +2,8 @@
  * Offers from a cluster's nodes (free GPUs per configured class, as 1/2/4/8-GPU replicas on one
  * node, at the class's price) and what a pod's status means for its replica.
  */
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { ApiException, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { apiFailure } from '../../control-plane/providers/kubernetes/kubernetes-provider';
 import { gpuOffers, parseOfferId } from '../../control-plane/providers/kubernetes/gpu-offers';
 import { parseKubernetesConfig } from '../../control-plane/providers/kubernetes/kubernetes-config';
 import { podCondition } from '../../control-plane/providers/kubernetes/pod-condition';
@@ -67,5 +68,15 @@ describe('what a pod says about its replica', () => {
     expect(podCondition({ status: { phase: 'Running', containerStatuses: [] } })).toEqual({ kind: 'running' });
     expect(podCondition({ status: { phase: 'Failed', reason: 'Evicted', message: 'The node was low on resource: memory.' } }))
       .toEqual({ kind: 'failed', reason: 'the pod failed (Evicted): The node was low on resource: memory.' });
+  });
+});
+
+describe('a refused Kubernetes API call, as a replica shows it', () => {
+  test('the Status message and code only: no headers, no body, no server address', () => {
+    const status = { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'pods "inference-rep-1" is forbidden: exceeded quota: gpu-quota', reason: 'Forbidden', code: 403 };
+    const refused = new ApiException(403, 'HTTP-Code: 403\nMessage: Unknown API Status Code!\nBody: {...}\nHeaders: {"audit-id":"x","server":"https://10.0.0.1:6443"}', JSON.stringify(status), { 'audit-id': 'x' });
+    const shown = apiFailure(refused, 'its pod').message;
+    expect(shown).toBe('the Kubernetes API refused its pod (HTTP 403: pods "inference-rep-1" is forbidden: exceeded quota: gpu-quota)');
+    expect(apiFailure(new ApiException(401, 'HTTP-Code: 401 Headers: {}', undefined, {}), 'its pod').message).toBe('the Kubernetes API refused its pod (HTTP 401)');
   });
 });

@@ -133,7 +133,9 @@ export class KubernetesProvider implements CapacityProvider {
     if (!engine) throw new Error(`no container image for engine '${model.engine}' of ${model.id}: give the catalog entry a container, or engineImages.${model.engine}`);
     const sha256 = await agentBinarySha256(this.options.agentBinaryDir, this.config.agentArch);
     if (!sha256) throw new Error(`the agent binary for linux-${this.config.agentArch} is not built on this server (npm run build:agent)`);
-    const secret = await this.updateSecret(deployment.id, (tokens) => ({ ...tokens, [replica.id]: joinToken }));
+    const secret = await this.updateSecret(deployment.id, (tokens) => ({ ...tokens, [replica.id]: joinToken })).catch((error) => {
+      throw apiFailure(error, 'its join token');
+    });
     const pod = replicaPod(this.config, {
       deploymentId: deployment.id, replicaId: replica.id, secret: { name: secret!.metadata!.name!, uid: secret!.metadata!.uid! }, engine, gpus: placement.gpus,
       gpuClass: placement.gpuClass,
@@ -143,7 +145,9 @@ export class KubernetesProvider implements CapacityProvider {
       },
     });
     this.offersCache = null;
-    await this.core.createNamespacedPod({ namespace: this.config.namespace, body: pod });
+    await this.core.createNamespacedPod({ namespace: this.config.namespace, body: pod }).catch((error) => {
+      throw apiFailure(error, 'its pod');
+    });
   }
 
   /** Deletes the replica's pod (its agent drains within the grace period), then its token. */
@@ -315,6 +319,21 @@ function decodeTokens(secret: V1Secret | null): Record<string, string> {
   for (const [key, value] of Object.entries(secret?.data ?? {})) tokens[key] = Buffer.from(value, 'base64').toString('utf8');
   for (const [key, value] of Object.entries(secret?.stringData ?? {})) tokens[key] = value;
   return tokens;
+}
+
+/**
+ * What a refused API call says on the replica: the Status message only. The client's own
+ * message carries the response's headers and body, which are not for users to read.
+ */
+export function apiFailure(error: unknown, what: string): Error {
+  if (!(error instanceof ApiException)) return error instanceof Error ? error : new Error(String(error));
+  let message = '';
+  try {
+    message = String((typeof error.body === 'string' ? JSON.parse(error.body) : error.body)?.message ?? '');
+  } catch {
+    // Not a Status object: the code alone.
+  }
+  return new Error(`the Kubernetes API refused ${what} (HTTP ${error.code}${message ? `: ${message.slice(0, 300)}` : ''})`);
 }
 
 function isNotFound(error: unknown): boolean {
