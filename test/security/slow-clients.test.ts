@@ -14,7 +14,11 @@ import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 
 const STALLED_CLIENTS = 30;
-const STALL_TIMEOUT_MS = 2_500;
+/**
+ * Long enough that a chat held behind the stalled streams (until they end) is told apart from a
+ * chat that was merely slow on a loaded CI machine (once 2.3 s beside the whole suite).
+ */
+const STALL_TIMEOUT_MS = 6_000;
 /**
  * Before the timeout runs, the windows fill and the sockets' kernel buffers keep taking bytes
  * for a few seconds after the first refused write (each of those is progress): ~2.5 s here,
@@ -179,9 +183,10 @@ describe('clients that never read their stream', () => {
     expect(measured.endedAfterMs).toBeLessThan(STALL_TIMEOUT_MS + END_SLACK_MS);
     // Other chats kept a normal latency (~5 ms at the median here; the slowest come while the
     // 30 streams fill their buffers). Without flow control the agent went silent and they failed
-    // (502, then 503), or at full size took 250 ms at the median and up to 1.8 s.
+    // (502, then 503), or at full size took 250 ms at the median and up to 1.8 s. None waited
+    // for the stalled streams to end (that takes STALL_TIMEOUT_MS).
     expect(percentile(latencies, 0.5)).toBeLessThan(100);
-    expect(Math.max(...latencies)).toBeLessThan(2_000);
+    expect(Math.max(...latencies)).toBeLessThan(STALL_TIMEOUT_MS / 2);
     // Bounded: 30 requests may hold a window (1 MiB) each in the gateway, and the agent only what is in flight.
     expect(peaks.gateway - coldStart.gateway).toBeLessThan(150 * MIB);
     expect(peaks.agent - coldStart.agent).toBeLessThan(150 * MIB);
