@@ -5,6 +5,7 @@
  * the same scenarios through server A directly and through server B relaying to A, on one
  * database, interleaved). Results go to bench/results/ (the relay part: <date>-relay-<sha>.md).
  * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,ours,relay --no-parts
+ *        --scenarios 'json c=8,stream c=8' (a subset, e.g. for a profile; BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS add node flags)
  *        --relay-seconds (half of --seconds) --relay-profile DIR (--cpu-prof of servers A and B, in DIR/A and DIR/B)
  */
 import fs from 'node:fs';
@@ -44,6 +45,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '3' },
       rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,koa,ours,relay' },
       'no-parts': { type: 'boolean', default: false }, 'relay-seconds': { type: 'string' }, 'relay-profile': { type: 'string' },
+      scenarios: { type: 'string' },
     },
   });
   if (!hasCommand('wrk')) throw new Error('wrk is not installed: apt-get install wrk');
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
   const scenarios: Scenario[] = [
     { name: 'json c=8', stream: false, connections: 8 }, { name: 'json c=64', stream: false, connections: 64 }, { name: 'json paced', stream: false, rate },
     { name: 'stream c=8', stream: true, connections: 8 }, { name: 'stream c=64', stream: true, connections: 64 }, { name: 'stream paced', stream: true, rate },
-  ];
+  ].filter((scenario) => !values.scenarios || values.scenarios.split(',').includes(scenario.name));
   const notes: string[] = [];
   // Read now: the commit measured is the one checked out when the servers start (others may commit during the run).
   const machine = describeMachine();

@@ -139,11 +139,13 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
   // As root, embedded PostgreSQL runs initdb as a `postgres` user, which must enter the folder.
   fs.chmodSync(dataDir, 0o755);
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
+  // BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof/server") profile the server and its agent.
+  const serverNodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...serverNodeArgs, path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
     env: {
       PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
       LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: upstream.url, LOCAL_AGENT_MAX_CONCURRENCY: '1024',
-      DEFAULT_RPM_LIMIT: '1000000000', DEFAULT_TPD_LIMIT: '1000000000000000',
+      DEFAULT_RPM_LIMIT: '1000000000', DEFAULT_TPD_LIMIT: '1000000000000000', LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS ?? '',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,

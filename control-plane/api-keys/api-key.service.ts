@@ -7,6 +7,7 @@ import { newId } from '../ids';
 import { hashSecret, newSecret, sameHash } from '../secrets';
 import { Workspace } from '../workspaces/workspace.entity';
 import { ApiKey } from './api-key.entity';
+import { RefreshingCache } from '../cache/refreshing-cache';
 
 export const API_KEY_PREFIX = 'mk-';
 
@@ -31,20 +32,16 @@ export interface KeyLimits {
   tpdLimit?: number | null;
 }
 
-interface CacheEntry {
-  key: AuthenticatedKey | null;
-  expiresAt: number;
-}
-
 /**
  * Workspace API keys. Plaintext (`mk-` + 32 random bytes) is returned once and never stored;
  * lookups go by SHA-256, so timing reveals nothing about a stored key, and successful or failed
- * lookups are cached for `cacheTtlMs` so the hot path does not hit PostgreSQL per request.
+ * lookups are cached (a RefreshingCache: refreshed in the background after `cacheTtlMs`) so the
+ * hot path does not wait for PostgreSQL.
  */
 export class ApiKeyService {
   private readonly keys: Repository<ApiKey>;
   private readonly workspaces: Repository<Workspace>;
-  private readonly cache = new Map<string, CacheEntry>();
+  private readonly cache: RefreshingCache<string, AuthenticatedKey | null>;
   private readonly invalidationListeners = new Set<(hash: string) => void>();
 
   constructor(
@@ -55,6 +52,7 @@ export class ApiKeyService {
   ) {
     this.keys = dataSource.getRepository(ApiKey);
     this.workspaces = dataSource.getRepository(Workspace);
+    this.cache = new RefreshingCache((hash) => this.lookup(hash), { ttlMs: options.cacheTtlMs, maxEntries: 100_000, now });
     notifier.on('api-key', (hash) => this.invalidated(hash));
     notifier.onReset(() => this.invalidated('*'));
   }
@@ -137,21 +135,17 @@ export class ApiKeyService {
   /** Resolves a bearer token to its key, or null. Never throws for a malformed token. */
   async authenticate(plaintext: string): Promise<AuthenticatedKey | null> {
     if (!plaintext.startsWith(API_KEY_PREFIX) || plaintext.length > 128) return null;
-    const hash = hashSecret(plaintext);
-    const cached = this.cache.get(hash);
-    const now = this.now();
-    if (cached && cached.expiresAt > now) return cached.key;
+    return await this.cache.get(hashSecret(plaintext));
+  }
+
+  private async lookup(hash: string): Promise<AuthenticatedKey | null> {
     const row = await this.keys.findOne({ where: { keyHash: hash, revokedAt: IsNull() } });
     const workspace = row ? await this.workspaces.findOne({ where: { id: row.workspaceId } }) : null;
-    const key = row && workspace && workspace.deletedAt === null && sameHash(row.keyHash, hash)
-      ? Object.freeze({
-        id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit,
-        creditExhausted: workspace.creditBalance !== null && !isPositive(workspace.creditBalance),
-      })
-      : null;
-    if (this.options.cacheTtlMs > 0) this.cache.set(hash, { key, expiresAt: now + this.options.cacheTtlMs });
-    if (this.cache.size > 100_000) this.cache.clear();
-    return key;
+    if (!row || !workspace || workspace.deletedAt !== null || !sameHash(row.keyHash, hash)) return null;
+    return Object.freeze({
+      id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit,
+      creditExhausted: workspace.creditBalance !== null && !isPositive(workspace.creditBalance),
+    });
   }
 
   /** Drops a key from this server's cache at once and from every other server's. */

@@ -6,6 +6,7 @@ import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { Deployment, type DeploymentStatus, type SharingState } from './deployment.entity';
 import { assertTransition } from './deployment-transitions';
+import { RefreshingCache } from '../cache/refreshing-cache';
 
 declare module '../events/control-plane-events' {
   interface ControlPlaneEventMap {
@@ -21,15 +22,19 @@ declare module '../events/control-plane-events' {
  */
 export class DeploymentStore {
   private readonly deployments: Repository<Deployment>;
-  private readonly bySlug = new Map<string, { deployment: Deployment | null; expiresAt: number }>();
+  private readonly bySlug: RefreshingCache<string, Deployment | null>;
 
   constructor(
     dataSource: DataSource,
     private readonly events: ControlPlaneEvents,
     private readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset'>,
-    private readonly cacheTtlMs = 2_000,
+    cacheTtlMs = 2_000,
   ) {
     this.deployments = dataSource.getRepository(Deployment);
+    this.bySlug = new RefreshingCache(async (slug) => {
+      const row = await this.deployments.findOne({ where: { slug } });
+      return row && row.status !== 'Deleted' ? row : null;
+    }, { ttlMs: cacheTtlMs, maxEntries: 10_000 });
     notifier.on('deployment', (id) => void this.changedElsewhere(id));
     notifier.onReset(() => this.bySlug.clear());
   }
@@ -46,16 +51,9 @@ export class DeploymentStore {
     return await this.deployments.find({ where: { status: Not('Deleted') }, order: { createdAt: 'ASC' } });
   }
 
-  /** Hot path: the deployment behind `/d/<slug>/v1`, cached briefly; null when unknown or deleted. */
+  /** Hot path: the deployment behind `/d/<slug>/v1`, cached (refreshed in the background); null when unknown or deleted. */
   async findBySlug(slug: string): Promise<Deployment | null> {
-    const now = Date.now();
-    const cached = this.bySlug.get(slug);
-    if (cached && cached.expiresAt > now) return cached.deployment;
-    const row = await this.deployments.findOne({ where: { slug } });
-    const deployment = row && row.status !== 'Deleted' ? row : null;
-    this.bySlug.set(slug, { deployment, expiresAt: now + this.cacheTtlMs });
-    if (this.bySlug.size > 10_000) this.bySlug.clear();
-    return deployment;
+    return await this.bySlug.get(slug);
   }
 
   async insert(deployment: Deployment): Promise<Deployment> {
