@@ -56,19 +56,22 @@ export class UsageRecorder {
   }
 
   /**
-   * One statement per batch with one array parameter per column: TypeORM's insert builder
-   * cost ~40 µs of gateway CPU per record (its parameter bookkeeping is quadratic-ish in rows).
+   * One statement per batch with the batch as one JSON parameter: TypeORM's insert builder cost
+   * ~40 µs of gateway CPU per record (its parameter bookkeeping is quadratic-ish in rows), and
+   * one array parameter per column still ~3.4 µs (pg escapes every element and formats every
+   * date in JavaScript), where JSON.stringify is native and PostgreSQL reads the rows in C.
+   * Every value is an id, a label, a number or a date: none can hold a NUL, which json refuses.
    */
   private async insert(batch: UsageInput[]): Promise<void> {
-    const column = <K extends keyof UsageInput>(key: K) => batch.map((record) => record[key]);
     await this.dataSource.query(
       `INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, replica_id, endpoint, status, stream,
          prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at, batch_id)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[],
-         $8::int[], $9::int[], $10::int[], $11::int[], $12::timestamptz[], $13::text[])`,
-      [column('workspaceId'), column('apiKeyId'), column('deploymentId'), column('replicaId'), column('endpoint'), column('status'),
-        column('stream'), column('promptTokens'), column('completionTokens'), column('totalTokens'), column('latencyMs'), column('createdAt'),
-        batch.map((record) => record.batchId ?? null)],
+       SELECT "workspaceId", "apiKeyId", "deploymentId", "replicaId", endpoint, status, stream,
+         "promptTokens", "completionTokens", "totalTokens", "latencyMs", "createdAt", "batchId"
+       FROM json_to_recordset($1::json) AS r("workspaceId" text, "apiKeyId" text, "deploymentId" text, "replicaId" text, endpoint text,
+         status text, stream boolean, "promptTokens" int, "completionTokens" int, "totalTokens" int, "latencyMs" int,
+         "createdAt" timestamptz, "batchId" text)`,
+      [JSON.stringify(batch)],
     );
   }
 

@@ -1,0 +1,46 @@
+import pino from 'pino';
+import type { DataSource } from 'typeorm';
+import { openDatabase } from '../../control-plane/data-source';
+import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
+import { UsageRecorder, type UsageInput } from '../../control-plane/usage/usage-recorder';
+import { createTestDatabase, dropTestDatabase } from '../support/test-database';
+
+/** A batch is written as one JSON parameter: every column of every record must come back as it went in. */
+describe('usage records written in a batch', () => {
+  let databaseUrl: string;
+  let dataSource: DataSource;
+  const logger = pino({ level: 'silent' });
+
+  beforeAll(async () => {
+    databaseUrl = await createTestDatabase();
+    dataSource = await openDatabase(databaseUrl);
+  });
+
+  afterAll(async () => {
+    if (dataSource?.isInitialized) await dataSource.destroy();
+    await dropTestDatabase(databaseUrl);
+  });
+
+  it('keeps ids, nulls, booleans, counts and the millisecond of created_at for each of 500 records', async () => {
+    const inputs: UsageInput[] = Array.from({ length: 500 }, (_, index) => ({
+      workspaceId: `ws_${index % 3}`, apiKeyId: `key_${index}`, deploymentId: `dep_${index % 5}`,
+      replicaId: index % 2 ? `rep_${index}` : null, endpoint: index % 2 ? 'chat.completions' : 'embeddings',
+      status: index % 7 === 0 ? 'canceled' : 'succeeded', stream: index % 2 === 0,
+      promptTokens: index, completionTokens: 2 * index, totalTokens: 3 * index, latencyMs: 1_000 + index,
+      createdAt: new Date(Date.UTC(2026, 10, 27, 3, 4, 5, index % 1000)), batchId: index % 4 === 0 ? `batch_${index}` : null,
+    }) as UsageInput);
+    const recorder = new UsageRecorder(dataSource, 60_000, logger);
+    for (const input of inputs) recorder.record(input);
+    await recorder.flush();
+    // A failed write is kept for a retry timer: stop drops it, so a failure here cannot hang jest.
+    await recorder.stop();
+
+    const rows = await dataSource.getRepository(UsageRecord).find({ order: { apiKeyId: 'ASC' } });
+    const byKey = new Map(rows.map((row) => [row.apiKeyId, row]));
+    expect(rows).toHaveLength(500);
+    for (const input of inputs) {
+      const { id: _id, ...row } = byKey.get(input.apiKeyId)!;
+      expect({ ...row, createdAt: row.createdAt.toISOString() }).toEqual({ ...input, createdAt: input.createdAt.toISOString() });
+    }
+  });
+});
