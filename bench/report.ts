@@ -100,6 +100,24 @@ export function targetsCheck(summaries: Summary[]): string {
   return lines.join('\n');
 }
 
+/**
+ * Issue 24's "which processes spend the rest": per scenario at c=8, the bare Koa hop, the
+ * transport floor (grpc-floor.ts: our two processes and gRPC, none of our code) and our path,
+ * CPU µs per request by process. Empty when the floor or Koa was not measured.
+ */
+export function floorBreakdown(summaries: Summary[]): string {
+  const find = (scenario: string, target: string) => summaries.find((summary) => summary.scenario === scenario && summary.target === target);
+  const lines = ['| scenario | bare Koa hop | floor: gateway + agent | ours: gateway + agent + postgres | floor ÷ Koa | ours ÷ Koa | our code (ours − floor) |', '|---|---:|---|---|---:|---:|---:|'];
+  for (const scenario of ['json c=8', 'stream c=8', 'json c=64', 'stream c=64']) {
+    const [koa, floor, ours] = [find(scenario, 'koa'), find(scenario, 'floor'), find(scenario, 'ours')];
+    if (!koa || !floor || !ours) continue;
+    const total = (summary: Summary) => Object.entries(summary.cpuMicrosPerRequest).filter(([role]) => role !== 'upstream').reduce((sum, [, micros]) => sum + micros, 0);
+    const parts = (summary: Summary) => Object.entries(summary.cpuMicrosPerRequest).filter(([role]) => role !== 'upstream').map(([role, micros]) => `${role} ${number(micros, 0)}`).join(', ');
+    lines.push(`| ${scenario} | ${number(total(koa), 0)} | ${number(total(floor), 0)} (${parts(floor)}) | ${number(total(ours), 0)} (${parts(ours)}) | ${number(total(floor) / total(koa))}× | ${number(total(ours) / total(koa))}× | ${number(total(ours) - total(floor), 0)} µs |`);
+  }
+  return lines.length > 2 ? lines.join('\n') : '';
+}
+
 /** Writes `bench/results/<name>.json` and `.md` and prints the Markdown. */
 export function saveResults(name: string, results: unknown, markdown: string): void {
   const directory = path.join(PROJECT_ROOT, 'bench/results');

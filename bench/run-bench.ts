@@ -4,7 +4,7 @@
  * (gRPC frames/s, relay cost per streamed chunk); then the relay between servers (relay.ts:
  * the same scenarios through server A directly and through server B relaying to A, on one
  * database, interleaved). Results go to bench/results/ (the relay part: <date>-relay-<sha>.md).
- * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,ours,relay --no-parts
+ * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,floor,ours,relay --no-parts
  *        --scenarios 'json c=8,stream c=8' (a subset, e.g. for a profile; BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS add node flags)
  *        --relay-seconds (half of --seconds) --relay-profile DIR (--cpu-prof of servers A and B, in DIR/A and DIR/B)
  */
@@ -15,10 +15,10 @@ import { parseArgs } from 'node:util';
 import { measureGrpcFrames } from './grpc-frames';
 import { describeMachine } from './machine';
 import { hasCommand, runningCommands } from './processes';
-import { markdownTables, summarize, targetsCheck } from './report';
+import { floorBreakdown, markdownTables, summarize, targetsCheck } from './report';
 import { relayMarkdown, startRelayPair } from './relay';
 import { measure, type RunResult, type Scenario } from './scenario';
-import { directTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
+import { directTarget, floorTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
 /** What to stop, in reverse order, on the way out: after the run, on a failure, or on Ctrl-C. */
 const cleanups: Array<() => Promise<void>> = [];
@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '3' },
-      rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,koa,ours,relay' },
+      rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,koa,floor,ours,relay' },
       'no-parts': { type: 'boolean', default: false }, 'relay-seconds': { type: 'string' }, 'relay-profile': { type: 'string' },
       scenarios: { type: 'string' },
     },
@@ -87,6 +87,11 @@ async function main(): Promise<void> {
       const koa = await koaTarget(upstream, proxyCpus);
       targets.push(koa);
       cleanups.push(() => koa.stop());
+    }
+    if (wanted.has('floor')) {
+      const floor = await floorTarget(upstream, proxyCpus);
+      targets.push(floor);
+      cleanups.push(() => floor.stop());
     }
     if (wanted.has('ours')) targets.push(await oursTarget(upstream, proxyCpus, (stop) => cleanups.push(stop)));
     for (let repetition = 1; repetition <= repetitions && targets.length; repetition++) {
@@ -165,6 +170,7 @@ function writeResults(runs: RunResult[], parts: Record<string, unknown>, notes: 
     'CPU µs/request is utime+stime from /proc over the measured run divided by completed requests. "added" is ours/nginx minus direct in the same repetition.',
     ...notes.map((note) => `Note: ${note}`), '',
     '## Targets', '', targetsCheck(summaries), '',
+    ...(floorBreakdown(summaries) ? ['### Where the CPU goes (issue 24)', '', floorBreakdown(summaries), ''] : []),
     '## Results', '', markdownTables(summaries),
     '## Parts', '',
     relay ? `Relay cost per streamed chunk (200- vs 20-chunk streams at c=8): gateway ${relay.gateway} µs, agent ${relay.agent} µs.` : '',

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from './processes';
 
 /** `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A. */
-export type TargetName = 'direct' | 'nginx' | 'koa' | 'ours' | 'A' | 'B→A';
+export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'A' | 'B→A';
 
 export interface Target {
   readonly name: TargetName;
@@ -126,6 +126,34 @@ export async function koaTarget(upstream: { url: string; pid: number }, cpus: st
     name: 'koa', url, key: 'none',
     processes: () => ({ koa: [pid], upstream: [upstream.pid] }),
     stop: () => stopChild(child),
+  };
+}
+
+/**
+ * Our transport with none of our code (bench/grpc-floor.ts): an HTTP server and an agent on a
+ * `worker.v1` gRPC stream, forwarding to the upstream. What two processes and gRPC cost.
+ */
+export async function floorTarget(upstream: { url: string; pid: number }, cpus: string | null): Promise<Target> {
+  const port = await freePort();
+  const grpcPort = await freePort();
+  const script = path.join(__dirname, 'grpc-floor.js');
+  // BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS profile the two processes as they do ours (e.g. --cpu-prof).
+  const nodeArgs = (name: string) => (process.env[name] ?? '').split(' ').filter(Boolean);
+  const gateway = spawnPinned(cpus, process.execPath, [...nodeArgs('BENCH_SERVER_NODE_ARGS'), script, 'gateway', '--port', String(port), '--grpc-port', String(grpcPort)], { stdio: 'ignore' });
+  await waitUntil(async () => await new Promise<boolean>((resolve) => {
+    const socket = net.connect(grpcPort, '127.0.0.1', () => resolve(socket.end() !== undefined)).on('error', () => resolve(false));
+  }), 10_000, 'the floor gateway');
+  const agent = spawnPinned(cpus, process.execPath, [...nodeArgs('BENCH_AGENT_NODE_ARGS'), script, 'agent', '--grpc-port', String(grpcPort), '--upstream', upstream.url], { stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  await waitUntil(() => answers(url, ''), 10_000, 'the floor path');
+  const pidOf = (child: ChildProcess) => (cpus ? descendants(child.pid!)[0] ?? child.pid! : child.pid!);
+  return {
+    name: 'floor', url, key: 'none',
+    processes: () => ({ gateway: [pidOf(gateway)], agent: [pidOf(agent)], upstream: [upstream.pid] }),
+    stop: async () => {
+      await stopChild(agent);
+      await stopChild(gateway);
+    },
   };
 }
 
