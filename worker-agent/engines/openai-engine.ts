@@ -9,7 +9,7 @@ import { generateOpenAiImages } from './openai-media';
 import { EngineFailure } from './engine-failure';
 import { EngineHealthProbe } from './engine-health-probe';
 import { prepareEngineRequest } from './engine-request';
-import { EngineCall } from './engine-call';
+import { EngineCall, ReleasingHandler } from './engine-call';
 import { forwardEmbeddingsBody, forwardJsonBody, StreamForwarder } from './engine-response';
 import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
@@ -116,8 +116,8 @@ export class OpenAiEngine implements Engine {
     return await new Promise<EngineResult>((resolve, reject) => {
       this.pool.dispatch(
         { method: 'POST', path: this.basePath + request.path, headers: this.headers, body: request.bytes },
-        new EngineCall(forwarder, sink, cancellation, promptText, this.url,
-          request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject),
+        new ReleasingHandler(new EngineCall(forwarder, sink, cancellation, promptText, this.url,
+          request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject)),
       );
     });
   }
