@@ -2,16 +2,18 @@ import type { DataSource, Repository } from 'typeorm';
 import { MoreThanOrEqual } from 'typeorm';
 import type { Logger } from 'pino';
 import { UsageRecord } from './usage-record.entity';
+import { UsageColumns, type UsageInput } from './usage-columns';
 
-export type UsageInput = Omit<UsageRecord, 'id'>;
+export type { UsageInput } from './usage-columns';
 
 /**
  * Writes usage records in batches (one INSERT per `flushIntervalMs`) so metering costs the
- * request path nothing but an array push. A failed write keeps the batch for the next flush.
+ * request path nothing but a few array pushes (UsageColumns: nothing per record for the GC to
+ * promote). A failed write keeps the batch for the next flush.
  */
 export class UsageRecorder {
   private readonly records: Repository<UsageRecord>;
-  private pending: UsageInput[] = [];
+  private readonly pending = new UsageColumns();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private stopped = false;
@@ -40,15 +42,16 @@ export class UsageRecorder {
   async flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    const batch = this.pending;
-    if (batch.length === 0) return await this.flushing;
-    this.pending = [];
+    if (this.pending.length === 0) return await this.flushing;
+    const batch = this.pending.take();
     this.flushing = this.flushing.then(async () => {
       try {
         await this.insert(batch);
       } catch (error) {
         this.logger.error({ err: error, records: batch.length }, 'usage write failed; will retry');
-        this.pending = batch.concat(this.pending);
+        // The failed batch goes back before what arrived meanwhile, in order.
+        const newer = this.pending.take();
+        for (const record of [...batch, ...newer]) this.pending.push(record);
         if (!this.timer && !this.stopped) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs * 4);
       }
     });
@@ -93,8 +96,7 @@ export class UsageRecorder {
     this.stopped = true;
     await this.flush();
     if (this.pending.length > 0) {
-      this.logger.error({ records: this.pending }, 'usage records could not be written at shutdown');
-      this.pending = [];
+      this.logger.error({ records: this.pending.take() }, 'usage records could not be written at shutdown');
     }
   }
 }

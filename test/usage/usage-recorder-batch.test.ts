@@ -43,4 +43,28 @@ describe('usage records written in a batch', () => {
       expect({ ...row, createdAt: row.createdAt.toISOString() }).toEqual({ ...input, createdAt: input.createdAt.toISOString() });
     }
   });
+
+  it('puts a batch whose INSERT failed back before the records that came meanwhile, and writes them in order', async () => {
+    const written: string[][] = [];
+    let failures = 1;
+    const fake = {
+      getRepository: () => ({}),
+      query: async (_sql: string, [json]: [string]) => {
+        if (failures-- > 0) throw new Error('connection reset');
+        written.push((JSON.parse(json) as UsageInput[]).map((record) => record.apiKeyId));
+      },
+    } as unknown as DataSource;
+    const recorder = new UsageRecorder(fake, 60_000, logger);
+    const input = (apiKeyId: string): UsageInput => ({
+      workspaceId: 'ws', apiKeyId, deploymentId: 'dep', replicaId: null, endpoint: 'chat.completions', status: 'succeeded', stream: false,
+      promptTokens: 1, completionTokens: 1, totalTokens: 2, latencyMs: 1, createdAt: new Date(),
+    });
+    recorder.record(input('a'));
+    recorder.record(input('b'));
+    await recorder.flush();
+    recorder.record(input('c'));
+    await recorder.flush();
+    expect(written).toEqual([['a', 'b', 'c']]);
+    await recorder.stop();
+  });
 });
