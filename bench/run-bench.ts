@@ -5,6 +5,7 @@
  * the same scenarios through server A directly and through server B relaying to A, on one
  * database, interleaved). Results go to bench/results/ (the relay part: <date>-relay-<sha>.md).
  * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,floor,ours,relay --no-parts
+ *        --first-warmup 10 (seconds of unmeasured load on each target before the first repetition)
  *        --scenarios 'json c=8,stream c=8' (a subset, e.g. for a profile; BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS add node flags)
  *        --relay-seconds (half of --seconds) --relay-profile DIR (--cpu-prof of servers A and B, in DIR/A and DIR/B)
  */
@@ -17,7 +18,7 @@ import { describeMachine } from './machine';
 import { hasCommand, runningCommands } from './processes';
 import { floorBreakdown, markdownTables, summarize, targetsCheck } from './report';
 import { relayMarkdown, startRelayPair } from './relay';
-import { measure, type RunResult, type Scenario } from './scenario';
+import { measure, warmUp, type RunResult, type Scenario } from './scenario';
 import { directTarget, floorTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
 /** What to stop, in reverse order, on the way out: after the run, on a failure, or on Ctrl-C. */
@@ -45,7 +46,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '3' },
       rate: { type: 'string', default: '500' }, 'no-pin': { type: 'boolean', default: false }, only: { type: 'string', default: 'direct,nginx,koa,floor,ours,relay' },
       'no-parts': { type: 'boolean', default: false }, 'relay-seconds': { type: 'string' }, 'relay-profile': { type: 'string' },
-      scenarios: { type: 'string' },
+      scenarios: { type: 'string' }, 'first-warmup': { type: 'string', default: '10' },
     },
   });
   if (!hasCommand('wrk')) throw new Error('wrk is not installed: apt-get install wrk');
@@ -94,6 +95,7 @@ async function main(): Promise<void> {
       cleanups.push(() => floor.stop());
     }
     if (wanted.has('ours')) targets.push(await oursTarget(upstream, proxyCpus, (stop) => cleanups.push(stop)));
+    for (const target of targets) await warmUp(target, Number(values['first-warmup']), loadCpus);
     for (let repetition = 1; repetition <= repetitions && targets.length; repetition++) {
       for (const scenario of scenarios) {
         for (const target of targets) {
