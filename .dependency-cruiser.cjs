@@ -32,7 +32,7 @@
  */
 const LAYERS = {
   core: [
-    'errors/', 'ids.ts', 'secrets.ts', 'secret-box.ts', 'server-keys.ts', 'project-root.ts', 'public-url.ts', 'lifecycle.ts',
+    'errors/', 'cache/', 'ids.ts', 'secrets.ts', 'secret-box.ts', 'server-keys.ts', 'project-root.ts', 'public-url.ts', 'lifecycle.ts',
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
     'replicas/', 'storage/', 'console/', 'routing/',
   ],
