@@ -4,26 +4,35 @@
  * 127.0.0.1) whose local agents run the CPU engine with real time per token
  * (WORKER_CPU_TTFT_MS / WORKER_CPU_TOKENS_PER_SECOND). The first-run deployment becomes the
  * owner's: --replicas replicas × --slots slots, shareIdleCapacity on (rolling restart to
- * `shared`). A guest workspace is made with the operator API (prepaid credit). This process is
- * only the owner's client, the guests' client is a forked process of its own; the clients' CPU
- * and event-loop delay are recorded next to the server's.
+ * `shared`). Four guest workspaces are made with the operator API (prepaid credit). This
+ * process is only the owner's client, the guests' client is a forked process of its own; the
+ * clients' CPU and event-loop delay are recorded next to the server's.
  *
- * Phases, interleaved (A, B, A, B, …), each on the same replicas:
- * - A: the owner alone, a closed loop of --owner-concurrency streamed chats on its endpoint;
- * - B: the same owner load plus --guest-multiplier × the pool's idle guest slots (read from
- *   GraphQL `sharedModels` with the owner load running) guests in a closed loop on
- *   /shared/v1/chat/completions; a 429 waits --guest-backoff-ms (not Retry-After, so the
- *   flood stays a flood).
- * Target: the owner's TTFT p99 in B at most 10 % above A (medians over repetitions).
+ * Phases, interleaved (A, B, H, R, F, A, B, H, R, F, …), each on the same replicas, each with the same
+ * owner load (a closed loop of --owner-concurrency streamed chats on its endpoint):
+ * - A: the owner alone;
+ * - B: plus --guest-multiplier × the pool's idle guest slots (read from GraphQL `sharedModels`
+ *   with the owner load running) guests in a closed loop on /shared/v1/chat/completions; a 429
+ *   waits --guest-backoff-ms (not Retry-After, so the flood stays a flood);
+ * - H: the same with --heavy-multiplier (10) × as many guest loops: 10× B's attempt rate;
+ * - R: as many loops as H of a guest workspace without credit: every attempt refused (402, in
+ *   memory), nothing admitted, so the server's extra CPU over A is the refusals' alone;
+ * - F: fairness: two guest workspaces sending --fair-small-per-second and --fair-ratio × as many
+ *   attempts per second (open loops: the rates stay 1:10 whatever is refused).
+ * Targets (issue 25): the owner's TTFT p99 at most 10 % and p50 at most 2 % above A in B and H
+ * (medians over repetitions); server CPU per refused guest attempt at most 50 µs (utime + stime
+ * of the server process from /proc, over A of the same repetition, ÷ refused attempts); in F the
+ * smaller workspace gets at least 40 % of the served guest requests.
  *
  * Flags: --seconds 30 --warmup 5 --reps 3 --replicas 2 --slots 8 --ttft-ms 40
  *        --tokens-per-second 50 --max-tokens 32 --owner-concurrency (half the slots)
  *        --owner-think-ms 10 (random 0–N ms between an owner loop's requests; the loops also start staggered)
- *        --guest-multiplier 5 --guest-backoff-ms 50 --database-url URL
+ *        --guest-multiplier 5 --guest-backoff-ms 50 --heavy-multiplier 10 --fair-small-per-second 30 --fair-ratio 10
+ *        --phases B,H,R,F (A always runs) --guest-nice 0 (the guest client's CPU priority) --database-url URL
  *        --profile-dir DIR (--cpu-prof of the server and its agents, written at exit)
- * Env BENCH_SHARED_SECONDS / BENCH_SHARED_WARMUP / BENCH_SHARED_REPS override the defaults.
+ * Env BENCH_SHARED_SECONDS / BENCH_SHARED_WARMUP / BENCH_SHARED_REPS / BENCH_SHARED_PHASES override the defaults.
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -46,6 +55,7 @@ const SETTLE_MS = 2_000;
 interface Options {
   seconds: number; warmup: number; reps: number; replicas: number; slots: number; ttftMs: number; tokensPerSecond: number;
   maxTokens: number; ownerConcurrency: number; ownerThinkMs: number; guestMultiplier: number; guestBackoffMs: number; headroomFraction: number; maxGuestsPerReplica: number;
+  heavyMultiplier: number; guestNice: number; fairSmallPerSecond: number; fairRatio: number; phases: Phase[];
 }
 
 interface Sample {
@@ -56,6 +66,8 @@ interface Sample {
   readonly status: number;
   readonly tokens: number;
   readonly error?: string;
+  /** Which guest workspace sent it (the fairness phase has two). */
+  readonly who?: string;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,14 +206,14 @@ function streamChat(url: URL, key: string, body: string): Promise<Sample> {
  * engine whose every request takes the same time, loops started together stay in lockstep and
  * the load becomes one burst of `count` requests per request duration (see bench/README.md).
  */
-function closedLoop(count: number, url: URL, key: string, body: string, backoffMs: number, staggerMs = 0, thinkMs = 0) {
+function closedLoop(count: number, url: URL, key: string, body: string, backoffMs: number, staggerMs = 0, thinkMs = 0, who?: string) {
   const samples: Sample[] = [];
   let stopped = false;
   const loops = Array.from({ length: count }, async (_, index) => {
     if (staggerMs > 0) await sleep(index * staggerMs);
     while (!stopped && !aborted) {
       const sample = await streamChat(url, key, body);
-      samples.push(sample);
+      samples.push(who ? { ...sample, who } : sample);
       if (sample.status !== 200) await sleep(backoffMs);
       else if (thinkMs > 0) await sleep(Math.random() * thinkMs);
     }
@@ -210,14 +222,51 @@ function closedLoop(count: number, url: URL, key: string, body: string, backoffM
 }
 
 /**
+ * Attempts at a fixed rate (an open loop: each attempt is sent on schedule, whatever the answers
+ * before it), at most `maxInFlight` at once: the fairness phase sends two guest workspaces' attempts
+ * at exactly 1:10, which closed loops cannot (a served loop slows down, a refused one speeds up).
+ */
+function pacedLoad(perSecond: number, maxInFlight: number, url: URL, key: string, body: string, who: string) {
+  const samples: Sample[] = [];
+  const startedAt = now();
+  let sent = 0;
+  let inFlight = 0;
+  const running = new Set<Promise<void>>();
+  const timer = setInterval(() => {
+    const due = Math.floor(((now() - startedAt) / 1000) * perSecond);
+    while (sent < due && inFlight < maxInFlight && !aborted) {
+      sent++;
+      inFlight++;
+      const attempt = streamChat(url, key, body).then((sample) => {
+        samples.push({ ...sample, who });
+        inFlight--;
+        running.delete(attempt);
+      });
+      running.add(attempt);
+    }
+    // Behind by more than the cap allows: the schedule skips what could not be sent (counted as not attempted).
+    if (due - sent > maxInFlight) sent = due;
+  }, 5);
+  return { samples, stop: async () => { clearInterval(timer); await Promise.all(running); } };
+}
+
+/**
  * The guest flood runs in a client process of its own (this file, forked): a real owner does not
  * share an event loop with hundreds of guest refusals a second, so the owner's TTFT must not pay
  * for parsing them. Both client processes still share the machine's two cores with the server.
+ * A job is one or more groups of guests: closed loops (`count`, a non-200 answer waits
+ * `backoffMs`) or an open loop (`perSecond`), each with its workspace's key.
  */
-interface GuestJob { url: string; key: string; body: string; count: number; backoffMs: number }
+interface GuestGroup { who: string; key: string; count?: number; backoffMs?: number; perSecond?: number; maxInFlight?: number }
+interface GuestJob { url: string; body: string; groups: GuestGroup[] }
 
 class GuestClient {
   private readonly child: ChildProcess = fork(__filename, ['--guest-worker'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+
+  /** `nice`: the guest client's CPU priority (0, as everything else, unless --guest-nice): a real flood's clients are not on the server's machine. */
+  constructor(nice = 0) {
+    if (nice !== 0) os.setPriority(this.child.pid!, nice);
+  }
 
   get pid(): number {
     return this.child.pid!;
@@ -248,16 +297,19 @@ class GuestClient {
 let guestClient: GuestClient | null = null;
 
 function guestWorker(): void {
-  let load: ReturnType<typeof closedLoop> | null = null;
+  let loads: Array<{ samples: Sample[]; stop: () => Promise<void> }> = [];
   process.on('message', (message: { start?: GuestJob; stop?: true }) => {
     if (message.start) {
       const job = message.start;
-      // Starts spread over one backoff, so the flood does not begin as one burst.
-      load = closedLoop(job.count, new URL(job.url), job.key, job.body, job.backoffMs, job.backoffMs / job.count);
+      const url = new URL(job.url);
+      loads = job.groups.map((group) => group.perSecond !== undefined
+        ? pacedLoad(group.perSecond, group.maxInFlight ?? 256, url, group.key, job.body, group.who)
+        // Starts spread over one backoff, so the flood does not begin as one burst.
+        : closedLoop(group.count!, url, group.key, job.body, group.backoffMs!, group.backoffMs! / group.count!, 0, group.who));
     } else if (message.stop) {
-      const finishing = load;
-      load = null;
-      void (finishing?.stop() ?? Promise.resolve()).then(() => process.send!({ samples: finishing?.samples ?? [] }));
+      const finishing = loads;
+      loads = [];
+      void Promise.all(finishing.map((load) => load.stop())).then(() => process.send!({ samples: finishing.flatMap((load) => load.samples) }));
     }
   });
   // The benchmark went away (or a Ctrl-C reached the whole group): nothing left to do.
@@ -358,6 +410,8 @@ interface LoadStats {
   started: number;
   succeeded: number;
   refused429: number;
+  /** Refused for credit (the fairness and flood phases' guests have plenty: expected 0). */
+  refused402: number;
   failed: number;
   errors: Record<string, number>;
   requestsPerSecond: number;
@@ -380,7 +434,8 @@ function loadStats(samples: readonly Sample[], from: number, to: number): LoadSt
   return {
     started: startedIn.length, succeeded: ok.length,
     refused429: endedIn.filter((sample) => sample.status === 429).length,
-    failed: endedIn.filter((sample) => sample.status !== 200 && sample.status !== 429).length,
+    refused402: endedIn.filter((sample) => sample.status === 402).length,
+    failed: endedIn.filter((sample) => sample.status !== 200 && sample.status !== 429 && sample.status !== 402).length,
     errors,
     requestsPerSecond: round3(ok.length / seconds),
     tokensPerSecond: round3(ok.reduce((sum, sample) => sum + sample.tokens, 0) / seconds),
@@ -395,19 +450,36 @@ function ttftsIn(samples: readonly Sample[], from: number, to: number): number[]
     .map((sample) => round3(sample.firstTokenAt! - sample.startedAt));
 }
 
+type Phase = 'A' | 'B' | 'H' | 'R' | 'F';
+
+/** What each phase adds to the owner's load (bench/README.md). */
+const PHASES: Record<Phase, string> = {
+  A: 'the owner alone',
+  B: 'guests in closed loops (×5 the idle guest slots)',
+  H: 'guests at 10× B (×10 the loops)',
+  R: 'refusals only: as many loops as H of a guest without credit (every attempt a 402, decided in memory)',
+  F: 'fairness: two guest workspaces at 1:10 attempt rates (open loops)',
+};
+
 interface PhaseResult {
-  phase: 'A' | 'B';
+  phase: Phase;
   repetition: number;
   idleGuestSlots: { samples: number[]; used: number };
+  /** Closed guest loops (B, H), or the two open loops' attempts per second (F). */
   guests: number;
   owner: LoadStats;
   guest: LoadStats | null;
+  /** F: each guest workspace's own numbers. */
+  byGuest: Record<string, LoadStats> | null;
   /** For pooled percentiles across repetitions. */
   ownerTtfts: number[];
   guestTtfts: number[];
   /** Owner requests of the window: [seconds from the window's start, TTFT ms] (to look for periodic stalls). */
   ownerTimeline: Array<[number, number]>;
   cpu: ReturnType<typeof cpuBetween>;
+  /** The server process's own CPU over the window (utime + stime from /proc), µs. */
+  serverCpuMicros: number;
+  windowSeconds: number;
   serverEventLoopDelay: ReturnType<typeof serverLag>;
   clientEventLoopDelay: { p50Ms: number; p99Ms: number; maxMs: number };
   serverFirstByteMeanMs: { owner: number | null; guest: number | null };
@@ -415,7 +487,7 @@ interface PhaseResult {
 }
 
 class Bench {
-  constructor(private readonly server: BenchServer, private readonly options: Options, private readonly ownerUrl: URL, private readonly guestKey: string) {}
+  constructor(private readonly server: BenchServer, private readonly options: Options, private readonly ownerUrl: URL, private readonly guestKeys: { main: string; small: string; large: string; broke: string }) {}
 
   private readonly ownerBody = (options: Options) => JSON.stringify({
     model: MODEL, messages: [{ role: 'user', content: 'Tell me about shared serving.' }], max_tokens: options.maxTokens, stream: true, stream_options: { include_usage: true },
@@ -436,8 +508,29 @@ class Bench {
     return samples;
   }
 
+  /** The guest load of a phase, and how many guests (loops, or attempts per second) it is. */
+  private guestLoad(phase: Phase, idle: number): { groups: GuestGroup[]; guests: number } {
+    const { options, guestKeys } = this;
+    const loops = options.guestMultiplier * idle;
+    if (phase === 'B') return { groups: [{ who: 'guest', key: guestKeys.main, count: loops, backoffMs: options.guestBackoffMs }], guests: loops };
+    if (phase === 'H' || phase === 'R') {
+      const heavy = loops * options.heavyMultiplier;
+      return { groups: [{ who: 'guest', key: phase === 'H' ? guestKeys.main : guestKeys.broke, count: heavy, backoffMs: options.guestBackoffMs }], guests: heavy };
+    }
+    if (phase === 'F') {
+      const small = options.fairSmallPerSecond;
+      return {
+        groups: [
+          { who: 'small', key: guestKeys.small, perSecond: small },
+          { who: 'large', key: guestKeys.large, perSecond: small * options.fairRatio },
+        ],
+        guests: small * (1 + options.fairRatio),
+      };
+    }
+    return { groups: [], guests: 0 };
+  }
 
-  async phase(phase: 'A' | 'B', repetition: number): Promise<PhaseResult> {
+  async phase(phase: Phase, repetition: number): Promise<PhaseResult> {
     const { options, server } = this;
     // Spread over one request's expected duration (TTFT + the remaining tokens).
     const requestMs = options.ttftMs + (options.tokensPerSecond > 0 ? ((options.maxTokens - 1) * 1000) / options.tokensPerSecond : 0);
@@ -446,8 +539,8 @@ class Bench {
     const idleSamples = await this.idleGuestSlots();
     const idle = Math.round(median(idleSamples));
     const used = idle > 0 ? idle : computedIdleSlots(options);
-    const guests = phase === 'B' ? options.guestMultiplier * used : 0;
-    if (guests > 0) guestClient!.start({ url: `${server.baseUrl}/shared/v1/chat/completions`, key: this.guestKey, body: this.guestBody(options), count: guests, backoffMs: options.guestBackoffMs });
+    const { groups, guests } = this.guestLoad(phase, used);
+    if (groups.length > 0) guestClient!.start({ url: `${server.baseUrl}/shared/v1/chat/completions`, body: this.guestBody(options), groups });
     await sleep(options.warmup * 1000);
     const clientDelay = monitorEventLoopDelay({ resolution: 2 });
     clientDelay.enable();
@@ -455,17 +548,23 @@ class Bench {
     await sleep(options.seconds * 1000);
     const after = await snapshot(server);
     clientDelay.disable();
-    const [, guestSamples] = await Promise.all([owner.stop(), guests > 0 ? guestClient!.stop() : null]);
+    const [, guestSamples] = await Promise.all([owner.stop(), groups.length > 0 ? guestClient!.stop() : null]);
     if (aborted) throw new Error('aborted');
     const ownerStats = loadStats(owner.samples, before.at, after.at);
     const ownerTtfts = ttftsIn(owner.samples, before.at, after.at);
+    const byGuest = phase === 'F' && guestSamples
+      ? Object.fromEntries(['small', 'large'].map((who) => [who, loadStats(guestSamples.filter((sample) => sample.who === who), before.at, after.at)]))
+      : null;
     const result: PhaseResult = {
       phase, repetition, idleGuestSlots: { samples: idleSamples, used }, guests,
-      owner: ownerStats, guest: guestSamples ? loadStats(guestSamples, before.at, after.at) : null, ownerTtfts,
+      owner: ownerStats, guest: guestSamples ? loadStats(guestSamples, before.at, after.at) : null, byGuest, ownerTtfts,
       guestTtfts: guestSamples ? ttftsIn(guestSamples, before.at, after.at) : [],
       ownerTimeline: owner.samples.filter((sample) => sample.startedAt >= before.at && sample.startedAt < after.at && sample.status === 200 && sample.firstTokenAt !== null)
         .map((sample) => [round3((sample.startedAt - before.at) / 1000), round3(sample.firstTokenAt! - sample.startedAt)]),
-      cpu: cpuBetween(before, after), serverEventLoopDelay: serverLag(after),
+      cpu: cpuBetween(before, after),
+      serverCpuMicros: after.cpu.get(server.pid)!.micros - before.cpu.get(server.pid)!.micros,
+      windowSeconds: round3((after.at - before.at) / 1000),
+      serverEventLoopDelay: serverLag(after),
       clientEventLoopDelay: { p50Ms: round3(clientDelay.percentile(50) / 1e6), p99Ms: round3(clientDelay.percentile(99) / 1e6), maxMs: round3(clientDelay.max / 1e6) },
       serverFirstByteMeanMs: { owner: serverFirstByteMs(before, after, 'chat.completions'), guest: serverFirstByteMs(before, after, 'shared') },
       loadAverage1m: round3(os.loadavg()[0]),
@@ -499,6 +598,8 @@ async function main(): Promise<void> {
       reps: { type: 'string', default: process.env.BENCH_SHARED_REPS ?? '3' }, replicas: { type: 'string', default: '2' }, slots: { type: 'string', default: '8' },
       'ttft-ms': { type: 'string', default: '40' }, 'tokens-per-second': { type: 'string', default: '50' }, 'max-tokens': { type: 'string', default: '32' },
       'owner-concurrency': { type: 'string' }, 'owner-think-ms': { type: 'string', default: '10' }, 'guest-multiplier': { type: 'string', default: '5' }, 'guest-backoff-ms': { type: 'string', default: '50' },
+      'heavy-multiplier': { type: 'string', default: '10' }, 'guest-nice': { type: 'string', default: '0' }, 'fair-small-per-second': { type: 'string', default: '30' }, 'fair-ratio': { type: 'string', default: '10' },
+      phases: { type: 'string', default: process.env.BENCH_SHARED_PHASES ?? 'B,H,R,F' },
       'database-url': { type: 'string' }, 'profile-dir': { type: 'string' },
     },
   });
@@ -509,6 +610,8 @@ async function main(): Promise<void> {
     ttftMs: Number(values['ttft-ms']), tokensPerSecond: Number(values['tokens-per-second']), maxTokens: Number(values['max-tokens']),
     ownerConcurrency: Number(values['owner-concurrency'] ?? (replicas * slots) / 2), ownerThinkMs: Number(values['owner-think-ms']), guestMultiplier: Number(values['guest-multiplier']),
     guestBackoffMs: Number(values['guest-backoff-ms']), headroomFraction: 0.25, maxGuestsPerReplica: 16,
+    heavyMultiplier: Number(values['heavy-multiplier']), guestNice: Number(values['guest-nice']), fairSmallPerSecond: Number(values['fair-small-per-second']), fairRatio: Number(values['fair-ratio']),
+    phases: ['A', ...values.phases!.split(',').map((phase) => phase.trim()).filter((phase): phase is Phase => ['B', 'H', 'R', 'F'].includes(phase))],
   };
   const profileDir = values['profile-dir'] ? path.resolve(values['profile-dir']) : null;
   if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
@@ -544,30 +647,37 @@ async function main(): Promise<void> {
       const ready = current.replicas.filter((replica: { status: string; maxConcurrency: number }) => replica.status === 'Running' && replica.maxConcurrency === slots);
       return current.sharing === 'shared' && ready.length === replicas;
     }, 120_000, 'the deployment to be shared', 500);
-    const guest = (await graphql(baseUrl, OPERATOR_TOKEN, 'mutation { createWorkspace(name: "bench-guest", creditBalance: "1000") { plaintext } }')).createWorkspace.plaintext as string;
-    console.log(`shared after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; guest workspace with 1000 credit`);
+    const workspace = async (name: string, credit = '1000') =>
+      (await graphql(baseUrl, OPERATOR_TOKEN, `mutation { createWorkspace(name: "${name}", creditBalance: "${credit}") { plaintext } }`)).createWorkspace.plaintext as string;
+    const guestKeys = {
+      main: await workspace('bench-guest'), small: await workspace('bench-guest-small'), large: await workspace('bench-guest-large'), broke: await workspace('bench-guest-broke', '0'),
+    };
+    console.log(`shared after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; guest workspaces with 1000 credit each`);
     const ownerUrl = new URL(`${baseUrl}/d/${deployment.slug}/v1/chat/completions`);
-    const bench = new Bench(server, options, ownerUrl, guest);
-    // Warm both paths (JIT, connection pools, the guest's credit row).
+    const bench = new Bench(server, options, ownerUrl, guestKeys);
+    // Warm both paths (JIT, connection pools, the guests' credit leases).
     const warm = closedLoop(4, ownerUrl, key, JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'warm' }], max_tokens: 4, stream: true }), 50);
-    guestClient = new GuestClient();
-    guestClient.start({ url: `${baseUrl}/shared/v1/chat/completions`, key: guest, body: JSON.stringify({ model: SHARED_ID, messages: [{ role: 'user', content: 'warm' }], max_tokens: 4, stream: true }), count: 2, backoffMs: 50 });
+    guestClient = new GuestClient(options.guestNice);
+    guestClient.start({
+      url: `${baseUrl}/shared/v1/chat/completions`, body: JSON.stringify({ model: SHARED_ID, messages: [{ role: 'user', content: 'warm' }], max_tokens: 4, stream: true }),
+      groups: Object.entries(guestKeys).filter(([who]) => who !== 'broke').map(([who, guestKey]) => ({ who, key: guestKey, count: 1, backoffMs: 50 })),
+    });
     await sleep(2_000);
     const [, warmGuest] = await Promise.all([warm.stop(), guestClient.stop()]);
-    const bad = [...warm.samples, ...warmGuest].filter((sample) => sample.status !== 200);
+    const bad = [...warm.samples, ...warmGuest].filter((sample) => sample.status !== 200 && sample.status !== 429);
     if (bad.length) throw new Error(`warm-up failed: ${JSON.stringify(bad.slice(0, 3))}`);
 
     const phases: PhaseResult[] = [];
     const loadBefore = os.loadavg()[0];
     for (let repetition = 1; repetition <= options.reps; repetition++) {
-      for (const phase of ['A', 'B'] as const) {
+      for (const phase of options.phases) {
         const result = await bench.phase(phase, repetition);
         phases.push(result);
         console.log(describePhase(result));
       }
     }
     write({
-      machine: describeMachine(), database: values['database-url'] ? 'external PostgreSQL' : 'embedded PostgreSQL 17',
+      machine: describeMachine(), workingTree: workingTree(), database: values['database-url'] ? 'external PostgreSQL' : 'embedded PostgreSQL 17',
       loadAverage1m: { before: round3(loadBefore), after: round3(os.loadavg()[0]) },
       options: { ...options, settleMs: SETTLE_MS, profiled: profileDir !== null }, phases,
       summary: summarise(phases, options), wallSeconds: Math.round((Date.now() - startedAt) / 1000),
@@ -577,27 +687,43 @@ async function main(): Promise<void> {
   }
 }
 
+/** `N files changed` when the checkout differs from its commit (the numbers are of the working tree), else ''. */
+function workingTree(): string {
+  try {
+    const changed = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: PROJECT_ROOT }).toString().split('\n').filter(Boolean).length;
+    return changed > 0 ? `${changed} files changed` : '';
+  } catch {
+    return '';
+  }
+}
+
 function describePhase(result: PhaseResult): string {
   const { owner, guest } = result;
   const guestText = guest
-    ? ` | ${result.guests} guests: ${guest.requestsPerSecond} req/s, 429 ${percent(guest.refused429, guest.refused429 + guest.succeeded + guest.failed)}, ttft p50 ${guest.ttftMs.p50}`
+    ? ` | ${result.guests} guests: ${guest.attemptsPerSecond} attempts/s, ${guest.requestsPerSecond} req/s, refused ${percent(guest.refused429 + guest.refused402, guest.refused429 + guest.refused402 + guest.succeeded + guest.failed)}, ttft p50 ${guest.ttftMs.p50}`
     : '';
+  const fairText = result.byGuest ? ` | small ${result.byGuest.small.requestsPerSecond} req/s of ${result.byGuest.small.attemptsPerSecond} attempts/s, large ${result.byGuest.large.requestsPerSecond} of ${result.byGuest.large.attemptsPerSecond}` : '';
   return `rep ${result.repetition} ${result.phase}: owner ttft p50 ${owner.ttftMs.p50} p90 ${owner.ttftMs.p90} p99 ${owner.ttftMs.p99} ms, ${owner.requestsPerSecond} req/s, ${owner.tokensPerSecond} tok/s` +
-    `${guestText} | idle slots ${result.idleGuestSlots.samples.join(',')} | cpu ${JSON.stringify(result.cpu.coresByRole)} other ${result.cpu.otherBusyCores} | server lag p99 ${result.serverEventLoopDelay.p99Ms} ms`;
+    `${guestText}${fairText} | idle slots ${result.idleGuestSlots.samples.join(',')} | cpu ${JSON.stringify(result.cpu.coresByRole)} other ${result.cpu.otherBusyCores} | server lag p99 ${result.serverEventLoopDelay.p99Ms} ms`;
+}
+
+/** A − B in percent of A. */
+function risePercent(base: number, value: number): number {
+  return round3(((value - base) / base) * 100);
 }
 
 function summarise(phases: PhaseResult[], options: Options) {
-  const of = (phase: 'A' | 'B') => phases.filter((result) => result.phase === phase);
-  const med = (phase: 'A' | 'B', pick: (result: PhaseResult) => number | null | undefined) => round3(median(of(phase).map((result) => pick(result) ?? NaN)));
-  const pooled = (phase: 'A' | 'B') => {
+  const of = (phase: Phase) => phases.filter((result) => result.phase === phase);
+  const med = (phase: Phase, pick: (result: PhaseResult) => number | null | undefined) => round3(median(of(phase).map((result) => pick(result) ?? NaN)));
+  const pooled = (phase: Phase) => {
     const all = of(phase).flatMap((result) => result.ownerTtfts).sort((a, b) => a - b);
     return { count: all.length, p50: round3(percentile(all, 0.5)), p90: round3(percentile(all, 0.9)), p99: round3(percentile(all, 0.99)) };
   };
-  const side = (phase: 'A' | 'B') => ({
+  const side = (phase: Phase) => ({
     ownerTtftP50: med(phase, (result) => result.owner.ttftMs.p50), ownerTtftP90: med(phase, (result) => result.owner.ttftMs.p90),
     ownerTtftP99: med(phase, (result) => result.owner.ttftMs.p99), ownerRequestsPerSecond: med(phase, (result) => result.owner.requestsPerSecond),
     ownerTokensPerSecond: med(phase, (result) => result.owner.tokensPerSecond), ownerLatencyP99: med(phase, (result) => result.owner.latencyMs.p99),
-    ownerFailed: of(phase).reduce((sum, result) => sum + result.owner.failed + result.owner.refused429, 0),
+    ownerFailed: of(phase).reduce((sum, result) => sum + result.owner.failed + result.owner.refused429 + result.owner.refused402, 0),
     ownerTtftPooled: pooled(phase),
     serverFirstByteMeanMs: med(phase, (result) => result.serverFirstByteMeanMs.owner),
     serverLagP99Ms: med(phase, (result) => result.serverEventLoopDelay.p99Ms), serverLagMaxMs: med(phase, (result) => result.serverEventLoopDelay.maxMs),
@@ -607,43 +733,58 @@ function summarise(phases: PhaseResult[], options: Options) {
     stealPercent: med(phase, (result) => result.cpu.stealPercent),
   });
   const a = side('A');
-  const b = side('B');
-  const guestPhases = of('B').filter((result) => result.guest);
-  const guest = {
-    guests: median(guestPhases.map((result) => result.guests)),
-    idleGuestSlots: median(guestPhases.map((result) => result.idleGuestSlots.used)),
-    refusedPercent: round3(median(guestPhases.map((result) => (result.guest!.refused429 / Math.max(1, result.guest!.refused429 + result.guest!.succeeded + result.guest!.failed)) * 100))),
-    attemptsPerSecond: round3(median(guestPhases.map((result) => result.guest!.attemptsPerSecond))),
-    requestsPerSecond: round3(median(guestPhases.map((result) => result.guest!.requestsPerSecond))),
-    tokensPerSecond: round3(median(guestPhases.map((result) => result.guest!.tokensPerSecond))),
-    ttftP50: round3(median(guestPhases.map((result) => result.guest!.ttftMs.p50))),
-    ttftP90: round3(median(guestPhases.map((result) => result.guest!.ttftMs.p90))),
-    ttftPooled: (() => {
-      const all = guestPhases.flatMap((result) => result.guestTtfts).sort((left, right) => left - right);
-      return { count: all.length, p50: round3(percentile(all, 0.5)), p99: round3(percentile(all, 0.99)), max: round3(all.at(-1) ?? NaN) };
-    })(),
-    ttftP99: round3(median(guestPhases.map((result) => result.guest!.ttftMs.p99))),
-    failed: guestPhases.reduce((sum, result) => sum + result.guest!.failed, 0),
-    errors: guestPhases.reduce<Record<string, number>>((all, result) => {
-      for (const [error, count] of Object.entries(result.guest!.errors)) all[error] = (all[error] ?? 0) + count;
-      return all;
-    }, {}),
-    serverFirstByteMeanMs: round3(median(guestPhases.map((result) => result.serverFirstByteMeanMs.guest ?? NaN))),
-  };
-  // What one guest attempt (mostly 429s) costs: the server's extra CPU in B over A, and the guest client's own.
-  const serverMicrosPerGuestAttempt = round3(((b.cores.server - a.cores.server) * 1e6) / guest.attemptsPerSecond);
-  const guestClientMicrosPerAttempt = round3((b.cores['guest client'] * 1e6) / guest.attemptsPerSecond);
-  const riseP99 = round3(((b.ownerTtftP99 - a.ownerTtftP99) / a.ownerTtftP99) * 100);
-  const risePooledP99 = round3(((b.ownerTtftPooled.p99 - a.ownerTtftPooled.p99) / a.ownerTtftPooled.p99) * 100);
-  const perRepRise = [...new Set(phases.map((result) => result.repetition))].map((repetition) => {
-    const pa = phases.find((result) => result.repetition === repetition && result.phase === 'A')!;
-    const pb = phases.find((result) => result.repetition === repetition && result.phase === 'B')!;
-    return round3(((pb.owner.ttftMs.p99 - pa.owner.ttftMs.p99) / pa.owner.ttftMs.p99) * 100);
-  });
-  return {
-    a, b, guest: { ...guest, serverMicrosPerGuestAttempt, guestClientMicrosPerAttempt }, ownerTtftP99RisePercent: riseP99, ownerTtftPooledP99RisePercent: risePooledP99, perRepetitionP99RisePercent: perRepRise,
-    verdict: riseP99 <= 10 ? 'PASS' : 'FAIL', expectedIdleGuestSlots: computedIdleSlots(options),
-  };
+  const baseOf = (result: PhaseResult) => phases.find((other) => other.repetition === result.repetition && other.phase === 'A')!;
+  const ranPhases = (['B', 'H', 'R', 'F'] as const).filter((phase) => of(phase).length > 0);
+  const withGuests = Object.fromEntries(ranPhases.map((phase) => {
+    const owner = side(phase);
+    const runs = of(phase);
+    const refusedPerSecond = (result: PhaseResult) => (result.guest!.refused429 + result.guest!.refused402) / result.windowSeconds;
+    const serverMicrosPerSecond = (result: PhaseResult) => result.serverCpuMicros / result.windowSeconds;
+    // The server's CPU over the owner alone (the A of the same repetition), per refused attempt: an upper bound, since the admitted guests' streams are in it too.
+    const perRefused = runs.map((result) => round3((serverMicrosPerSecond(result) - serverMicrosPerSecond(baseOf(result))) / refusedPerSecond(result)));
+    // The same, less the admitted guests costed each as an owner request of that A (server CPU of A / its owner requests; background loops included, so an overestimate).
+    const perRefusedNet = runs.map((result) => {
+      const base = baseOf(result);
+      const perRequest = serverMicrosPerSecond(base) / base.owner.requestsPerSecond;
+      return round3((serverMicrosPerSecond(result) - serverMicrosPerSecond(base) - perRequest * result.guest!.requestsPerSecond) / refusedPerSecond(result));
+    });
+    const guest = {
+      guests: median(runs.map((result) => result.guests)),
+      idleGuestSlots: median(runs.map((result) => result.idleGuestSlots.used)),
+      attemptsPerSecond: round3(median(runs.map((result) => result.guest!.attemptsPerSecond))),
+      refusedPerSecond: round3(median(runs.map(refusedPerSecond))),
+      refusedPercent: round3(median(runs.map((result) => ((result.guest!.refused429 + result.guest!.refused402) / Math.max(1, result.guest!.refused429 + result.guest!.refused402 + result.guest!.succeeded + result.guest!.failed)) * 100))),
+      requestsPerSecond: round3(median(runs.map((result) => result.guest!.requestsPerSecond))),
+      tokensPerSecond: round3(median(runs.map((result) => result.guest!.tokensPerSecond))),
+      ttftP50: round3(median(runs.map((result) => result.guest!.ttftMs.p50))),
+      ttftP99: round3(median(runs.map((result) => result.guest!.ttftMs.p99))),
+      failed: runs.reduce((sum, result) => sum + result.guest!.failed, 0),
+      errors: runs.reduce<Record<string, number>>((all, result) => {
+        for (const [error, count] of Object.entries(result.guest!.errors)) all[error] = (all[error] ?? 0) + count;
+        return all;
+      }, {}),
+      serverMicrosPerRefused: { perRepetition: perRefused, median: round3(median(perRefused)) },
+      serverMicrosPerRefusedNet: { perRepetition: perRefusedNet, median: round3(median(perRefusedNet)) },
+      guestClientMicrosPerAttempt: round3(median(runs.map((result) => ((result.cpu.coresByRole['guest client'] ?? 0) * 1e6) / result.guest!.attemptsPerSecond))),
+    };
+    const perRepetition = runs.map((result) => ({
+      repetition: result.repetition,
+      p50: risePercent(baseOf(result).owner.ttftMs.p50, result.owner.ttftMs.p50),
+      p99: risePercent(baseOf(result).owner.ttftMs.p99, result.owner.ttftMs.p99),
+    }));
+    const rise = { p50: risePercent(a.ownerTtftP50, owner.ownerTtftP50), p99: risePercent(a.ownerTtftP99, owner.ownerTtftP99) };
+    const fairness = phase === 'F' ? (() => {
+      const shares = runs.map((result) => round3(result.byGuest!.small.succeeded / Math.max(1, result.byGuest!.small.succeeded + result.byGuest!.large.succeeded) * 100));
+      const ratios = runs.map((result) => round3(result.byGuest!.large.attemptsPerSecond / Math.max(0.001, result.byGuest!.small.attemptsPerSecond)));
+      const served = runs.map((result) => ({ small: result.byGuest!.small.requestsPerSecond, large: result.byGuest!.large.requestsPerSecond }));
+      return { smallSharePercent: { perRepetition: shares, median: round3(median(shares)) }, attemptRatio: ratios, served, verdict: Math.min(...shares) >= 40 ? 'PASS' : 'FAIL' };
+    })() : null;
+    return [phase, {
+      owner, rise, perRepetition, pooledP99Rise: risePercent(a.ownerTtftPooled.p99, owner.ownerTtftPooled.p99), guest, fairness,
+      verdict: { p99: rise.p99 <= 10 ? 'PASS' : 'FAIL', p50: rise.p50 <= 2 ? 'PASS' : 'FAIL', microsPerRefused: guest.serverMicrosPerRefused.median <= 50 ? 'PASS' : 'FAIL' },
+    }];
+  }));
+  return { a, phases: withGuests, expectedIdleGuestSlots: computedIdleSlots(options) };
 }
 
 function write(results: any): void {
@@ -651,51 +792,67 @@ function write(results: any): void {
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify(results, null, 2));
   const { options, summary } = results;
-  const { a, b, guest } = summary;
+  const { a } = summary;
   const signed = (value: number) => `${value >= 0 ? '+' : ''}${value}`;
-  const rise = (left: number, right: number) => `${signed(round3(((right - left) / left) * 100))} %`;
+  const rise = (left: number, right: number) => `${signed(risePercent(left, right))} %`;
+  const ran = Object.keys(summary.phases) as Phase[];
   const cores = (side: typeof a) => `owner client ${side.cores['owner client']}, guest client ${side.cores['guest client']}, server ${side.cores.server}, agents ${side.cores.agents}, postgres ${side.cores.postgres}; machine ${side.machineBusyCores} (other work ${side.otherBusyCores}, steal ${side.stealPercent} %)`;
+  const phaseOf = (phase: Phase) => summary.phases[phase];
   const markdown = [
     `# Shared serving benchmark ${stamp}`, '',
     `Machine: ${results.machine.cpu}, ${results.machine.cores} cores, ${results.machine.memoryGiB} GiB, Linux ${results.machine.kernel}; Node ${results.machine.node}; ${results.database}; 1-minute load ${results.loadAverage1m.before} before, ${results.loadAverage1m.after} after.`,
-    `Commit: ${results.machine.gitSha}.`,
+    `Commit: ${results.machine.gitSha}${results.workingTree ? ` with ${results.workingTree} (uncommitted)` : ''}.`,
     `Settings: one owner deployment of ${MODEL}, ${options.replicas} replicas × ${options.slots} slots (CPU engine: TTFT ${options.ttftMs} ms, ${options.tokensPerSecond} tokens/s), ` +
     `shareIdleCapacity on; owner headroom ${options.headroomFraction} of each replica's slots (${Math.max(1, Math.ceil(options.slots * options.headroomFraction))}), at most ${options.maxGuestsPerReplica} guests per replica. ` +
-    `Owner: ${options.ownerConcurrency} closed loops of streamed chats (max_tokens ${options.maxTokens}) on its endpoint, started staggered over one request's duration, each waiting a random 0–${options.ownerThinkMs} ms after an answer (keeps them out of lockstep). Guests: ${options.guestMultiplier} × the idle guest slots ` +
-    `(GraphQL sharedModels with the owner load running: ${guest.idleGuestSlots}, expected ${summary.expectedIdleGuestSlots}) = ${guest.guests} closed loops on /shared/v1/chat/completions, ` +
-    `a 429 waits ${options.guestBackoffMs} ms (not Retry-After).`,
-    `Method: ${options.reps} repetitions of A (owner alone) then B (owner + guest flood), interleaved, on the same replicas; each phase ${options.seconds} s measured after ${options.warmup + options.settleMs / 1000} s of load; medians over repetitions. ` +
-    `TTFT is client-side, request sent → first SSE chunk with content. Clients: the owner loops run in this benchmark's process, the guest loops in a second client process; the server (gateway + control plane), its agents and PostgreSQL are child processes of their own. ` +
-    `Whole run ${results.wallSeconds} s${options.profiled ? '; server and agents ran with --cpu-prof' : ''}.`, '',
-    '## Target', '',
-    '| target | A (owner alone) | B (+ guest flood) | change | goal | result |', '|---|---:|---:|---:|---|---|',
-    `| owner TTFT p99 (median of repetitions) | ${a.ownerTtftP99} ms | ${b.ownerTtftP99} ms | ${signed(summary.ownerTtftP99RisePercent)} % | ≤ +10 % | **${summary.verdict}** |`, '',
-    `Per repetition (B vs the A just before it): ${summary.perRepetitionP99RisePercent.map((value: number) => `${signed(value)} %`).join(', ')}. ` +
-    `Pooled over all repetitions (${a.ownerTtftPooled.count} / ${b.ownerTtftPooled.count} owner requests): p99 ${a.ownerTtftPooled.p99} → ${b.ownerTtftPooled.p99} ms (${signed(summary.ownerTtftPooledP99RisePercent)} %).`, '',
+    `Owner: ${options.ownerConcurrency} closed loops of streamed chats (max_tokens ${options.maxTokens}) on its endpoint, started staggered over one request's duration, each waiting a random 0–${options.ownerThinkMs} ms after an answer. ` +
+    `Idle guest slots (GraphQL sharedModels with the owner load running) expected ${summary.expectedIdleGuestSlots}.`,
+    `Phases: ${ran.length + 1} per repetition, interleaved (${['A', ...ran].join(', ')}), on the same replicas: ` + ['A', ...ran].map((phase) => `**${phase}** ${PHASES[phase as Phase]}`).join('; ') + '. ' +
+    `B: ${options.guestMultiplier} × the idle guest slots closed loops, a 429 waits ${options.guestBackoffMs} ms (not Retry-After); H: ${options.heavyMultiplier} × as many loops; R: as many as H, of a workspace without credit; ` +
+    `F: two guest workspaces sending ${options.fairSmallPerSecond} and ${options.fairSmallPerSecond * options.fairRatio} attempts/s (open loops, at most 256 in flight each).`,
+    `Guest client priority: nice ${options.guestNice}. Method: ${options.reps} repetitions, each phase ${options.seconds} s measured after ${options.warmup + options.settleMs / 1000} s of load; medians over repetitions; a phase is compared with the A of its repetition. ` +
+    `TTFT is client-side, request sent → first SSE chunk with content. Clients: the owner loops run in this benchmark's process, the guests in a second client process; the server (gateway + control plane), its agents and PostgreSQL are child processes of their own. ` +
+    `Server CPU is utime + stime of the server process from /proc. Whole run ${results.wallSeconds} s${options.profiled ? '; server and agents ran with --cpu-prof' : ''}.`, '',
+    '## Targets', '',
+    '| phase | owner TTFT p50 A → phase | p50 change (≤ +2 %) | owner TTFT p99 A → phase | p99 change (≤ +10 %) | per repetition p50 / p99 | server CPU per refused attempt (≤ 50 µs) |', '|---|---|---:|---|---:|---|---:|',
+    ...ran.map((phase) => {
+      const summaryOf = phaseOf(phase);
+      const reps = summaryOf.perRepetition.map((rep: { p50: number; p99: number }) => `${signed(rep.p50)} / ${signed(rep.p99)} %`).join('; ');
+      return `| ${phase} | ${a.ownerTtftP50} → ${summaryOf.owner.ownerTtftP50} ms | ${signed(summaryOf.rise.p50)} % **${summaryOf.verdict.p50}** | ${a.ownerTtftP99} → ${summaryOf.owner.ownerTtftP99} ms | ${signed(summaryOf.rise.p99)} % **${summaryOf.verdict.p99}** | ${reps} | ` +
+        `${summaryOf.guest.serverMicrosPerRefused.median} µs **${summaryOf.verdict.microsPerRefused}** (net of admitted guests ~${summaryOf.guest.serverMicrosPerRefusedNet.median}) |`;
+    }),
+    '',
+    ...(phaseOf('F') ? [
+      `Fairness (F): the smaller guest workspace got ${phaseOf('F').fairness.smallSharePercent.median} % of the served guest requests (per repetition ${phaseOf('F').fairness.smallSharePercent.perRepetition.join(', ')} %; goal ≥ 40 %: **${phaseOf('F').fairness.verdict}**), ` +
+      `at attempt ratios ${phaseOf('F').fairness.attemptRatio.join(', ')} (large / small); served req/s small / large ${phaseOf('F').fairness.served.map((served: { small: number; large: number }) => `${served.small} / ${served.large}`).join('; ')}.`, ''] : []),
     '## Owner', '',
-    '| measure | A (owner alone) | B (+ guest flood) | change |', '|---|---:|---:|---:|',
-    `| TTFT p50 ms | ${a.ownerTtftP50} | ${b.ownerTtftP50} | ${rise(a.ownerTtftP50, b.ownerTtftP50)} |`,
-    `| TTFT p90 ms | ${a.ownerTtftP90} | ${b.ownerTtftP90} | ${rise(a.ownerTtftP90, b.ownerTtftP90)} |`,
-    `| TTFT p99 ms | ${a.ownerTtftP99} | ${b.ownerTtftP99} | ${rise(a.ownerTtftP99, b.ownerTtftP99)} |`,
-    `| whole stream p99 ms | ${a.ownerLatencyP99} | ${b.ownerLatencyP99} | ${rise(a.ownerLatencyP99, b.ownerLatencyP99)} |`,
-    `| requests/s | ${a.ownerRequestsPerSecond} | ${b.ownerRequestsPerSecond} | ${rise(a.ownerRequestsPerSecond, b.ownerRequestsPerSecond)} |`,
-    `| tokens/s | ${a.ownerTokensPerSecond} | ${b.ownerTokensPerSecond} | ${rise(a.ownerTokensPerSecond, b.ownerTokensPerSecond)} |`,
-    `| failed (all repetitions) | ${a.ownerFailed} | ${b.ownerFailed} | |`,
-    `| server's own mean time to first byte ms | ${a.serverFirstByteMeanMs} | ${b.serverFirstByteMeanMs} | ${rise(a.serverFirstByteMeanMs, b.serverFirstByteMeanMs)} |`,
-    `| server event-loop delay p99 / max ms | ${a.serverLagP99Ms} / ${a.serverLagMaxMs} | ${b.serverLagP99Ms} / ${b.serverLagMaxMs} | |`,
-    `| client event-loop delay p99 / max ms | ${a.clientLagP99Ms} / ${a.clientLagMaxMs} | ${b.clientLagP99Ms} / ${b.clientLagMaxMs} | |`, '',
-    '## Guests (phase B)', '',
-    '| guests | attempts/s | 429 rate | succeeded req/s | tokens/s | TTFT p50 / p90 / p99 ms | other failures |', '|---:|---:|---:|---:|---:|---|---:|',
-    `| ${guest.guests} | ${guest.attemptsPerSecond} | ${guest.refusedPercent} % | ${guest.requestsPerSecond} | ${guest.tokensPerSecond} | ${guest.ttftP50} / ${guest.ttftP90} / ${guest.ttftP99} | ${guest.failed} |`, '',
-    `Pooled guest TTFT over all B phases (${guest.ttftPooled.count} requests): p50 ${guest.ttftPooled.p50}, p99 ${guest.ttftPooled.p99}, max ${guest.ttftPooled.max} ms. ` +
-    `Cost of one guest attempt (mostly 429s): server ${guest.serverMicrosPerGuestAttempt} µs of CPU (its extra CPU in B over A, the admitted guests' streams included), guest client ${guest.guestClientMicrosPerAttempt} µs.`, '',
+    `| measure | A (owner alone) | ${ran.map((phase) => `${phase}`).join(' | ')} |`, `|---|---:|${ran.map(() => '---:').join('|')}|`,
+    `| TTFT p50 ms | ${a.ownerTtftP50} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerTtftP50} (${rise(a.ownerTtftP50, phaseOf(phase).owner.ownerTtftP50)})`).join(' | ')} |`,
+    `| TTFT p90 ms | ${a.ownerTtftP90} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerTtftP90} (${rise(a.ownerTtftP90, phaseOf(phase).owner.ownerTtftP90)})`).join(' | ')} |`,
+    `| TTFT p99 ms | ${a.ownerTtftP99} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerTtftP99} (${rise(a.ownerTtftP99, phaseOf(phase).owner.ownerTtftP99)})`).join(' | ')} |`,
+    `| TTFT p99 pooled ms (requests) | ${a.ownerTtftPooled.p99} (${a.ownerTtftPooled.count}) | ${ran.map((phase) => `${phaseOf(phase).owner.ownerTtftPooled.p99} (${phaseOf(phase).owner.ownerTtftPooled.count})`).join(' | ')} |`,
+    `| whole stream p99 ms | ${a.ownerLatencyP99} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerLatencyP99}`).join(' | ')} |`,
+    `| requests/s | ${a.ownerRequestsPerSecond} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerRequestsPerSecond}`).join(' | ')} |`,
+    `| failed (all repetitions) | ${a.ownerFailed} | ${ran.map((phase) => `${phaseOf(phase).owner.ownerFailed}`).join(' | ')} |`,
+    `| server's own mean time to first byte ms | ${a.serverFirstByteMeanMs} | ${ran.map((phase) => `${phaseOf(phase).owner.serverFirstByteMeanMs}`).join(' | ')} |`,
+    `| server event-loop delay p99 / max ms | ${a.serverLagP99Ms} / ${a.serverLagMaxMs} | ${ran.map((phase) => `${phaseOf(phase).owner.serverLagP99Ms} / ${phaseOf(phase).owner.serverLagMaxMs}`).join(' | ')} |`,
+    `| client event-loop delay p99 / max ms | ${a.clientLagP99Ms} / ${a.clientLagMaxMs} | ${ran.map((phase) => `${phaseOf(phase).owner.clientLagP99Ms} / ${phaseOf(phase).owner.clientLagMaxMs}`).join(' | ')} |`, '',
+    '## Guests', '',
+    '| phase | guests | attempts/s | refused/s (429, 402) | refused | served req/s | tokens/s | TTFT p50 / p99 ms | other failures | server µs per refused attempt (per repetition) | guest client µs per attempt |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|',
+    ...ran.map((phase) => {
+      const { guest } = phaseOf(phase);
+      return `| ${phase} | ${guest.guests}${phase === 'F' ? ' attempts/s' : ' loops'} | ${guest.attemptsPerSecond} | ${guest.refusedPerSecond} | ${guest.refusedPercent} % | ${guest.requestsPerSecond} | ${guest.tokensPerSecond} | ${guest.ttftP50} / ${guest.ttftP99} | ${guest.failed} | ` +
+        `${guest.serverMicrosPerRefused.median} (${guest.serverMicrosPerRefused.perRepetition.join(', ')}); net ~${guest.serverMicrosPerRefusedNet.median} | ${guest.guestClientMicrosPerAttempt} |`;
+    }),
+    '',
+    'Server µs per refused attempt: (server CPU in the phase − server CPU in the A of the same repetition) ÷ refused attempts, so the admitted guests\' streams are in it too (an upper bound); "net" also takes off the admitted guests, each costed as one owner request of that A (whose server CPU includes the idle loops, so it overstates them).', '',
     '## CPU (cores used on average during the measured window, medians)', '',
-    `- A: ${cores(a)}`, `- B: ${cores(b)}`, '',
+    `- A: ${cores(a)}`, ...ran.map((phase) => `- ${phase}: ${cores(phaseOf(phase).owner)}`), '',
     '## Phases', '',
-    '| rep | phase | owner TTFT p50 / p90 / p99 ms | owner req/s | guests | guest 429 % | guest req/s | server lag p99 ms | machine busy / other cores | load 1m |', '|---:|---|---|---:|---:|---:|---:|---:|---|---:|',
+    '| rep | phase | owner TTFT p50 / p90 / p99 ms | owner req/s | guests | guest attempts/s | refused % | guest req/s | server cores | server lag p99 ms | machine busy / other cores | load 1m |', '|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|',
     ...results.phases.map((result: PhaseResult) => `| ${result.repetition} | ${result.phase} | ${result.owner.ttftMs.p50} / ${result.owner.ttftMs.p90} / ${result.owner.ttftMs.p99} | ${result.owner.requestsPerSecond} | ${result.guests} | ` +
-      `${result.guest ? round3((result.guest.refused429 / Math.max(1, result.guest.refused429 + result.guest.succeeded + result.guest.failed)) * 100) : '–'} | ${result.guest?.requestsPerSecond ?? '–'} | ` +
-      `${result.serverEventLoopDelay.p99Ms} | ${result.cpu.machineBusyCores} / ${result.cpu.otherBusyCores} | ${result.loadAverage1m} |`),
+      `${result.guest?.attemptsPerSecond ?? '–'} | ${result.guest ? round3(((result.guest.refused429 + result.guest.refused402) / Math.max(1, result.guest.refused429 + result.guest.refused402 + result.guest.succeeded + result.guest.failed)) * 100) : '–'} | ${result.guest?.requestsPerSecond ?? '–'} | ` +
+      `${round3(result.serverCpuMicros / result.windowSeconds / 1e6)} | ${result.serverEventLoopDelay.p99Ms} | ${result.cpu.machineBusyCores} / ${result.cpu.otherBusyCores} | ${result.loadAverage1m} |`),
     '',
   ].join('\n');
   fs.writeFileSync(path.join(directory, `${stamp}.md`), markdown);

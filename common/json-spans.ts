@@ -16,14 +16,15 @@ export type MemberVisitor = (key: string, start: number) => number | undefined;
 /** Handles one element starting at `start`; returns where it ends, or undefined to have it skipped. */
 export type ElementVisitor = (start: number, position: number) => number | undefined;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
+/** JSON's structural bytes (gateway/http/json-top-level.ts reads with them too). */
+export const QUOTE = 0x22;
+export const BACKSLASH = 0x5c;
+export const COMMA = 0x2c;
+export const COLON = 0x3a;
+export const OPEN_BRACE = 0x7b;
+export const CLOSE_BRACE = 0x7d;
+export const OPEN_BRACKET = 0x5b;
+export const CLOSE_BRACKET = 0x5d;
 
 export function skipWhitespace(text: Buffer, at: number): number {
   let index = at;
@@ -132,6 +133,7 @@ function isNumberStart(byte: number): boolean {
   return byte === 0x2d || (byte >= 0x30 && byte <= 0x39);
 }
 
-function isDelimiter(byte: number): boolean {
+/** A byte that ends a number or literal. */
+export function isDelimiter(byte: number): boolean {
   return byte === COMMA || byte === CLOSE_BRACE || byte === CLOSE_BRACKET || byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 }

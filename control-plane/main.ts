@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import { ApiKeyService } from './api-keys/api-key.service';
 import { BillingQueries } from './billing/billing-queries';
+import { GuestCredit } from './billing/guest-credit';
 import { SharedBilling } from './billing/shared-billing';
 import { Catalog } from './catalog/catalog';
 import { CatalogAdmin } from './catalog/catalog-admin';
@@ -93,8 +94,10 @@ export interface ControlPlane {
   readonly capacity: Capacity;
   /** Costs, usage, ledger, earnings and credit of workspaces. */
   readonly billing: BillingQueries;
-  /** Per-token billing of guest requests: reserve credit, settle (debit guest, credit owner), release. */
+  /** Per-token billing of guest requests: reserve credit, settle (debit guest, credit owner), release; leases and batches. */
   readonly sharedBilling: SharedBilling;
+  /** Guest credit in memory against per-server leases, settlements written in batches (what shared serving uses). */
+  readonly guestCredit: GuestCredit;
   /** The guest side of shared serving: shared models, admission into idle slots, settlement. */
   readonly shared: SharedServing;
   /**
@@ -189,6 +192,19 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
+  // Guest credit in memory (leases) and settlements in batches; stops after the agent server, so
+  // the guest jobs it ends are settled, and writes them before the database goes.
+  const sharedBilling = new SharedBilling(dataSource, () => apiKeys.clearCache());
+  const guestCredit = new GuestCredit(sharedBilling, notifier.instanceId, notifier, logger.child({ component: 'guest-credit' }), {
+    settleIntervalMs: config.sharing.settleIntervalMs, leaseTtlMs: config.sharing.reservationTtlMs,
+    leaseIdleMs: config.sharing.creditLeaseIdleMs, leaseRequests: config.sharing.creditLeaseRequests,
+  });
+  // A top-up (or a zero crossing, or a lost notification connection) drops every cached credit state: guests' too.
+  apiKeys.onInvalidated((hash) => {
+    if (hash === '*') guestCredit.forgetAvailable();
+  });
+  guestCredit.start();
+  lifecycle.add('guest credit', () => guestCredit.stop());
   const rateLimiter = await createRateLimiter(config, (apiKeyId, since) => usage.tokensSince(apiKeyId, since), logger.child({ component: 'rate-limits' }));
   lifecycle.add('rate limiter', () => rateLimiter.close?.());
   const requestConfig = config.requests;
@@ -280,10 +296,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   capacityLoop.start();
   lifecycle.add('capacity loop', () => capacityLoop.stop());
   lifecycle.add('local agents', () => capacity.stopAgents());
-  const sharedBilling = new SharedBilling(dataSource, () => apiKeys.clearCache());
   await sharedPool.start();
   lifecycle.add('shared pool', () => sharedPool.stop());
-  const shared = new SharedServing(sharedPool, dispatcher, sharedBilling, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
+  const shared = new SharedServing(sharedPool, dispatcher, guestCredit, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
   if (capacity.kubernetes) {
     // The watch first: reconcile then reads the pods as they are, and their states flow from then on.
     await capacity.kubernetes.start();
@@ -305,7 +320,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
-    sharedBilling, shared, pipeline,
+    sharedBilling, guestCredit, shared, pipeline,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,

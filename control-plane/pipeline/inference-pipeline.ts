@@ -10,6 +10,7 @@ import { resolveMediaModel } from '../requests/media-model';
 import type { MediaOutcome } from '../requests/media-jobs';
 import type { MediaSubmission, RequestService } from '../requests/request-service';
 import type { RequestRecord } from '../requests/request-record.entity';
+import type { PricedModel } from '../sharing/shared-pool';
 import { SHARED_MODEL_PREFIX, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
@@ -59,7 +60,7 @@ export interface PipelineParts {
   readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
-  readonly shared: Pick<SharedServing, 'resolve' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'screenPool' | 'screenCredit' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
@@ -109,17 +110,38 @@ export class InferencePipeline {
   }
 
   /**
-   * A guest's chat request for `shared/<model-id>`, admitted: a replica of some owner who
-   * shares the model has an idle guest slot and the guest's credit holds the worst-case cost.
-   * `labelled` learns the shared model as soon as it is known (the metrics and log label).
+   * The refusals of a guest's request that need neither its parsed body nor the database, in
+   * this order: the model (400, 404), the pool (503 without providers; 429 without an idle
+   * guest slot, or past the guest's fair share while others wait), the credit (402: none left,
+   * or too little for the worst case). All in memory; the gateway calls this with what a scan
+   * of the raw body found (`model`, `max_tokens`, `max_completion_tokens`, `n`), before parsing
+   * it, so a refused attempt costs no parse and no round trip. Returns the model for `admitShared`.
    */
-  async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void): Promise<WorkTicket> {
+  screenShared(key: AuthenticatedKey, scanned: { model: unknown; fields: Record<string, unknown>; bodyBytes: number }, labelled: (label: string) => void): PricedModel {
+    const { shared } = this.parts;
+    const model = shared.resolve(scanned.model);
+    labelled(`${SHARED_MODEL_PREFIX}${model.modelId}`);
+    shared.screenPool(key, model);
+    // The credit (no credit left, as refuseWithoutCredit decides it for every endpoint, then the worst case).
+    shared.screenCredit(key, model, scanned.fields, scanned.bodyBytes);
+    return model;
+  }
+
+  /**
+   * A guest's chat request for `shared/<model-id>`, admitted: a replica of some owner who
+   * shares the model has an idle guest slot the guest's fair share allows, and the guest's
+   * credit holds the worst-case cost. `labelled` learns the shared model as soon as it is known
+   * (the metrics and log label). `screened`: the model `screenShared` passed for this request
+   * (its screen is not repeated when the parsed body names the same model).
+   */
+  async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened?: PricedModel): Promise<WorkTicket> {
     const startedAt = this.now();
     const { shared, rateLimiter } = this.parts;
-    const model = shared.resolve(work.model);
+    const model = screened && work.model === `${SHARED_MODEL_PREFIX}${screened.modelId}`
+      ? screened
+      : this.screenShared(key, { model: work.model, fields: work.fields, bodyBytes: work.body.length }, labelled);
+    // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
     const label = `${SHARED_MODEL_PREFIX}${model.modelId}`;
-    labelled(label);
-    refuseWithoutCredit(key);
     const decision = await rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
     let admission;
     try {

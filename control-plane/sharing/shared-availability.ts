@@ -43,11 +43,13 @@ const MAX_SAMPLES = 4_096;
 
 /**
  * The last minute of one model's guest traffic (admissions, refusals, TTFT samples) and the
- * per-minute TTFT medians its baseline is the lowest of. Bounded: at most MAX_SAMPLES samples.
+ * per-minute TTFT medians its baseline is the lowest of. Admissions and refusals are counts per
+ * second over the last 60 (a refusal is one increment: a flood of thousands a second costs
+ * nothing here, and is counted whole); TTFT samples are bounded to MAX_SAMPLES.
  */
 export class GuestTraffic {
-  private admittedAt: number[] = [];
-  private refusedAt: number[] = [];
+  private readonly admittedPerSecond = new SecondCounts();
+  private readonly refusedPerSecond = new SecondCounts();
   private ttft: Array<{ at: number; ms: number }> = [];
   private minute = -1;
   private minuteSamples: number[] = [];
@@ -56,11 +58,11 @@ export class GuestTraffic {
   constructor(private readonly now: () => number = Date.now) {}
 
   admitted(): void {
-    push(this.admittedAt, this.now());
+    this.admittedPerSecond.add(this.now());
   }
 
   refused(): void {
-    push(this.refusedAt, this.now());
+    this.refusedPerSecond.add(this.now());
   }
 
   firstToken(ms: number): void {
@@ -72,15 +74,14 @@ export class GuestTraffic {
   }
 
   measures(): Pick<PoolMeasures, 'admitted' | 'refused' | 'recentTtftMs' | 'baselineTtftMs'> {
-    const since = this.now() - WINDOW_MS;
-    this.admittedAt = this.admittedAt.filter((at) => at >= since);
-    this.refusedAt = this.refusedAt.filter((at) => at >= since);
+    const now = this.now();
+    const since = now - WINDOW_MS;
     this.ttft = this.ttft.filter((sample) => sample.at >= since);
-    const oldest = Math.floor(this.now() / WINDOW_MS) - BASELINE_MINUTES;
+    const oldest = Math.floor(now / WINDOW_MS) - BASELINE_MINUTES;
     while (this.minuteMedians.length > 0 && this.minuteMedians[0].minute < oldest) this.minuteMedians.shift();
     return {
-      admitted: this.admittedAt.length,
-      refused: this.refusedAt.length,
+      admitted: this.admittedPerSecond.total(now),
+      refused: this.refusedPerSecond.total(now),
       recentTtftMs: this.ttft.length >= 5 ? median(this.ttft.map((sample) => sample.ms)) : null,
       baselineTtftMs: this.minuteMedians.length > 0 ? Math.min(...this.minuteMedians.map((entry) => entry.median)) : null,
     };
@@ -90,6 +91,32 @@ export class GuestTraffic {
     if (this.minuteSamples.length >= 5) this.minuteMedians.push({ minute: this.minute, median: median(this.minuteSamples) });
     this.minute = minute;
     this.minuteSamples = [];
+  }
+}
+
+const SECONDS = WINDOW_MS / 1000;
+
+/** Events per second over the last 60 seconds: a ring of counters, each reset when its second comes round again. */
+class SecondCounts {
+  private readonly counts = new Array<number>(SECONDS).fill(0);
+  private readonly seconds = new Array<number>(SECONDS).fill(-1);
+
+  add(at: number): void {
+    const second = Math.floor(at / 1000);
+    const slot = second % SECONDS;
+    if (this.seconds[slot] !== second) {
+      this.seconds[slot] = second;
+      this.counts[slot] = 0;
+    }
+    this.counts[slot]++;
+  }
+
+  /** Events in the 60 seconds up to `now` (the current second included). */
+  total(now: number): number {
+    const oldest = Math.floor(now / 1000) - SECONDS + 1;
+    let sum = 0;
+    for (let slot = 0; slot < SECONDS; slot++) if (this.seconds[slot] >= oldest) sum += this.counts[slot];
+    return sum;
   }
 }
 

@@ -35,9 +35,10 @@ export interface SharedModel extends PricedModel {
 }
 
 export type GuestPlacement =
-  | { kind: 'replica'; connection: AgentConnection }
+  /** `idleSlots`: the model's idle guest slots over the pool (here and on peers), this one included. */
+  | { kind: 'replica'; connection: AgentConnection; idleSlots: number }
   /** A replica on another server: the job is relayed there, and that server checks the slot again. */
-  | { kind: 'peer'; peer: Peer; deploymentId: string; ownerWorkspaceId: string }
+  | { kind: 'peer'; peer: Peer; deploymentId: string; ownerWorkspaceId: string; idleSlots: number }
   | { kind: 'busy' }
   | { kind: 'unavailable' };
 
@@ -107,12 +108,14 @@ export class SharedPool {
     let best: AgentConnection | null = null;
     let bestSlots = 0;
     let providers = 0;
+    let idleSlots = 0;
     const members = this.members.get(modelId) ?? new Set<string>();
     for (const deploymentId of members) {
       for (const connection of this.dispatcher.connections(deploymentId)) {
         if (!connection.priorityScheduling || connection.draining || connection.closed) continue;
         providers++;
         const slots = this.guestSlots(connection);
+        idleSlots += slots;
         if (slots > bestSlots) {
           best = connection;
           bestSlots = slots;
@@ -123,15 +126,18 @@ export class SharedPool {
     for (const peer of this.peers()) {
       for (const deploymentId of members) {
         const load = peer.load[deploymentId];
-        if (load?.guestReady) offers.push({ peer, deploymentId, slots: load.guestSlots });
+        if (load?.guestReady) {
+          offers.push({ peer, deploymentId, slots: load.guestSlots });
+          idleSlots += Math.max(0, load.guestSlots);
+        }
       }
     }
     providers += offers.length;
     const placed = placeJob(best, bestSlots, () => offers, false);
-    if (placed?.kind === 'local') return { kind: 'replica', connection: placed.local };
+    if (placed?.kind === 'local') return { kind: 'replica', connection: placed.local, idleSlots };
     if (placed) {
       const { peer, deploymentId } = placed.offer;
-      return { kind: 'peer', peer, deploymentId, ownerWorkspaceId: this.owners.get(deploymentId) ?? '' };
+      return { kind: 'peer', peer, deploymentId, ownerWorkspaceId: this.owners.get(deploymentId) ?? '', idleSlots };
     }
     return providers === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
   }

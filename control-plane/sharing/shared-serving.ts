@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { SlotHold } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
@@ -8,6 +9,7 @@ import type { GuestPlacement, PricedModel, SharedModel, SharedPool } from './sha
 import type { RelayClient } from '../cluster/relay-client';
 import type { SharingConfig } from './sharing-config';
 import type { SharedPrices } from '../deployments/sharing-eligibility';
+import { GuestFairness } from './guest-fairness';
 
 /** The model id prefix of the shared endpoint: `shared/<catalog model id>`. */
 export const SHARED_MODEL_PREFIX = 'shared/';
@@ -20,19 +22,27 @@ export interface Reservation {
   prepaid: boolean;
 }
 
-/** What shared serving needs of billing: hold at admission, settle on usage, release on failure. */
+/**
+ * What shared serving needs of billing: a screen in memory, a hold at admission (in memory
+ * when the guest's lease has room, a Promise when it must grow), settle on usage, release on
+ * failure (billing/guest-credit.ts; settle and release may answer later).
+ */
 export interface GuestBilling {
-  reserve(guestWorkspaceId: string, maxPromptTokens: number, maxCompletionTokens: number, prices: SharedPrices, ttlMs: number): Promise<Reservation | null>;
+  /** False when the guest's credit surely cannot hold the request's worst case: 402 without a database round trip. */
+  screen(guestWorkspaceId: string, maxPromptTokens: number, maxCompletionTokens: number, prices: SharedPrices): boolean;
+  reserve(guestWorkspaceId: string, maxPromptTokens: number, maxCompletionTokens: number, prices: SharedPrices, ttlMs: number): Reservation | null | Promise<Reservation | null>;
   settle(reservation: Reservation, usage: {
     sharedRequestId: string; ownerWorkspaceId: string; deploymentId: string; modelId: string; promptTokens: number; completionTokens: number;
-  }, prices: SharedPrices): Promise<string>;
-  release(reservation: Reservation): Promise<void>;
+  }, prices: SharedPrices): unknown;
+  release(reservation: Reservation): unknown;
 }
 
 /** One admitted guest request: where it runs, what it may cost, and the body the engine gets. */
 export interface GuestAdmission {
   readonly id: string;
   readonly model: PricedModel;
+  /** The guest's workspace (its fair share of the pool is counted until the request finishes). */
+  readonly workspaceId: string;
   /** Where it runs: a replica whose agent this server holds, or one on a peer (relayed). */
   readonly target: Exclude<GuestPlacement, { kind: 'busy' } | { kind: 'unavailable' }>;
   /** The owner's deployment and workspace, credited what the guest pays. */
@@ -41,6 +51,8 @@ export interface GuestAdmission {
   readonly reservation: Reservation;
   /** The client's body, with `max_tokens` added when it sent no bound (the reservation needs one). */
   readonly body: Buffer;
+  /** The local slot, held from admission until the job is on the agent (or never will be). */
+  readonly slot: SlotHold | null;
 }
 
 export interface GuestUsage {
@@ -48,12 +60,23 @@ export interface GuestUsage {
   completionTokens: number;
 }
 
+/** Why a guest was refused before anything costly: each answer is built once per model and thrown again. */
+type Refusal = 'unavailable' | 'busy' | 'fair' | 'credit' | 'exhausted';
+
 /**
- * The guest side of shared serving: admission (model, pool, credit), dispatch at guest
- * priority, and settlement. Admission order keeps a flood of refusals cheap: the pool is
- * checked (in memory) before credit is reserved (a database write).
+ * The guest side of shared serving: admission (model, pool, fair share, credit), dispatch at
+ * guest priority, and settlement. A refusal costs no database round trip and no body parse:
+ * `screenPool` and `screenCredit` decide in memory what `admit` would refuse (the gateway calls
+ * them with the few fields a scan of the raw body found), and their errors are built once per
+ * model. `admit` decides again after the body was parsed (the pool moves meanwhile) and holds
+ * the credit, in memory while the guest's lease has room (billing/guest-credit.ts).
  */
 export class SharedServing {
+  private readonly refusals = new Map<string, AppError>();
+  private sequence = 0;
+  /** Shared request ids: random per process (72 bits), then a counter; each keys its ledger rows, so they must never repeat. */
+  private readonly idPrefix = `${newId('shr', 9)}_`;
+
   constructor(
     private readonly pool: SharedPool,
     private readonly dispatcher: Dispatcher,
@@ -62,6 +85,7 @@ export class SharedServing {
     private readonly logger: Logger,
     /** Runs a job on a peer's replica (cluster.v1); without it guests only reach this server's replicas. */
     private readonly relay: Pick<RelayClient, 'run'> | null = null,
+    private readonly fairness: GuestFairness = new GuestFairness({ contendWindowMs: config.fairShareWindowMs ?? 1_000 }),
   ) {}
 
   models(): SharedModel[] {
@@ -84,62 +108,84 @@ export class SharedServing {
   }
 
   /**
+   * In memory, before the body is parsed: 503 when no provider is left, 429 when no replica
+   * has an idle guest slot or the guest holds its fair share while others wait (guest-fairness.ts).
+   */
+  screenPool(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel): void {
+    this.place(key.workspaceId, model);
+  }
+
+  /**
+   * In memory: 402 when the guest's workspace has no credit left (the key cache's flag) or its
+   * credit surely cannot hold the request's worst case (`fields` needs only `max_tokens`,
+   * `max_completion_tokens` and `n`; a scan of the raw body finds them).
+   */
+  screenCredit(key: Pick<AuthenticatedKey, 'workspaceId' | 'creditExhausted'>, model: PricedModel, fields: Record<string, unknown>, bodyBytes: number): void {
+    if (key.creditExhausted) throw this.refusal('exhausted', model);
+    if (!this.billing.screen(key.workspaceId, bodyBytes, this.completionTokens(fields), model.prices)) throw this.refusal('credit', model);
+  }
+
+  /**
    * Admits a guest's chat request or throws: 503 when no provider is left, 429 when no replica
-   * has an idle guest slot, 402 when the guest's credit cannot hold the worst-case cost. The
-   * rules every request shares (a workspace without credit, rate limits) the pipeline applied.
+   * has an idle guest slot (or the guest holds its fair share while others wait), 402 when the
+   * guest's credit cannot hold the worst-case cost. The rules every request shares (a workspace
+   * without credit, rate limits) the pipeline applied. The local slot stays held until
+   * `dispatch` (or `finish`, for a request that never ran), so no other guest takes it meanwhile.
    */
   async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, fields: Record<string, unknown>, body: Buffer): Promise<GuestAdmission> {
-    const traffic = this.pool.trafficOf(model.modelId);
-    const placement = this.pool.place(model.modelId);
-    if (placement.kind === 'unavailable') {
-      throw new AppError('shared_model_unavailable', `every provider of '${SHARED_MODEL_PREFIX}${model.modelId}' has left the shared pool; your key stays valid, retry later`, { retryAfterSeconds: 30 });
-    }
-    if (placement.kind === 'busy') {
-      traffic.refused();
-      throw this.busy(model);
-    }
+    const placement = this.place(key.workspaceId, model);
     const { maxCompletionTokens, rewritten } = this.completionBound(fields, body);
-    // A local slot is held while credit is reserved, so two guests cannot both take the last
-    // one; a peer's slot is checked again by the peer when the job arrives (429 if it is gone).
+    // A peer's slot is checked again by the peer when the job arrives (429 if it is gone).
     const connection = placement.kind === 'replica' ? placement.connection : null;
-    const slot = connection?.reserveSlot();
+    const slot = connection?.reserveSlot() ?? null;
     let reservation: Reservation | null;
     try {
-      reservation = await this.billing.reserve(key.workspaceId, rewritten.length, maxCompletionTokens, model.prices, this.config.reservationTtlMs);
-    } finally {
+      const held = this.billing.reserve(key.workspaceId, rewritten.length, maxCompletionTokens, model.prices, this.config.reservationTtlMs);
+      reservation = held instanceof Promise ? await held : held;
+    } catch (error) {
       slot?.release();
+      throw error;
     }
     if (!reservation) {
-      throw new AppError('insufficient_quota', 'the workspace\'s credit cannot cover this request at the shared model\'s prices (prompt + max_tokens); add credit or lower max_tokens');
+      slot?.release();
+      throw this.refusal('credit', model);
     }
     if (connection?.closed || connection?.draining) {
+      slot?.release();
       await this.billing.release(reservation);
-      traffic.refused();
-      throw this.busy(model);
+      this.refused(key.workspaceId, model);
+      throw this.refusal('busy', model);
     }
-    traffic.admitted();
+    this.pool.trafficOf(model.modelId).admitted();
+    this.fairness.admitted(model.modelId, key.workspaceId);
     const owner = placement.kind === 'replica'
       ? { deploymentId: placement.connection.deploymentId, ownerWorkspaceId: placement.connection.workspaceId }
       : { deploymentId: placement.deploymentId, ownerWorkspaceId: placement.ownerWorkspaceId };
-    return { id: newId('shr'), model, target: placement, ...owner, reservation, body: rewritten };
+    const id = `${this.idPrefix}${(this.sequence++).toString(36)}`;
+    return { id, model, workspaceId: key.workspaceId, target: placement, ...owner, reservation, body: rewritten, slot };
   }
 
   dispatch(admission: GuestAdmission, request: Omit<DispatchRequest, 'deploymentId' | 'body' | 'guest' | 'model'>, listener: JobListener): Job {
     const job = { ...request, deploymentId: admission.deploymentId, body: admission.body, model: admission.model.modelId, guest: true };
     const { target } = admission;
+    admission.slot?.release();
     if (target.kind === 'replica') return this.dispatcher.dispatchTo(target.connection, job, listener);
-    if (!this.relay) throw this.busy(admission.model);
+    if (!this.relay) throw this.refusal('busy', admission.model);
     return this.relay.run(target.peer, job, listener);
   }
 
   /**
-   * Charges the request its usage (the owner is credited the same, in one transaction) when it
-   * succeeded or ended early (the client left, stalled or ran out of time: it was sent tokens,
-   * counted by the engine, else by the agent from what it relayed), and releases the hold of one
-   * that never ran or failed on the platform's side, which costs nothing. Aborted streams were
-   * free before: 3 streams of 15,041 delivered tokens each left the guest's balance unchanged.
+   * Charges the request its usage (the owner is credited the same) when it succeeded or ended
+   * early (the client left, stalled or ran out of time: it was sent tokens, counted by the
+   * engine, else by the agent from what it relayed), and releases the hold of one that never ran
+   * or failed on the platform's side, which costs nothing. Aborted streams were free before: 3
+   * streams of 15,041 delivered tokens each left the guest's balance unchanged. The charge is
+   * decided here and written with the next batch (billing/guest-credit.ts); the guest's fair
+   * share counts the request until now.
    */
   async finish(admission: GuestAdmission, outcome: 'succeeded' | 'failed' | 'canceled', usage: GuestUsage | undefined): Promise<void> {
+    admission.slot?.release();
+    this.fairness.finished(admission.model.modelId, admission.workspaceId);
     try {
       if (outcome === 'failed' || !usage || usage.promptTokens + usage.completionTokens === 0) {
         await this.billing.release(admission.reservation);
@@ -160,9 +206,55 @@ export class SharedServing {
     this.pool.trafficOf(admission.model.modelId).firstToken(ms);
   }
 
-  private busy(model: PricedModel): AppError {
-    return new AppError('shared_pool_busy',
-      `the shared pool of '${SHARED_MODEL_PREFIX}${model.modelId}' has no idle capacity now; retry shortly`, { retryAfterSeconds: this.config.busyRetryAfterSeconds });
+  /** A replica with an idle guest slot the guest may take, or the refusal (counted by the pool's availability and the fairness rule). */
+  private place(workspaceId: string, model: PricedModel): Exclude<GuestPlacement, { kind: 'busy' } | { kind: 'unavailable' }> {
+    const placement = this.pool.place(model.modelId);
+    if (placement.kind === 'unavailable') throw this.refusal('unavailable', model);
+    if (placement.kind === 'busy') {
+      this.refused(workspaceId, model);
+      throw this.refusal('busy', model);
+    }
+    if (!this.fairness.allows(model.modelId, workspaceId, placement.idleSlots)) {
+      this.refused(workspaceId, model);
+      throw this.refusal('fair', model);
+    }
+    return placement;
+  }
+
+  private refused(workspaceId: string, model: PricedModel): void {
+    this.pool.trafficOf(model.modelId).refused();
+    this.fairness.refused(model.modelId, workspaceId);
+  }
+
+  /** The refusal's error, built once per model and reason (no stack capture, no message built per refused request). */
+  private refusal(reason: Refusal, model: PricedModel): AppError {
+    const cacheKey = `${reason}|${model.modelId}`;
+    let error = this.refusals.get(cacheKey);
+    if (!error) {
+      const name = `${SHARED_MODEL_PREFIX}${model.modelId}`;
+      const retryAfterSeconds = this.config.busyRetryAfterSeconds;
+      error = {
+        unavailable: () => new AppError('shared_model_unavailable', `every provider of '${name}' has left the shared pool; your key stays valid, retry later`, { retryAfterSeconds: 30 }),
+        busy: () => new AppError('shared_pool_busy', `the shared pool of '${name}' has no idle capacity now; retry shortly`, { retryAfterSeconds }),
+        fair: () => new AppError('shared_pool_busy',
+          `the shared pool of '${name}' has no idle capacity for this workspace now: other guests are waiting and this workspace holds its fair share of the pool; retry shortly`,
+          { retryAfterSeconds }),
+        credit: () => new AppError('insufficient_quota', 'the workspace\'s credit cannot cover this request at the shared model\'s prices (prompt + max_tokens); add credit or lower max_tokens'),
+        // The words of pipeline/admission.ts's refuseWithoutCredit, built once.
+        exhausted: () => new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue'),
+      }[reason]();
+      if (this.refusals.size > 1_000) this.refusals.clear();
+      this.refusals.set(cacheKey, error);
+    }
+    return error;
+  }
+
+  /** The most completion tokens the request can produce (max_completion_tokens or max_tokens, else the default, times n); 1 per choice for a value the parse will refuse. */
+  private completionTokens(fields: Record<string, unknown>): number {
+    const n = Number.isInteger(fields.n) && (fields.n as number) >= 1 ? fields.n as number : 1;
+    const given = fields.max_completion_tokens ?? fields.max_tokens;
+    if (given === undefined || given === null) return this.config.defaultGuestMaxTokens * n;
+    return (Number.isInteger(given) && (given as number) >= 1 ? given as number : 1) * n;
   }
 
   /**

@@ -14,10 +14,13 @@ import { authenticate } from './authenticate';
 import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL } from './shared-chat.route';
+import { GuestLane } from './guest-lane';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
+/** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
+const GUEST_ATTEMPTS_PER_TURN = 16;
 
 /**
  * `POST /d/<slug>/v1/chat/completions` and `/completions` answered on node:http directly, in
@@ -29,6 +32,7 @@ const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
   const sharedChat = new SharedChatRoute(controlPlane.pipeline, options);
+  const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
@@ -46,19 +50,40 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
   };
 
-  /** A guest's call: metrics and logs name the shared model, never the owner's deployment. */
+  /**
+   * A guest's call: metrics and logs name the shared model, never the owner's deployment. Its
+   * refusals (no slot, fair share, credit) are errors built once per model (SharedServing), and
+   * rendered once each here: a flood of them costs a header write apiece.
+   */
   const serveShared = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
     let label = SHARED_MODEL_LABEL;
     try {
       const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
       await sharedChat.handle(request, response, key, trace, (model) => (label = model));
     } catch (error) {
-      fail(request, response, error, trace.id);
+      if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace.id);
+      else fail(request, response, error, trace.id);
     }
     const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
     const seconds = (performance.now() - trace.receivedAt) / 1000;
     metrics.recordRequest(label, 'chat.completions', status, seconds);
     logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
+  };
+
+  /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */
+  const rendered = new WeakMap<AppError, { status: number; headers: string[]; body: Buffer }>();
+  /** An AppError answered before any byte was sent; the connection stays open when the body was read whole. */
+  const refuse = (request: IncomingMessage, response: ServerResponse, error: AppError, requestId: string): void => {
+    let answer = rendered.get(error);
+    if (!answer) {
+      const { status, headers, body } = renderError(error);
+      answer = { status, headers: [...Object.entries(headers).flat(), 'content-length', String(body.length)], body };
+      rendered.set(error, answer);
+    }
+    const headers = [...answer.headers, 'x-request-id', requestId];
+    if (bodyLeftUnread(request)) headers.push('connection', 'close');
+    response.writeHead(answer.status, headers);
+    response.end(answer.body);
   };
 
   const fail = (request: IncomingMessage, response: ServerResponse, error: unknown, requestId: string): void => {
@@ -79,7 +104,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     if (!match) {
       if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-      serveShared(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+      guests.run(() => void serveShared(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error')));
       return true;
     }
     const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };

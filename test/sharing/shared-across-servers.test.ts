@@ -13,7 +13,7 @@ describe('shared serving across servers', () => {
   beforeAll(async () => {
     fixture = await startSharingFixture({ controlPlane: cluster });
     databaseUrl = fixture.test.databaseUrl;
-    serverB = await startTestServer({ databaseUrl, controlPlane: { ...cluster, localAgents: false, sharing: { availabilityIntervalMs: 100 } } });
+    serverB = await startTestServer({ databaseUrl, controlPlane: { ...cluster, localAgents: false, sharing: { availabilityIntervalMs: 100, settleIntervalMs: 50, creditLeaseIdleMs: 300 } } });
   });
 
   afterAll(async () => {
@@ -47,5 +47,28 @@ describe('shared serving across servers', () => {
       .rejects.toMatchObject({ status: 429, code: 'shared_pool_busy' });
     controller.abort();
     await Promise.all(slow);
+  });
+
+  it('guest credit is known on every server: B refuses at 402 from memory what A\'s lease holds, and a top-up on A lets the guest in on B', async () => {
+    const guest = await fixture.workspace('poor guest', '0.001');
+    const onA = new OpenAI({ baseURL: `${fixture.test.url}/shared/v1`, apiKey: guest.apiKey, maxRetries: 0 });
+    const onB = new OpenAI({ baseURL: `${serverB.url}/shared/v1`, apiKey: guest.apiKey, maxRetries: 0 });
+    const small = { model: SHARED_ID, messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 2 };
+    const creditOn = (server: TestServer) => server.server.controlPlane.guestCredit.describe(guest.id);
+    await waitFor(async () => ((await onB.models.retrieve(SHARED_ID)) as any).availability === 'Available', 10_000, 'A\'s guest slots idle again');
+    // B serves the guest once (so B knows it), then gives its idle lease back.
+    await onB.chat.completions.create(small);
+    await waitFor(() => creditOn(serverB)?.lease === '0', 5_000, 'B\'s idle lease given back');
+    // A admits a request whose worst case (~4,100 bytes at 0.18 per 1M) needs most of what is left: A leases all of it.
+    const slow = onA.chat.completions.create({ ...small, messages: [{ role: 'user', content: 'x'.repeat(4_000) }], cpu_engine: { ttft_ms: 2_000 } } as any);
+    // B hears of A's lease over the cluster channel and refuses from memory, while A's request runs.
+    await waitFor(() => creditOn(serverB)?.available === '0', 5_000, 'B hears of A\'s lease');
+    await expect(onB.chat.completions.create(small)).rejects.toMatchObject({ status: 402, code: 'insufficient_quota' });
+    expect((await slow).choices).toHaveLength(1);
+    // A top-up through A: every server forgets what it knew of the guest's credit (the key cache's notification) and reads it again.
+    const topUp = await fixture.graphql('mutation($id: ID!) { addCredit(workspaceId: $id, amount: "1") }', { id: guest.id });
+    expect(topUp.errors).toBeUndefined();
+    await waitFor(() => creditOn(serverB)?.available !== '0', 5_000, 'B forgets the old credit');
+    expect((await onB.chat.completions.create(small)).choices).toHaveLength(1);
   });
 });

@@ -23,7 +23,8 @@ export interface SharingFixture {
 
 /**
  * A server whose local agents run the CPU engine with 4 slots (1 kept for the owner: 3 guest
- * slots per replica) and per-request timing controls, with fast capacity and availability loops.
+ * slots per replica) and per-request timing controls, with fast capacity, availability and
+ * settlement loops.
  */
 export async function startSharingFixture(options: TestServerOptions = {}): Promise<SharingFixture> {
   const test = await startTestServer({
@@ -31,7 +32,8 @@ export async function startSharingFixture(options: TestServerOptions = {}): Prom
     controlPlane: {
       capacityIntervalMs: 100, localMaxConcurrency: 4, operatorToken: OPERATOR_TOKEN, ...options.controlPlane,
       localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true', ...options.controlPlane?.localAgentEnv },
-      sharing: { availabilityIntervalMs: 100, ...options.controlPlane?.sharing },
+      // Settlements written every 50 ms and idle credit leases given back after 300 ms: tests see the ledger and the holds settle quickly.
+      sharing: { availabilityIntervalMs: 100, settleIntervalMs: 50, creditLeaseIdleMs: 300, ...options.controlPlane?.sharing },
     },
   });
   const graphql = graphqlClient(test.url, OPERATOR_TOKEN);

@@ -132,7 +132,8 @@ describe('SharedPool placement of a guest request', () => {
     world.update({ id: 'dep_a', workspaceId: 'ws_a' });
     world.update({ id: 'dep_b', workspaceId: 'ws_b' });
     world.replica({ deploymentId: 'dep_a', max: 8, owners: 8 }); // a provider here, but full
-    expect(world.pool.place(SHARED_MODEL)).toEqual({ kind: 'peer', peer: world.peers[0], deploymentId: 'dep_b', ownerWorkspaceId: 'ws_b' });
+    // Idle guest slots over the pool: 2 + 5 on p1, 3 on p2 (dep_x shares another model), none here.
+    expect(world.pool.place(SHARED_MODEL)).toEqual({ kind: 'peer', peer: world.peers[0], deploymentId: 'dep_b', ownerWorkspaceId: 'ws_b', idleSlots: 10 });
   });
 
   test.each<[string, { guestReady: number; guestSlots: number }, string]>([

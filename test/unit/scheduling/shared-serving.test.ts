@@ -24,7 +24,15 @@ class FakeBilling implements GuestBilling {
   /** Decides each reservation: a hold (default), null (too little credit), or an error. */
   next: () => Promise<Reservation | null> = async () => this.hold();
   failSettlement = false;
+  /** What `screen` answers (true: the credit may hold it), and what it was asked. */
+  screenAnswer = true;
+  readonly screened: Array<{ workspaceId: string; promptBytes: number; maxCompletionTokens: number }> = [];
   private sequence = 0;
+
+  screen(workspaceId: string, maxPromptTokens: number, maxCompletionTokens: number): boolean {
+    this.screened.push({ workspaceId, promptBytes: maxPromptTokens, maxCompletionTokens });
+    return this.screenAnswer;
+  }
 
   hold(): Reservation {
     return { id: `res_${++this.sequence}`, workspaceId: 'ws_guest', amount: '0.001', prepaid: true };
@@ -97,7 +105,7 @@ describe('SharedServing model resolution', () => {
 });
 
 describe('SharedServing admission', () => {
-  test('admits onto the replica with a guest slot, naming its owner; the slot is held only while credit is reserved', async () => {
+  test('admits onto the replica with a guest slot, naming its owner; the slot is held from admission until the job is on the agent', async () => {
     const world = serving();
     const connection = world.replica({ max: 8, workspaceId: 'ws_owner' });
     const reserving = deferred<Reservation | null>();
@@ -107,10 +115,26 @@ describe('SharedServing admission', () => {
     expect(world.pool.guestSlots(connection)).toBe(5);
     reserving.resolve(world.billing.hold());
     const admission = await admitting;
-    expect(connection.reserved).toBe(0);
-    expect(admission).toMatchObject({ deploymentId: 'dep_a', ownerWorkspaceId: 'ws_owner', target: { kind: 'replica', connection } });
+    // Still held: between admission and dispatch no other guest may take it.
+    expect(connection.reserved).toBe(1);
+    expect(admission).toMatchObject({ deploymentId: 'dep_a', ownerWorkspaceId: 'ws_owner', workspaceId: 'ws_guest', target: { kind: 'replica', connection } });
     expect(admission.id).toMatch(/^shr_/);
     expect(world.pool.trafficOf(SHARED_MODEL).measures()).toMatchObject({ admitted: 1, refused: 0 });
+    world.shared.dispatch(admission, JOB, new RecordingListener());
+    expect([connection.reserved, connection.guestInFlight]).toEqual([0, 1]);
+  });
+
+  test('a hold the billing answers in memory admits without waiting; shared request ids never repeat', async () => {
+    const world = serving();
+    const connection = world.replica({ max: 16 });
+    const sync = { ...world.billing.hold() };
+    (world.billing as { reserve: unknown }).reserve = () => sync;
+    const admissions = await Promise.all([world.admit(), world.admit(), world.admit()]);
+    expect(admissions.map((admission) => admission.reservation)).toEqual([sync, sync, sync]);
+    expect(new Set(admissions.map((admission) => admission.id)).size).toBe(3);
+    expect(connection.reserved).toBe(3);
+    for (const admission of admissions) await world.shared.finish(admission, 'failed', undefined);
+    expect(connection.reserved).toBe(0); // finished unsent: each slot given back once
   });
 
   test('two guests racing for the last guest slot: the second is refused while the first reserves credit', async () => {
@@ -213,6 +237,7 @@ describe('SharedServing dispatch', () => {
     expect(job.request).toMatchObject({ guest: true, deploymentId: 'dep_a', model: SHARED_MODEL, stream: true });
     expect(job.request.body).toBe(admission.body);
     expect(connection.guestInFlight).toBe(1);
+    expect(connection.reserved).toBe(0);
   });
 
   test('a peer placement is relayed to that peer; without a relay client the guest is told busy', async () => {
@@ -305,3 +330,84 @@ describe('SharedServing settlement', () => {
     expect(world.pool.trafficOf(SHARED_MODEL).measures().recentTtftMs).toBe(300);
   });
 });
+
+describe('SharedServing screens (in memory, before the body is parsed)', () => {
+  const OTHER: AuthenticatedKey = { ...GUEST, id: 'key_other', workspaceId: 'ws_other' };
+
+  test('no provider: 503; no idle slot: 429 counted as refused; neither asks billing; each refusal is one error object per model', () => {
+    const world = serving();
+    const unavailable = [0, 1].map(() => thrownBy(() => world.shared.screenPool(GUEST, world.model)));
+    expect(unavailable.map((error) => error?.code)).toEqual(['shared_model_unavailable', 'shared_model_unavailable']);
+    expect(unavailable[0]).toBe(unavailable[1]);
+    world.replica({ max: 8, owners: 6 });
+    const busy = [0, 1].map(() => thrownBy(() => world.shared.screenPool(GUEST, world.model)));
+    expect(busy.map((error) => [error?.code, error?.retryAfterSeconds])).toEqual([['shared_pool_busy', 3], ['shared_pool_busy', 3]]);
+    expect(busy[0]).toBe(busy[1]);
+    expect(world.pool.trafficOf(SHARED_MODEL).measures().refused).toBe(2);
+    expect(world.billing.reserved).toEqual([]);
+    expect(world.billing.screened).toEqual([]);
+  });
+
+  test('an idle slot passes the pool screen', () => {
+    const world = serving();
+    world.replica({ max: 8 });
+    expect(thrownBy(() => world.shared.screenPool(GUEST, world.model))).toBeNull();
+  });
+
+  test.each<[string, Record<string, unknown>, number]>([
+    ['max_tokens', { max_tokens: 7 }, 7],
+    ['max_completion_tokens over max_tokens, times n', { max_completion_tokens: 5, max_tokens: 100, n: 2 }, 10],
+    ['no bound: the default', {}, 256],
+    ['a bound the parse will refuse counts as 1 (the parse answers 400 after)', { max_tokens: 'many' }, 1],
+  ])('credit screen asks billing in memory with the worst case: %s', (_name, fields, maxCompletionTokens) => {
+    const world = serving();
+    world.shared.screenCredit(GUEST, world.model, fields, 321);
+    expect(world.billing.screened).toEqual([{ workspaceId: 'ws_guest', promptBytes: 321, maxCompletionTokens }]);
+  });
+
+  test('credit screen: a workspace without credit left (the key cache\'s flag) is 402 without asking billing, one error object per model', () => {
+    const world = serving();
+    const broke = { ...GUEST, creditExhausted: true };
+    const errors = [0, 1].map(() => thrownBy(() => world.shared.screenCredit(broke, world.model, { max_tokens: 1 }, 10)));
+    expect(errors[0]).toMatchObject({ code: 'insufficient_quota', message: 'the workspace has no credit left; add credit to continue' });
+    expect(errors[1]).toBe(errors[0]);
+    expect(world.billing.screened).toEqual([]);
+  });
+
+  test('credit screen: 402 insufficient_quota when billing says the credit cannot hold it', () => {
+    const world = serving();
+    world.billing.screenAnswer = false;
+    expect(thrownBy(() => world.shared.screenCredit(GUEST, world.model, { max_tokens: 1 }, 10))).toMatchObject({ code: 'insufficient_quota' });
+  });
+
+  test('fair share: a guest holding more slots than another that is waiting is refused the idle slot; the waiting one gets it', async () => {
+    const world = serving();
+    world.replica({ max: 8 }); // 6 guest slots
+    const flooder = [];
+    for (let index = 0; index < 6; index++) flooder.push(await world.admit({ max_tokens: 1 }, OTHER));
+    // The pool is full: the small guest is refused for want of a slot, so it contends for the next one.
+    expect((await rejectedWith(world.admit({ max_tokens: 1 }, GUEST))).code).toBe('shared_pool_busy');
+    await world.shared.finish(flooder.pop()!, 'failed', undefined);
+    const refused = thrownBy(() => world.shared.screenPool(OTHER, world.model));
+    expect(refused).toMatchObject({ code: 'shared_pool_busy', message: expect.stringMatching(/fair share/) });
+    expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/fair share/);
+    const small = await world.admit({ max_tokens: 1 }, GUEST);
+    expect(small.workspaceId).toBe('ws_guest');
+  });
+
+  test('fair share holds nothing back when no other guest is asking: a lone guest takes every idle slot', async () => {
+    const world = serving();
+    world.replica({ max: 8 });
+    for (let index = 0; index < 6; index++) await world.admit({ max_tokens: 1 }, OTHER);
+    expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/no idle capacity now/);
+  });
+});
+
+function thrownBy(call: () => void): (Error & { code?: string; retryAfterSeconds?: number }) | null {
+  try {
+    call();
+    return null;
+  } catch (error) {
+    return error as Error & { code?: string };
+  }
+}

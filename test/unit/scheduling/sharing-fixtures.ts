@@ -28,7 +28,8 @@ export function chatModel(overrides: Partial<CatalogModel> = {}): CatalogModel {
 export function sharingConfig(overrides: Partial<SharingConfig> = {}): SharingConfig {
   return {
     ownerHeadroomFraction: 0.25, maxGuestsPerReplica: 16, defaultGuestMaxTokens: 256, busyRetryAfterSeconds: 1,
-    reservationTtlMs: 180_000, availabilityIntervalMs: 1_000, ...overrides,
+    reservationTtlMs: 180_000, availabilityIntervalMs: 1_000, settleIntervalMs: 250, creditLeaseIdleMs: 5_000, creditLeaseRequests: 32,
+    fairShareWindowMs: 1_000, ...overrides,
   };
 }
 
