@@ -95,6 +95,7 @@ export class GuestCredit {
   private readonly accounts = new Map<string, Account>();
   private queue: Queued[] = [];
   private readonly prices = new Map<string, UnitPrices>();
+  private readonly pricesByIdentity = new WeakMap<TokenPrices, UnitPrices>();
   /** Database work (lease growth, batches) runs one at a time: each sees what the one before it left in memory. */
   private chain: Promise<unknown> = Promise.resolve();
   private flushQueued = false;
@@ -205,7 +206,8 @@ export class GuestCredit {
   forgetAvailable(): void {
     for (const account of this.accounts.values()) {
       account.available = null;
-      account.postpaid = undefined;
+      // A top-up turns a postpaid workspace prepaid; nothing turns a prepaid one postpaid.
+      if (account.postpaid === true) account.postpaid = undefined;
     }
   }
 
@@ -416,6 +418,15 @@ export class GuestCredit {
   }
 
   private unitPrices(prices: TokenPrices): UnitPrices {
+    // By identity first: a shared model's prices are one object (SharedPool.priced), screened on every guest attempt.
+    const known = typeof prices === 'object' && prices !== null ? this.pricesByIdentity.get(prices) : undefined;
+    if (known) return known;
+    const units = this.unitPricesOf(prices);
+    if (typeof prices === 'object' && prices !== null) this.pricesByIdentity.set(prices, units);
+    return units;
+  }
+
+  private unitPricesOf(prices: TokenPrices): UnitPrices {
     const key = `${prices?.inputPerMillion}|${prices?.outputPerMillion}`;
     let units = this.prices.get(key);
     if (!units) {
