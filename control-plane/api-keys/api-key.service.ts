@@ -134,8 +134,14 @@ export class ApiKeyService {
 
   /** Resolves a bearer token to its key, or null. Never throws for a malformed token. */
   async authenticate(plaintext: string): Promise<AuthenticatedKey | null> {
-    if (!plaintext.startsWith(API_KEY_PREFIX) || plaintext.length > 128) return null;
+    if (!wellFormed(plaintext)) return null;
     return await this.cache.get(hashSecret(plaintext));
+  }
+
+  /** `authenticate` when its answer is known without waiting (cached), else undefined. */
+  authenticateNow(plaintext: string): AuthenticatedKey | null | undefined {
+    if (!wellFormed(plaintext)) return null;
+    return this.cache.peek(hashSecret(plaintext))?.value;
   }
 
   private async lookup(hash: string): Promise<AuthenticatedKey | null> {
@@ -175,4 +181,9 @@ function validLimit(value: number | null | undefined, field: string): number | u
     throw new AppError('invalid_request', `${field} must be a positive integer, got ${value}`, { param: field });
   }
   return value;
+}
+
+/** A token that could be one of our keys (anything else is refused without a lookup). */
+function wellFormed(plaintext: string): boolean {
+  return plaintext.startsWith(API_KEY_PREFIX) && plaintext.length <= 128;
 }

@@ -40,17 +40,26 @@ export class RefreshingCache<K, V> {
   }
 
   async get(key: K): Promise<V> {
-    if (this.options.ttlMs <= 0) return await this.load(key);
+    const entry = this.peek(key);
+    return entry ? entry.value : await this.refresh(key);
+  }
+
+  /**
+   * What `get` would answer without waiting (starting the same background refresh of a stale
+   * entry), or undefined when it would have to wait for a load. A wrapper, so a cached
+   * `undefined` or `null` is told apart from "not known now".
+   */
+  peek(key: K): { value: V } | undefined {
+    if (this.options.ttlMs <= 0) return undefined;
     const entry = this.entries.get(key);
-    if (entry) {
-      const age = this.now() - entry.loadedAt;
-      if (age < this.options.ttlMs) return entry.value;
-      if (age < 2 * this.options.ttlMs) {
-        this.refresh(key).catch((error) => this.options.onRefreshError?.(error));
-        return entry.value;
-      }
+    if (!entry) return undefined;
+    const age = this.now() - entry.loadedAt;
+    if (age < this.options.ttlMs) return entry;
+    if (age < 2 * this.options.ttlMs) {
+      this.refresh(key).catch((error) => this.options.onRefreshError?.(error));
+      return entry;
     }
-    return await this.refresh(key);
+    return undefined;
   }
 
   /** Drops `key` here (the next get loads it again); a load in flight for it is not cached. */

@@ -11,7 +11,7 @@ import type { MediaOutcome } from '../requests/media-jobs';
 import type { MediaSubmission, RequestService } from '../requests/request-service';
 import type { RequestRecord } from '../requests/request-record.entity';
 import type { PricedModel } from '../sharing/shared-pool';
-import { SHARED_MODEL_PREFIX, type SharedServing } from '../sharing/shared-serving';
+import { sharedModelName, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { JobKind } from '../../proto/worker/v1';
@@ -60,7 +60,7 @@ export interface PipelineParts {
   readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
-  readonly shared: Pick<SharedServing, 'resolve' | 'screenPool' | 'screenCredit' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
@@ -115,16 +115,16 @@ export class InferencePipeline {
    * guest slot, or past the guest's fair share while others wait), the credit (402: none left,
    * or too little for the worst case). All in memory; the gateway calls this with what a scan
    * of the raw body found (`model`, `max_tokens`, `max_completion_tokens`, `n`), before parsing
-   * it, so a refused attempt costs no parse and no round trip. Returns the model for `admitShared`.
+   * it, so a refused attempt costs no parse and no round trip. Returns the model (for
+   * `admitShared`) and the refusal, if any: a refusal is returned, not thrown (a flood is mostly
+   * refusals; a throw cost more than the screen). A bad model (400, 404) is thrown.
    */
-  screenShared(key: AuthenticatedKey, scanned: { model: unknown; fields: Record<string, unknown>; bodyBytes: number }, labelled: (label: string) => void): PricedModel {
+  screenShared(key: AuthenticatedKey, scanned: { model: unknown; fields: Record<string, unknown>; bodyBytes: number }, labelled: (label: string) => void): { model: PricedModel; refusal: AppError | null } {
     const { shared } = this.parts;
     const model = shared.resolve(scanned.model);
-    labelled(`${SHARED_MODEL_PREFIX}${model.modelId}`);
-    shared.screenPool(key, model);
-    // The credit (no credit left, as refuseWithoutCredit decides it for every endpoint, then the worst case).
-    shared.screenCredit(key, model, scanned.fields, scanned.bodyBytes);
-    return model;
+    labelled(sharedModelName(model));
+    // The credit's "no credit left" is refuseWithoutCredit's rule for every endpoint, checked after the pool.
+    return { model, refusal: shared.refusalNow(key, model, scanned.fields, scanned.bodyBytes) };
   }
 
   /**
@@ -137,11 +137,9 @@ export class InferencePipeline {
   async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened?: PricedModel): Promise<WorkTicket> {
     const startedAt = this.now();
     const { shared, rateLimiter } = this.parts;
-    const model = screened && work.model === `${SHARED_MODEL_PREFIX}${screened.modelId}`
-      ? screened
-      : this.screenShared(key, { model: work.model, fields: work.fields, bodyBytes: work.body.length }, labelled);
+    const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
     // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
-    const label = `${SHARED_MODEL_PREFIX}${model.modelId}`;
+    const label = sharedModelName(model);
     const decision = await rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
     let admission;
     try {
@@ -158,6 +156,12 @@ export class InferencePipeline {
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
       firstToken: (ms) => shared.firstToken(guest, ms),
     }, this.settlement, startedAt);
+  }
+
+  private screened(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void): PricedModel {
+    const { model, refusal } = this.screenShared(key, { model: work.model, fields: work.fields, bodyBytes: work.body.length }, labelled);
+    if (refusal) throw refusal;
+    return model;
   }
 
   /** The deployment's embedding model, or a 400 that says what the deployment serves. */

@@ -56,6 +56,7 @@ export class SharedPool {
   private readonly owners = new Map<string, string>();
   private readonly traffic = new Map<string, GuestTraffic>();
   private readonly lastAvailability = new Map<string, SharedAvailability>();
+  private readonly pricedModels = new WeakMap<CatalogModel, PricedModel | null>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -90,8 +91,16 @@ export class SharedPool {
   /** A shareable model's prices by catalog id; null when it is not one. Cheap: every guest request (a refused one too) asks. */
   priced(modelId: string): PricedModel | null {
     const model = this.catalog.find(modelId);
-    const prices = model && this.catalog.isEnabled(model.id) ? sharedPrices(model) : null;
-    return prices ? { modelId: model!.id, prices } : null;
+    if (!model || !this.catalog.isEnabled(model.id)) return null;
+    // One object per catalog model: a guest flood asks for it on every attempt, and what is
+    // derived from it (unit prices, refusals, the label) is kept by its identity.
+    let priced = this.pricedModels.get(model);
+    if (priced === undefined) {
+      const prices = sharedPrices(model);
+      priced = prices ? { modelId: model.id, prices } : null;
+      this.pricedModels.set(model, priced);
+    }
+    return priced;
   }
 
   /** One model with its availability now (measured over the last minute); null when it is not shareable. */

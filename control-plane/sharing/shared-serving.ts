@@ -14,6 +14,15 @@ import { GuestFairness } from './guest-fairness';
 /** The model id prefix of the shared endpoint: `shared/<catalog model id>`. */
 export const SHARED_MODEL_PREFIX = 'shared/';
 
+const NAMES = new WeakMap<PricedModel, string>();
+
+/** `shared/<model-id>`, built once per model object (a guest flood's metrics label it on every attempt). */
+export function sharedModelName(model: PricedModel): string {
+  let name = NAMES.get(model);
+  if (name === undefined) NAMES.set(model, name = `${SHARED_MODEL_PREFIX}${model.modelId}`);
+  return name;
+}
+
 /** A hold on the guest's prepaid credit (none for a postpaid guest); see SharedBilling. */
 export interface Reservation {
   id: string;
@@ -60,6 +69,9 @@ export interface GuestUsage {
   completionTokens: number;
 }
 
+/** A placement with a slot (here, or on a peer). */
+type Placed = Exclude<GuestPlacement, { kind: 'busy' } | { kind: 'unavailable' }>;
+
 /** Why a guest was refused before anything costly: each answer is built once per model and thrown again. */
 type Refusal = 'unavailable' | 'busy' | 'fair' | 'credit' | 'exhausted';
 
@@ -72,7 +84,8 @@ type Refusal = 'unavailable' | 'busy' | 'fair' | 'credit' | 'exhausted';
  * the credit, in memory while the guest's lease has room (billing/guest-credit.ts).
  */
 export class SharedServing {
-  private readonly refusals = new Map<string, AppError>();
+  /** By the model's identity (SharedPool.priced keeps one per catalog model), so a refusal builds no key. */
+  private readonly refusals = new WeakMap<PricedModel, Partial<Record<Refusal, AppError>>>();
   private sequence = 0;
   /** Shared request ids: random per process (72 bits), then a counter; each keys its ledger rows, so they must never repeat. */
   private readonly idPrefix = `${newId('shr', 9)}_`;
@@ -108,21 +121,20 @@ export class SharedServing {
   }
 
   /**
-   * In memory, before the body is parsed: 503 when no provider is left, 429 when no replica
-   * has an idle guest slot or the guest holds its fair share while others wait (guest-fairness.ts).
+   * In memory, before the body is parsed, the refusal `admit` would answer now, or null: 503
+   * when no provider is left, 429 when no replica has an idle guest slot or the guest holds its
+   * fair share while others wait (guest-fairness.ts), 402 when the guest's workspace has no
+   * credit left (the key cache's flag) or its credit surely cannot hold the request's worst case
+   * (`fields` needs only `max_tokens`, `max_completion_tokens` and `n`; a scan of the raw body
+   * finds them). Returned, not thrown: a flood is mostly refusals, and a throw cost more than
+   * the rest of the screen.
    */
-  screenPool(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel): void {
-    this.place(key.workspaceId, model);
-  }
-
-  /**
-   * In memory: 402 when the guest's workspace has no credit left (the key cache's flag) or its
-   * credit surely cannot hold the request's worst case (`fields` needs only `max_tokens`,
-   * `max_completion_tokens` and `n`; a scan of the raw body finds them).
-   */
-  screenCredit(key: Pick<AuthenticatedKey, 'workspaceId' | 'creditExhausted'>, model: PricedModel, fields: Record<string, unknown>, bodyBytes: number): void {
-    if (key.creditExhausted) throw this.refusal('exhausted', model);
-    if (!this.billing.screen(key.workspaceId, bodyBytes, this.completionTokens(fields), model.prices)) throw this.refusal('credit', model);
+  refusalNow(key: Pick<AuthenticatedKey, 'workspaceId' | 'creditExhausted'>, model: PricedModel, fields: Record<string, unknown>, bodyBytes: number): AppError | null {
+    const placement = this.placeOrRefuse(key.workspaceId, model);
+    if (placement instanceof AppError) return placement;
+    if (key.creditExhausted) return this.refusal('exhausted', model);
+    if (!this.billing.screen(key.workspaceId, bodyBytes, this.completionTokens(fields), model.prices)) return this.refusal('credit', model);
+    return null;
   }
 
   /**
@@ -207,16 +219,22 @@ export class SharedServing {
   }
 
   /** A replica with an idle guest slot the guest may take, or the refusal (counted by the pool's availability and the fairness rule). */
-  private place(workspaceId: string, model: PricedModel): Exclude<GuestPlacement, { kind: 'busy' } | { kind: 'unavailable' }> {
+  private place(workspaceId: string, model: PricedModel): Placed {
+    const placement = this.placeOrRefuse(workspaceId, model);
+    if (placement instanceof AppError) throw placement;
+    return placement;
+  }
+
+  private placeOrRefuse(workspaceId: string, model: PricedModel): Placed | AppError {
     const placement = this.pool.place(model.modelId);
-    if (placement.kind === 'unavailable') throw this.refusal('unavailable', model);
+    if (placement.kind === 'unavailable') return this.refusal('unavailable', model);
     if (placement.kind === 'busy') {
       this.refused(workspaceId, model);
-      throw this.refusal('busy', model);
+      return this.refusal('busy', model);
     }
     if (!this.fairness.allows(model.modelId, workspaceId, placement.idleSlots)) {
       this.refused(workspaceId, model);
-      throw this.refusal('fair', model);
+      return this.refusal('fair', model);
     }
     return placement;
   }
@@ -228,10 +246,11 @@ export class SharedServing {
 
   /** The refusal's error, built once per model and reason (no stack capture, no message built per refused request). */
   private refusal(reason: Refusal, model: PricedModel): AppError {
-    const cacheKey = `${reason}|${model.modelId}`;
-    let error = this.refusals.get(cacheKey);
+    let built = this.refusals.get(model);
+    if (!built) this.refusals.set(model, built = {});
+    let error = built[reason];
     if (!error) {
-      const name = `${SHARED_MODEL_PREFIX}${model.modelId}`;
+      const name = sharedModelName(model);
       const retryAfterSeconds = this.config.busyRetryAfterSeconds;
       error = {
         unavailable: () => new AppError('shared_model_unavailable', `every provider of '${name}' has left the shared pool; your key stays valid, retry later`, { retryAfterSeconds: 30 }),
@@ -243,8 +262,7 @@ export class SharedServing {
         // The words of pipeline/admission.ts's refuseWithoutCredit, built once.
         exhausted: () => new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue'),
       }[reason]();
-      if (this.refusals.size > 1_000) this.refusals.clear();
-      this.refusals.set(cacheKey, error);
+      built[reason] = error;
     }
     return error;
   }

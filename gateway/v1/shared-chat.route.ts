@@ -1,9 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
+import type { ApiKeyService, AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
 import type { PricedModel } from '../../control-plane/sharing/shared-pool';
+import type { AppError } from '../../control-plane/errors/app-error';
 import { NESTED, topLevelValues } from '../http/json-top-level';
 import { readBody } from '../http/read-body';
+import { takeBufferedBody } from '../http/buffered-body';
+import { authenticate, authenticateNow } from './authenticate';
 import type { RequestTrace } from '../http/request-id';
 import { servedEndpoints } from './endpoint-table';
 import { runTicket } from './run-ticket';
@@ -13,6 +16,16 @@ import { parseTextRequest } from './text-request';
 
 /** The metrics and log label of a guest request before its model is known. */
 export const SHARED_MODEL_LABEL = 'shared';
+
+/** What screenNow settled before anything waited. */
+export interface EarlyAttempt {
+  key?: AuthenticatedKey;
+  body?: Buffer;
+  /** Set when the screen ran (key and body both at hand): the model it passed, or null when the scan could not read the body. */
+  screened?: PricedModel | null;
+  /** The screen's refusal: answer it, nothing else. */
+  refusal?: AppError;
+}
 
 /** What the screen reads of a guest's body before parsing it. */
 const SCANNED = ['model', 'max_tokens', 'max_completion_tokens', 'n'] as const;
@@ -29,12 +42,29 @@ const SCANNED = ['model', 'max_tokens', 'max_completion_tokens', 'n'] as const;
  * validated. A body the scan cannot read is parsed first, so it gets the parse's own 400.
  */
 export class SharedChatRoute {
-  constructor(private readonly pipeline: InferencePipeline, private readonly options: TextRouteOptions & StreamLimits) {}
+  constructor(private readonly apiKeys: ApiKeyService, private readonly pipeline: InferencePipeline, private readonly options: TextRouteOptions & StreamLimits) {}
 
-  /** Answers on the raw response; `labelled` learns the shared model once it is known (the metrics and log label). */
-  async handle(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, labelled: (label: string) => void): Promise<void> {
-    const body = await readBody(request, this.options.maxBodyBytes);
-    const screened = this.screen(key, body, labelled);
+  /**
+   * As much of the attempt as can be decided without waiting, synchronously: the key when it is
+   * cached, the body when it has arrived whole, and then the in-memory screen. Its refusal is
+   * returned (a 401 is thrown): a flood's refused attempt then costs no promise, listener, tick
+   * or throw.
+   */
+  screenNow(request: IncomingMessage, labelled: (label: string) => void): EarlyAttempt {
+    const key = authenticateNow(this.apiKeys, request.headers.authorization);
+    if (!key) return {};
+    const body = takeBufferedBody(request, this.options.maxBodyBytes);
+    if (!body) return { key };
+    const screen = this.screen(key, body, labelled);
+    return { key, body, screened: screen?.model ?? null, refusal: screen?.refusal ?? undefined };
+  }
+
+  /** Answers on the raw response, going on from `early` (screenNow); `labelled` learns the shared model once it is known (the metrics and log label). */
+  async handle(request: IncomingMessage, response: ServerResponse, trace: RequestTrace, labelled: (label: string) => void, early: EarlyAttempt): Promise<void> {
+    const key = early.key ?? await authenticate(this.apiKeys, request.headers.authorization);
+    const body = early.body ?? await readBody(request, this.options.maxBodyBytes);
+    if (early.refusal) throw early.refusal;
+    const screened = early.screened === undefined ? this.screenOrRefuse(key, body, labelled) : early.screened ?? undefined;
     const textRequest = parseTextRequest(body, 'chat.completions');
     const ticket = await this.pipeline.admitShared(key, {
       endpoint: 'chat.completions', body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream,
@@ -44,8 +74,14 @@ export class SharedChatRoute {
     await runTicket(response, ticket, textRequest.stream, key, trace, this.options);
   }
 
-  /** The in-memory refusals on the scanned fields (throws them); undefined when the scan could not read the body. */
-  private screen(key: AuthenticatedKey, body: Buffer, labelled: (label: string) => void): PricedModel | undefined {
+  private screenOrRefuse(key: AuthenticatedKey, body: Buffer, labelled: (label: string) => void): PricedModel | undefined {
+    const screen = this.screen(key, body, labelled);
+    if (screen?.refusal) throw screen.refusal;
+    return screen?.model;
+  }
+
+  /** The in-memory screen on the scanned fields (its model and refusal, if any); undefined when the scan could not read the body. */
+  private screen(key: AuthenticatedKey, body: Buffer, labelled: (label: string) => void): { model: PricedModel; refusal: AppError | null } | undefined {
     const values = topLevelValues(body, SCANNED);
     if (!values) return undefined;
     const model = values.get('model');

@@ -10,10 +10,9 @@ import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { TextEndpoint } from './text-request';
 import type { StreamLimits } from './text-job-run';
-import { authenticate } from './authenticate';
 import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
-import { SharedChatRoute, SHARED_MODEL_LABEL } from './shared-chat.route';
+import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
@@ -31,7 +30,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
-  const sharedChat = new SharedChatRoute(controlPlane.pipeline, options);
+  const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
 
@@ -51,23 +50,38 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   };
 
   /**
-   * A guest's call: metrics and logs name the shared model, never the owner's deployment. Its
-   * refusals (no slot, fair share, credit) are errors built once per model (SharedServing), and
+   * A guest's call: metrics and logs name the shared model, never the owner's deployment. Most
+   * attempts in a flood are refused in memory, and when the lane starts one its key is usually
+   * cached and its body has arrived: SharedChatRoute.screenNow then refuses it synchronously.
+   * Refusals (no slot, fair share, credit) are errors built once per model (SharedServing), and
    * rendered once each here: a flood of them costs a header write apiece.
    */
-  const serveShared = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
+  const serveShared = (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): void => {
     let label = SHARED_MODEL_LABEL;
+    const labelled = (model: string) => (label = model);
+    const answered = (failed: boolean, error?: unknown): void => {
+      if (failed) {
+        if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace.id);
+        else fail(request, response, error, trace.id);
+      }
+      const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+      const seconds = (performance.now() - trace.receivedAt) / 1000;
+      metrics.recordRequest(label, 'chat.completions', status, seconds);
+      logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
+    };
+    let early: EarlyAttempt;
     try {
-      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
-      await sharedChat.handle(request, response, key, trace, (model) => (label = model));
+      early = sharedChat.screenNow(request, labelled);
     } catch (error) {
-      if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace.id);
-      else fail(request, response, error, trace.id);
+      answered(true, error);
+      return;
     }
-    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
-    const seconds = (performance.now() - trace.receivedAt) / 1000;
-    metrics.recordRequest(label, 'chat.completions', status, seconds);
-    logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
+    if (early.refusal) {
+      answered(true, early.refusal);
+      return;
+    }
+    sharedChat.handle(request, response, trace, labelled, early).then(() => answered(false), (error) => answered(true, error))
+      .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
   };
 
   /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */
@@ -104,7 +118,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     if (!match) {
       if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-      guests.run(() => void serveShared(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error')));
+      guests.run(() => serveShared(request, response, trace));
       return true;
     }
     const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };

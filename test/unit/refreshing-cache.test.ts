@@ -100,4 +100,25 @@ describe('RefreshingCache', () => {
     for (const key of ['a', 'b', 'c', 'd']) await cache.get(key);
     expect(cache.size).toBeLessThanOrEqual(3);
   });
+
+  test('peek answers without waiting what get would: nothing before a load, the value while fresh or stale (starting the refresh), nothing when too stale or disabled', async () => {
+    const { calls, load } = controlledLoad();
+    const cache = new RefreshingCache<string, string | null>(load as (key: string) => Promise<string | null>, { ttlMs: 100, maxEntries: 10, now });
+    expect(cache.peek('a')).toBeUndefined();
+    expect(calls).toHaveLength(0);
+    const loading = cache.get('a');
+    calls[0].resolve(null as unknown as string);
+    await loading;
+    // A cached null is an answer (an unknown key), told apart from "not known now".
+    expect(cache.peek('a')).toMatchObject({ value: null });
+    clock += 150;
+    expect(cache.peek('a')).toMatchObject({ value: null });
+    expect(calls).toHaveLength(2);
+    expect(cache.peek('a')).toMatchObject({ value: null });
+    expect(calls).toHaveLength(2);
+    clock += 100;
+    expect(cache.peek('a')).toBeUndefined();
+    const disabled = new RefreshingCache(load, { ttlMs: 0, maxEntries: 10, now });
+    expect(disabled.peek('a')).toBeUndefined();
+  });
 });

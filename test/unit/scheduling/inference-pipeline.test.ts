@@ -70,17 +70,13 @@ function world() {
     },
     poolError: null as AppError | null,
     creditError: null as AppError | null,
-    screenPool(key: AuthenticatedKey, model: { modelId: string }) {
-      log.push('shared.screenPool');
-      shared.calls.push(['screenPool', key.id, model.modelId]);
-      if (shared.poolError) throw shared.poolError;
-    },
-    screenCredit(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, bodyBytes: number) {
-      log.push('shared.screenCredit');
-      shared.calls.push(['screenCredit', key.id, model.modelId, fields, bodyBytes]);
-      // As SharedServing does: a workspace without credit first (test/unit/scheduling/shared-serving.test.ts checks the real one).
-      if (key.creditExhausted) throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
-      if (shared.creditError) throw shared.creditError;
+    refusalNow(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, bodyBytes: number) {
+      log.push('shared.refusalNow');
+      shared.calls.push(['refusalNow', key.id, model.modelId, fields, bodyBytes]);
+      // As SharedServing does: the pool, then a workspace without credit, then the worst case (test/unit/scheduling/shared-serving.test.ts checks the real one).
+      if (shared.poolError) return shared.poolError;
+      if (key.creditExhausted) return new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
+      return shared.creditError;
     },
     async admit(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, body: Buffer) {
       log.push('shared.admit');
@@ -262,57 +258,60 @@ describe('InferencePipeline owner ticket', () => {
 describe('InferencePipeline shared (guest) requests', () => {
   const guestWork = () => text({ model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 100 } });
 
-  test('labels the request, screens pool then credit, then holds TPD, then takes a pool slot; dispatch goes to the shared pool, not the job router', async () => {
+  test('labels the request, screens it (pool and credit, in memory), then holds TPD, then takes a pool slot; dispatch goes to the shared pool, not the job router', async () => {
     const { pipeline, log, rate, shared, admission, jobs, job } = world();
     const work = guestWork();
     const ticket = await pipeline.admitShared(KEY, work, (label) => log.push(`labelled:${label}`));
-    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.screenPool', 'shared.screenCredit', 'rate.admit', 'shared.admit']);
+    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.refusalNow', 'rate.admit', 'shared.admit']);
     expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 130 }]);
-    const admits = shared.calls.filter((call) => call[0] !== 'screenPool' && call[0] !== 'screenCredit');
-    expect(shared.calls[1]).toEqual(['screenCredit', 'key_1', SHARED_MODEL, work.fields, work.body.length]);
+    const admits = shared.calls.filter((call) => call[0] !== 'refusalNow');
+    expect(shared.calls[0]).toEqual(['refusalNow', 'key_1', SHARED_MODEL, work.fields, work.body.length]);
     expect(admits[0]).toEqual(['admit', 'key_1', SHARED_MODEL, work.fields, work.body]);
     const listener = new RecordingListener();
     expect(ticket.dispatch(listener)).toBe(job);
     expect(jobs.sent).toEqual([]);
-    expect(shared.calls[3][1]).toBe(admission);
-    expect(shared.calls[3][2]).toMatchObject({ deploymentId: 'dep_provider', kind: 'JOB_KIND_CHAT_COMPLETION', model: SHARED_MODEL, stream: false });
-    expect(shared.calls[3][3]).toBe(listener);
+    expect(shared.calls[2][1]).toBe(admission);
+    expect(shared.calls[2][2]).toMatchObject({ deploymentId: 'dep_provider', kind: 'JOB_KIND_CHAT_COMPLETION', model: SHARED_MODEL, stream: false });
+    expect(shared.calls[2][3]).toBe(listener);
     ticket.firstToken(700);
-    expect(shared.calls[4]).toEqual(['firstToken', admission, 700]);
+    expect(shared.calls[3]).toEqual(['firstToken', admission, 700]);
   });
 
-  test('a key without credit is refused by the credit screen, after the pool\'s, with no rate-limit admit and no pool slot', async () => {
+  test('a key without credit is refused by the screen, with no rate-limit admit and no pool slot', async () => {
     const { pipeline, log, rate, shared } = world();
     const error = await rejectedWith(pipeline.admitShared(BROKE, guestWork(), (label) => log.push(`labelled:${label}`)));
     expect(error.code).toBe('insufficient_quota');
-    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.screenPool', 'shared.screenCredit']);
+    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.refusalNow']);
     expect(rate.admits).toEqual([]);
-    expect(shared.calls.map((call) => call[0])).toEqual(['screenPool', 'screenCredit']);
+    expect(shared.calls.map((call) => call[0])).toEqual(['refusalNow']);
   });
 
-  test('screenShared, on what a scan of the raw body found: model, then pool, then credit; a refusal stops there, with no rate limiter', () => {
+  test('screenShared, on what a scan of the raw body found: the model (a bad one thrown), then the refusal returned, with no rate limiter', () => {
     const { pipeline, log, rate, shared } = world();
     shared.poolError = new AppError('shared_pool_busy', 'busy', { retryAfterSeconds: 1 });
-    expect(thrownCode(() => pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 9 }, bodyBytes: 77 }, (label) => log.push(`labelled:${label}`))))
-      .toBe('shared_pool_busy');
-    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.screenPool']);
+    const busy = pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 9 }, bodyBytes: 77 }, (label) => log.push(`labelled:${label}`));
+    expect(busy.refusal).toBe(shared.poolError);
+    expect(busy.model.modelId).toBe(SHARED_MODEL);
+    expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.refusalNow']);
     shared.poolError = null;
     shared.creditError = new AppError('insufficient_quota', 'no credit');
-    expect(thrownCode(() => pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 9 }, bodyBytes: 77 }, () => {}))).toBe('insufficient_quota');
-    expect(shared.calls.at(-1)).toEqual(['screenCredit', 'key_1', SHARED_MODEL, { max_tokens: 9 }, 77]);
+    expect(pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 9 }, bodyBytes: 77 }, () => {}).refusal?.code).toBe('insufficient_quota');
+    expect(shared.calls.at(-1)).toEqual(['refusalNow', 'key_1', SHARED_MODEL, { max_tokens: 9 }, 77]);
+    shared.creditError = null;
+    expect(pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: {}, bodyBytes: 2 }, () => {}).refusal).toBeNull();
     expect(thrownCode(() => pipeline.screenShared(KEY, { model: 'shared/acme/none', fields: {}, bodyBytes: 2 }, () => {}))).toBe('model_not_found');
     expect(rate.admits).toEqual([]);
   });
 
   test('admitShared after a screen of the same model does not screen again; a parsed model that differs is screened', async () => {
     const { pipeline, log, shared } = world();
-    const screened = pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: {}, bodyBytes: 30 }, () => {});
+    const screened = pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: {}, bodyBytes: 30 }, () => {}).model;
     log.length = 0;
     await pipeline.admitShared(KEY, guestWork(), () => {}, screened);
     expect(log).toEqual(['rate.admit', 'shared.admit']);
     log.length = 0;
     await pipeline.admitShared(KEY, guestWork(), () => {}, { ...screened, modelId: 'acme/other' });
-    expect(log).toEqual(['shared.resolve', 'shared.screenPool', 'shared.screenCredit', 'rate.admit', 'shared.admit']);
+    expect(log).toEqual(['shared.resolve', 'shared.refusalNow', 'rate.admit', 'shared.admit']);
     expect(shared.calls.filter((call) => call[0] === 'admit')).toHaveLength(2);
   });
 

@@ -336,11 +336,11 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
 
   test('no provider: 503; no idle slot: 429 counted as refused; neither asks billing; each refusal is one error object per model', () => {
     const world = serving();
-    const unavailable = [0, 1].map(() => thrownBy(() => world.shared.screenPool(GUEST, world.model)));
+    const unavailable = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10));
     expect(unavailable.map((error) => error?.code)).toEqual(['shared_model_unavailable', 'shared_model_unavailable']);
     expect(unavailable[0]).toBe(unavailable[1]);
     world.replica({ max: 8, owners: 6 });
-    const busy = [0, 1].map(() => thrownBy(() => world.shared.screenPool(GUEST, world.model)));
+    const busy = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10));
     expect(busy.map((error) => [error?.code, error?.retryAfterSeconds])).toEqual([['shared_pool_busy', 3], ['shared_pool_busy', 3]]);
     expect(busy[0]).toBe(busy[1]);
     expect(world.pool.trafficOf(SHARED_MODEL).measures().refused).toBe(2);
@@ -351,7 +351,7 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
   test('an idle slot passes the pool screen', () => {
     const world = serving();
     world.replica({ max: 8 });
-    expect(thrownBy(() => world.shared.screenPool(GUEST, world.model))).toBeNull();
+    expect(world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10)).toBeNull();
   });
 
   test.each<[string, Record<string, unknown>, number]>([
@@ -361,14 +361,16 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
     ['a bound the parse will refuse counts as 1 (the parse answers 400 after)', { max_tokens: 'many' }, 1],
   ])('credit screen asks billing in memory with the worst case: %s', (_name, fields, maxCompletionTokens) => {
     const world = serving();
-    world.shared.screenCredit(GUEST, world.model, fields, 321);
+    world.replica({ max: 8 });
+    expect(world.shared.refusalNow(GUEST, world.model, fields, 321)).toBeNull();
     expect(world.billing.screened).toEqual([{ workspaceId: 'ws_guest', promptBytes: 321, maxCompletionTokens }]);
   });
 
   test('credit screen: a workspace without credit left (the key cache\'s flag) is 402 without asking billing, one error object per model', () => {
     const world = serving();
+    world.replica({ max: 8 });
     const broke = { ...GUEST, creditExhausted: true };
-    const errors = [0, 1].map(() => thrownBy(() => world.shared.screenCredit(broke, world.model, { max_tokens: 1 }, 10)));
+    const errors = [0, 1].map(() => world.shared.refusalNow(broke, world.model, { max_tokens: 1 }, 10));
     expect(errors[0]).toMatchObject({ code: 'insufficient_quota', message: 'the workspace has no credit left; add credit to continue' });
     expect(errors[1]).toBe(errors[0]);
     expect(world.billing.screened).toEqual([]);
@@ -376,8 +378,17 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
 
   test('credit screen: 402 insufficient_quota when billing says the credit cannot hold it', () => {
     const world = serving();
+    world.replica({ max: 8 });
     world.billing.screenAnswer = false;
-    expect(thrownBy(() => world.shared.screenCredit(GUEST, world.model, { max_tokens: 1 }, 10))).toMatchObject({ code: 'insufficient_quota' });
+    expect(world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10)).toMatchObject({ code: 'insufficient_quota' });
+  });
+
+  test('the pool is screened before the credit: no idle slot is a 429 even for a workspace without credit, and billing is not asked', () => {
+    const world = serving();
+    world.replica({ max: 8, owners: 6 });
+    world.billing.screenAnswer = false;
+    expect(world.shared.refusalNow({ ...GUEST, creditExhausted: true }, world.model, { max_tokens: 1 }, 10)).toMatchObject({ code: 'shared_pool_busy' });
+    expect(world.billing.screened).toEqual([]);
   });
 
   test('fair share: a guest holding more slots than another that is waiting is refused the idle slot; the waiting one gets it', async () => {
@@ -388,7 +399,7 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
     // The pool is full: the small guest is refused for want of a slot, so it contends for the next one.
     expect((await rejectedWith(world.admit({ max_tokens: 1 }, GUEST))).code).toBe('shared_pool_busy');
     await world.shared.finish(flooder.pop()!, 'failed', undefined);
-    const refused = thrownBy(() => world.shared.screenPool(OTHER, world.model));
+    const refused = world.shared.refusalNow(OTHER, world.model, { max_tokens: 1 }, 10);
     expect(refused).toMatchObject({ code: 'shared_pool_busy', message: expect.stringMatching(/fair share/) });
     expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/fair share/);
     const small = await world.admit({ max_tokens: 1 }, GUEST);
@@ -402,12 +413,3 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
     expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/no idle capacity now/);
   });
 });
-
-function thrownBy(call: () => void): (Error & { code?: string; retryAfterSeconds?: number }) | null {
-  try {
-    call();
-    return null;
-  } catch (error) {
-    return error as Error & { code?: string };
-  }
-}
