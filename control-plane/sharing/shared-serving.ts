@@ -78,9 +78,8 @@ type Refusal = 'unavailable' | 'busy' | 'fair' | 'credit' | 'exhausted';
 /**
  * The guest side of shared serving: admission (model, pool, fair share, credit), dispatch at
  * guest priority, and settlement. A refusal costs no database round trip and no body parse:
- * `screenPool` and `screenCredit` decide in memory what `admit` would refuse (the gateway calls
- * them with the few fields a scan of the raw body found), and their errors are built once per
- * model. `admit` decides again after the body was parsed (the pool moves meanwhile) and holds
+ * `refusalNow` decides in memory what `admit` would refuse (the gateway calls it with the few
+ * fields a scan of the raw body found), and its errors are built once per model. `admit` decides again after the body was parsed (the pool moves meanwhile) and holds
  * the credit, in memory while the guest's lease has room (billing/guest-credit.ts).
  */
 export class SharedServing {
