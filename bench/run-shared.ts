@@ -41,6 +41,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { describeMachine } from './machine';
+import { RawHttpConnection } from './raw-http-client';
 import { percentile } from './paced-client';
 import { commandOf, cpuMicros, descendants, stopServerTree } from './processes';
 import { median } from './report';
@@ -208,17 +209,27 @@ function streamChat(url: URL, key: string, body: string): Promise<Sample> {
  * engine whose every request takes the same time, loops started together stay in lockstep and
  * the load becomes one burst of `count` requests per request duration (see bench/README.md).
  */
-function closedLoop(count: number, url: URL, key: string, body: string, backoffMs: number, staggerMs = 0, thinkMs = 0, who?: string) {
+function closedLoop(count: number, url: URL, key: string, body: string, backoffMs: number, staggerMs = 0, thinkMs = 0, who?: string, raw = false) {
   const samples: Sample[] = [];
   let stopped = false;
   const loops = Array.from({ length: count }, async (_, index) => {
+    // The guests' loops each on a raw keep-alive connection (raw-http-client.ts); the owner's on node:http.
+    const connection = raw ? new RawHttpConnection(url, key, body, now) : null;
+    const send = connection
+      ? async (): Promise<Sample> => {
+        const startedAt = now();
+        const answer = await connection.send();
+        return { startedAt, endedAt: now(), ...answer };
+      }
+      : () => streamChat(url, key, body);
     if (staggerMs > 0) await sleep(index * staggerMs);
     while (!stopped && !aborted) {
-      const sample = await streamChat(url, key, body);
+      const sample = await send();
       samples.push(who ? { ...sample, who } : sample);
       if (sample.status !== 200) await sleep(backoffMs);
       else if (thinkMs > 0) await sleep(Math.random() * thinkMs);
     }
+    connection?.close();
   });
   return { samples, stop: async () => { stopped = true; await Promise.all(loops); } };
 }
@@ -340,7 +351,7 @@ function guestWorker(): void {
       loads = job.groups.map((group) => group.perSecond !== undefined
         ? pacedLoad(group.perSecond, group.maxInFlight ?? 256, url, group.key, job.body, group.who)
         // Starts spread over one backoff, so the flood does not begin as one burst.
-        : closedLoop(group.count!, url, group.key, job.body, group.backoffMs!, group.backoffMs! / group.count!, 0, group.who));
+        : closedLoop(group.count!, url, group.key, job.body, group.backoffMs!, group.backoffMs! / group.count!, 0, group.who, true));
     } else if (message.stop) {
       const finishing = loads;
       loads = [];
