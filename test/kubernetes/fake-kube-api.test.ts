@@ -300,10 +300,11 @@ describe('the fake API server through the official client', () => {
 // ---- the scheduler and the kubelet ----------------------------------------------------------
 
 const SCRIPTS: Record<string, string> = {
-  // Prints what the pod gave it, exits 0 on SIGTERM.
-  good: '#!/bin/sh\necho "started token=$WORKER_JOIN_TOKEN engine=$WORKER_ENGINE url=${WORKER_ENGINE_URL:-none} home=$HOME"\ntrap \'echo stopping; exit 0\' TERM\nwhile true; do sleep 0.05; done\n',
+  // Prints what the pod gave it, exits 0 on SIGTERM. The trap comes first and the first line
+  // says it is set: a SIGTERM sent before the shell ran `trap` would kill it (a race under load).
+  good: '#!/bin/sh\ntrap \'echo stopping; exit 0\' TERM\necho "started token=$WORKER_JOIN_TOKEN engine=$WORKER_ENGINE url=${WORKER_ENGINE_URL:-none} home=$HOME"\nwhile true; do sleep 0.05; done\n',
   crash: '#!/bin/sh\necho "fatal: WORKER_MAX_CONCURRENCY must be a positive integer" >&2\nexit 1\n',
-  stubborn: '#!/bin/sh\ntrap \'echo ignoring TERM\' TERM\nwhile true; do sleep 0.05; done\n',
+  stubborn: '#!/bin/sh\ntrap \'echo ignoring TERM\' TERM\necho trapped\nwhile true; do sleep 0.05; done\n',
 };
 
 describe('the test kubelet and scheduler', () => {
@@ -355,6 +356,9 @@ describe('the test kubelet and scheduler', () => {
   const agentStatus = (name: string) => livePod(name)?.status?.containerStatuses?.find((status) => status.name === 'agent');
   const eventsOf = async (name: string) => (await core.listNamespacedEvent({ namespace: NAMESPACE, fieldSelector: `involvedObject.name=${name},involvedObject.kind=Pod` })).items;
   const running = (name: string) => waitFor(`${name} running`, () => livePod(name)?.status?.phase === 'Running' && agentStatus(name)?.state?.running && livePod(name));
+  /** Waits until the pod's agent has printed `line` (the scripts print their first line once their TERM trap is set). */
+  const printed = (name: string, line: string) => waitFor(`${name} printed ${line}`, async () =>
+    (await core.readNamespacedPodLog({ name, namespace: NAMESPACE, container: 'agent' })).includes(line));
   const track = (name: string) => {
     const pid = kubelet.processOf(name)?.pid;
     if (pid) started.push(pid);
@@ -457,6 +461,7 @@ describe('the test kubelet and scheduler', () => {
   test('deletion: Killing, SIGTERM to the agent, the pod gone once it exited; one that ignores SIGTERM is SIGKILLed after the (scaled) grace period', async () => {
     await core.createNamespacedPod({ namespace: NAMESPACE, body: replicaPod('grace-1') });
     await running('grace-1');
+    await printed('grace-1', 'started');
     const child = kubelet.processOf('grace-1')!;
     track('grace-1');
     const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -475,6 +480,7 @@ describe('the test kubelet and scheduler', () => {
     await core.createNamespacedPod({ namespace: NAMESPACE, body: replicaPod('stubborn-1', { script: 'stubborn', secret: 'stubborn' }) });
     await core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name: 'stubborn' }, stringData: { 'stubborn-1': 's' } } });
     await running('stubborn-1');
+    await printed('stubborn-1', 'trapped');
     const stubborn = kubelet.processOf('stubborn-1')!;
     track('stubborn-1');
     const killed = new Promise<string | null>((resolve) => stubborn.once('exit', (_code, signal) => resolve(signal)));
