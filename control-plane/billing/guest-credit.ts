@@ -94,8 +94,7 @@ const ACCOUNT_IDLE_MS = 600_000;
 export class GuestCredit {
   private readonly accounts = new Map<string, Account>();
   private queue: Queued[] = [];
-  private readonly prices = new Map<string, UnitPrices>();
-  private readonly pricesByIdentity = new WeakMap<TokenPrices, UnitPrices>();
+  private readonly prices = new WeakMap<TokenPrices, UnitPrices>();
   /** Database work (lease growth, batches) runs one at a time: each sees what the one before it left in memory. */
   private chain: Promise<unknown> = Promise.resolve();
   private flushQueued = false;
@@ -417,23 +416,14 @@ export class GuestCredit {
     return account;
   }
 
+  /** Kept by the prices object: a shared model's prices are one object (SharedPool.priced), screened on every guest attempt. */
   private unitPrices(prices: TokenPrices): UnitPrices {
-    // By identity first: a shared model's prices are one object (SharedPool.priced), screened on every guest attempt.
-    const known = typeof prices === 'object' && prices !== null ? this.pricesByIdentity.get(prices) : undefined;
-    if (known) return known;
-    const units = this.unitPricesOf(prices);
-    if (typeof prices === 'object' && prices !== null) this.pricesByIdentity.set(prices, units);
-    return units;
-  }
-
-  private unitPricesOf(prices: TokenPrices): UnitPrices {
-    const key = `${prices?.inputPerMillion}|${prices?.outputPerMillion}`;
-    let units = this.prices.get(key);
+    let units = this.prices.get(prices);
     if (!units) {
+      // Invalid prices (not an object included) are refused here, before anything is cached.
       const [inputPerMillion, outputPerMillion] = checkPrices(prices);
       units = unitPrices({ inputPerMillion, outputPerMillion });
-      if (this.prices.size > 1_000) this.prices.clear();
-      this.prices.set(key, units);
+      this.prices.set(prices, units);
     }
     return units;
   }

@@ -53,7 +53,7 @@ export interface GuestAdmission {
   /** The guest's workspace (its fair share of the pool is counted until the request finishes). */
   readonly workspaceId: string;
   /** Where it runs: a replica whose agent this server holds, or one on a peer (relayed). */
-  readonly target: Exclude<GuestPlacement, { kind: 'busy' } | { kind: 'unavailable' }>;
+  readonly target: Placed;
   /** The owner's deployment and workspace, credited what the guest pays. */
   readonly deploymentId: string;
   readonly ownerWorkspaceId: string;
