@@ -52,6 +52,10 @@ describe('console: catalog → deployment', () => {
     await page.getByRole('row').filter({ hasText: MODEL }).getByText(/from \$/).waitFor();
     expect(await seriousAccessibilityViolations(page)).toEqual([]);
     await screenshot(page, 'catalog');
+    // Only the providers this server has configured are offered (no Kubernetes cluster here).
+    const providers = await page.getByLabel('Capacity provider').locator('option').allTextContents();
+    expect(providers).toContain('Local (this host)');
+    expect(providers).not.toContain('Kubernetes cluster');
 
     await openCreateForm(page);
     await page.getByText(/This cap admits 1 of 1 offers that fit/).waitFor();

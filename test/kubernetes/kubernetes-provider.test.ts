@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { V1PolicyRule, V1Pod } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
+import { graphqlClient } from '../capacity/support/graphql-client';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { FakeKubeApi } from './support/fake-kube-api';
 import { ClusterView, runLifecycle } from './support/provider-scenario';
@@ -99,6 +100,18 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
     expect(api.requests.filter((request) => request.status === 403)).toEqual([]);
   });
 
+  it('GraphQL (what the console reads) lists the provider and its offers: free GPUs per class at the configured price', async () => {
+    const graphql = graphqlClient(test.url, workspace.apiKey);
+    const { data } = await graphql('{ capacityProviders gpuOffers(provider: "kubernetes") { provider gpuName gpuMemoryGb pricePerHour available } }');
+    expect(data.capacityProviders).toContain('kubernetes');
+    expect(data.capacityProviders).not.toContain('local');
+    // Two H100 nodes with 2 free GPUs each: 1- and 2-GPU shapes, cheapest first.
+    expect(data.gpuOffers.map((offer: { provider: string; gpuName: string; pricePerHour: number }) => [offer.provider, offer.gpuName, offer.pricePerHour]))
+      .toEqual([['kubernetes', H100, 2.49], ['kubernetes', `2× ${H100}`, 4.98]]);
+    const refused = await graphql('{ gpuOffers(provider: "local") { id } }');
+    expect(refused.errors?.[0]).toMatchObject({ message: expect.stringContaining('kubernetes'), extensions: { param: 'provider' } });
+  });
+
   it('a price cap below every GPU class places nothing and says why', async () => {
     const deployment = await test.createDeployment(workspace, { provider: 'kubernetes', priceCapPerHour: 0.5 });
     try {
@@ -120,6 +133,9 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
       const [replica] = await replicasOf(deployment.id);
       expect(replica.status).toBe('Creating');
       expect(replica.statusReason).toMatch(/^waiting for GPU capacity: 0\/\d+ nodes are available: .*untolerated taint \{dedicated: batch\}/);
+      // The console's deployment page reads the same reason through GraphQL.
+      const { data } = await graphqlClient(test.url, workspace.apiKey)(`{ deployment(id: "${deployment.id}") { replicas { status statusReason } } }`);
+      expect(data.deployment.replicas).toEqual([{ status: 'Creating', statusReason: replica.statusReason }]);
       // A node it tolerates: the scheduler binds it, the agent joins, the replica runs.
       api.removeNode('l4-a');
       api.addNode({ name: 'l4-b', labels: { 'nvidia.com/gpu.product': L4 }, allocatable: { 'nvidia.com/gpu': '1', cpu: '16', memory: '64Gi' } });

@@ -9,6 +9,7 @@ import { formatUsd } from '../components/format';
 const CATALOG = graphql(`
   query CatalogPage {
     catalog { id name modality task engine official gpuMemoryGb sizes targetConcurrency }
+    capacityProviders
     sharedModels { modelId inputPricePerMillion outputPricePerMillion }
   }
 `);
@@ -35,11 +36,15 @@ type CatalogModel = CatalogPageQuery['catalog'][number];
 type SharedPrices = CatalogPageQuery['sharedModels'][number];
 type Offer = GpuOffersQuery['gpuOffers'][number];
 
-/** Providers the platform launches replicas on; external deployments (agents joining with a token) are left to the API. */
+/**
+ * Providers the platform launches replicas on, shown when this server has them configured
+ * (`capacityProviders`); external deployments (agents joining with a token) are left to the API.
+ */
 const PROVIDERS = [
   ['local', 'Local (this host)'],
   ['market', 'GPU market'],
   ['static', 'Operator hosts'],
+  ['kubernetes', 'Kubernetes cluster'],
 ] as const;
 
 /** Fields whose API errors (`extensions.param`) are shown beside them rather than in the page's alert. */
@@ -47,10 +52,13 @@ const FORM_FIELDS = ['priceCapPerHour', 'minReplicas', 'maxReplicas', 'autoscale
 
 /** Catalog models, each with what its capacity costs on the chosen provider; choosing one opens the create form. */
 export function Catalog() {
-  const [provider, setProvider] = useState<string>('local');
+  const [picked, setProvider] = useState<string>('local');
   const [chosen, setChosen] = useState<string | null>(null);
   const [{ data, fetching, error }] = useQuery({ query: CATALOG });
-  const [offers] = useQuery({ query: GPU_OFFERS, variables: { provider } });
+  const choices = data ? PROVIDERS.filter(([value]) => data.capacityProviders.includes(value)) : [];
+  // The first configured provider until the user picks one this server has.
+  const provider = choices.some(([value]) => value === picked) ? picked : choices[0]?.[0] ?? picked;
+  const [offers] = useQuery({ query: GPU_OFFERS, variables: { provider }, pause: choices.length === 0 });
 
   const model = data?.catalog.find((item) => item.id === chosen) ?? null;
   const sharedPricesOf = (id: string) => data?.sharedModels.find((item) => item.modelId === id) ?? null;
@@ -61,7 +69,7 @@ export function Catalog() {
       <p className="muted">Choose a model to deploy it at its own OpenAI-compatible endpoint, billed per replica-hour of GPU time.</p>
       <label htmlFor="provider">Capacity provider</label>
       <select id="provider" value={provider} onChange={(event) => setProvider(event.target.value)}>
-        {PROVIDERS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
+        {choices.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
       </select>
       {offers.error && <ErrorView error={offers.error} title="GPU offers could not be read" />}
       {error && <ErrorView error={error} />}

@@ -13,6 +13,12 @@ import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.typ
 export class CapacityResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @Query(() => [String], { description: 'Providers this server launches replicas on, as configured (local, market, static, kubernetes); external (agents join with a token) is always accepted by createDeployment' })
+  capacityProviders(@Ctx() context: GraphQLContext): string[] {
+    if (!context.operator) workspaceOf(context);
+    return [...this.controlPlane.capacity.providers.keys()];
+  }
+
   @Query(() => [GpuOfferType], { description: 'What a provider can rent out now, cheapest first' })
   async gpuOffers(@Arg('provider', { defaultValue: 'market' }) provider: string, @Ctx() context: GraphQLContext): Promise<GpuOfferType[]> {
     if (!context.operator) workspaceOf(context);

@@ -35,7 +35,7 @@ export class DeploymentType {
   @Field(() => Int) maxReplicas: number;
   @Field() autoscale: boolean;
   @Field(() => Int, { description: 'Replicas it should have now: min when autoscale is off, else the autoscaler\'s choice' }) desiredReplicas: number;
-  @Field({ description: 'local (agents on this host), market (rented GPUs), static (operator hosts) or external (agents join with a token)' }) provider: string;
+  @Field({ description: 'local (agents on this host), market (rented GPUs), static (operator hosts), kubernetes (pods on a cluster) or external (agents join with a token)' }) provider: string;
   @Field(() => Int, { nullable: true, description: 'While Creating: the least load progress (0–100) of the replicas starting' }) progress: number | null;
   @Field({ description: 'Whether the owner opens this deployment\'s idle capacity to guests of shared serving' }) shareIdleCapacity: boolean;
   @Field({
