@@ -87,8 +87,12 @@ function copyLimited(source: Readable, target: fs.WriteStream, maxBytes: number)
       source.off('data', count);
       source.unpipe(target);
       source.resume();
+      // Rejected once the file is closed: a stream destroyed while its file is still opening
+      // creates the file afterwards, and the caller's rm of it would otherwise run first and
+      // leave a stray temporary file behind.
       target.destroy();
-      reject(error);
+      if (target.closed) reject(error);
+      else target.once('close', () => reject(error));
     };
     // Registered before pipe(), so an over-limit chunk is refused before it is written.
     const count = (chunk: Buffer) => {
