@@ -104,23 +104,15 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async admit(key: AuthenticatedKey, holdTokens = 0): Promise<RateLimitDecision> {
-    const now = Date.now();
-    const day = Math.floor(now / DAY_MS);
-    const dayKey = this.dayKey(key.id, day);
-    const tokens = Math.max(0, Math.ceil(holdTokens));
-    let result: number[];
+    const tokens = wholeTokens(holdTokens);
+    let today: DayRun;
     try {
-      result = await this.run(key, dayKey, tokens);
-      if (result[0] === -1) {
-        await this.loadDay(key.id, dayKey, now);
-        result = await this.run(key, dayKey, tokens);
-      }
+      today = await this.onToday(key.id, tokens, (dayKey) => this.run(key, dayKey, tokens));
     } catch (error) {
-      this.fallingBack = true;
-      this.warn(error);
+      this.fellBack(error);
       return await this.fallback.admit(key, tokens);
     }
-    this.fallingBack = false;
+    const { now, day, result } = today;
     const resetTokensMs = msUntilNextUtcDay(now);
     if (result[0] === 0 && result[1] === 1) throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
     if (result[0] === 0) throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
@@ -134,25 +126,39 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {
-    const now = Date.now();
-    const day = Math.floor(now / DAY_MS);
-    const dayKey = this.dayKey(key.id, day);
-    const tokens = Math.max(0, Math.ceil(holdTokens));
-    let result: number[];
+    const tokens = wholeTokens(holdTokens);
+    let today: DayRun;
     try {
-      result = await this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens);
-      if (result[0] === -1) {
-        await this.loadDay(key.id, dayKey, now);
-        result = await this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens);
-      }
+      today = await this.onToday(key.id, tokens, (dayKey) => this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens));
     } catch (error) {
-      this.fallingBack = true;
-      this.warn(error);
+      this.fellBack(error);
       return await this.fallback.holdWithin(key, tokens);
     }
+    if (today.result[0] !== 1) return null;
+    return { apiKeyId: key.id, day: today.day, tokens, shared: true };
+  }
+
+  /**
+   * Runs `script` on the key's counter of today; when Redis has no counter for the day (the
+   * script answers -1: expired, flushed, or a new Redis) it is loaded from the day's recorded
+   * usage and the script runs again. Redis being unreachable throws (the caller falls back).
+   */
+  private async onToday(apiKeyId: string, tokens: number, script: (dayKey: string) => Promise<number[]>): Promise<DayRun> {
+    const now = Date.now();
+    const day = Math.floor(now / DAY_MS);
+    const dayKey = this.dayKey(apiKeyId, day);
+    let result = await script(dayKey);
+    if (result[0] === -1) {
+      await this.loadDay(apiKeyId, dayKey, now);
+      result = await script(dayKey);
+    }
     this.fallingBack = false;
-    if (result[0] !== 1) return null;
-    return { apiKeyId: key.id, day, tokens, shared: true };
+    return { now, day, result };
+  }
+
+  private fellBack(error: unknown): void {
+    this.fallingBack = true;
+    this.warn(error);
   }
 
   /**
@@ -225,4 +231,12 @@ export class RedisRateLimiter implements RateLimiter {
     this.lastWarningAt = Date.now();
     this.logger.warn({ err: error }, 'Redis rate-limit store unavailable; limiting in this process until it returns');
   }
+}
+
+/** What a script on today's counter answered, and for which day (`now` is when it was asked). */
+interface DayRun { now: number; day: number; result: number[] }
+
+/** A hold is whole tokens, never negative. */
+function wholeTokens(holdTokens: number): number {
+  return Math.max(0, Math.ceil(holdTokens));
 }
