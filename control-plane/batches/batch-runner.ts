@@ -9,35 +9,30 @@ import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { textTokenHold } from '../pipeline/admission';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
-import type { UsageInput } from '../usage/usage-recorder';
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
 import type { BatchConfig } from './batch-config';
-import type { BatchFinalizer } from './batch-finalizer';
-import { LOST_JOB_CODES, type BatchLineHandler, type LineRun } from './batch-line-handler';
-import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
-import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
-import type { BatchValidator } from './batch-validator';
+import type { BatchLineHandler, LineRun } from './batch-line-handler';
+import { BatchLineResults, parseFields, type BatchLineResultsParts } from './batch-line-results';
+import type { BatchLineErrorCode } from './batch-results';
+import type { ClaimedLine } from './batch-store';
+import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
 import { linesKeptLiveWaiting, linesInTheWay, liveWaiting, mostFree } from './batch-capacity';
 import { BatchWindow } from './batch-window';
+import { withoutContent } from './without-content';
 
 /** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
 export type BatchKey = Pick<ApiKey, 'id' | 'rpmLimit' | 'tpdLimit'>;
 
-export interface BatchRunnerParts {
-  readonly store: BatchStore;
-  readonly validator: Pick<BatchValidator, 'validate'>;
-  readonly finalizer: Pick<BatchFinalizer, 'finalize'>;
+export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsParts {
   readonly dispatcher: Pick<Dispatcher, 'connections' | 'dispatchTo' | 'onCapacity'>;
   readonly catalog: Pick<Catalog, 'find'>;
   readonly lines: BatchLineHandler;
   readonly rateLimiter: Pick<RateLimiter, 'holdWithin' | 'settle'>;
-  readonly usage: { record(input: UsageInput): void };
   /** The key row, revoked or not (null once its workspace is gone). */
   readonly keys: (apiKeyId: string) => Promise<BatchKey | null>;
   readonly notifier: Pick<ClusterNotifier, 'onReset' | 'instanceId'>;
   readonly events: ControlPlaneEvents;
-  readonly metrics?: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
 }
 
 export type BatchRunnerOptions = Pick<BatchConfig, 'lineLeaseMs' | 'lineTimeoutMs' | 'pollIntervalMs' | 'sweepIntervalMs' | 'progressIntervalMs' | 'tpdRetryMs'>;
@@ -75,17 +70,14 @@ interface RunningLine {
 const JOB_KINDS: Record<BatchEndpoint, JobKind> = {
   '/v1/chat/completions': 'JOB_KIND_CHAT_COMPLETION', '/v1/completions': 'JOB_KIND_COMPLETION', '/v1/embeddings': 'JOB_KIND_EMBEDDING',
 };
-/** The usage record's `endpoint`, as live requests name theirs. */
-const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
-  '/v1/chat/completions': 'chat.completions', '/v1/completions': 'completions', '/v1/embeddings': 'embeddings',
-};
 const KEY_CACHE_MS = 5_000;
 const ANSWER_RETRY_MS = 200;
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
 /**
- * Runs batches on every server, from the database: validates new ones, runs their lines on
- * this server's replicas, and finalizes ended ones. Lines take only capacity live traffic
+ * Runs batches on every server, from the database: runs their lines on this server's replicas
+ * (validating new batches and finalizing ended ones is batch-upkeep.ts's; writing what a line
+ * got, batch-line-results.ts's). Lines take only capacity live traffic
  * leaves free (docs/batches.md):
  *
  * - a line starts only in a slot that is idle now (a reserved free slot of a replica whose
@@ -113,16 +105,16 @@ export class BatchRunner {
   private sweepTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | null = null;
-  private sweeping: Promise<void> | null = null;
-  private validating: Promise<void> | null = null;
-  private finalizing: Promise<void> | null = null;
-  private finalizeAgain = false;
   private stopped = false;
   private idleWaiters: Array<() => void> = [];
   private readonly owner: string;
+  private readonly upkeep: BatchUpkeep;
+  private readonly results: BatchLineResults;
 
   constructor(private readonly parts: BatchRunnerParts, private readonly options: BatchRunnerOptions, private readonly logger: Logger) {
     this.owner = parts.notifier.instanceId;
+    this.upkeep = new BatchUpkeep(parts, this.owner, options.lineLeaseMs, logger);
+    this.results = new BatchLineResults(parts, this.owner, logger);
   }
 
   start(): void {
@@ -135,13 +127,13 @@ export class BatchRunner {
     this.parts.notifier.onReset(() => void this.poll());
     this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs);
     this.pollTimer.unref();
-    this.sweepTimer = setInterval(() => void this.sweep(), this.options.sweepIntervalMs);
+    this.sweepTimer = setInterval(() => void this.upkeep.sweep(), this.options.sweepIntervalMs);
     this.sweepTimer.unref();
     // Three renewals per lease: one missed (a slow database) does not lose the lines.
     this.renewTimer = setInterval(() => void this.renew(), Math.max(10, Math.floor(this.options.lineLeaseMs / 3)));
     this.renewTimer.unref();
     void this.poll();
-    void this.sweep();
+    void this.upkeep.sweep();
   }
 
   /** Starts nothing more (shutdown, before agents drain: their lines finish, the rest stays pending for the next server). */
@@ -151,7 +143,7 @@ export class BatchRunner {
     this.parts.events.off('batchUpdated', this.onBatch);
     clearInterval(this.pollTimer);
     clearInterval(this.sweepTimer);
-    await Promise.all([this.polling, this.sweeping, this.validating, this.finalizing]);
+    await Promise.all([this.polling, this.upkeep.stop()]);
   }
 
   /** Stops, then waits (at most `timeoutMs`) for the lines running here to write their answers. */
@@ -179,7 +171,7 @@ export class BatchRunner {
     if (this.stopped) return;
     switch (batch.status) {
       case 'validating':
-        void this.validateDue();
+        void this.upkeep.validateDue();
         return;
       case 'in_progress': {
         const lane = this.lane(batch.deploymentId);
@@ -191,7 +183,7 @@ export class BatchRunner {
       case 'finalizing':
       case 'cancelling':
         this.stopLines(batch);
-        if (!this.runsLinesOf(batch.id)) void this.finalizeDue();
+        if (!this.runsLinesOf(batch.id)) void this.upkeep.finalizeDue();
         return;
       default:
     }
@@ -215,7 +207,7 @@ export class BatchRunner {
           const status = statuses.get(running.batch.id);
           if (status !== 'in_progress' && !running.stoppedBy) this.stopLine(running, status === 'cancelling' || status === 'cancelled' ? 'batch_cancelled' : 'batch_expired');
         }
-        await this.validateDue();
+        await this.upkeep.validateDue();
       } catch (error) {
         this.logger.error({ err: error }, 'batch poll failed');
       } finally {
@@ -238,82 +230,6 @@ export class BatchRunner {
     } finally {
       this.renewing = false;
     }
-  }
-
-  /** The safety net: lines of dead servers re-queued, overdue batches expired, ended batches finalized. */
-  private sweep(): Promise<void> {
-    if (this.sweeping || this.stopped) return this.sweeping ?? Promise.resolve();
-    this.sweeping = (async () => {
-      const { store } = this.parts;
-      try {
-        for (const batchId of await store.recoverLostLines()) await store.announce(batchId);
-        await store.expireOverdue();
-        await store.finishAllDone();
-        await this.finalizeDue();
-      } catch (error) {
-        this.logger.error({ err: error }, 'batch sweep failed');
-      } finally {
-        this.sweeping = null;
-      }
-    })();
-    return this.sweeping;
-  }
-
-  /** Validates `validating` batches nobody else does, one at a time. */
-  private validateDue(): Promise<void> {
-    if (this.validating || this.stopped) return this.validating ?? Promise.resolve();
-    this.validating = (async () => {
-      const { store, validator } = this.parts;
-      try {
-        for (let batch = await store.claimValidation(this.owner, this.options.lineLeaseMs); batch && !this.stopped;
-          batch = await store.claimValidation(this.owner, this.options.lineLeaseMs)) {
-          try {
-            await validator.validate(batch, this.owner);
-          } catch (error) {
-            // A file that cannot be read at all is not retried forever: the batch fails, saying so.
-            this.logger.error({ err: withoutContent(error), batchId: batch.id }, 'batch validation failed unexpectedly');
-            await store.failValidation(batch.id, this.owner, [{ code: 'validation_error', message: 'the input file could not be read; create the batch again', param: null, line: null }]);
-          }
-        }
-      } catch (error) {
-        this.logger.error({ err: error }, 'claiming batches to validate failed');
-      } finally {
-        this.validating = null;
-      }
-    })();
-    return this.validating;
-  }
-
-  /** Finalizes ended batches none of whose lines still runs, one at a time. */
-  private finalizeDue(): Promise<void> {
-    if (this.finalizing) {
-      this.finalizeAgain = true;
-      return this.finalizing;
-    }
-    if (this.stopped) return Promise.resolve();
-    this.finalizing = (async () => {
-      const { store, finalizer } = this.parts;
-      try {
-        do {
-          this.finalizeAgain = false;
-          for (let batch = await store.claimFinalization(this.owner, this.options.lineLeaseMs); batch && !this.stopped;
-            batch = await store.claimFinalization(this.owner, this.options.lineLeaseMs)) {
-            try {
-              await finalizer.finalize(batch, this.owner);
-            } catch (error) {
-              // Its lease lapses and a later sweep (here or elsewhere) tries again.
-              this.logger.error({ err: withoutContent(error), batchId: batch.id }, 'batch finalization failed; it will be retried');
-              break;
-            }
-          }
-        } while (this.finalizeAgain && !this.stopped);
-      } catch (error) {
-        this.logger.error({ err: error }, 'claiming batches to finalize failed');
-      } finally {
-        this.finalizing = null;
-      }
-    })();
-    return this.finalizing;
   }
 
   // ---- lines ----------------------------------------------------------------------------
@@ -440,7 +356,7 @@ export class BatchRunner {
       const outcome = await this.parts.lines.run(batch.endpoint, model, Buffer.from(line.body), (body, listener) => this.send(running, slot, model, body, listener));
       if (tokenHold) this.parts.rateLimiter.settle(tokenHold, outcome.usage.totalTokens);
       tokenHold = null;
-      this.meter(running, outcome, startedAt);
+      this.results.meter(batch, outcome, startedAt);
       // One retry: a database blip should not cost the line a run.
       await this.answer(running, outcome).catch(async () => {
         await new Promise((resolve) => setTimeout(resolve, ANSWER_RETRY_MS));
@@ -499,40 +415,12 @@ export class BatchRunner {
     return job;
   }
 
-  /** Writes what the line got: its answer, or (no answer) a re-queue, or the reason the batch stopped it. */
+  /** Writes what the line got (batch-line-results.ts); a line put back makes its lane look for lines again. */
   private async answer(running: RunningLine, outcome: LineRun): Promise<void> {
-    const { line } = running;
-    const { store } = this.parts;
-    const tokens = tokensOf(outcome);
-    if (outcome.kind === 'answered') {
-      const ok = succeeded(outcome.response.statusCode);
-      await store.finishLine(line, this.owner, ok ? 'succeeded' : 'failed', responseLine(line.customId, outcome.response), tokens);
-      return;
-    }
-    if (running.stoppedBy) {
-      await store.finishLine(line, this.owner, 'failed', errorLine(line.customId, running.stoppedBy, LINE_ERROR_MESSAGES[running.stoppedBy]), tokens);
-      return;
-    }
-    if (!LOST_JOB_CODES.has(outcome.failure.code)) this.logger.warn({ code: outcome.failure.code, batchId: line.batchId }, 'a batch line was lost with an unexpected code');
-    const lost = await store.lineLost(line, this.owner, tokens);
-    if (lost === 'requeued') {
+    if (await this.results.write(running.line, outcome, running.stoppedBy)) {
       running.lane.idle = false;
-      running.lane.drained.delete(line.batchId);
+      running.lane.drained.delete(running.line.batchId);
     }
-  }
-
-  /** The line's usage record (tokens per batch, TPD after a restart) and token metrics; no per-token charge. */
-  private meter(running: RunningLine, outcome: LineRun, startedAt: number): void {
-    const { batch } = running;
-    const usage = outcome.usage;
-    const status = outcome.kind === 'answered' ? (succeeded(outcome.response.statusCode) ? 'succeeded' : 'failed') : 'canceled';
-    if (outcome.kind === 'lost' && usage.totalTokens === 0) return;
-    this.parts.usage.record({
-      workspaceId: batch.workspaceId, apiKeyId: batch.apiKeyId, deploymentId: batch.deploymentId, replicaId: null,
-      endpoint: USAGE_ENDPOINTS[batch.endpoint], status, stream: false, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens,
-      totalTokens: usage.totalTokens, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt), batchId: batch.id,
-    });
-    if (usage.totalTokens > 0) this.parts.metrics?.recordTokens(batch.deploymentId, usage.promptTokens, usage.completionTokens);
   }
 
   /** After a line: progress announced (throttled), the batch perhaps done or finalizable, more lines started. */
@@ -541,13 +429,13 @@ export class BatchRunner {
     this.announceProgress(batch.id);
     const others = this.runsLinesOf(batch.id);
     if (running.stoppedBy) {
-      if (!others) void this.finalizeDue();
+      if (!others) void this.upkeep.finalizeDue();
     } else if (lane.drained.has(batch.id) && !others) {
       this.parts.store.finishIfDone(batch.id).then((done) => {
         if (done) {
           lane.drained.delete(batch.id);
           lane.batchesReadAt = 0;
-          void this.finalizeDue();
+          void this.upkeep.finalizeDue();
         }
       }, (error) => this.logger.warn({ err: error, batchId: batch.id }, 'could not check whether a batch is done'));
     }
@@ -599,34 +487,4 @@ export class BatchRunner {
     this.keyCache.set(apiKeyId, { key, expiresAt: now + KEY_CACHE_MS });
     return key;
   }
-}
-
-/**
- * An error without what it may carry of the owner's data: a failed query's parameters hold line
- * bodies and answers, which no log of ours holds (as the request path logs no prompts).
- */
-function withoutContent(error: unknown): { name: string; message: string; code?: unknown; stack?: string } {
-  if (!(error instanceof Error)) return { name: typeof error, message: 'a non-Error value was thrown' };
-  const code = (error as { code?: unknown; driverError?: { code?: unknown } }).driverError?.code ?? (error as { code?: unknown }).code;
-  return { name: error.name, message: error.message, ...(code === undefined ? {} : { code }), ...(error.stack ? { stack: error.stack.split('\n').slice(1).join('\n') } : {}) };
-}
-
-function parseFields(body: string): Record<string, unknown> {
-  try {
-    const fields = JSON.parse(body) as unknown;
-    return typeof fields === 'object' && fields !== null ? fields as Record<string, unknown> : {};
-  } catch {
-    return {};
-  }
-}
-
-/** What a line adds to its batch's usage; cached prompt tokens as the engine's answer reports them. */
-function tokensOf(outcome: LineRun): LineTokens {
-  const { usage } = outcome;
-  let cachedTokens = 0;
-  if (outcome.kind === 'answered' && succeeded(outcome.response.statusCode) && outcome.response.body.includes('cached_tokens')) {
-    const cached = (parseFields(outcome.response.body).usage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined)?.prompt_tokens_details?.cached_tokens;
-    if (typeof cached === 'number' && Number.isInteger(cached) && cached >= 0) cachedTokens = cached;
-  }
-  return { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, totalTokens: usage.totalTokens, cachedTokens };
 }
