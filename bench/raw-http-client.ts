@@ -114,7 +114,7 @@ export class RawHttpConnection {
     }
   }
 
-  /** A 200's SSE events (as the node:http client in run-shared.ts reads them); any other answer's body. */
+  /** A 200's SSE events (as the node:http client in shared/load-loops.ts reads them); any other answer's body. */
   private onChunk(text: string): void {
     const answer = this.answer!;
     if (answer.status !== 200) {
