@@ -19,6 +19,7 @@ import { listSharedModels, retrieveSharedModel } from './shared-models.route';
 import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } from './endpoint-table';
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
+import { UploadMemory } from '../http/upload-memory';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -33,13 +34,15 @@ const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
  * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
  * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
-export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions) {
-  const images = new ImagesRoute(controlPlane, options);
-  const videos = new VideosRoute(controlPlane, options);
+export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOptions, 'uploads'>) {
+  const { requests: requestConfig } = controlPlane.config;
+  const uploads = new UploadMemory({ totalBytes: requestConfig.uploadMemoryBytes, perWorkspaceBytes: requestConfig.uploadMemoryPerWorkspaceBytes });
+  const images = new ImagesRoute(controlPlane, { ...options, uploads });
+  const videos = new VideosRoute(controlPlane, { ...options, uploads });
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes });
+  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, uploads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
 

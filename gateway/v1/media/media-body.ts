@@ -5,6 +5,7 @@ import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
 import { parseJsonObject } from '../../http/request-parsing';
+import type { UploadMemory } from '../../http/upload-memory';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 /** A media request's fields (JSON body or multipart form) and its files. */
@@ -18,8 +19,9 @@ export interface MediaBody {
  * NUL anywhere in its fields, nested values and keys included, is refused here as a 400 naming
  * the field, before anything reads them; unknown fields too, rather than tracking which are kept.
  */
-export async function readMediaBody(context: Context, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean }): Promise<MediaBody> {
+export async function readMediaBody(context: Context, workspaceId: string, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean; uploads: UploadMemory }): Promise<MediaBody> {
   if (isMultipart(context.req)) {
+    options.uploads.hold(context.req, context.res, workspaceId, options.multipartLimit);
     const form = await readMultipart(context.req, options.multipartLimit);
     refuseNulBytes(form.fields);
     return { fields: new FieldReader(form.fields, true), files: form.files };
