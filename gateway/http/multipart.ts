@@ -1,7 +1,8 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import busboy from 'busboy';
 import { AppError } from '../../control-plane/errors/app-error';
 import { cutShort } from './read-body';
+import type { UploadMemory } from './upload-memory';
 
 export interface UploadedFile {
   data: Buffer;
@@ -21,13 +22,27 @@ export function isMultipart(request: IncomingMessage): boolean {
   return /^multipart\/form-data/i.test(request.headers['content-type'] ?? '');
 }
 
+/** Whose memory a multipart body is read into (upload-memory.ts): held until `response` closes. */
+export interface UploadHold {
+  readonly memory: UploadMemory;
+  readonly response: ServerResponse;
+  readonly workspaceId: string;
+}
+
 /**
- * Reads a multipart/form-data body (image edits, videos) into memory up to `limit` bytes in
- * all. Fields arrive as strings; files by field name (`image` and `image[]` are the same field).
+ * Reads a multipart/form-data body (batch files, image edits, videos) into memory up to `limit`
+ * bytes in all, holding its declared length (the limit when it declares none) in `hold` before
+ * the first byte is read: refused there (429, 503) when it does not fit. Fields arrive as
+ * strings; files by field name (`image` and `image[]` are the same field).
  */
-export function readMultipart(request: IncomingMessage, limit: number): Promise<MultipartForm> {
+export function readMultipart(request: IncomingMessage, limit: number, hold: UploadHold): Promise<MultipartForm> {
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
+  try {
+    hold.memory.hold(hold.response, hold.workspaceId, Number.isSafeInteger(declared) && declared >= 0 ? declared : limit);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { AppError } from '../../control-plane/errors/app-error';
 
 const MIB = 1024 * 1024;
@@ -23,13 +23,10 @@ export class UploadMemory {
     return this.used;
   }
 
-  /** Holds memory for the body `request` is about to have read (up to `limit` bytes), released when `response` closes; throws when it does not fit. */
-  hold(request: IncomingMessage, response: ServerResponse, workspaceId: string, limit: number): void {
-    const declared = Number(request.headers['content-length']);
-    // Declared over the limit: the reader answers 413 before reading, holding nothing. Already
-    // closed (the client left before this ran): no 'close' is left to release it, nor a body to read.
-    if (declared > limit || response.closed) return;
-    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? declared : limit;
+  /** Holds `bytes` of `workspaceId`'s until `response` closes (multipart.ts, before reading a body); throws when they do not fit. */
+  hold(response: ServerResponse, workspaceId: string, bytes: number): void {
+    // Already closed (the client left before this ran): no 'close' is left to give it back, nor a body to read.
+    if (response.closed) return;
     const mine = this.byWorkspace.get(workspaceId) ?? 0;
     if (mine > 0 && mine + bytes > this.options.perWorkspaceBytes) {
       throw new AppError('rate_limit_error', `this workspace already has ${size(mine)} of uploads being received by this server (at most ${size(this.options.perWorkspaceBytes)} at once); retry when one ends`, { retryAfterSeconds: 1 });

@@ -25,9 +25,9 @@ export class FilesRoute {
     if (!isMultipart(context.req)) {
       throw new AppError('invalid_request', 'POST /v1/files takes multipart/form-data with a `file` and `purpose=batch`', { param: 'file' });
     }
-    const limit = this.options.maxFileBytes + FORM_OVERHEAD_BYTES;
-    this.options.uploads.hold(context.req, context.res, deployment.workspaceId, limit);
-    const form = await readMultipart(context.req, limit);
+    const form = await readMultipart(context.req, this.options.maxFileBytes + FORM_OVERHEAD_BYTES, {
+      memory: this.options.uploads, response: context.res, workspaceId: deployment.workspaceId,
+    });
     if (Object.keys(form.fields).some((name) => name.startsWith('expires_after'))) {
       throw new AppError('invalid_request', 'expires_after is not supported: files are kept until deleted (DELETE /v1/files/{id})', { param: 'expires_after' });
     }

@@ -21,8 +21,7 @@ export interface MediaBody {
  */
 export async function readMediaBody(context: Context, workspaceId: string, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean; uploads: UploadMemory }): Promise<MediaBody> {
   if (isMultipart(context.req)) {
-    options.uploads.hold(context.req, context.res, workspaceId, options.multipartLimit);
-    const form = await readMultipart(context.req, options.multipartLimit);
+    const form = await readMultipart(context.req, options.multipartLimit, { memory: options.uploads, response: context.res, workspaceId });
     refuseNulBytes(form.fields);
     return { fields: new FieldReader(form.fields, true), files: form.files };
   }
