@@ -107,7 +107,7 @@ export class RedisRateLimiter implements RateLimiter {
     const tokens = wholeTokens(holdTokens);
     let today: DayRun;
     try {
-      today = await this.onToday(key.id, tokens, (dayKey) => this.run(key, dayKey, tokens));
+      today = await this.onToday(key.id, (dayKey) => this.run(key, dayKey, tokens));
     } catch (error) {
       this.fellBack(error);
       return await this.fallback.admit(key, tokens);
@@ -129,7 +129,7 @@ export class RedisRateLimiter implements RateLimiter {
     const tokens = wholeTokens(holdTokens);
     let today: DayRun;
     try {
-      today = await this.onToday(key.id, tokens, (dayKey) => this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens));
+      today = await this.onToday(key.id, (dayKey) => this.commands.holdDayTokens(dayKey, key.tpdLimit, tokens));
     } catch (error) {
       this.fellBack(error);
       return await this.fallback.holdWithin(key, tokens);
@@ -143,7 +143,7 @@ export class RedisRateLimiter implements RateLimiter {
    * script answers -1: expired, flushed, or a new Redis) it is loaded from the day's recorded
    * usage and the script runs again. Redis being unreachable throws (the caller falls back).
    */
-  private async onToday(apiKeyId: string, tokens: number, script: (dayKey: string) => Promise<number[]>): Promise<DayRun> {
+  private async onToday(apiKeyId: string, script: (dayKey: string) => Promise<number[]>): Promise<DayRun> {
     const now = Date.now();
     const day = Math.floor(now / DAY_MS);
     const dayKey = this.dayKey(apiKeyId, day);
