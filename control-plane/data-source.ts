@@ -24,6 +24,8 @@ import { RoutingPolicy1764800000000 } from './database/migrations/1764800000000-
 import { Batches1764900000000 } from './database/migrations/1764900000000-batches';
 import { KubernetesProvider1765000000000 } from './database/migrations/1765000000000-kubernetes-provider';
 import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
+import { WorkspaceBudget } from './budgets/workspace-budget.entity';
+import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-tenant-budgets';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -32,12 +34,12 @@ import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
 export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
-  GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine,
+  GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine, WorkspaceBudget,
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
-  RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000,
+  RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000,
 ];
 
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */

@@ -1,4 +1,6 @@
 import { loadBatchConfig, type BatchConfig } from './batches/batch-config';
+import { loadBudgetLimits, type BudgetLimits } from './budgets/budget-config';
+import type { BudgetName, BudgetScope } from './budgets/budget-kinds';
 import { loadControlPlaneConfig } from './config/control-plane-config';
 import { loadRequestConfig, type RequestConfig } from './requests/request-config';
 import { loadSharingConfig, type SharingConfig } from './sharing/sharing-config';
@@ -21,6 +23,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   sharing: SharingConfig;
   /** Files and batches (the OpenAI Batch API). */
   batches: BatchConfig;
+  /** The tenant budget's default limits (budgets/budget-kinds.ts). */
+  budgets: BudgetLimits;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -31,15 +35,17 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
 export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
   return {
     ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
-    sharing: loadSharingConfig(env), batches: loadBatchConfig(env),
+    sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env),
   };
 }
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing' | 'batches'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing' | 'batches' | 'budgets'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
   sharing?: Partial<SharingConfig>;
   batches?: Partial<BatchConfig>;
+  /** Some scopes of some budgets; the rest keep their defaults. */
+  budgets?: Partial<Record<BudgetName, Partial<Record<BudgetScope, number>>>>;
 };

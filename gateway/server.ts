@@ -1,6 +1,7 @@
 import pino, { type Logger } from 'pino';
 import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/full-config';
 import { openDatabase } from '../control-plane/data-source';
+import { withLimits } from '../control-plane/budgets/budget-config';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
@@ -35,6 +36,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     webhooks: { ...defaults.webhooks, ...overrides.webhooks },
     sharing: { ...defaults.sharing, ...overrides.sharing },
     batches: { ...defaults.batches, ...overrides.batches },
+    budgets: withLimits(defaults.budgets, overrides.budgets ?? {}),
   };
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });

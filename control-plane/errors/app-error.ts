@@ -47,6 +47,8 @@ export type AppErrorCode =
   | 'shared_pool_busy'         // guest demand exceeds the shared pool's idle capacity (429, Retry-After)
   | 'shared_model_unavailable' // every provider left the shared pool of the model (503)
   | 'service_unavailable'      // the database is unreachable or restarting (503, Retry-After)
+  | 'budget_exceeded'          // the caller's share of a tenant budget is used up (429, Retry-After; budgets/)
+  | 'server_busy'              // the server's own share of a tenant budget is used up (503, Retry-After)
   | 'internal_error';          // a bug: 500, never for bad input
 
 export interface AppErrorOptions {

@@ -10,11 +10,12 @@ import type { Logger } from 'pino';
  * for the server holding its stream), a request record changed (by id) or a replica reported its load
  * (the report as JSON), for subscribers on every server; a batch changed (by id: its subscribers,
  * and the batch runners, which start, stop or finalize its lines); a guest workspace's available
- * credit changed (`<workspace id>|<balance minus holds>`, billing/guest-credit.ts).
+ * credit changed (`<workspace id>|<balance minus holds>`, billing/guest-credit.ts); the operator
+ * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts).
  */
 export type ClusterTopic =
   | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch'
-  | 'guest-credit';
+  | 'guest-credit' | 'budget';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

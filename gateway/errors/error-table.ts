@@ -51,6 +51,8 @@ export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   shared_pool_busy: { status: 429, type: 'rate_limit_error', graphql: 'RATE_LIMITED' },
   shared_model_unavailable: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
   service_unavailable: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
+  budget_exceeded: { status: 429, type: 'rate_limit_error', graphql: 'RATE_LIMITED' },
+  server_busy: { status: 503, type: 'service_unavailable_error', graphql: 'UNAVAILABLE' },
   internal_error: { status: 500, type: 'api_error', graphql: 'INTERNAL_SERVER_ERROR' },
 };
 

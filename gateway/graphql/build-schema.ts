@@ -15,9 +15,10 @@ import { WorkspaceResolver } from './resolvers/workspace.resolver';
 import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
+import { BudgetResolver } from './resolvers/budget.resolver';
 
 export const RESOLVERS = [
-  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver,
+  CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
 ] as const;
 
 /** The schema from the resolvers; `container` supplies resolver instances built with their dependencies. */

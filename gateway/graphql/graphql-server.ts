@@ -35,6 +35,7 @@ import { SHARED_MODEL_UPDATED, SharingResolver } from './resolvers/sharing.resol
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BATCH_UPDATED, BatchResolver } from './resolvers/batch.resolver';
 import { BatchFileLinks } from '../../control-plane/batches/batch-file-links';
+import { BudgetResolver } from './resolvers/budget.resolver';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -69,6 +70,7 @@ export class GraphQLServer {
       [BatchResolver, new BatchResolver(controlPlane, new BatchFileLinks(controlPlane.batches.files, controlPlane.managedStore, controlPlane.storageCredentials, {
         managedLinkTtlSeconds: controlPlane.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: controlPlane.config.storage.customerOutputUrlTtlSeconds,
       }, logger.child({ component: 'graphql' })))],
+      [BudgetResolver, new BudgetResolver(controlPlane)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
     const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);

@@ -203,6 +203,8 @@ describe('authentication variants', () => {
       spec: { id: 'intruder/model', name: 'Intruder', modality: 'text', task: 'chat', engine: 'cpu', official: false, gpuMemoryGb: 1, inputModalities: ['text'], sizes: [], targetConcurrency: 2 },
     }],
     ['setCatalogModelEnabled', 'mutation($id: String!) { setCatalogModelEnabled(id: $id, enabled: false) { id } }', { id: CHAT_MODEL }],
+    ['workspaceBudgets', 'query($id: ID!) { workspaceBudgets(workspaceId: $id) { budget scope limit } }', { id: other.workspaceId }],
+    ['setWorkspaceBudget (its own)', 'mutation($id: ID!) { setWorkspaceBudget(workspaceId: $id, budget: "requests", scope: "key", value: 100000) { budget } }', { id: workspace.workspaceId }],
   ];
 
   it('operator operations refuse a workspace key (FORBIDDEN) and no or a bad token (UNAUTHENTICATED), and change nothing', async () => {
@@ -238,6 +240,8 @@ describe('authentication variants', () => {
     ]));
     expect(state.staticHosts).toEqual([]);
     expect(state.catalog.map((model: { id: string }) => model.id)).toContain(CHAT_MODEL);
+    const budgets = (await graphqlAs(test.url, workspace.apiKey)('{ budgets { budget scope limit overridden } }')).body.data.budgets;
+    expect(budgets).toContainEqual({ budget: 'requests', scope: 'key', limit: 512, overridden: false });
     expect(state.catalog.map((model: { id: string }) => model.id)).not.toContain('intruder/model');
     expect((await graphqlAs(test.url, workspace.apiKey)('{ gpuOffers { id pricePerHour available } }')).body.data.gpuOffers).toEqual(offersBefore);
     expect((await call('POST', `${deployment.baseUrl}/chat/completions`, `Bearer ${workspace.apiKey}`, chatBody)).status).toBe(200);

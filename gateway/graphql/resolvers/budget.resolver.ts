@@ -1,0 +1,44 @@
+import { Arg, Ctx, Float, ID, Mutation, Query, Resolver } from 'type-graphql';
+import { BUDGETS } from '../../../control-plane/budgets/budget-kinds';
+import type { ControlPlane } from '../../../control-plane/main';
+import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
+import { BudgetType } from '../types/budget.type';
+
+/** The tenant budget as a workspace sees its own limits, and as the operator sets them. */
+@Resolver()
+export class BudgetResolver {
+  constructor(private readonly controlPlane: Pick<ControlPlane, 'workspaceBudgets' | 'budget'>) {}
+
+  @Query(() => [BudgetType], { description: 'This workspace\'s limits: every budget and scope, with what it holds now on this server' })
+  budgets(@Ctx() context: GraphQLContext): BudgetType[] {
+    return this.view(workspaceOf(context));
+  }
+
+  @Query(() => [BudgetType], { description: 'Operator: a workspace\'s limits' })
+  workspaceBudgets(@Arg('workspaceId', () => ID) workspaceId: string, @Ctx() context: GraphQLContext): BudgetType[] {
+    requireOperator(context);
+    return this.view(workspaceId);
+  }
+
+  @Mutation(() => [BudgetType], { description: 'Operator: sets one limit of a workspace (scope key or workspace; value null returns to the default). local_replicas per workspace grants the server host\'s local capacity' })
+  async setWorkspaceBudget(
+    @Arg('workspaceId', () => ID) workspaceId: string, @Arg('budget') budget: string, @Arg('scope') scope: string,
+    // Not `limit`: query-limits.ts reads an argument of that name as a list's size.
+    @Arg('value', () => Float, { nullable: true, description: 'The new limit; null: the default' }) value: number | null | undefined, @Ctx() context: GraphQLContext,
+  ): Promise<BudgetType[]> {
+    requireOperator(context);
+    await this.controlPlane.workspaceBudgets.set(workspaceId, budget, scope, value ?? null);
+    return this.view(workspaceId);
+  }
+
+  private view(workspaceId: string): BudgetType[] {
+    return this.controlPlane.workspaceBudgets.effective(workspaceId).map((limit) => {
+      const definition = BUDGETS[limit.budget];
+      const held = definition.kind === 'held' && limit.scope === 'workspace' ? this.controlPlane.budget.used(limit.budget, 'workspace', { workspaceId }) : null;
+      return {
+        budget: limit.budget, scope: limit.scope, counts: definition.counts, unit: definition.unit, kind: definition.kind,
+        limit: limit.limit, defaultLimit: limit.default, overridden: limit.overridden, heldOnThisServer: held,
+      };
+    });
+  }
+}
