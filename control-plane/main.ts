@@ -61,6 +61,11 @@ import { BatchRunner } from './batches/batch-runner';
 import { BatchService } from './batches/batch-service';
 import { BatchStore } from './batches/batch-store';
 import { BatchValidator } from './batches/batch-validator';
+import { StoredQuotas } from './budgets/stored-quota';
+import { DeploymentBudget } from './deployments/deployment-budget';
+import { ReplicaQuota } from './replicas/replica-quota';
+import { TenantBudget } from './budgets/tenant-budget';
+import { WorkspaceBudgets } from './budgets/workspace-budgets';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -124,6 +129,15 @@ export interface ControlPlane {
   readonly batches: BatchService;
   /** Runs batch lines in the capacity live traffic leaves free on this server's replicas (docs/batches.md). */
   readonly batchRunner: BatchRunner;
+  /**
+   * The tenant budget: what a request, socket or operation holds while it lasts (`budget`: per
+   * key, workspace, address, socket and this server) and what a workspace keeps stored
+   * (`quotas`), with each workspace's limits (`workspaceBudgets`: defaults and the operator's
+   * settings). Every surface asks it before it holds a resource (docs/tenant-budget.md).
+   */
+  readonly budget: TenantBudget;
+  readonly quotas: StoredQuotas;
+  readonly workspaceBudgets: WorkspaceBudgets;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
@@ -157,6 +171,10 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const events = new ControlPlaneEvents();
   const notifier = await ClusterNotifier.start(databaseUrlOf(dataSource), dataSource, logger.child({ component: 'cluster' }));
   lifecycle.add('cluster notifier', () => notifier.stop());
+  const workspaceBudgets = new WorkspaceBudgets(dataSource, config.budgets, notifier);
+  await workspaceBudgets.start();
+  const budget = new TenantBudget(workspaceBudgets);
+  const quotas = new StoredQuotas(workspaceBudgets);
   const workspaces = new WorkspaceService(dataSource);
   const apiKeys = new ApiKeyService(dataSource, {
     cacheTtlMs: config.apiKeyCacheTtlMs, defaultRpmLimit: config.defaultRpmLimit, defaultTpdLimit: config.defaultTpdLimit,
@@ -166,7 +184,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const metrics = new Metrics({ ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }) });
   lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
-  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId);
+  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId, quotas);
   const { replicas, localProvider } = capacity;
   capacity.metering.onCharges((charges) => {
     for (const charge of charges) if (charge.amount > 0) metrics.recordSpend(charge.deploymentId, charge.amount);
@@ -189,7 +207,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
   });
-  const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations);
+  const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, new DeploymentBudget(
+    quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
+  ));
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
   // Guest credit in memory (leases) and settlements in batches; stops after the agent server, so
@@ -324,7 +344,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner,
+    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

@@ -12,6 +12,8 @@ import { localEngineEnv } from '../providers/local-engine-env';
 import { LocalProvider } from '../providers/local-provider';
 import type { KubernetesProvider } from '../providers/kubernetes/kubernetes-provider';
 import { ReplicaManager } from '../replicas/replica-manager';
+import { ReplicaQuota } from '../replicas/replica-quota';
+import type { StoredQuotas } from '../budgets/stored-quota';
 import { MarketProvider } from './market-provider';
 import { StaticProvider } from './static-provider';
 
@@ -34,7 +36,7 @@ export interface Capacity {
 /** The GPU capacity side: providers and their offers, replica placement, and metering. */
 export function startCapacity(
   config: ControlPlaneConfig, dataSource: DataSource, catalog: Catalog, deployments: DeploymentStore,
-  grpcAddress: () => string, logger: Logger, serverId: string,
+  grpcAddress: () => string, logger: Logger, serverId: string, quotas: StoredQuotas,
 ): Capacity {
   let replicas: ReplicaManager | undefined;
   // Hosts that disappear (reclaimed, removed) are replaced; an agent process that exits is
@@ -82,7 +84,8 @@ export function startCapacity(
   if (kubernetes) providers.set('kubernetes', kubernetes);
 
   const metering = new Metering(dataSource, { intervalMs: config.meteringIntervalMs }, logger.child({ component: 'metering' }));
-  replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }), serverId);
+  replicas = new ReplicaManager(dataSource, deployments, providers, catalog, metering, staticHosts, logger.child({ component: 'replicas' }), serverId,
+    new ReplicaQuota(quotas, serverId));
   return {
     providers, localProvider, market, staticHosts, kubernetes, metering, replicas,
     async stopAgents() {

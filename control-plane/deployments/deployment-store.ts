@@ -1,4 +1,4 @@
-import type { DataSource, Repository } from 'typeorm';
+import type { DataSource, EntityManager, Repository } from 'typeorm';
 import { Not } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { AppError } from '../errors/app-error';
@@ -56,8 +56,14 @@ export class DeploymentStore {
     return await this.bySlug.get(slug);
   }
 
-  async insert(deployment: Deployment): Promise<Deployment> {
-    const saved = await this.deployments.save(deployment);
+  /** Inserts the row; `before` runs first in the same transaction (a budget's count and check). */
+  async insert(deployment: Deployment, before?: (manager: EntityManager) => Promise<void>): Promise<Deployment> {
+    const saved = before
+      ? await this.deployments.manager.transaction(async (manager) => {
+        await before(manager);
+        return await manager.getRepository(Deployment).save(deployment);
+      })
+      : await this.deployments.save(deployment);
     this.changed(saved);
     return saved;
   }

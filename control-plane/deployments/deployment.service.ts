@@ -10,6 +10,7 @@ import { Deployment, PROVIDER_KINDS, type DeploymentStatus, type ProviderKind } 
 import type { DeploymentStore } from './deployment-store';
 import { assertTransition } from './deployment-transitions';
 import { assertShareable } from './sharing-eligibility';
+import type { DeploymentBudget } from './deployment-budget';
 import { shortened } from '../errors/quote-value';
 
 /** Statuses in which a deployment's settings may change. */
@@ -63,6 +64,8 @@ export class DeploymentService {
     private readonly replicas: DeploymentReplicas,
     private readonly catalog: Catalog,
     private readonly storage: StorageCheck,
+    /** The tenant budget's say on a new deployment; none (tests of other rules): every one is allowed. */
+    private readonly budget: Pick<DeploymentBudget, 'checkProvider' | 'holdDeployment'> | null = null,
   ) {}
 
   /** Creates the deployment and places its minimum replicas; `joinToken` only for external ones. */
@@ -81,6 +84,7 @@ export class DeploymentService {
     const shareIdleCapacity = input.shareIdleCapacity ?? false;
     if (shareIdleCapacity) assertShareable(model, provider);
     const joinToken = provider === 'external' ? newSecret('jt-') : null;
+    const budget = this.budget;
     const deployment = await this.store.insert(this.store.repository.create({
       id: newId('dep'), workspaceId, modelId: model.id, slug: slugFor(model.id), status: 'Creating',
       statusReason: provider === 'external' ? 'waiting for an agent to join with the deployment token' : 'placing replicas',
@@ -89,7 +93,10 @@ export class DeploymentService {
       // Its replicas start with priority scheduling; `shared` once they run (SharingRollout).
       shareIdleCapacity, sharing: shareIdleCapacity ? 'activating' : 'not_shared',
       routingPolicy: routingPolicyOf(input.routingPolicy),
-    }));
+    }), budget ? async (manager) => {
+      await budget.checkProvider(manager, workspaceId, provider);
+      await budget.holdDeployment(manager, workspaceId);
+    } : undefined);
     await this.replicas.ensure(deployment);
     return { deployment, joinToken };
   }

@@ -11,6 +11,8 @@ import { newId } from '../ids';
 import type { CapacityProvider, HostTokens } from './capacity-provider';
 import { hashSecret, newSecret } from '../secrets';
 import { Replica } from './replica.entity';
+import type { ReplicaQuota } from './replica-quota';
+import { AppError } from '../errors/app-error';
 
 export type JoinResult =
   | { ok: true; replica: Replica; deployment: Deployment; priorityScheduling: boolean }
@@ -46,9 +48,14 @@ export class ReplicaManager {
     private readonly logger: Logger,
     /** This server: it holds the streams of the agents it spawns and of those that join it. */
     private readonly serverId = '',
+    /** The tenant budget's say on a new replica (local capacity); none: every placement is allowed. */
+    private readonly quota: Pick<ReplicaQuota, 'hold'> | null = null,
   ) {
     this.replicas = dataSource.getRepository(Replica);
+    this.dataSource = dataSource;
   }
+
+  private readonly dataSource: DataSource;
 
   /** An ended replica's agent may still be connected (static hosts, external agents): it is drained. */
   setDrainer(drain: (replicaId: string, reason: string) => void): void {
@@ -283,12 +290,21 @@ export class ReplicaManager {
       }
       const joinToken = newSecret('jt-');
       const offer = choice.offer;
-      const replica = await this.replicas.save(this.replicas.create({
+      const row = this.replicas.create({
         id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: `starting on ${offer.gpuName} (${offer.region})`,
         provider: provider.kind, joinTokenHash: hashSecret(joinToken), gpus: [], offerId: offer.id, gpuName: offer.gpuName,
         gpuMemoryGb: offer.gpuMemoryGb, region: offer.region, pricePerHour: offer.pricePerHour, loadPercent: 0, meteredUntil: null,
         priorityScheduling: deployment.shareIdleCapacity, serverId: this.serverId,
-      }));
+      });
+      let replica: Replica;
+      try {
+        replica = await this.insertWithin(row, deployment, provider.kind);
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        const reason = `${count} of ${wanted} replicas placed; ${error.message}; ${WAITING_FOR_CAPACITY} capacity`;
+        if (deployment.statusReason !== reason) await this.deployments.transition(deployment, deployment.status, reason);
+        return;
+      }
       try {
         await provider.launch(offer, deployment, replica, joinToken);
       } catch (error) {
@@ -303,6 +319,16 @@ export class ReplicaManager {
     if (deployment.statusReason?.includes(WAITING_FOR_CAPACITY)) {
       await this.deployments.transition(deployment, deployment.status, deployment.status === 'Creating' ? 'replicas starting' : null);
     }
+  }
+
+  /** A new replica's row, inserted only if the tenant budget allows it (counted and inserted in one transaction). */
+  private async insertWithin(row: Replica, deployment: Deployment, provider: string): Promise<Replica> {
+    const quota = this.quota;
+    if (!quota) return await this.replicas.save(row);
+    return await this.dataSource.transaction(async (manager) => {
+      await quota.hold(manager, deployment, provider);
+      return await manager.getRepository(Replica).save(row);
+    });
   }
 
   /** Gives up `count` replicas: ones still starting first, then the least loaded (they drain, then stop). */

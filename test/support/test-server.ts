@@ -6,6 +6,7 @@ import type { ControlPlaneOverrides } from '../../control-plane/full-config';
 import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
 import type { GatewayConfig } from '../../gateway/gateway-config';
 import { startServer, type Server } from '../../gateway/server';
+import { UNLIMITED } from '../../control-plane/budgets/budget-kinds';
 import { createTestDatabase, dropTestDatabase } from './test-database';
 
 export interface TestServerOptions {
@@ -71,6 +72,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     dataDir,
     async createWorkspace(limits = {}) {
       const workspace = await controlPlane.workspaces.create('test');
+      // The test acts as the operator: its workspaces may run replicas on the host's local capacity.
+      await controlPlane.workspaceBudgets.set(workspace.id, 'local_replicas', 'workspace', UNLIMITED);
       const { apiKey, plaintext } = await controlPlane.apiKeys.create(workspace.id, 'test key', limits);
       return { workspaceId: workspace.id, apiKey: plaintext, apiKeyId: apiKey.id };
     },
