@@ -1,4 +1,5 @@
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { AppError } from '../errors/app-error';
 import {
   DAY_MS, MINUTE_MS, msUntilNextUtcDay, requestsPerMinuteExceeded, tokensPerDayExceeded,
   type RateLimitDecision, type RateLimiter, type TokenHold, type TokensSince,
@@ -41,7 +42,25 @@ export class LocalRateLimiter implements RateLimiter {
       resetRequestsSeconds: Math.max(0, Math.ceil(window.resetMs / 1000)),
       remainingTokens: Math.max(0, key.tpdLimit - state.tokensToday),
       resetTokensSeconds: Math.ceil(resetTokensMs / 1000),
+      overLimitTokens: Math.min(tokens, Math.max(0, state.tokensToday - key.tpdLimit)),
     };
+  }
+
+  resize(hold: TokenHold, tokens: number): TokenHold {
+    const lower = Math.max(0, Math.min(hold.tokens, Math.ceil(tokens)));
+    this.settle(hold, lower);
+    return { ...hold, tokens: lower };
+  }
+
+  refusalNow(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>): AppError | null {
+    const state = this.keys.get(key.id);
+    if (!state || state.loading) return null;
+    const now = this.now();
+    if (state.day === Math.floor(now / DAY_MS) && state.tokensToday >= key.tpdLimit) {
+      return tokensPerDayExceeded(state.tokensToday, key.tpdLimit, msUntilNextUtcDay(now));
+    }
+    const waitMs = state.requests.waitMs(now, key.rpmLimit);
+    return waitMs > 0 ? requestsPerMinuteExceeded(key.rpmLimit, waitMs) : null;
   }
 
   async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {

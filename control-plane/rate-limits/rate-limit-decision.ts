@@ -11,6 +11,12 @@ export interface RateLimitDecision {
   resetTokensSeconds: number;
   /** The tokens set aside for this request against the day's budget; settled to its real usage. */
   hold: TokenHold;
+  /**
+   * How far the day's used and held tokens now pass the key's TPD because of this hold (0 when
+   * they fit): the pipeline lowers the request's completion bound by it (resize) so that one
+   * request cannot take the day far past its limit (TPD 50 once served 64,001 tokens in one call).
+   */
+  overLimitTokens?: number;
 }
 
 /**
@@ -36,6 +42,15 @@ export interface RateLimiter {
    * most tokens it may use (prompt bound + completion bound), held against the day's budget.
    */
   admit(key: AuthenticatedKey, holdTokens?: number): Promise<RateLimitDecision>;
+  /**
+   * What this server already knows refuses the key now, without counting anything or waiting:
+   * its minute is full, or its day's budget is used up. The gateway asks before it reads a
+   * body, so a key over its limits cannot make the server read (and hold) bodies it would
+   * refuse. `admit` still decides exactly afterwards.
+   */
+  refusalNow(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>): AppError | null;
+  /** The hold, lowered (never raised) to `tokens` before the request runs: what it gives back is free for others at once. */
+  resize(hold: TokenHold, tokens: number): TokenHold;
   /** The request ended having used `usedTokens`: its hold is replaced by them. */
   settle(hold: TokenHold, usedTokens: number): void;
   /** Adds tokens used outside a hold to the key's day total. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
+import type { AppError } from '../errors/app-error';
 import {
   DAY_MS, MINUTE_MS, msUntilNextUtcDay, requestsPerMinuteExceeded, tokensPerDayExceeded,
   type RateLimitDecision, type RateLimiter, type TokenHold, type TokensSince,
@@ -87,6 +88,8 @@ export class RedisRateLimiter implements RateLimiter {
   private lastWarningAt = 0;
   /** Set while Redis fails: requests are limited by this server alone (the fallback). */
   private fallingBack = false;
+  /** Keys Redis refused lately, until when (Date.now()) and why: refusalNow answers from it without a round trip. */
+  private readonly refusedUntil = new Map<string, { until: number; error: () => AppError }>();
 
   constructor(
     private readonly redis: Redis,
@@ -114,15 +117,51 @@ export class RedisRateLimiter implements RateLimiter {
     }
     const { now, day, result } = today;
     const resetTokensMs = msUntilNextUtcDay(now);
-    if (result[0] === 0 && result[1] === 1) throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
-    if (result[0] === 0) throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
+    if (result[0] === 0 && result[1] === 1) {
+      this.remember(key.id, now + resetTokensMs, () => tokensPerDayExceeded(result[2], key.tpdLimit, msUntilNextUtcDay(Date.now())));
+      throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
+    }
+    if (result[0] === 0) {
+      const until = now + result[2];
+      this.remember(key.id, until, () => requestsPerMinuteExceeded(key.rpmLimit, until - Date.now()));
+      throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
+    }
     return {
       hold: { apiKeyId: key.id, day, tokens, shared: true },
       remainingRequests: result[1],
       resetRequestsSeconds: Math.max(0, Math.ceil(result[2] / 1000)),
       remainingTokens: Math.max(0, key.tpdLimit - (result[3] ?? 0)),
       resetTokensSeconds: Math.ceil(resetTokensMs / 1000),
+      overLimitTokens: Math.min(tokens, Math.max(0, (result[3] ?? 0) - key.tpdLimit)),
     };
+  }
+
+  resize(hold: TokenHold, tokens: number): TokenHold {
+    const lower = Math.max(0, Math.min(hold.tokens, Math.ceil(tokens)));
+    if (!hold.shared) return this.fallback.resize(hold, lower);
+    this.fallback.addTokens(hold.apiKeyId, 0);
+    this.addDayTokens(this.dayKey(hold.apiKeyId, hold.day), lower - hold.tokens);
+    return { ...hold, tokens: lower };
+  }
+
+  /**
+   * From what Redis last answered this server for the key (a full minute, a spent day), until
+   * it would change: no round trip before a body is read. Another server's refusals are not
+   * seen here; `admit` decides exactly.
+   */
+  refusalNow(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>): AppError | null {
+    if (this.fallingBack) return this.fallback.refusalNow(key);
+    const refused = this.refusedUntil.get(key.id);
+    if (!refused) return null;
+    if (Date.now() < refused.until) return refused.error();
+    this.refusedUntil.delete(key.id);
+    return null;
+  }
+
+  private remember(apiKeyId: string, until: number, error: () => AppError): void {
+    // Bounded: a flood of keys refused once each must not grow it without end.
+    if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
+    this.refusedUntil.set(apiKeyId, { until, error });
   }
 
   async holdWithin(key: Pick<AuthenticatedKey, 'id' | 'rpmLimit' | 'tpdLimit'>, holdTokens: number): Promise<TokenHold | null> {
