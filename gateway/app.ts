@@ -19,12 +19,16 @@ import { RequestIds } from './http/request-id';
 import { requestTelemetry } from './http/request-telemetry';
 import { textFastLane } from './v1/text-fast-lane';
 import { v1Router } from './v1/v1-router';
+import { ConnectionBudget } from './http/connection-budget';
+import { RequestGate } from './http/request-gate';
 
 export interface Gateway {
   readonly server: http.Server;
   readonly url: string;
   readonly publicUrl: string;
   baseUrl(slug: string): string;
+  /** The HTTP server's connections as the tenant budget sees them (tests, metrics). */
+  readonly connections: ConnectionBudget;
   /** `/readyz` answers 503 from now on, so load balancers stop sending requests while the server drains. */
   beginShutdown(): void;
   stop(): Promise<void>;
@@ -33,13 +37,19 @@ export interface Gateway {
 /** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, `/readyz`, `/metrics`, on one port. */
 export async function startGateway(controlPlane: ControlPlane, config: GatewayConfig, logger: Logger): Promise<Gateway> {
   // Koa 3 snapshots middleware in app.callback(): create the server first, attach the
-  // callback only after every app.use().
-  const server = http.createServer({ keepAliveTimeout: 65_000 });
+  // callback only after every app.use(). headersTimeout also covers a connection that sends nothing at all (408, then closed); Node
+  // checks it every connectionsCheckingInterval.
+  const server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs) });
+  const connections = new ConnectionBudget(controlPlane.budget, {
+    minBodyBytesPerSecond: config.minBodyBytesPerSecond, bodyGraceMs: config.bodyGraceMs, responseStallMs: config.streamStallTimeoutMs,
+  }, logger.child({ component: 'connections' }));
+  connections.attach(server);
+  const gate = new RequestGate(controlPlane.budget, controlPlane.pipeline, connections, config.bodyMemoryThresholdBytes);
   let publicUrl = config.publicUrl ?? '';
   const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, {
     maxBodyBytes: config.graphqlMaxBodyBytes, anonymousMaxBodyBytes: config.graphqlAnonymousMaxBodyBytes, maxTokens: config.graphqlMaxTokens,
     keepAliveMs: config.graphqlKeepAliveMs, connectionInitTimeoutMs: config.graphqlConnectionInitTimeoutMs,
-  }, logger.child({ component: 'graphql' }));
+  }, logger.child({ component: 'graphql' }), gate);
   await graphql.start();
 
   const requestIds = new RequestIds();
@@ -68,12 +78,12 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   app.use(v1Router(controlPlane, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
-  }));
+  }, gate));
   const koa = app.callback();
   const fastLane = textFastLane(controlPlane, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     streamStallTimeoutMs: config.streamStallTimeoutMs, streamBufferBytes: config.streamBufferBytes,
-  }, logger, requestIds);
+  }, logger, requestIds, gate);
   server.on('request', (request, response) => {
     if (!fastLane(request, response)) void koa(request, response);
   });
@@ -91,8 +101,10 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
     server, url, publicUrl,
     baseUrl: (slug) => `${publicUrl}/d/${slug}/v1`,
     beginShutdown: () => readiness.beginShutdown(),
+    connections,
     async stop() {
       readiness.beginShutdown();
+      connections.stop();
       await graphql.stop();
       server.closeIdleConnections();
       // close() waits for every open connection; one that never ends (a client holding a

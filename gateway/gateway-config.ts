@@ -37,6 +37,24 @@ const shape = {
    * buffers per request (twice this at most). @default 1048576 (1 MiB)
    */
   streamBufferBytes: intField(64 * 1024, 64 * 1024 * 1024).default(1024 * 1024),
+  /**
+   * A client must send a request's headers within this (Node's headersTimeout; a silent or
+   * half-open connection is answered 408 and closed). @default 10000
+   */
+  headersTimeoutMs: intField(1_000).default(10_000),
+  /**
+   * After `bodyGraceMs`, a request body must have arrived at this average rate at least, or its
+   * connection is cut (a body trickled a byte at a time held memory and a connection for
+   * minutes). 0 disables. @default 4096
+   */
+  minBodyBytesPerSecond: intField(0).default(4_096),
+  /** How long a body may take before its rate counts. @default 10000 */
+  bodyGraceMs: intField(0).default(10_000),
+  /**
+   * Bodies up to this size are not counted in the tenant budget's `memory` (every larger one is,
+   * by the bytes received, per key, workspace and server). @default 65536
+   */
+  bodyMemoryThresholdBytes: intField(0).default(64 * 1024),
   /** Log level of the server (pino). @default info */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /**
@@ -54,7 +72,8 @@ const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
   requestTimeoutMs: 'REQUEST_TIMEOUT_MS', streamStallTimeoutMs: 'STREAM_STALL_TIMEOUT_MS', streamBufferBytes: 'STREAM_BUFFER_BYTES',
   graphqlMaxBodyBytes: 'GRAPHQL_MAX_BODY_BYTES', graphqlAnonymousMaxBodyBytes: 'GRAPHQL_ANONYMOUS_MAX_BODY_BYTES', graphqlMaxTokens: 'GRAPHQL_MAX_TOKENS',
-  graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
+  graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', headersTimeoutMs: 'HEADERS_TIMEOUT_MS', minBodyBytesPerSecond: 'MIN_BODY_BYTES_PER_SECOND',
+  bodyGraceMs: 'BODY_GRACE_MS', bodyMemoryThresholdBytes: 'BODY_MEMORY_THRESHOLD_BYTES', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
 } as const;
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

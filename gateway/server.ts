@@ -2,6 +2,7 @@ import pino, { type Logger } from 'pino';
 import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/full-config';
 import { openDatabase } from '../control-plane/data-source';
 import { withLimits } from '../control-plane/budgets/budget-config';
+import { connectionCap } from './http/connection-budget';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
@@ -38,8 +39,14 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     batches: { ...defaults.batches, ...overrides.batches },
     budgets: withLimits(defaults.budgets, overrides.budgets ?? {}),
   };
+  const configuredConnections = controlPlaneConfig.budgets.connections.server ?? 0;
+  const connections = connectionCap(configuredConnections);
+  controlPlaneConfig.budgets = withLimits(controlPlaneConfig.budgets, { connections: { server: connections } });
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
   const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
+  if (connections < configuredConnections) {
+    logger.warn({ configured: configuredConnections, cap: connections }, 'MAX_CONNECTIONS lowered to fit the process\'s open-file limit (ulimit -n) with room for the database, agents and files');
+  }
 
   let embedded: EmbeddedDatabase | null = null;
   let dataSource: Awaited<ReturnType<typeof openDatabase>> | null = null;

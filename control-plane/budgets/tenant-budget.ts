@@ -11,6 +11,8 @@ export interface BudgetHolder {
   readonly workspaceId?: string | null;
   readonly address?: string | null;
   readonly socket?: object | null;
+  /** False leaves the server's own scope out (TenantBudget.take's `only`). @default true */
+  readonly serverWide?: boolean;
 }
 
 /** What a limit is for one holder: the operator's per-workspace setting, else the default. */
@@ -23,6 +25,8 @@ export interface BudgetLease {
   readonly amount: number;
   /** Holds `more` too, under the same limits; the refusal (and nothing held) when they do not fit. */
   grow(more: number): AppError | null;
+  /** Gives back `less` of what it holds (at most all of it) and keeps the rest. */
+  shrink(less: number): void;
   release(): void;
 }
 
@@ -43,17 +47,22 @@ export class TenantBudget {
 
   constructor(private readonly limits: LimitSource) {}
 
-  /** Holds `amount` of `name` for `holder`, or returns why not (nothing is held then). */
-  take(name: BudgetName, holder: BudgetHolder, amount = 1): BudgetLease | AppError {
-    const refusal = this.check(name, holder, amount);
+  /**
+   * Holds `amount` of `name` for `holder` in every scope it names and the server's, or returns
+   * why not (nothing is held then). `only`: in that one scope alone (a connection's address
+   * share, given back on its own once a key shows).
+   */
+  take(name: BudgetName, holder: BudgetHolder, amount = 1, only?: BudgetScope): BudgetLease | AppError {
+    const scoped = only ? onlyIn(holder, only) : holder;
+    const refusal = this.check(name, scoped, amount);
     if (refusal) return refusal;
-    this.add(name, holder, amount);
-    return new Lease(this, name, holder, amount);
+    this.add(name, scoped, amount);
+    return new Lease(this, name, scoped, amount);
   }
 
   /** What `holder` holds of `name` in `scope` now (tests, GraphQL's view of a workspace's budgets, metrics). */
   used(name: BudgetName, scope: BudgetScope, holder: BudgetHolder = {}): number {
-    const id = scope === 'server' ? SERVER : idIn(holder, scope);
+    const id = scope === 'server' ? SERVER : idOf(holder, scope);
     if (id === null) return 0;
     return this.counters.get(name)?.get(scope)?.get(id) ?? 0;
   }
@@ -62,7 +71,7 @@ export class TenantBudget {
   check(name: BudgetName, holder: BudgetHolder, amount: number, own = 0): AppError | null {
     for (const scope of SCOPE_ORDER) {
       if (!(scope in BUDGETS[name].limits)) continue;
-      const id = scope === 'server' ? SERVER : idIn(holder, scope);
+      const id = idOf(holder, scope);
       if (id === null) continue;
       const limit = this.limits.limitFor(name, scope, holder.workspaceId);
       const used = this.counters.get(name)?.get(scope)?.get(id) ?? 0;
@@ -81,7 +90,7 @@ export class TenantBudget {
     if (!byScope) this.counters.set(name, (byScope = new Map()));
     for (const scope of SCOPE_ORDER) {
       if (!(scope in BUDGETS[name].limits)) continue;
-      const id = scope === 'server' ? SERVER : idIn(holder, scope);
+      const id = idOf(holder, scope);
       if (id === null) continue;
       let counters = byScope.get(scope);
       if (!counters) byScope.set(scope, (counters = new Map()));
@@ -95,8 +104,15 @@ export class TenantBudget {
 
 const SERVER = 'server';
 
-function idIn(holder: BudgetHolder, scope: BudgetScope): unknown {
+/** A holder whose scopes are `scope` alone (the server's included only when it is `server`). */
+function onlyIn(holder: BudgetHolder, scope: BudgetScope): BudgetHolder {
+  return { keyId: scope === 'key' ? holder.keyId : null, workspaceId: scope === 'workspace' ? holder.workspaceId : null,
+    address: scope === 'address' ? holder.address : null, socket: scope === 'socket' ? holder.socket : null, serverWide: scope === 'server' };
+}
+
+function idOf(holder: BudgetHolder, scope: BudgetScope): unknown {
   switch (scope) {
+    case 'server': return holder.serverWide === false ? null : SERVER;
     case 'key': return holder.keyId ?? null;
     case 'workspace': return holder.workspaceId ?? null;
     case 'address': return holder.address ?? null;
@@ -117,6 +133,13 @@ class Lease implements BudgetLease {
     this.budget.add(this.name, this.holder, more);
     this.amount += more;
     return null;
+  }
+
+  shrink(less: number): void {
+    const amount = Math.min(less, this.amount);
+    if (this.released || amount <= 0) return;
+    this.budget.add(this.name, this.holder, -amount);
+    this.amount -= amount;
   }
 
   release(): void {

@@ -12,7 +12,12 @@ import { shortened } from '../errors/quote-value';
 
 /** 402 `insufficient_quota` before anything runs, on every endpoint that spends. */
 export function refuseWithoutCredit(key: Pick<AuthenticatedKey, 'creditExhausted'>): void {
-  if (key.creditExhausted) throw new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
+  const refusal = creditRefusal(key);
+  if (refusal) throw refusal;
+}
+
+export function creditRefusal(key: Pick<AuthenticatedKey, 'creditExhausted'>): AppError | null {
+  return key.creditExhausted ? new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue') : null;
 }
 
 /**
@@ -20,9 +25,14 @@ export function refuseWithoutCredit(key: Pick<AuthenticatedKey, 'creditExhausted
  * the queue for a replica that never comes, `no_pod_available` (the contract's codes).
  */
 export function refusePaused(deployment: Pick<Deployment, 'status'>, work: 'text' | 'media'): void {
-  if (deployment.status !== 'Paused') return;
-  if (work === 'text') throw new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
-  throw new AppError('no_pod_available', 'this deployment is paused: no replica will take the job; resume it first', { retryAfterSeconds: 60 });
+  const refusal = pausedRefusal(deployment, work);
+  if (refusal) throw refusal;
+}
+
+export function pausedRefusal(deployment: Pick<Deployment, 'status'>, work: 'text' | 'media'): AppError | null {
+  if (deployment.status !== 'Paused') return null;
+  if (work === 'text') return new AppError('deployment_paused', 'this deployment is paused; resume it to serve requests', { retryAfterSeconds: 60 });
+  return new AppError('no_pod_available', 'this deployment is paused: no replica will take the job; resume it first', { retryAfterSeconds: 60 });
 }
 
 /** A request's optional `model` names the deployment's model or is left out. */
@@ -68,9 +78,33 @@ export const DEFAULT_COMPLETION_HOLD = 1024;
  * the prompts of a completions request with a prompt array.
  */
 export function textTokenHold(bodyBytes: number, fields: Record<string, unknown>): number {
+  const { perChoice, completions } = completionBound(fields);
+  return bodyBytes + perChoice * completions;
+}
+
+/** The completion bound per choice (given, else the default) and how many completions share it (`n` × prompts of a prompt array). */
+function completionBound(fields: Record<string, unknown>): { perChoice: number; completions: number; given: boolean } {
   const given = fields.max_completion_tokens ?? fields.max_tokens;
-  const perChoice = typeof given === 'number' && Number.isFinite(given) && given >= 0 ? given : DEFAULT_COMPLETION_HOLD;
+  const isGiven = typeof given === 'number' && Number.isFinite(given) && given >= 0;
   const choices = typeof fields.n === 'number' && fields.n >= 1 ? fields.n : 1;
   const prompts = Array.isArray(fields.prompt) && fields.prompt.length > 0 && typeof fields.prompt[0] === 'string' ? fields.prompt.length : 1;
-  return bodyBytes + perChoice * choices * prompts;
+  return { perChoice: isGiven ? given : DEFAULT_COMPLETION_HOLD, completions: choices * prompts, given: isGiven };
+}
+
+/**
+ * TPD: a request whose worst case passes what is left of its key's day is clamped, not refused.
+ * Its completion bound is lowered by `overLimitTokens` (how far its completions would pass what
+ * the day has left, spread over them, at least 1 token each) and written into the body the engine
+ * gets (`max_completion_tokens` when the client used it, else `max_tokens`), so one request takes
+ * the day past the limit by its prompt at most (TPD 50 once served 64,001 tokens in one call). Refusing instead would have to count the
+ * prompt by its bytes, the only bound known before the engine tokenizes it, and would turn away
+ * requests that fit. Null when there is nothing to lower.
+ */
+export function clampCompletion(fields: Record<string, unknown>, overLimitTokens: number): { fields: Record<string, unknown>; body: Buffer; freedTokens: number } | null {
+  const { perChoice, completions } = completionBound(fields);
+  const lowered = Math.max(1, perChoice - Math.ceil(overLimitTokens / completions));
+  if (lowered >= perChoice) return null;
+  const field = fields.max_completion_tokens !== undefined && fields.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
+  const clamped = { ...fields, [field]: lowered };
+  return { fields: clamped, body: Buffer.from(JSON.stringify(clamped)), freedTokens: (perChoice - lowered) * completions };
 }

@@ -5,7 +5,7 @@ import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import type { RateLimiter } from '../rate-limits/rate-limit-decision';
+import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import { resolveMediaModel } from '../requests/media-model';
 import type { MediaOutcome } from '../requests/media-jobs';
 import type { MediaSubmission, RequestService } from '../requests/request-service';
@@ -15,7 +15,7 @@ import { sharedModelName, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { JobKind } from '../../proto/worker/v1';
-import { checkModelField, checkTextModel, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
+import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { WorkTicket, type Settlement } from './work-ticket';
 
 export type TextEndpoint = 'chat.completions' | 'completions';
@@ -57,7 +57,7 @@ export interface PipelineMetrics {
 export interface PipelineParts {
   readonly catalog: Pick<Catalog, 'find'>;
   readonly deployments: Pick<DeploymentStore, 'findBySlug'>;
-  readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle'>;
+  readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle' | 'refusalNow' | 'resize'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
   readonly shared: Pick<SharedServing, 'resolve' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
@@ -95,13 +95,24 @@ export class InferencePipeline {
     return deployment;
   }
 
+  /**
+   * What refuses a request on its key and deployment alone, decided before its body is read (in
+   * memory, synchronously): no credit (402), a paused deployment (503), and for text work a key
+   * whose minute or day is already used up (429). A zero-credit key held 4 MiB per slow body
+   * before it was told 402; now nothing of the body is read. Admission decides again, exactly.
+   */
+  refusalBeforeBody(key: AuthenticatedKey, deployment: Deployment, work: 'text' | 'media'): AppError | null {
+    return creditRefusal(key) ?? pausedRefusal(deployment, work) ?? (work === 'text' ? this.parts.rateLimiter.refusalNow(key) : null);
+  }
+
   /** A chat or completions request on its owner's deployment, admitted; dispatch and settle through the ticket. */
   async admitText(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<WorkTicket> {
     const startedAt = this.now();
     checkTextModel(deployment, work.model, work.endpoint, this.parts.catalog.find(deployment.modelId), work.servedBy);
     refuseWithoutCredit(key);
     refusePaused(deployment, 'text');
-    const decision = await this.parts.rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
+    const { decision, work: admitted } = await this.admitTokens(key, work);
+    work = admitted;
     const job = this.textJob(work, deployment.id, deployment.modelId);
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
       send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields }),
@@ -140,7 +151,9 @@ export class InferencePipeline {
     const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
     // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
     const label = sharedModelName(model);
-    const decision = await rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
+    const tokens = await this.admitTokens(key, work);
+    const decision = tokens.decision;
+    work = tokens.work;
     let admission;
     try {
       admission = await shared.admit(key, model, work.fields, work.body);
@@ -156,6 +169,18 @@ export class InferencePipeline {
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
       firstToken: (ms) => shared.firstToken(guest, ms),
     }, this.settlement, startedAt);
+  }
+
+  /** RPM and the TPD hold; a hold past what is left of the day lowers the request's completion bound (admission.ts clampCompletion). */
+  private async admitTokens(key: AuthenticatedKey, work: TextWork): Promise<{ decision: RateLimitDecision; work: TextWork }> {
+    const { rateLimiter } = this.parts;
+    const decision = await rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
+    // The prompt's part of the hold is its bytes, far above its tokens: only the completion is lowered, to what the day has left.
+    const completionOver = (decision.overLimitTokens ?? 0) - work.body.length;
+    const clamped = completionOver > 0 ? clampCompletion(work.fields, completionOver) : null;
+    if (!clamped) return { decision, work };
+    const hold = rateLimiter.resize(decision.hold, decision.hold.tokens - clamped.freedTokens);
+    return { decision: { ...decision, hold }, work: { ...work, fields: clamped.fields, body: clamped.body } };
   }
 
   private screened(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void): PricedModel {

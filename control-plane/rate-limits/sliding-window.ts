@@ -29,6 +29,13 @@ export class SlidingWindowLog {
     return { allowed: true, remaining: this.limit - this.count, resetMs: this.times[this.start] + this.windowMs - now };
   }
 
+  /** How long until a request would be admitted (0: now), recording nothing. */
+  waitMs(now: number, limit: number): number {
+    if (limit !== this.limit) this.resize(limit);
+    this.expire(now);
+    return this.count >= this.limit ? this.times[this.start] + this.windowMs - now : 0;
+  }
+
   private expire(now: number): void {
     const cutoff = now - this.windowMs;
     const capacity = this.times.length;

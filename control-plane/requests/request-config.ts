@@ -24,10 +24,6 @@ const shape = {
   maxQueuedPerDeployment: intField(1).default(1_000),
   /** Largest multipart body (image edits, videos with a reference image). @default 52428800 (50 MiB) */
   maxMediaBodyBytes: intField(1024).default(50 * 1024 * 1024),
-  /** Memory all multipart bodies being received may hold at once on this server (gateway/http/upload-memory.ts). @default 536870912 (512 MiB) */
-  uploadMemoryBytes: intField(1024).default(512 * 1024 * 1024),
-  /** The same, for one workspace's uploads. @default 268435456 (256 MiB) */
-  uploadMemoryPerWorkspaceBytes: intField(1024).default(256 * 1024 * 1024),
 };
 
 const names = {
@@ -35,7 +31,7 @@ const names = {
   imageTimeoutMs: 'IMAGE_JOB_TIMEOUT_MS', videoTimeoutMs: 'VIDEO_JOB_TIMEOUT_MS', syncImageBudgetMs: 'SYNC_IMAGE_BUDGET_MS',
   managedRetentionDays: 'MANAGED_RETENTION_DAYS', retentionIntervalMs: 'RETENTION_INTERVAL_MS',
   idempotencyTtlHours: 'IDEMPOTENCY_TTL_HOURS', maxQueuedPerDeployment: 'MAX_QUEUED_PER_DEPLOYMENT',
-  maxMediaBodyBytes: 'MAX_MEDIA_BODY_BYTES', uploadMemoryBytes: 'UPLOAD_MEMORY_BYTES', uploadMemoryPerWorkspaceBytes: 'UPLOAD_MEMORY_PER_WORKSPACE_BYTES',
+  maxMediaBodyBytes: 'MAX_MEDIA_BODY_BYTES',
 } as const;
 
 export type RequestConfig = ReturnType<typeof loadRequestConfig>;

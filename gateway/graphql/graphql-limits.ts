@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../control-plane/errors/app-error';
-import { readBody } from '../http/read-body';
+import { readBody, type BodyMemory } from '../http/read-body';
 import { parseJson } from '../http/request-parsing';
 
 /** What one GraphQL request may cost before it is refused (gateway config, README table). */
@@ -23,11 +23,11 @@ export interface GraphQLLimits {
  * at most `anonymousMaxBodyBytes` are read and anything larger is refused unread. Over-deep JSON
  * is refused while scanning, before JSON.parse builds it.
  */
-export async function readGraphQLBody(request: IncomingMessage, hasKey: boolean, limits: GraphQLLimits): Promise<unknown> {
+export async function readGraphQLBody(request: IncomingMessage, hasKey: boolean, limits: GraphQLLimits, memory?: BodyMemory): Promise<unknown> {
   const limit = hasKey ? limits.maxBodyBytes : limits.anonymousMaxBodyBytes;
   let raw: Buffer;
   try {
-    raw = await readBody(request, limit);
+    raw = await readBody(request, limit, memory);
   } catch (error) {
     if (hasKey || !(error instanceof AppError) || error.code !== 'body_too_large') throw error;
     throw new AppError('invalid_api_key', `send "Authorization: Bearer <API_KEY>": without a key only sign-in (redeemSignInLink) is served, in at most ${limit} bytes`);

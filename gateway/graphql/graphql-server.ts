@@ -36,6 +36,7 @@ import { ConsoleResolver } from './resolvers/console.resolver';
 import { BATCH_UPDATED, BatchResolver } from './resolvers/batch.resolver';
 import { BatchFileLinks } from '../../control-plane/batches/batch-file-links';
 import { BudgetResolver } from './resolvers/budget.resolver';
+import type { RequestGate } from '../http/request-gate';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -52,7 +53,10 @@ export class GraphQLServer {
   /** Hashed once: each caller's token is hashed and compared to it in constant time. */
   private readonly operatorTokenHash: string | null;
 
-  constructor(private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger) {
+  constructor(
+    private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
+    private readonly gate: RequestGate,
+  ) {
     this.operatorTokenHash = controlPlane.config.operatorToken ? hashSecret(controlPlane.config.operatorToken) : null;
     const pubSub = createPubSub();
     const instances = new Map<unknown, unknown>([
@@ -156,7 +160,9 @@ export class GraphQLServer {
         lookupFailure = error; // answered by the context below: 503 UNAVAILABLE, as on /v1
       }
       const hasKey = caller ? Boolean(caller.key || caller.operator) : true;
-      const body = context.method === 'POST' ? await readGraphQLBody(context.req, hasKey, this.limits) : undefined;
+      // A key's request holds its share of the tenant budget, its body's memory included (the operator's holds none).
+      const held = caller?.key ? this.gate.enter(context.req, context.res, caller.key) : undefined;
+      const body = context.method === 'POST' ? await readGraphQLBody(context.req, hasKey, this.limits, held) : undefined;
       const headers = new HeaderMap();
       for (const [name, value] of Object.entries(context.headers)) {
         if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);

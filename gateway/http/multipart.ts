@@ -1,8 +1,7 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import busboy from 'busboy';
 import { AppError } from '../../control-plane/errors/app-error';
-import { cutShort } from './read-body';
-import type { UploadMemory } from './upload-memory';
+import { cutShort, type BodyMemory } from './read-body';
 
 export interface UploadedFile {
   data: Buffer;
@@ -22,27 +21,17 @@ export function isMultipart(request: IncomingMessage): boolean {
   return /^multipart\/form-data/i.test(request.headers['content-type'] ?? '');
 }
 
-/** Whose memory a multipart body is read into (upload-memory.ts): held until `response` closes. */
-export interface UploadHold {
-  readonly memory: UploadMemory;
-  readonly response: ServerResponse;
-  readonly workspaceId: string;
-}
-
 /**
  * Reads a multipart/form-data body (batch files, image edits, videos) into memory up to `limit`
- * bytes in all, holding its declared length (the limit when it declares none) in `hold` before
- * the first byte is read: refused there (429, 503) when it does not fit. Fields arrive as
- * strings; files by field name (`image` and `image[]` are the same field).
+ * bytes in all, holding the bytes received so far in `memory` (the request's tenant budget,
+ * request-budget.ts) as they arrive: refused there (429, 503) when they no longer fit, the rest
+ * unread. A declared length is checked against the limit, never held: an upload that declared
+ * 100 MB and sent nothing held the whole upload memory of the server for as long as it liked.
+ * Fields arrive as strings; files by field name (`image` and `image[]` are the same field).
  */
-export function readMultipart(request: IncomingMessage, limit: number, hold: UploadHold): Promise<MultipartForm> {
+export function readMultipart(request: IncomingMessage, limit: number, memory: BodyMemory): Promise<MultipartForm> {
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
-  try {
-    hold.memory.hold(hold.response, hold.workspaceId, Number.isSafeInteger(declared) && declared >= 0 ? declared : limit);
-  } catch (error) {
-    return Promise.reject(error);
-  }
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
@@ -54,7 +43,7 @@ export function readMultipart(request: IncomingMessage, limit: number, hold: Upl
     const form: MultipartForm = { fields: {}, files: new Map() };
     let total = 0;
     let failed = false;
-    const fail = (error: AppError) => {
+    const fail = (error: AppError): void => {
       if (failed) return;
       failed = true;
       request.unpipe(parser);
@@ -68,6 +57,8 @@ export function readMultipart(request: IncomingMessage, limit: number, hold: Upl
       if (typeof name !== 'string') return fail(unnamed());
       if (info.valueTruncated) return fail(new AppError('invalid_request', `form field ${name} is longer than ${MAX_FIELD_BYTES} bytes`, { param: name }));
       total += value.length;
+      const refusal = memory.body(total);
+      if (refusal) return fail(refusal);
       form.fields[name.replace(/\[\]$/, '')] = value;
     });
     parser.on('file', (name, stream, info) => {
@@ -78,7 +69,8 @@ export function readMultipart(request: IncomingMessage, limit: number, hold: Upl
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => {
         total += chunk.length;
-        if (total > limit) return fail(tooLarge(limit));
+        const refusal = total > limit ? tooLarge(limit) : memory.body(total);
+        if (refusal) return fail(refusal);
         chunks.push(chunk);
       });
       stream.on('limit', () => fail(tooLarge(limit)));

@@ -1,8 +1,17 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../control-plane/errors/app-error';
 
-/** Reads the raw request body up to `limit` bytes; the bytes are later passed to the engine as-is. */
-export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+/** Where a body's bytes are counted as they arrive (request-budget.ts): the refusal when they no longer fit. */
+export interface BodyMemory {
+  body(totalBytes: number): AppError | null;
+}
+
+/**
+ * Reads the raw request body up to `limit` bytes; the bytes are later passed to the engine as-is.
+ * With `memory`, the bytes received so far are held in the tenant budget as they arrive, and a
+ * body that no longer fits is refused there (429/503), the rest unread.
+ */
+export function readBody(request: IncomingMessage, limit: number, memory?: BodyMemory): Promise<Buffer> {
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
@@ -10,10 +19,11 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     let size = 0;
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
+      const refusal = size > limit ? tooLarge(limit) : memory?.body(size);
+      if (refusal) {
         request.removeAllListeners('data');
         request.resume();
-        reject(tooLarge(limit));
+        reject(refusal);
         return;
       }
       chunks.push(chunk);

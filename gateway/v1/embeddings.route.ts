@@ -4,6 +4,7 @@ import type { Deployment } from '../../control-plane/deployments/deployment.enti
 import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
+import { requestBudgetOf } from '../http/request-budget';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings-request';
 import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
 import { rateLimitHeaders } from './rate-limit-headers';
@@ -20,7 +21,7 @@ export class EmbeddingsRoute {
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
     const model = this.pipeline.embeddingModel(deployment, servedEndpoints);
     const limits = model.embedding;
-    const raw = await readBody(context.req, this.options.maxBodyBytes);
+    const raw = await readBody(context.req, this.options.maxBodyBytes, requestBudgetOf(context));
     const request = parseEmbeddingsRequest(raw, model.id, limits);
     const ticket = await this.pipeline.admitEmbeddings(key, deployment, model, {
       model: request.model, bodyBytes: raw.length, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,

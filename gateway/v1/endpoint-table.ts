@@ -18,6 +18,8 @@ export interface DeploymentEndpoint {
   readonly fastLane?: boolean;
   /** Catalog tasks whose deployments answer it; absent: every deployment (listing, records). */
   readonly tasks?: readonly CatalogModel['task'][];
+  /** It runs work the workspace pays for: credit, a paused deployment and (text) rate limits are checked before its body is read. */
+  readonly spends?: 'text' | 'media';
 }
 
 export type DeploymentEndpointName =
@@ -30,15 +32,15 @@ export type DeploymentEndpointName =
 const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
 
 export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
-  { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'chat.completions', fastLane: true, tasks: ['chat'] },
-  { name: 'completions', method: 'POST', path: '/completions', label: 'completions', fastLane: true, tasks: ['chat', 'completion'] },
-  { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'] },
+  { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'chat.completions', fastLane: true, tasks: ['chat'], spends: 'text' },
+  { name: 'completions', method: 'POST', path: '/completions', label: 'completions', fastLane: true, tasks: ['chat', 'completion'], spends: 'text' },
+  { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'], spends: 'text' },
   { name: 'models.list', method: 'GET', path: '/models', label: 'models' },
   { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'models' },
-  { name: 'images.generations', method: 'POST', path: '/images/generations', label: 'images.generations', tasks: IMAGE_TASKS },
-  { name: 'images.edits', method: 'POST', path: '/images/edits', label: 'images.edits', tasks: IMAGE_TASKS },
-  { name: 'videos.create', method: 'POST', path: '/videos', label: 'videos', tasks: ['video-generation'] },
-  { name: 'videos.generations', method: 'POST', path: '/videos/generations', label: 'videos', tasks: ['video-generation'] },
+  { name: 'images.generations', method: 'POST', path: '/images/generations', label: 'images.generations', tasks: IMAGE_TASKS, spends: 'media' },
+  { name: 'images.edits', method: 'POST', path: '/images/edits', label: 'images.edits', tasks: IMAGE_TASKS, spends: 'media' },
+  { name: 'videos.create', method: 'POST', path: '/videos', label: 'videos', tasks: ['video-generation'], spends: 'media' },
+  { name: 'videos.generations', method: 'POST', path: '/videos/generations', label: 'videos', tasks: ['video-generation'], spends: 'media' },
   { name: 'videos.list', method: 'GET', path: '/videos', label: 'videos.retrieve' },
   { name: 'videos.retrieve', method: 'GET', path: '/videos/{id}', label: 'videos.retrieve' },
   { name: 'videos.content', method: 'GET', path: '/videos/{id}/content', label: 'videos.retrieve' },

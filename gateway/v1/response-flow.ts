@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { AppError } from '../../control-plane/errors/app-error';
 
 /** A blocked response's flushing is looked at this often per timeout: a stall is seen at most a tenth of one late. */
 const CHECKS_PER_TIMEOUT = 10;
@@ -8,6 +9,11 @@ export interface ResponseFlowOptions {
   stallTimeoutMs: number;
   /** More than this many bytes waiting for the client at once is stalled too (the producer ignored its window). */
   maxBufferedBytes: number;
+  /**
+   * Where bytes waiting for the client are held in the tenant budget (request-budget.ts); a
+   * refusal stalls the response as if the client had stopped reading (its job is let go).
+   */
+  memory?: { waiting(totalBytes: number): AppError | null };
 }
 
 export interface ResponseFlowEvents {
@@ -61,6 +67,8 @@ export class ResponseFlow {
       this.watch();
     }
     if (this.waitingBytes > this.options.maxBufferedBytes) this.stall(`more than ${this.options.maxBufferedBytes} bytes waited for the client`);
+    const refusal = this.options.memory?.waiting(this.waitingBytes);
+    if (refusal) this.stall(refusal.message);
   }
 
   /** Ends the response; an end that could not be flushed at once stays watched until it is. */
@@ -81,6 +89,7 @@ export class ResponseFlow {
     this.waitingForDrain = false;
     const bytes = this.waitingBytes;
     this.waitingBytes = 0;
+    this.options.memory?.waiting(0);
     if (!this.ended) this.clearWatch();
     this.events.consumed(bytes);
   }

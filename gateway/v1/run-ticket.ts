@@ -3,7 +3,7 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import type { WorkTicket } from '../../control-plane/pipeline/work-ticket';
 import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from './rate-limit-headers';
-import { runTextJob, type StreamLimits, type TextRouteOptions } from './text-job-run';
+import { runTextJob, type StreamLimits, type TextJobRun, type TextRouteOptions } from './text-job-run';
 
 /**
  * Runs an admitted chat or completions request on the raw response: its job relayed as the
@@ -11,12 +11,13 @@ import { runTextJob, type StreamLimits, type TextRouteOptions } from './text-job
  */
 export async function runTicket(
   response: ServerResponse, ticket: WorkTicket, stream: boolean, key: AuthenticatedKey, trace: RequestTrace, options: TextRouteOptions & StreamLimits,
+  memory?: TextJobRun['memory'],
 ): Promise<void> {
   const headers = rateLimitHeaders(ticket.rateLimit, key.rpmLimit, key.tpdLimit);
   headers.push('x-request-id', trace.id);
   try {
     const jobResponse = await runTextJob(response, {
-      stream, headers, requestTimeoutMs: options.requestTimeoutMs, limits: options,
+      stream, headers, requestTimeoutMs: options.requestTimeoutMs, limits: options, memory,
       dispatch: (listener) => ticket.dispatch(listener),
       meter: (outcome, usage, job) => ticket.settle(outcome, usage, job.replicaId),
     });

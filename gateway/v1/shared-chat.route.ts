@@ -13,6 +13,7 @@ import { runTicket } from './run-ticket';
 import type { TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './text-job-run';
 import { parseTextRequest } from './text-request';
+import type { RequestGate } from '../http/request-gate';
 
 /** The metrics and log label of a guest request before its model is known. */
 export const SHARED_MODEL_LABEL = 'shared';
@@ -42,7 +43,10 @@ const SCANNED = ['model', 'max_tokens', 'max_completion_tokens', 'n'] as const;
  * validated. A body the scan cannot read is parsed first, so it gets the parse's own 400.
  */
 export class SharedChatRoute {
-  constructor(private readonly apiKeys: ApiKeyService, private readonly pipeline: InferencePipeline, private readonly options: TextRouteOptions & StreamLimits) {}
+  constructor(
+    private readonly apiKeys: ApiKeyService, private readonly pipeline: InferencePipeline, private readonly gate: RequestGate,
+    private readonly options: TextRouteOptions & StreamLimits,
+  ) {}
 
   /**
    * As much of the attempt as can be decided without waiting, synchronously: the key when it is
@@ -62,8 +66,9 @@ export class SharedChatRoute {
   /** Answers on the raw response, going on from `early` (screenNow); `labelled` learns the shared model once it is known (the metrics and log label). */
   async handle(request: IncomingMessage, response: ServerResponse, trace: RequestTrace, labelled: (label: string) => void, early: EarlyAttempt): Promise<void> {
     const key = early.key ?? await authenticate(this.apiKeys, request.headers.authorization);
-    const body = early.body ?? await readBody(request, this.options.maxBodyBytes);
     if (early.refusal) throw early.refusal;
+    const held = this.gate.enter(request, response, key);
+    const body = early.body ?? await readBody(request, this.options.maxBodyBytes, held);
     const screened = early.screened === undefined ? this.screenOrRefuse(key, body, labelled) : early.screened ?? undefined;
     const textRequest = parseTextRequest(body, 'chat.completions');
     const ticket = await this.pipeline.admitShared(key, {
@@ -71,7 +76,7 @@ export class SharedChatRoute {
       includeUsage: textRequest.includeUsage, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
       streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
     }, labelled, screened);
-    await runTicket(response, ticket, textRequest.stream, key, trace, this.options);
+    await runTicket(response, ticket, textRequest.stream, key, trace, this.options, held);
   }
 
   private screenOrRefuse(key: AuthenticatedKey, body: Buffer, labelled: (label: string) => void): PricedModel | undefined {

@@ -3,6 +3,7 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import type { Deployment } from '../../control-plane/deployments/deployment.entity';
 import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
 import { readBody } from '../http/read-body';
+import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
 import { servedEndpoints } from './endpoint-table';
 import { runTicket } from './run-ticket';
@@ -22,13 +23,13 @@ export class TextCompletionRoute {
    * Answers on the raw response (the gateway's fast lane calls this without Koa); an error
    * thrown before the first byte is the caller's to render.
    */
-  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> {
-    const body = await readBody(request, this.options.maxBodyBytes);
+  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
+    const body = await readBody(request, this.options.maxBodyBytes, held);
     const textRequest = parseTextRequest(body, endpoint);
     const ticket = await this.pipeline.admitText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,
       deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
     });
-    await runTicket(response, ticket, textRequest.stream, key, trace, this.options);
+    await runTicket(response, ticket, textRequest.stream, key, trace, this.options, held);
   }
 }

@@ -14,6 +14,7 @@ import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
+import type { RequestGate } from '../http/request-gate';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
@@ -28,9 +29,9 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  * The shared endpoint's `POST /shared/v1/chat/completions` takes the same lane.
  * Returns false for every other request, which Koa then serves.
  */
-export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds) {
+export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
-  const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, options);
+  const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
 
@@ -39,7 +40,8 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     try {
       const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
       deploymentId = deployment.id;
-      await text.handle(request, response, deployment, key, endpoint, trace);
+      const held = gate.enter(request, response, key, deployment, 'text');
+      await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }

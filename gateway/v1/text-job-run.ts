@@ -3,6 +3,7 @@ import type { Job, JobListener } from '../../control-plane/dispatch/job';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
 import { TextJobResponse, type JobOutcome } from './text-job-response';
+import type { ResponseFlowOptions } from './response-flow';
 
 export interface TextRouteOptions {
   maxBodyBytes: number;
@@ -30,6 +31,8 @@ export interface TextJobRun {
   headers: string[];
   requestTimeoutMs: number;
   limits: StreamLimits;
+  /** The request's tenant budget: bytes that wait for a slow client are held in it. */
+  memory?: ResponseFlowOptions['memory'];
   /** Sends the job with this listener; throws (before any byte) when it cannot be placed. */
   dispatch(listener: JobListener): Job;
   /** The job's terminal event arrived (also after a cancel or the deadline): what to meter. */
@@ -52,7 +55,7 @@ export async function runTextJob(response: ServerResponse, run: TextJobRun): Pro
     meter: (outcome, usage) => run.meter(outcome, usage, job!),
     consumed: (bytes) => job!.consumed(bytes),
     stalled: () => job!.cancel('client_stalled'),
-  }, { stallTimeoutMs: run.limits.streamStallTimeoutMs, maxBufferedBytes: BUFFER_LIMIT_WINDOWS * run.limits.streamBufferBytes });
+  }, { stallTimeoutMs: run.limits.streamStallTimeoutMs, maxBufferedBytes: BUFFER_LIMIT_WINDOWS * run.limits.streamBufferBytes, memory: run.memory });
   job = run.dispatch(jobResponse);
   const dispatched = job;
 

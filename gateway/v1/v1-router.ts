@@ -19,7 +19,7 @@ import { listSharedModels, retrieveSharedModel } from './shared-models.route';
 import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } from './endpoint-table';
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
-import { UploadMemory } from '../http/upload-memory';
+import type { RequestGate } from '../http/request-gate';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -34,15 +34,13 @@ const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
  * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
  * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
-export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOptions, 'uploads'>) {
-  const { requests: requestConfig } = controlPlane.config;
-  const uploads = new UploadMemory({ totalBytes: requestConfig.uploadMemoryBytes, perWorkspaceBytes: requestConfig.uploadMemoryPerWorkspaceBytes });
-  const images = new ImagesRoute(controlPlane, { ...options, uploads });
-  const videos = new VideosRoute(controlPlane, { ...options, uploads });
+export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions, gate: RequestGate) {
+  const images = new ImagesRoute(controlPlane, options);
+  const videos = new VideosRoute(controlPlane, options);
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, uploads });
+  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
 
@@ -58,7 +56,7 @@ export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOption
       }
       const shared = SHARED_PATH.exec(path);
       if (!shared) return await next();
-      await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+      gate.enter(context.req, context.res, await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined));
       return sharedRoute(context, controlPlane, shared[1] ?? '');
     }
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
@@ -67,6 +65,7 @@ export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOption
     const found = matchDeploymentEndpoint(context.method, rest);
     const handler = found ? handlers[found.endpoint.name] : undefined;
     if (!found || !handler) throw unknownRoute(context.method, rest, deployment);
+    context.state.requestBudget = gate.enter(context.req, context.res, key, deployment, found.endpoint.spends);
     return await handler(context, deployment, key, found.param);
   };
 }

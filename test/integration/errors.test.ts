@@ -56,6 +56,7 @@ describe('chat/completions errors', () => {
     // Prepaid with nothing: its balance (0) and its ledger (no rows) agree.
     const opened = await test.server.controlPlane.workspaceAdmin.create('broke', '0');
     const broke = { workspaceId: opened.workspace.id, apiKey: opened.plaintext, apiKeyId: opened.apiKey.id };
+    await test.server.controlPlane.workspaceBudgets.set(broke.workspaceId, 'local_replicas', 'workspace', 1);
     const brokeDeployment = await test.createDeployment(broke);
     const result = await post('/chat/completions', { messages }, broke.apiKey, brokeDeployment.baseUrl);
     expect(result.status).toBe(402);

@@ -184,6 +184,8 @@ describe('limits: body and header size, malformed JSON, prepaid credit, RPM unde
       const created = await operator('mutation($name: String!, $credit: Decimal) { createWorkspace(name: $name, creditBalance: $credit) { workspace { id } apiKey { id } plaintext } }', { name, credit: creditBalance });
       expect(created.body.errors).toBeUndefined();
       const { workspace: { id }, apiKey, plaintext } = created.body.data.createWorkspace;
+      // The operator lets it run replicas on this host (local capacity is granted, never a default).
+      await operator('mutation($id: ID!) { setWorkspaceBudget(workspaceId: $id, budget: "local_replicas", scope: "workspace", value: 10) { budget } }', { id });
       return { workspaceId: id as string, apiKeyId: apiKey.id as string, apiKey: plaintext as string };
     };
     const statuses = async (calls: Array<[string, string, unknown]>, key: string) => {

@@ -3,6 +3,7 @@ import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.s
 import type { BatchService } from '../../../control-plane/batches/batch-service';
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import { readBody } from '../../http/read-body';
+import { requestBudgetOf } from '../../http/request-budget';
 import { parseJsonObject } from '../../http/request-parsing';
 import { batchObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
@@ -16,7 +17,7 @@ export class BatchesRoute {
   constructor(private readonly batches: BatchService, private readonly options: { maxBodyBytes: number }) {}
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
-    const fields = parseJsonObject(await readBody(context.req, this.options.maxBodyBytes));
+    const fields = parseJsonObject(await readBody(context.req, this.options.maxBodyBytes, requestBudgetOf(context)));
     context.body = batchObject(await this.batches.create(key, deployment, fields));
   }
 

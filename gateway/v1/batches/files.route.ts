@@ -6,7 +6,7 @@ import type { Deployment } from '../../../control-plane/deployments/deployment.e
 import { AppError } from '../../../control-plane/errors/app-error';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
 import { isMultipart, readMultipart } from '../../http/multipart';
-import type { UploadMemory } from '../../http/upload-memory';
+import { requestBudgetOf } from '../../http/request-budget';
 import { fileObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
 
@@ -19,15 +19,13 @@ const FORM_OVERHEAD_BYTES = 64 * 1024;
  * endpoint: the inputs of its batches and their output and error files.
  */
 export class FilesRoute {
-  constructor(private readonly batches: BatchService, private readonly options: { maxFileBytes: number; uploads: UploadMemory }) {}
+  constructor(private readonly batches: BatchService, private readonly options: { maxFileBytes: number }) {}
 
   async create(context: Context, deployment: Deployment): Promise<void> {
     if (!isMultipart(context.req)) {
       throw new AppError('invalid_request', 'POST /v1/files takes multipart/form-data with a `file` and `purpose=batch`', { param: 'file' });
     }
-    const form = await readMultipart(context.req, this.options.maxFileBytes + FORM_OVERHEAD_BYTES, {
-      memory: this.options.uploads, response: context.res, workspaceId: deployment.workspaceId,
-    });
+    const form = await readMultipart(context.req, this.options.maxFileBytes + FORM_OVERHEAD_BYTES, requestBudgetOf(context));
     if (Object.keys(form.fields).some((name) => name.startsWith('expires_after'))) {
       throw new AppError('invalid_request', 'expires_after is not supported: files are kept until deleted (DELETE /v1/files/{id})', { param: 'expires_after' });
     }

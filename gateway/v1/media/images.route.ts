@@ -8,14 +8,11 @@ import type { MediaSubmission } from '../../../control-plane/requests/request-se
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';
-import type { UploadMemory } from '../../http/upload-memory';
 
 export interface MediaRouteOptions {
   maxBodyBytes: number;
   maxMediaBodyBytes: number;
   syncImageBudgetMs: number;
-  /** Memory for multipart bodies, shared by every route of this server that reads one whole. */
-  uploads: UploadMemory;
 }
 
 type Operation = 'generation' | 'edit';
@@ -29,8 +26,8 @@ export class ImagesRoute {
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, operation: Operation): Promise<void> {
     const isAsync = asyncFlag(context);
-    const body = await readMediaBody(context, key.workspaceId, {
-      jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, multipartOnly: operation === 'edit', uploads: this.options.uploads,
+    const body = await readMediaBody(context, {
+      jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, multipartOnly: operation === 'edit',
     });
     const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'image');
     const inputs: MediaSubmission['inputs'] = [];

@@ -5,7 +5,7 @@ import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
 import { parseJsonObject } from '../../http/request-parsing';
-import type { UploadMemory } from '../../http/upload-memory';
+import { requestBudgetOf } from '../../http/request-budget';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 /** A media request's fields (JSON body or multipart form) and its files. */
@@ -19,16 +19,16 @@ export interface MediaBody {
  * NUL anywhere in its fields, nested values and keys included, is refused here as a 400 naming
  * the field, before anything reads them; unknown fields too, rather than tracking which are kept.
  */
-export async function readMediaBody(context: Context, workspaceId: string, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean; uploads: UploadMemory }): Promise<MediaBody> {
+export async function readMediaBody(context: Context, options: { jsonLimit: number; multipartLimit: number; multipartOnly?: boolean }): Promise<MediaBody> {
   if (isMultipart(context.req)) {
-    const form = await readMultipart(context.req, options.multipartLimit, { memory: options.uploads, response: context.res, workspaceId });
+    const form = await readMultipart(context.req, options.multipartLimit, requestBudgetOf(context));
     refuseNulBytes(form.fields);
     return { fields: new FieldReader(form.fields, true), files: form.files };
   }
   if (options.multipartOnly) {
     throw new AppError('invalid_request', 'this endpoint takes multipart/form-data (the image is a file field)');
   }
-  const raw = await readBody(context.req, options.jsonLimit);
+  const raw = await readBody(context.req, options.jsonLimit, requestBudgetOf(context));
   const fields = parseJsonObject(raw);
   refuseNulBytes(fields);
   // Form fields are decoded from UTF-8 and cannot hold one; JSON escapes can.

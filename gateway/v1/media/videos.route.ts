@@ -21,7 +21,7 @@ export class VideosRoute {
   constructor(private readonly controlPlane: ControlPlane, private readonly options: MediaRouteOptions) {}
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey, route: VideoRoute): Promise<void> {
-    const body = await readMediaBody(context, key.workspaceId, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, uploads: this.options.uploads });
+    const body = await readMediaBody(context, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes });
     const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'video');
     const reference = route === 'videos' ? imageFile(body, 'input_reference') : undefined;
     if (route === 'videos/generations' && body.fields.has('input_reference')) {

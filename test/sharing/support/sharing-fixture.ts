@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { UNLIMITED } from '../../../control-plane/budgets/budget-kinds';
 import { graphqlClient, OPERATOR_TOKEN } from '../../capacity/support/graphql-client';
 import { startTestServer, waitFor, type TestServer, type TestServerOptions } from '../../support/test-server';
 
@@ -47,7 +48,10 @@ export async function startSharingFixture(options: TestServerOptions = {}): Prom
       const result = await graphql(`mutation($name: String!, $credit: Decimal) { createWorkspace(name: $name, creditBalance: $credit) { workspace { id } plaintext } }`,
         { name, credit: creditBalance ?? null });
       if (result.errors) throw new Error(JSON.stringify(result.errors));
-      return { id: result.data.createWorkspace.workspace.id, apiKey: result.data.createWorkspace.plaintext };
+      const id = result.data.createWorkspace.workspace.id;
+      // The operator grants it this host's local capacity (owners' shared deployments run there).
+      await test.server.controlPlane.workspaceBudgets.set(id, 'local_replicas', 'workspace', UNLIMITED);
+      return { id, apiKey: result.data.createWorkspace.plaintext };
     },
     guestClient: (apiKey) => new OpenAI({ baseURL: `${test.url}/shared/v1`, apiKey, maxRetries: 0 }),
     async sharedDeployment(apiKey, { minReplicas = 1 } = {}) {

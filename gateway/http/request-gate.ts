@@ -1,0 +1,39 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
+import type { TenantBudget } from '../../control-plane/budgets/tenant-budget';
+import type { Deployment } from '../../control-plane/deployments/deployment.entity';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
+import type { ConnectionBudget } from './connection-budget';
+import { RequestBudget } from './request-budget';
+
+/**
+ * The one step every request with a key takes once its key (and deployment) is known and
+ * before a byte of its body is read: its connection stops counting as anonymous, it takes its
+ * share of the tenant budget (request-budget.ts), and work that spends is refused on what the
+ * key and deployment alone decide (credit, pause, a full minute or day: the pipeline's
+ * refusalBeforeBody). A surface added later gets all of it by calling `enter`.
+ */
+export class RequestGate {
+  constructor(
+    private readonly budget: TenantBudget,
+    private readonly pipeline: Pick<InferencePipeline, 'refusalBeforeBody'>,
+    private readonly connections: Pick<ConnectionBudget, 'identified'> | null,
+    /** Bodies up to this size are not counted in the memory budget (request-budget.ts). */
+    private readonly bodyThresholdBytes: number,
+  ) {}
+
+  /** The request's budget (released when `response` closes); throws the refusal. */
+  enter(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, deployment?: Deployment, spends?: 'text' | 'media'): RequestBudget {
+    this.connections?.identified(request.socket);
+    // First, so that a key refused anyway (no credit) holds nothing, not even a request in flight.
+    // A retried media submission (same Idempotency-Key) gets its record back whatever the key's state now: admission decides after the body.
+    if (deployment && spends && !(spends === 'media' && request.headers['idempotency-key'])) {
+      const refusal = this.pipeline.refusalBeforeBody(key, deployment, spends);
+      if (refusal) throw refusal;
+    }
+    const held = RequestBudget.admit(this.budget, { keyId: key.id, workspaceId: key.workspaceId }, response, this.bodyThresholdBytes);
+    if (held instanceof AppError) throw held;
+    return held;
+  }
+}
