@@ -104,7 +104,7 @@ export class InferencePipeline {
     const decision = await this.parts.rateLimiter.admit(key, textTokenHold(work.body.length, work.fields));
     const job = this.textJob(work, deployment.id, deployment.modelId);
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
-      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields }),
+      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
   }
