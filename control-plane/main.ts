@@ -53,6 +53,7 @@ import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
 import { InferencePipeline } from './pipeline/inference-pipeline';
+import { CacheSalts } from './dispatch/cache-salts';
 import { ApiKey } from './api-keys/api-key.entity';
 import { BatchFiles } from './batches/batch-files';
 import { BatchFinalizer } from './batches/batch-finalizer';
@@ -271,6 +272,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     else notifier.publish('replica-drain', `${replicaId}|${reason}`);
   });
   const token = await relayToken(dataSource, newSecret('rt-'));
+  const cacheSalts = await CacheSalts.load(dataSource);
   relayServer.setToken(token);
   const servers = new ServerRegistry(dataSource, notifier.instanceId, config.clusterAddress ?? grpcAddress, dispatcher, {
     heartbeatIntervalMs: config.clusterHeartbeatIntervalMs, serverTimeoutMs: config.clusterServerTimeoutMs,
@@ -324,13 +326,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     await capacity.kubernetes.start();
   }
   await replicas.reconcile(await servers.liveServerIds());
-  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
+  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts });
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const runner = new BatchRunner({
     store: batchStore,
     validator: new BatchValidator(batchStore, batchFiles, catalog, edges.batchLines, config.batches),
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore),
-    dispatcher, catalog, lines: edges.batchLines, rateLimiter, usage, metrics, notifier, events,
+    dispatcher, catalog, lines: edges.batchLines, rateLimiter, usage, metrics, notifier, events, cacheSalts,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;

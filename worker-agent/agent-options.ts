@@ -50,6 +50,17 @@ export const agentOptionFields = {
   engineMetricsPath: optionField(
     z.string().regex(/^(off|\/[^\s?#]*)$/, 'must be a path such as /metrics, or off').default('/metrics'),
     'WORKER_ENGINE_METRICS_PATH', 'engine-metrics-path'),
+  /**
+   * Whether the `openai` engine gets each chat and completion job's `cache_salt` (its
+   * workspace's, from the control plane), which keeps every workspace's prefix cache its own:
+   * vLLM 0.9 and later (V1 engine) and SGLang with sgl-project/sglang#23300 honour it. `off` for
+   * an engine that cannot (vLLM's V0 engine answers 400 to the field; older vLLM and SGLang take
+   * it and share their cache anyway): nothing is sent, and the agent serves no shared-serving
+   * guests, whose prompts would share the owner's cache. A llama.cpp server (it answers
+   * `owned_by: "llamacpp"`) has no salt: it never serves guests either way. The built-in engines
+   * always key their caches by the salt. @default on
+   */
+  engineCacheSalt: optionField(z.enum(['on', 'off']).default('on'), 'WORKER_ENGINE_CACHE_SALT', 'engine-cache-salt'),
   /** Engine calls run at once; further accepted jobs wait in a local FIFO queue (owner jobs first on a shared replica). @default 64 */
   maxConcurrency: optionField(integerOption(1, 100_000).default(64), 'WORKER_MAX_CONCURRENCY', 'max-concurrency'),
   /** First reconnect delay ceiling, in milliseconds; doubles per failed attempt. @default 250 */

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ApiKey } from '../api-keys/api-key.entity';
 import type { Catalog, CatalogModel } from '../catalog/catalog';
 import type { AgentConnection, SlotHold } from '../dispatch/agent-connection';
+import type { CacheSalts } from '../dispatch/cache-salts';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
@@ -33,6 +34,8 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly keys: (apiKeyId: string) => Promise<BatchKey | null>;
   readonly notifier: Pick<ClusterNotifier, 'onReset' | 'instanceId'>;
   readonly events: ControlPlaneEvents;
+  /** A chat or completions line carries its batch's workspace's salt, as that workspace's live requests do. */
+  readonly cacheSalts: Pick<CacheSalts, 'of'>;
 }
 
 export type BatchRunnerOptions = Pick<BatchConfig, 'lineLeaseMs' | 'lineTimeoutMs' | 'pollIntervalMs' | 'sweepIntervalMs' | 'progressIntervalMs' | 'tpdRetryMs'>;
@@ -391,6 +394,7 @@ export class BatchRunner {
       deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false, model: batch.model,
       deadlineUnixMs: Date.now() + this.options.lineTimeoutMs, batch: true,
       ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens } } : {}),
+      ...(batch.endpoint === '/v1/embeddings' ? {} : { cacheSalt: this.parts.cacheSalts.of(batch.workspaceId) }),
     };
     const jobs = running.jobs;
     let job: Job | undefined;

@@ -15,6 +15,8 @@ import type { Peer, ServerRegistry } from './server-registry';
 export interface RouteHint {
   readonly policy: RoutingPolicyName;
   readonly fields: Record<string, unknown>;
+  /** The workspace the job is for: its prompt key is its own (prompt-key.ts), as its prefix cache is. */
+  readonly tenant: string;
 }
 
 /** Told of every routing decision (the `routing_decisions_total` metric). */
@@ -47,7 +49,7 @@ export class JobRouter {
     const { deploymentId } = request;
     let reason: RoutingReason | undefined;
     if (hint !== undefined && hint.policy !== 'least-loaded' && this.hasChoice(deploymentId)) {
-      const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields) : null;
+      const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields, hint.tenant) : null;
       // Nothing any replica can hold yet: where it goes only matters for load, and the
       // least-loaded placement knows this server's replicas' load now (a peer's only as of its
       // last heartbeat, which a hash over every replica would trust: measured 2.9 s TTFT p90

@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { Logger } from 'pino';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
+import { clusterSetting } from '../database/cluster-settings';
 
 /** What one server's agents can take now, per deployment: the cluster's view of its replicas. */
 export interface DeploymentLoad {
@@ -126,7 +127,5 @@ export class ServerRegistry {
 
 /** The cluster's relay token: made once by whichever server starts first, read by the others. */
 export async function relayToken(dataSource: DataSource, candidate: string): Promise<string> {
-  await dataSource.query(`INSERT INTO cluster_settings (name, value) VALUES ('relay_token', $1) ON CONFLICT (name) DO NOTHING`, [candidate]);
-  const [row] = await dataSource.query(`SELECT value FROM cluster_settings WHERE name = 'relay_token'`);
-  return row.value;
+  return await clusterSetting(dataSource, 'relay_token', candidate);
 }

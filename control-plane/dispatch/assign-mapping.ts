@@ -41,15 +41,19 @@ export function fromRelayJob(job: RelayJob): DispatchRequest {
     model: assign.model, deadlineUnixMs: assign.deadlineUnixMs, guest: assign.guest, embedding: assign.embedding ?? undefined,
     // The relaying server's gateway holds the client: its window is the one the agent must keep.
     streamWindowBytes: assign.streamWindowBytes ?? 0,
+    // Derived by the relaying server from the cluster's key: the same salt this server would give.
+    ...(assign.cacheSalt ? { cacheSalt: assign.cacheSalt } : {}),
     ...(job.replicaId ? { replicaId: job.replicaId } : {}),
   };
 }
 
 /** The fields every Assign takes from its request. */
 function assignOf(jobId: string, request: DispatchRequest, streamWindowBytes: number): Assign {
-  return {
+  const assign: Assign = {
     jobId, kind: request.kind, deadlineUnixMs: request.deadlineUnixMs, body: request.body, stream: request.stream,
     includeUsage: request.includeUsage, model: request.model, guest: request.guest, embedding: request.embedding,
     streamWindowBytes,
   };
+  if (request.cacheSalt) assign.cacheSalt = request.cacheSalt;
+  return assign;
 }

@@ -21,6 +21,12 @@ export interface DispatchRequest {
    * runner re-queues a lost line itself, at most once).
    */
   batch?: boolean;
+  /**
+   * Chat and completion jobs: the prefix-cache salt of the workspace the job is for (the owner's,
+   * or a guest's), `Assign.cache_salt` (dispatch/cache-salts.ts). Jobs of different salts never
+   * reuse each other's cached prompt prefix.
+   */
+  cacheSalt?: string;
   /** Embedding jobs: the model's vector size and input limit (`Assign.embedding`). */
   embedding?: EmbeddingSpec;
   /**

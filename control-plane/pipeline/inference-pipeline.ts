@@ -3,6 +3,7 @@ import type { Catalog, CatalogModel } from '../catalog/catalog';
 import type { JobRouter, RouteHint } from '../cluster/job-router';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
+import type { CacheSalts } from '../dispatch/cache-salts';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
@@ -64,6 +65,8 @@ export interface PipelineParts {
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
+  /** Each text job carries its caller's salt: prefix caches never cross workspaces. */
+  readonly cacheSalts: Pick<CacheSalts, 'of'>;
   readonly now?: () => number;
 }
 
@@ -113,9 +116,9 @@ export class InferencePipeline {
     refusePaused(deployment, 'text');
     const { decision, work: admitted } = await this.admitTokens(key, work);
     work = admitted;
-    const job = this.textJob(work, deployment.id, deployment.modelId);
+    const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
-      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields }),
+      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
   }
@@ -162,7 +165,8 @@ export class InferencePipeline {
       throw error;
     }
     const guest = admission;
-    const job = this.textJob(work, guest.deploymentId, model.modelId);
+    // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
+    const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
     // The guest's own record (TPD, the guest's usage) names the shared model, never the owner's deployment or replica.
     return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label, endpoint: work.endpoint, stream: work.stream, recordsReplica: false }, {
       send: (listener) => shared.dispatch(guest, job, listener),
@@ -240,10 +244,11 @@ export class InferencePipeline {
     refusePaused(deployment, 'media');
   }
 
-  private textJob(work: TextWork, deploymentId: string, model: string): DispatchRequest {
+  /** A chat or completion job for `workspaceId`, the caller (its prefix-cache salt). */
+  private textJob(work: TextWork, deploymentId: string, model: string, workspaceId: string): DispatchRequest {
     return {
       deploymentId, kind: TEXT_JOB_KINDS[work.endpoint], body: work.body, stream: work.stream, includeUsage: work.includeUsage, model,
-      deadlineUnixMs: work.deadlineUnixMs, streamWindowBytes: work.stream ? work.streamWindowBytes : 0,
+      deadlineUnixMs: work.deadlineUnixMs, streamWindowBytes: work.stream ? work.streamWindowBytes : 0, cacheSalt: this.parts.cacheSalts.of(workspaceId),
     };
   }
 

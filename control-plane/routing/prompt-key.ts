@@ -15,6 +15,12 @@ import { createHash } from 'node:crypto';
  * Both are computed alike on every server (no shared state), so two servers routing the same
  * conversation agree. An image part counts by a digest of its URL or data (a stable stand-in
  * for its tokens); its bytes are not read twice.
+ *
+ * Both also hash the tenant (the workspace the job is for) ahead of the prompt: an engine reuses
+ * a prefix only within one tenant (its cache salt, dispatch/cache-salts.ts), so two tenants'
+ * equal prompts have nothing to gain from one replica, and affinity must not put them together
+ * for it (a guest's prompt landing where the owner's prefix is cached would also time the owner).
+ * One tenant's conversations still meet on their home replicas.
  */
 export interface PromptKey {
   readonly application: number;
@@ -33,21 +39,21 @@ export const COMPLETION_APPLICATION_CHARS = 1024;
 /** Characters of a completions prompt that key its "conversation" (its longer shared start). */
 export const COMPLETION_CONVERSATION_CHARS = 4096;
 
-/** The key of a chat or completions body's parsed fields; null when there is no prompt to key by. */
-export function promptKey(fields: Record<string, unknown>): PromptKey | null {
-  if (Array.isArray(fields.messages)) return chatKey(fields.messages, fields.tools);
+/** The key of a chat or completions body's parsed fields for `tenant`'s job; null when there is no prompt to key by. */
+export function promptKey(fields: Record<string, unknown>, tenant: string): PromptKey | null {
+  if (Array.isArray(fields.messages)) return chatKey(fields.messages, fields.tools, tenant);
   const prompt = Array.isArray(fields.prompt) && typeof fields.prompt[0] === 'string' ? fields.prompt[0] : fields.prompt;
   if (typeof prompt !== 'string' || prompt.length === 0) return null;
   return {
-    application: hash32(prompt.slice(0, COMPLETION_APPLICATION_CHARS)),
-    conversation: hash32(prompt.slice(0, COMPLETION_CONVERSATION_CHARS)),
+    application: hash32(tenant, prompt.slice(0, COMPLETION_APPLICATION_CHARS)),
+    conversation: hash32(tenant, prompt.slice(0, COMPLETION_CONVERSATION_CHARS)),
     shared: true,
   };
 }
 
-function chatKey(messages: unknown[], tools: unknown): PromptKey | null {
+function chatKey(messages: unknown[], tools: unknown, tenant: string): PromptKey | null {
   if (messages.length === 0) return null;
-  const digest = createHash('sha1');
+  const digest = createHash('sha1').update(tenant).update('\u0000');
   if (tools !== undefined) digest.update(JSON.stringify(tools));
   let index = 0;
   for (; index < messages.length && roleOf(messages[index]) !== 'user'; index++) writeMessage(digest, messages[index]);
@@ -85,7 +91,7 @@ function writeMessage(digest: ReturnType<typeof createHash>, message: unknown): 
   if (toolCallId !== undefined) digest.update(String(toolCallId));
 }
 
-/** 32 bits of SHA-1: routing needs spread, not secrecy, and crypto's native hash beats a JS loop on long prompts. */
-function hash32(text: string): number {
-  return createHash('sha1').update(text).digest().readUInt32BE(0);
+/** 32 bits of SHA-1 of the tenant and the text: routing needs spread, not secrecy, and crypto's native hash beats a JS loop on long prompts. */
+function hash32(tenant: string, text: string): number {
+  return createHash('sha1').update(tenant).update('\u0000').update(text).digest().readUInt32BE(0);
 }

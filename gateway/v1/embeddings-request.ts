@@ -2,6 +2,7 @@ import type { CatalogModel } from '../../control-plane/catalog/catalog';
 import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
 import { quoteValue } from '../../control-plane/errors/quote-value';
+import { refuseCacheSalt } from './cache-salt-field';
 
 /** OpenAI's own cap on the inputs of one embeddings request. */
 export const MAX_EMBEDDING_INPUTS = 2048;
@@ -26,6 +27,8 @@ type EmbeddingLimits = NonNullable<CatalogModel['embedding']>;
  */
 export function parseEmbeddingsRequest(raw: Buffer, modelId: string, limits: EmbeddingLimits): EmbeddingsRequest {
   const fields = parseJsonObject(raw);
+  // Embedding replicas serve their owner alone, but the field means the same on every endpoint.
+  refuseCacheSalt(fields);
   const inputs = checkInput(fields.input, limits.maxInputTokens);
   const model = fields.model;
   if (model !== undefined && model !== null && typeof model !== 'string') throw invalid(`model must be a string, got ${quoteValue(model)}`, 'model');

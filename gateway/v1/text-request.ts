@@ -1,6 +1,7 @@
 import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
 import { quoteValue } from '../../control-plane/errors/quote-value';
+import { refuseCacheSalt } from './cache-salt-field';
 
 import type { TextEndpoint } from '../../control-plane/pipeline/inference-pipeline';
 
@@ -17,10 +18,12 @@ export interface TextRequest {
 
 /**
  * Checks the fields docs/api-contract.md#chat-and-completions names, with OpenAI's types and ranges, so bad input is a 400
- * naming the field instead of an engine error. Unknown fields are not looked at.
+ * naming the field instead of an engine error. Unknown fields are not looked at, but for
+ * `cache_salt`, which only the platform sets (cache-salt-field.ts).
  */
 export function parseTextRequest(raw: Buffer, endpoint: TextEndpoint): TextRequest {
   const fields = parseJsonObject(raw);
+  refuseCacheSalt(fields);
   if (endpoint === 'chat.completions') checkMessages(fields.messages);
   else checkPrompt(fields.prompt);
   optional(fields, 'model', 'a string', (value) => typeof value === 'string');

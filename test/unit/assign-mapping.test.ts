@@ -47,6 +47,24 @@ describe('toAssign', () => {
   });
 });
 
+describe('the cache salt', () => {
+  const SALT = 'c'.repeat(43);
+
+  it('goes on the Assign of a job that has one, and stays off the wire for one that has none', () => {
+    expect(toAssign('job_1', { ...TEXT, cacheSalt: SALT }, true).cacheSalt).toBe(SALT);
+    expect(bytes(AssignType, toAssign('job_1', { ...TEXT, cacheSalt: SALT }, true)))
+      .toBe(bytes(AssignType, { jobId: 'job_1', ...TEXT_FIELDS, streamWindowBytes: 4096, cacheSalt: SALT }));
+    expect('cacheSalt' in toAssign('job_1', TEXT, true)).toBe(false);
+  });
+
+  it('crosses to a peer and back unchanged: the peer does not derive its own', () => {
+    const received = RelayJobType.deserialize(RelayJobType.serialize(toRelayJob({ ...TEXT, guest: true, cacheSalt: SALT })));
+    expect(fromRelayJob(received as never).cacheSalt).toBe(SALT);
+    const unsalted = RelayJobType.deserialize(RelayJobType.serialize(toRelayJob(TEXT)));
+    expect('cacheSalt' in fromRelayJob(unsalted as never)).toBe(false);
+  });
+});
+
 describe('toRelayJob / fromRelayJob', () => {
   it('relays the request without a job id, its window as it is', () => {
     expect(bytes(RelayJobType, toRelayJob({ ...TEXT, stream: false })))

@@ -80,6 +80,49 @@ describe('block keys', () => {
   });
 });
 
+describe('salted block keys (one chain per tenant, as vLLM hashes cache_salt into the first block)', () => {
+  const tokens = tokenize(words(48));
+  const A = 'a'.repeat(43);
+  const B = 'b'.repeat(43);
+
+  test('two salts share no key for the same tokens; one salt always gives the same keys', () => {
+    const salted = blockKeys(tokens, 16, A);
+    expect(salted).toHaveLength(3);
+    expect(blockKeys(tokens, 16, A)).toEqual(salted);
+    const other = blockKeys(tokens, 16, B);
+    const unsalted = blockKeys(tokens);
+    for (const key of salted) {
+      expect(other).not.toContain(key);
+      expect(unsalted).not.toContain(key);
+    }
+  });
+
+  test('a salt cannot pose as a block key of an unsalted chain', () => {
+    const unsalted = blockKeys(tokens);
+    // An unsalted chain's block 1 hashes block 0's key: a salt equal to that key still gives other keys.
+    expect(blockKeys(tokens.slice(16), 16, unsalted[0])[0]).not.toBe(unsalted[1]);
+  });
+
+  test('the simulator reuses a prefix only for the salt that cached it', async () => {
+    const { clock, lane } = simulator(1000, 1024);
+    const prompt = words(64);
+    const run = async (salt: string) => {
+      const result = lane.prefill([prompt], undefined, salt);
+      await clock.runAll();
+      return (await result).cachedTokens;
+    };
+    expect(await run(A)).toBe(0);
+    expect(await run(B)).toBe(0);
+    expect(await run(A)).toBe(64);
+    expect(await run(B)).toBe(64);
+    expect(await run('')).toBe(0);
+    // Time follows: a miss pays every token, a hit none of its cached ones.
+    const before = clock.now();
+    await run('c'.repeat(43));
+    expect(clock.now() - before).toBe(64);
+  });
+});
+
 describe('PrefixBlockCache', () => {
   test('the cached prefix is the longest run of leading blocks present', () => {
     const cache = new PrefixBlockCache(10);
@@ -257,15 +300,43 @@ describe('CpuEngine with the simulated prefix cache', () => {
     expect(JSON.parse(second.run.outputs[0].data.toString('utf8')).usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
   });
 
-  test('the HTTP server keeps one cache for all its requests', async () => {
+  test('a job reuses only its own tenant\'s prefix (its cache salt); a guest job without one reuses nothing', async () => {
+    const engine = new CpuEngine({ ...DEFAULT_CPU_ENGINE_OPTIONS, prefixCacheTokens: 4096 });
+    const cached = async (overrides: Parameters<typeof engineJob>[1]) => {
+      const run = await runEngine(engine, engineJob({ messages: turn1, max_tokens: 2 }, overrides));
+      if (run.error) throw run.error;
+      return JSON.parse(run.outputs[0].data.toString('utf8')).usage.prompt_tokens_details.cached_tokens as number;
+    };
+    const owner = { cacheSalt: 'o'.repeat(43) };
+    const guest = { cacheSalt: 'g'.repeat(43), guest: true };
+    expect(await cached(owner)).toBe(0);
+    expect(await cached(owner)).toBeGreaterThan(200);
+    expect(await cached(guest)).toBe(0);
+    expect(await cached(guest)).toBeGreaterThan(200);
+    // A guest job from a control plane older than the salt: a tenant of its own, every time.
+    expect(await cached({ guest: true, jobId: 'job_old_1' })).toBe(0);
+    expect(await cached({ guest: true, jobId: 'job_old_2' })).toBe(0);
+    // Unsalted owner jobs share the unsalted tenant, as every job did before salts.
+    expect(await cached({})).toBe(0);
+    expect(await cached({})).toBeGreaterThan(200);
+  });
+
+  test('the HTTP server keeps one cache for all its requests, and keys it by the body\'s cache_salt as vLLM does', async () => {
     const server = await startCpuEngineServer({ options: { prefixCacheTokens: 1024 } });
     try {
-      const post = async (prompt: string) => {
-        const response = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt, max_tokens: 2 }) });
+      const post = async (prompt: string, salt?: string) => {
+        const response = await fetch(`${server.url}/v1/completions`, {
+          method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt, max_tokens: 2, ...(salt ? { cache_salt: salt } : {}) }),
+        });
         return (await response.json()).usage;
       };
       expect(await post(words(40))).toMatchObject({ prompt_tokens: 40, prompt_tokens_details: { cached_tokens: 0 } });
       expect(await post(`${words(40)} more`)).toMatchObject({ prompt_tokens: 41, prompt_tokens_details: { cached_tokens: 32 } });
+      expect(await post(`${words(40)} more`, 'tenant-a')).toMatchObject({ prompt_tokens_details: { cached_tokens: 0 } });
+      expect(await post(`${words(40)} again`, 'tenant-a')).toMatchObject({ prompt_tokens_details: { cached_tokens: 32 } });
+      const refused = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'x', cache_salt: '' }) });
+      expect(refused.status).toBe(400);
+      expect((await refused.json()).error).toMatchObject({ param: 'cache_salt' });
     } finally {
       await server.close();
     }

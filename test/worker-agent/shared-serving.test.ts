@@ -2,7 +2,9 @@
  * The agent's side of shared serving over a real gRPC stream: Hello.priority_capable per engine,
  * owner-first order after a Welcome with priority scheduling, guests refused without it, and
  * the openai engine sending guests with `"priority": 10` while owner bodies stay byte for byte
- * what they were before shared serving.
+ * what they were before shared serving; and each job's prefix-cache salt reaching the engine as
+ * `cache_salt`, or no guests where the engine cannot salt (WORKER_ENGINE_CACHE_SALT=off, a
+ * llama.cpp server).
  */
 import type { Assign } from '../../proto/worker/v1/index';
 import { loadAgentOptions } from '../../worker-agent/agent-options';
@@ -43,23 +45,23 @@ async function connect(engine: Engine, priorityScheduling: boolean, maxConcurren
   return stream;
 }
 
-async function echoEngine(): Promise<EchoEngine> {
-  const engine = await startEchoEngine();
+async function echoEngine(ownedBy?: string): Promise<EchoEngine> {
+  const engine = await startEchoEngine(ownedBy);
   disposables.push(() => engine.close());
   return engine;
 }
 
-function openAiEngine(url: string, priorityScheduling?: boolean): OpenAiEngine {
-  const engine = new OpenAiEngine({ url, connections: 4, connectTimeoutMs: 1_000, healthIntervalMs: 60_000, priorityScheduling });
+function openAiEngine(url: string, priorityScheduling?: boolean, cacheSalt?: boolean): OpenAiEngine {
+  const engine = new OpenAiEngine({ url, connections: 4, connectTimeoutMs: 1_000, healthIntervalMs: 60_000, priorityScheduling, cacheSalt });
   disposables.push(() => engine.close());
   return engine;
 }
 
-function assign(jobId: string, body: Record<string, unknown>, guest = false): { assign: Assign } {
+function assign(jobId: string, body: Record<string, unknown>, guest = false, fields: Partial<Assign> = {}): { assign: Assign } {
   return {
     assign: {
       jobId, kind: 'JOB_KIND_CHAT_COMPLETION', deadlineUnixMs: Date.now() + 10_000, model: 'catalog/model',
-      stream: body.stream === true, includeUsage: false, body: Buffer.from(JSON.stringify(body)), ...(guest ? { guest: true } : {}),
+      stream: body.stream === true, includeUsage: false, body: Buffer.from(JSON.stringify(body)), ...(guest ? { guest: true } : {}), ...fields,
     },
   };
 }
@@ -118,7 +120,8 @@ describe('the openai engine on a shared replica', () => {
     expect(shared.requests[1].raw.equals(plain.requests[1].raw)).toBe(true);
     expect(shared.requests[0].body).not.toHaveProperty('priority');
     const [guestJson, guestStream] = shared.requests.slice(2).map((request) => request.body);
-    expect(guestJson).toEqual({ ...shared.requests[0].body, priority: 10 });
+    // No salt from this (older) control plane: the guest job is a cache tenant of its own (cache-tenant.ts).
+    expect(guestJson).toEqual({ ...shared.requests[0].body, priority: 10, cache_salt: 'job:guest_json' });
     expect(guestStream).toMatchObject({ priority: 10, stream: true, vendor_field: { keep: [1, 2] } });
   });
 
@@ -165,5 +168,81 @@ describe('the agent queue on a shared replica', () => {
     expect((await stream.terminal('guest')).failed).toMatchObject({ code: 'invalid_job', message: 'this replica does not serve guests' });
     for (const jobId of ['first', 'second', 'third']) await stream.terminal(jobId);
     expect(stream.events.filter((event) => event.completed).map((event) => event.jobId)).toEqual(['first', 'second', 'third']);
+  });
+});
+
+describe('prefix-cache salts on the openai engine', () => {
+  const OWNER_SALT = 'o'.repeat(43);
+  const GUEST_SALT = 'g'.repeat(43);
+  const CHAT = { model: 'x', messages: [{ role: 'user', content: 'hello' }], max_tokens: 3 };
+  const sink = { chunk: () => undefined, output: () => undefined };
+
+  test('each job\'s salt reaches the engine as cache_salt, over any the body carried; a guest job gets its own, an unsalted owner job none', async () => {
+    const engine = await echoEngine('vllm');
+    const stream = await connect(openAiEngine(engine.url, true), true);
+    stream.send(assign('owner', CHAT, false, { cacheSalt: OWNER_SALT }));
+    stream.send(assign('owner_stream', { ...CHAT, stream: true, cache_salt: 'chosen-by-client' }, false, { cacheSalt: OWNER_SALT }));
+    stream.send(assign('guest', { ...CHAT, cache_salt: OWNER_SALT }, true, { cacheSalt: GUEST_SALT }));
+    stream.send(assign('completion', { model: 'x', prompt: 'hi', max_tokens: 2 }, false, { kind: 'JOB_KIND_COMPLETION', cacheSalt: OWNER_SALT }));
+    stream.send(assign('unsalted', { ...CHAT, cache_salt: 'chosen-by-client' }));
+    for (const jobId of ['owner', 'owner_stream', 'guest', 'completion', 'unsalted']) expect((await stream.terminal(jobId)).completed).toBeDefined();
+    expect(engine.requests.map((request) => request.body.cache_salt ?? 'none').sort()).toEqual([GUEST_SALT, OWNER_SALT, OWNER_SALT, OWNER_SALT, 'none'].sort());
+    expect(engine.requests.find((request) => request.body.priority === 10)!.body.cache_salt).toBe(GUEST_SALT);
+    expect(engine.requests.find((request) => request.path === '/v1/completions')!.body.cache_salt).toBe(OWNER_SALT);
+  });
+
+  test('a guest job from a control plane older than the salt gets a salt of its own, shared with no other job', async () => {
+    const engine = await echoEngine('vllm');
+    const stream = await connect(openAiEngine(engine.url, true), true);
+    stream.send(assign('old_guest_1', CHAT, true));
+    stream.send(assign('old_guest_2', CHAT, true));
+    await stream.terminal('old_guest_1');
+    await stream.terminal('old_guest_2');
+    const [first, second] = engine.requests.map((request) => request.body.cache_salt);
+    expect(typeof first).toBe('string');
+    expect(first).not.toBe(second);
+  });
+
+  test('WORKER_ENGINE_CACHE_SALT=off: no salt sent (a body\'s removed), and no guests: Hello says it cannot, the adapter refuses them', async () => {
+    const engine = await echoEngine('vllm');
+    const adapter = openAiEngine(engine.url, true, false);
+    expect(adapter.priorityCapable).toBe(false);
+    const stream = await connect(adapter, true);
+    expect(stream.hello?.priorityCapable).toBe(false);
+    stream.send(assign('owner', { ...CHAT, cache_salt: 'chosen-by-client' }, false, { cacheSalt: OWNER_SALT }));
+    expect((await stream.terminal('owner')).completed).toBeDefined();
+    expect(engine.requests[0].body).not.toHaveProperty('cache_salt');
+    await expect(adapter.run(assign('guest', CHAT, true, { cacheSalt: GUEST_SALT }).assign, sink, new JobCancellation()))
+      .rejects.toMatchObject({ code: 'invalid_job', message: expect.stringContaining('WORKER_ENGINE_CACHE_SALT=off') });
+    expect(engine.requests).toHaveLength(1);
+  });
+
+  test('a llama.cpp server (owned_by "llamacpp") never serves a guest, priority flag or not: invalid_job, and the engine sees nothing of it', async () => {
+    const engine = await echoEngine('llamacpp');
+    const stream = await connect(openAiEngine(engine.url, true), true);
+    stream.send(assign('guest', CHAT, true, { cacheSalt: GUEST_SALT }));
+    expect((await stream.terminal('guest')).failed).toMatchObject({ code: 'invalid_job', message: expect.stringContaining('llama.cpp server') });
+    stream.send(assign('owner', CHAT, false, { cacheSalt: OWNER_SALT }));
+    expect((await stream.terminal('owner')).completed).toBeDefined();
+    expect(engine.requests).toHaveLength(1);
+  });
+
+  test('an embeddings body is left without a salt (TEI refuses fields it does not know)', async () => {
+    const engine = await echoEngine('vllm');
+    const stream = await connect(openAiEngine(engine.url), false);
+    stream.send(assign('embed', { model: 'x', input: 'hello' }, false, { kind: 'JOB_KIND_EMBEDDING', cacheSalt: OWNER_SALT }));
+    await stream.terminal('embed');
+    expect(engine.requests[0].path).toBe('/v1/embeddings');
+    expect(engine.requests[0].body).not.toHaveProperty('cache_salt');
+  });
+
+  test('WORKER_ENGINE_CACHE_SALT: on by default, off turns it off, nonsense is refused naming the flag and variable', () => {
+    expect(loadAgentOptions([], REQUIRED).engineCacheSalt).toBe('on');
+    expect(loadAgentOptions(['--engine-cache-salt', 'off'], REQUIRED).engineCacheSalt).toBe('off');
+    expect(loadAgentOptions([], { ...REQUIRED, WORKER_ENGINE_CACHE_SALT: 'off' }).engineCacheSalt).toBe('off');
+    expect(() => loadAgentOptions([], { ...REQUIRED, WORKER_ENGINE_CACHE_SALT: 'maybe' })).toThrow(/--engine-cache-salt \/ WORKER_ENGINE_CACHE_SALT/);
+    const openai = ['--engine', 'openai', '--engine-url', 'http://127.0.0.1:9', '--engine-priority-scheduling'];
+    expect(createEngine(loadAgentOptions(openai, REQUIRED)).priorityCapable).toBe(true);
+    expect(createEngine(loadAgentOptions([...openai, '--engine-cache-salt', 'off'], REQUIRED)).priorityCapable).toBe(false);
   });
 });

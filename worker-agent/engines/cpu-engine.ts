@@ -10,6 +10,7 @@ import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, L
 import { generateCpuMedia } from './cpu-media';
 import { DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions } from './cpu-engine-options';
 import { cpuEmbeddings } from './cpu-embeddings';
+import { cacheTenantOf } from './cache-tenant';
 import { planCpuCompletion } from './cpu-request';
 import { cpuEventStream, cpuResponseBody } from './cpu-response';
 import { forwardEventStream, forwardJsonBody } from './engine-response';
@@ -95,7 +96,7 @@ export class CpuEngine implements Engine {
       await sink.output(answer.body, 'application/json');
       return { usage: answer.usage, finishReason: '', usageEstimated: false };
     }
-    const plan = planCpuCompletion(request.payload, request.path, this.options);
+    const plan = planCpuCompletion(request.payload, request.path, this.options, cacheTenantOf(job));
     const promptText = () => plan.promptText;
     if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal, this.prefix), sink, job.includeUsage, promptText);
     return await forwardJsonBody(await cpuResponseBody(plan, signal, this.prefix, preemption), sink, promptText);

@@ -5,7 +5,10 @@
  *
  * Like vLLM's automatic prefix caching, the prompt (as cpu-tokenizer.ts tokenizes it) is cut
  * into blocks of PREFIX_BLOCK_TOKENS; each full block is keyed by a chain hash (the previous
- * block's key and this block's tokens), so a key names the whole prefix up to it. The cached
+ * block's key and this block's tokens), so a key names the whole prefix up to it. The chain
+ * starts from the request's cache salt (its tenant, cache-tenant.ts), as vLLM hashes
+ * `cache_salt` into the first block: two tenants' equal prompts have no key in common, so
+ * neither's `cached_tokens` or prefill time says anything of the other's prompts. The cached
  * prefix is the longest run of leading blocks present in an LRU of at most
  * `prefixCacheTokens / 16` blocks. Prefill costs `prefillMicrosPerToken` per uncached token on
  * one prefill lane per engine (a request's prefill waits for the ones before it), after which
@@ -28,12 +31,13 @@ export const HIT_RATE_WINDOW = 1_000;
 
 /**
  * The chain keys of a token sequence's full blocks: key i hashes key i−1 and block i's tokens,
- * so two prompts share key i exactly when their first (i+1)·16 tokens are equal. A trailing
- * partial block has no key (it is never cached, as in vLLM).
+ * so two prompts share key i exactly when their first (i+1)·16 tokens are equal and their salts
+ * are. A trailing partial block has no key (it is never cached, as in vLLM).
  */
-export function blockKeys(tokens: readonly string[], blockTokens = PREFIX_BLOCK_TOKENS): string[] {
+export function blockKeys(tokens: readonly string[], blockTokens = PREFIX_BLOCK_TOKENS, salt = ''): string[] {
   const keys: string[] = [];
-  let previous = '';
+  // Marked, so that no salt can pose as a block key (base64 digests never hold ':').
+  let previous = salt ? `salt:${salt}` : '';
   for (let start = 0; start + blockTokens <= tokens.length; start += blockTokens) {
     const hash = createHash('sha256').update(previous).update('\u0000');
     for (let index = start; index < start + blockTokens; index += 1) hash.update(tokens[index]).update('\u001f');
@@ -141,9 +145,10 @@ export class CpuPrefixSimulator {
    * Prefills `prompts` (a chat's one prompt, or a completions batch): waits its turn on the
    * lane, looks up each prompt's cached prefix, takes `uncached tokens × prefillMicrosPerToken`,
    * then caches the prompts' blocks. Rejects with the signal's reason when aborted (nothing is
-   * cached then, and the lane is free at once).
+   * cached then, and the lane is free at once). `salt`: the request's tenant; it reuses only
+   * blocks its own tenant cached.
    */
-  async prefill(prompts: readonly string[], signal?: AbortSignal): Promise<PrefillResult> {
+  async prefill(prompts: readonly string[], signal?: AbortSignal, salt = ''): Promise<PrefillResult> {
     signal?.throwIfAborted();
     const arrivedAt = this.clock.now();
     const previous = this.tail;
@@ -159,7 +164,7 @@ export class CpuPrefixSimulator {
       queued = false;
       const promptKeys = prompts.map((prompt) => {
         const tokens = tokenize(prompt);
-        return { tokens: tokens.length, keys: blockKeys(tokens) };
+        return { tokens: tokens.length, keys: blockKeys(tokens, PREFIX_BLOCK_TOKENS, salt) };
       });
       let promptTokens = 0;
       let cachedTokens = 0;

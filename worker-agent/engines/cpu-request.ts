@@ -25,10 +25,15 @@ export interface CpuCompletionPlan extends CompletionHeader {
   readonly choices: readonly GenerationRequest[];
   readonly promptTokens: number;
   readonly behaviour: CpuEngineBehaviour;
+  /** The prefix-cache tenant (cache-tenant.ts): the prompts reuse only blocks cached under it. */
+  readonly cacheSalt: string;
 }
 
-/** Throws `EngineFailure('engine_rejected')` carrying a 400 OpenAI error body, as an HTTP engine would. */
-export function planCpuCompletion(payload: Record<string, unknown>, path: EngineRoutePath, options: CpuEngineOptions): CpuCompletionPlan {
+/**
+ * Throws `EngineFailure('engine_rejected')` carrying a 400 OpenAI error body, as an HTTP engine would.
+ * `cacheSalt`: the job's tenant in the agent; served over HTTP, the body's `cache_salt`, as vLLM reads it.
+ */
+export function planCpuCompletion(payload: Record<string, unknown>, path: EngineRoutePath, options: CpuEngineOptions, cacheSalt = saltField(payload)): CpuCompletionPlan {
   const kind = path === '/v1/chat/completions' ? 'chat' : 'completion';
   if (kind === 'chat' && (!Array.isArray(payload.messages) || payload.messages.length === 0)) {
     throw invalidRequestFailure('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
@@ -64,7 +69,16 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
     choices,
     promptTokens,
     behaviour: behaviourOf(payload, options),
+    cacheSalt,
   };
+}
+
+/** vLLM's rule for `cache_salt`: absent, or a non-empty string. */
+function saltField(payload: Record<string, unknown>): string {
+  const salt = payload.cache_salt;
+  if (salt === undefined || salt === null) return '';
+  if (typeof salt !== 'string' || salt.length === 0) throw invalidRequestFailure('cache_salt', "Parameter 'cache_salt' must be a non-empty string if provided.");
+  return salt;
 }
 
 function behaviourOf(payload: Record<string, unknown>, options: CpuEngineOptions): CpuEngineBehaviour {

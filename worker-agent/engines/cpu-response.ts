@@ -24,7 +24,7 @@ const STEPS_PER_TURN = 64;
  * first token again (its prefill recomputed).
  */
 export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSignal, prefix?: CpuPrefixSimulator, preemption?: JobPreemption): Promise<Buffer> {
-  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal)).cachedTokens : undefined;
+  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal, plan.cacheSalt)).cachedTokens : undefined;
   const answers = await generateAnswers(plan, signal);
   const tokens = answers.reduce((sum, answer) => sum + answer.completionTokens, 0);
   const limit = Math.min(tokens, plan.behaviour.failAfterTokens ?? Infinity, plan.behaviour.crashAfterTokens ?? Infinity);
@@ -46,7 +46,7 @@ export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSig
   const format = chunkFormat(plan);
   const interval = intervalOf(plan.behaviour);
   const budget = new TokenBudget(plan.behaviour);
-  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal)).cachedTokens : undefined;
+  const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal, plan.cacheSalt)).cachedTokens : undefined;
   await pause(plan.behaviour.ttftMs, signal);
   const startedAt = performance.now();
   const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));

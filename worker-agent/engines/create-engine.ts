@@ -21,6 +21,7 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       healthIntervalMs: options.engineHealthIntervalMs,
       priorityScheduling: options.enginePriorityScheduling,
       metricsPath: options.engineMetricsPath === 'off' ? null : options.engineMetricsPath,
+      cacheSalt: options.engineCacheSalt === 'on',
     });
   }
   if (options.engineKind === 'llama-cpp') {

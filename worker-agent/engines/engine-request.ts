@@ -1,7 +1,8 @@
 /**
  * Turns an assigned job into the body an OpenAI-compatible engine receives. The client's JSON
- * is parsed once; only `model`, `stream` and `stream_options` are touched and every other
- * field (unknown ones included) reaches the engine unchanged.
+ * is parsed once; only `model`, `stream`, `stream_options`, and the platform's own `priority`
+ * and `cache_salt` are touched, and every other field (unknown ones included) reaches the
+ * engine unchanged.
  */
 import type { JobKind } from '../../proto/worker/v1/index';
 import type { EngineJob } from './engine';
@@ -26,8 +27,12 @@ const ROUTE_BY_KIND: Partial<Record<JobKind, EngineRoutePath>> = {
 /**
  * @param priority the engine's per-request `priority` (vLLM: lower is served first), set over
  * whatever the client sent; undefined leaves the body's own field, if any, as it is
+ * @param cacheSalt chat and completions: the engine's `cache_salt` (vLLM, SGLang), set over
+ * whatever the client sent, which the gateway refuses anyway; undefined removes the client's
+ * (only the platform picks a salt). An embeddings body is left as it is: TEI refuses fields it
+ * does not know, and embedding replicas serve one workspace.
  */
-export function prepareEngineRequest(job: EngineJob, engineModel: string | undefined, priority?: number): EngineRequest {
+export function prepareEngineRequest(job: EngineJob, engineModel: string | undefined, priority?: number, cacheSalt?: string): EngineRequest {
   const path = ROUTE_BY_KIND[job.kind];
   if (!path) throw new EngineFailure('invalid_job', `job kind ${job.kind} is not served by this engine`);
   const payload = parseObject(job.body);
@@ -39,6 +44,8 @@ export function prepareEngineRequest(job: EngineJob, engineModel: string | undef
   }
   payload.stream = job.stream;
   if (priority !== undefined) payload.priority = priority;
+  if (cacheSalt) payload.cache_salt = cacheSalt;
+  else delete payload.cache_salt;
   if (job.stream) {
     // Usage is always requested so billing never sees a $0 stream; the agent drops the
     // usage-only chunk again when the client did not ask for it.

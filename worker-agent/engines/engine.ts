@@ -27,6 +27,12 @@ export interface EngineJob {
   readonly guest?: boolean;
   /** A line of a batch: sent below guests to an engine that schedules by priority. */
   readonly batch?: boolean;
+  /**
+   * Chat and completion jobs: the tenant's prefix-cache salt (`Assign.cache_salt`; '' or absent
+   * from a control plane older than it). A job may reuse only prefixes that jobs of the same salt
+   * left: an HTTP engine gets it as `cache_salt`, the built-in engines key their caches by it.
+   */
+  readonly cacheSalt?: string;
   /** Embedding jobs: the catalog's vector size and input limit of the model. */
   readonly embedding?: EmbeddingSpec | null;
 }

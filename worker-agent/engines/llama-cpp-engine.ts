@@ -19,6 +19,7 @@ import { LlamaEmbedder } from '../llama/llama-embeddings';
 import { LlamaRuntime, type RenderedPrompt } from '../llama/llama-runtime';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress } from './engine';
 import { EngineFailure } from './engine-failure';
+import { cacheTenantOf } from './cache-tenant';
 import { prepareEngineRequest } from './engine-request';
 import { forwardJsonBody, StreamForwarder } from './engine-response';
 import { DEFAULT_LLAMA_CONTEXT_SIZE } from './llama-cpp-options';
@@ -141,7 +142,8 @@ export class LlamaCppEngine implements Engine {
     // One signal for the whole request: the job's cancellation, or the first choice that fails.
     const failed = new AbortController();
     const signal = AbortSignal.any([cancellation.signal, failed.signal]);
-    const sequences = await runtime.sequences.acquire(choices.length, signal, choices.map((choice) => choice.promptTokens)).catch((error: unknown) => {
+    // Only the caller's tenant's prefixes: `cached_tokens` counts its own reuse alone.
+    const sequences = await runtime.sequences.acquire(choices.length, signal, choices.map((choice) => choice.promptTokens), cacheTenantOf(job)).catch((error: unknown) => {
       throw failureOf(error, usage());
     });
     const idle: Array<Promise<unknown>> = [];

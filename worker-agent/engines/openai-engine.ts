@@ -13,6 +13,7 @@ import { EngineCall, ReleasingHandler } from './engine-call';
 import { forwardEmbeddingsBody, forwardJsonBody, StreamForwarder } from './engine-response';
 import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
+import { cacheTenantOf } from './cache-tenant';
 import type { EngineSignalsRead } from './engine-signals';
 import { PrometheusSignals } from './prometheus-signals';
 
@@ -37,6 +38,15 @@ export interface OpenAiEngineOptions {
   readonly metricsPath?: string | null;
   /** How long one metrics scrape may take; a slower one reads as no signals. @default min(connectTimeoutMs, 2000) */
   readonly metricsTimeoutMs?: number;
+  /**
+   * Send each chat and completion job's `cache_salt` (its tenant's: cache-tenant.ts), which vLLM
+   * (0.9 and later, V1 engine) and SGLang (with sgl-project/sglang#23300) hash into their prefix
+   * cache, so tenants never reuse each other's cached prompts. False for an engine that cannot
+   * (vLLM V0 refuses the field; older vLLM and SGLang accept it and share their cache anyway): the
+   * field is not sent, and the agent serves no guests (Hello.priority_capable is false), whose
+   * prompts would share the owner's cache. @default true
+   */
+  readonly cacheSalt?: boolean;
 }
 
 /** A metrics page larger than this is not read (vLLM's is tens of KiB per model). */
@@ -53,6 +63,9 @@ export const GUEST_PRIORITY = 10;
 /** vLLM's `priority` for batch lines on an engine that schedules by priority: below guests. */
 export const BATCH_PRIORITY = 20;
 
+/** What llama.cpp's server answers as every model's `owned_by` in GET /v1/models. */
+export const LLAMA_SERVER_OWNER = 'llamacpp';
+
 export class OpenAiEngine implements Engine {
   readonly kind = 'openai';
   readonly version = '';
@@ -67,11 +80,19 @@ export class OpenAiEngine implements Engine {
   private readonly metricsPath: string | null;
   private readonly metrics = new PrometheusSignals();
   private scrape: Promise<EngineSignalsRead> | undefined;
+  private readonly salts: boolean;
+  /**
+   * The engine's GET /v1/models says it is a llama.cpp server (`owned_by: "llamacpp"`): it has no
+   * cache salt, and reuses any slot's cached prompt (and its RAM prompt cache) for any request,
+   * so it never serves a guest, whatever the agent was told (it has no priority scheduling either).
+   */
+  private llamaServer = false;
 
   constructor(private readonly options: OpenAiEngineOptions) {
     const url = new URL(options.url);
     this.url = options.url;
-    this.priorityCapable = options.priorityScheduling === true;
+    this.salts = options.cacheSalt !== false;
+    this.priorityCapable = options.priorityScheduling === true && this.salts;
     this.batchPreemption = this.priorityCapable ? 'engine' : undefined;
     this.basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
     const metricsPath = options.metricsPath === undefined ? '/metrics' : options.metricsPath;
@@ -107,10 +128,15 @@ export class OpenAiEngine implements Engine {
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     // The control plane sends guests only to agents welcomed with priority scheduling, which an
     // engine without it never is; a FCFS vLLM would also answer an error to the priority field.
-    if (job.guest && !this.priorityCapable) throw new EngineFailure('invalid_job', 'this replica does not serve guests: its engine does not run priority scheduling');
+    if (job.guest && !this.priorityCapable) {
+      throw new EngineFailure('invalid_job', `this replica does not serve guests: its engine ${this.salts ? 'does not run priority scheduling' : 'does not salt its prefix cache (WORKER_ENGINE_CACHE_SALT=off)'}`);
+    }
+    if (job.guest && this.llamaServer) {
+      throw new EngineFailure('invalid_job', 'this replica does not serve guests: its engine is a llama.cpp server, whose prompt cache cannot be kept apart per workspace');
+    }
     // A FCFS engine would refuse the field, so batch lines get it only where priorities are scheduled.
     const priority = job.guest ? GUEST_PRIORITY : job.batch && this.priorityCapable ? BATCH_PRIORITY : undefined;
-    const request = prepareEngineRequest(job, this.options.engineModel, priority);
+    const request = prepareEngineRequest(job, this.options.engineModel, priority, this.salts ? cacheTenantOf(job) || undefined : undefined);
     const promptText = () => promptTextOf(request.payload, request.path);
     const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText) : null;
     return await new Promise<EngineResult>((resolve, reject) => {
@@ -173,7 +199,8 @@ export class OpenAiEngine implements Engine {
     const response = await this.send('GET', '/v1/models', undefined, signal);
     const body = await readBody(response);
     if (response.statusCode >= 400) throw new Error(`GET /v1/models answered ${response.statusCode}`);
-    const data = (JSON.parse(body.toString('utf8')) as { data?: Array<{ id?: unknown }> }).data ?? [];
+    const data = (JSON.parse(body.toString('utf8')) as { data?: Array<{ id?: unknown; owned_by?: unknown }> }).data ?? [];
+    this.llamaServer = data.some((model) => model.owned_by === LLAMA_SERVER_OWNER);
     return data.map((model) => model.id).filter((id): id is string => typeof id === 'string');
   }
 }

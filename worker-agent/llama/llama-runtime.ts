@@ -133,9 +133,12 @@ export class LlamaRuntime {
    * When the pool named a copy source (another free sequence holding a longer prefix, whose
    * tail is another conversation's history: sequence-pool.ts `PRESERVED_TAIL`), the prefix is
    * copied from it instead, and both histories survive.
+   *
+   * A sequence another tenant's request left (the pool's `reusableTokens`: none) is cleared
+   * whatever it shares with the prompt: the request reuses only its own tenant's prefixes.
    */
   async prepareSequence(sequence: LlamaContextSequence, prompt: readonly Token[]): Promise<number> {
-    let keep = reusablePrefix(this.cachedTokens(sequence), prompt);
+    let keep = reusablePrefix(this.sequences.reusableTokens(sequence), prompt);
     const source = this.sequences.sourceOf(sequence);
     this.untrusted.delete(sequence);
     try {
@@ -150,9 +153,11 @@ export class LlamaRuntime {
     // Never trust what was not checked: a state that is not a prefix of the prompt starts over.
     if (kept > keep || commonPrefixLength(sequence.contextTokens, prompt) < kept) {
       await sequence.clearHistory();
+      this.sequences.prepared(sequence);
       this.recordPrompt(prompt.length, 0);
       return 0;
     }
+    this.sequences.prepared(sequence);
     this.recordPrompt(prompt.length, kept);
     return kept;
   }

@@ -7,6 +7,12 @@
  * the same with its slot similarity). A request takes one sequence per choice, all at once, so
  * an `n = 2` request never holds one slot while waiting for another (two of them could
  * otherwise deadlock each other).
+ *
+ * Prefixes never cross tenants (the requests' cache salts, engines/cache-tenant.ts): a sequence
+ * whose tokens another tenant's request left holds nothing for this request, however much of
+ * its prompt they share. It is chosen as a sequence holding tokens it cannot reuse would be
+ * (a victim, by recency), and the request clears it before evaluating: its `cached_tokens` and
+ * its time to first token say nothing of what another tenant sent.
  */
 
 /**
@@ -63,10 +69,15 @@ function worthOf(shared: number, cached: readonly number[], prompt: readonly num
 export const PRESERVED_TAIL = 64;
 
 export interface FreeSequence {
-  /** Tokens the sequence holds (its KV cache). */
+  /** Tokens the sequence holds (its KV cache) that the request may reuse: none when another tenant left them. */
   readonly tokens: readonly number[];
   /** When it was last released (higher = more recent). */
   readonly lastUsed: number;
+  /**
+   * It holds no tokens at all, its own tenant's or another's (taking it erases nothing). @default
+   * `tokens` is empty
+   */
+  readonly empty?: boolean;
 }
 
 /**
@@ -135,14 +146,17 @@ export function copySources(free: readonly FreeSequence[], prompts: readonly (re
 }
 
 function isBetterVictim(candidate: FreeSequence, current: FreeSequence): boolean {
-  const candidateEmpty = candidate.tokens.length === 0;
-  if (candidateEmpty !== (current.tokens.length === 0)) return candidateEmpty;
+  const candidateEmpty = candidate.empty ?? candidate.tokens.length === 0;
+  if (candidateEmpty !== (current.empty ?? current.tokens.length === 0)) return candidateEmpty;
   return candidate.lastUsed < current.lastUsed;
 }
+
+const NO_TOKENS: readonly number[] = Object.freeze([]);
 
 interface Waiter<Sequence> {
   readonly count: number;
   readonly prompts: readonly (readonly number[])[] | undefined;
+  readonly tenant: string;
   resolve(sequences: Sequence[]): void;
 }
 
@@ -155,6 +169,13 @@ export class SequencePool<Sequence> {
    */
   private readonly sources = new Map<Sequence, Sequence>();
   private readonly pinned = new Set<Sequence>();
+  /**
+   * The tenant whose tokens each sequence holds, set once a request readied it (`prepared`); a
+   * sequence no request readied yet is the unsalted tenant's '' (it holds nothing in the engine).
+   */
+  private readonly holders = new Map<Sequence, string>();
+  /** The tenant of the request each lent sequence is lent to. */
+  private readonly borrowers = new Map<Sequence, string>();
   private lent = 0;
   private clock = 0;
 
@@ -201,17 +222,19 @@ export class SequencePool<Sequence> {
   /**
    * Resolves with `count` sequences; rejects with the signal's reason if it aborts first.
    * `prompts` (one per sequence, in the order the sequences are returned) chooses them by
-   * shared prefix; without it they are the least recently used.
+   * shared prefix; without it they are the least recently used. `tenant`: whose prefixes the
+   * request may reuse (its cache salt); only sequences its own tenant left count as holding any.
    */
-  acquire(count: number, signal: AbortSignal, prompts?: readonly (readonly number[])[]): Promise<Sequence[]> {
+  acquire(count: number, signal: AbortSignal, prompts?: readonly (readonly number[])[], tenant = ''): Promise<Sequence[]> {
     if (count > this.size) return Promise.reject(new RangeError(`asked for ${count} sequences of ${this.size}`));
     if (prompts && prompts.length !== count) return Promise.reject(new RangeError(`${prompts.length} prompts for ${count} sequences`));
     signal.throwIfAborted();
-    if (this.waiting.length === 0 && this.canLend(count)) return Promise.resolve(this.take(count, prompts));
+    if (this.waiting.length === 0 && this.canLend(count)) return Promise.resolve(this.take(count, prompts, tenant));
     return new Promise<Sequence[]>((resolve, reject) => {
       const waiter: Waiter<Sequence> = {
         count,
         prompts,
+        tenant,
         resolve: (sequences: Sequence[]) => {
           signal.removeEventListener('abort', onAbort);
           resolve(sequences);
@@ -228,9 +251,27 @@ export class SequencePool<Sequence> {
   }
 
   /**
+   * The tokens of `sequence` (lent now) its request may reuse: what it holds when the request's
+   * own tenant left it, else none (the request must clear it before evaluating).
+   */
+  reusableTokens(sequence: Sequence): readonly number[] {
+    return (this.holders.get(sequence) ?? '') === this.borrowers.get(sequence) ? this.cachedTokens(sequence) : NO_TOKENS;
+  }
+
+  /**
+   * `sequence` (lent now) was readied for its request: it holds its own tenant's prefix or
+   * nothing, and whatever it evaluates next is that tenant's. Until this is called (a request
+   * given up before it got that far) the sequence stays the previous tenant's.
+   */
+  prepared(sequence: Sequence): void {
+    const borrower = this.borrowers.get(sequence);
+    if (borrower !== undefined) this.holders.set(sequence, borrower);
+  }
+
+  /**
    * The free sequence holding a longer prefix of the prompt `sequence` was lent for than it
    * holds itself, to copy that prefix from before evaluating, or null. It stays pinned until
-   * `copied(sequence)`.
+   * `copied(sequence)`. Only ever one its own tenant left.
    */
   sourceOf(sequence: Sequence): Sequence | null {
     return this.sources.get(sequence) ?? null;
@@ -250,15 +291,21 @@ export class SequencePool<Sequence> {
       const source = this.sources.get(sequence);
       if (source !== undefined) this.pinned.delete(source);
       this.sources.delete(sequence);
+      this.borrowers.delete(sequence);
     }
     this.lent -= sequences.length;
     for (const sequence of sequences) this.free.push({ sequence, lastUsed: ++this.clock });
     this.grant();
   }
 
-  private take(count: number, prompts: readonly (readonly number[])[] | undefined): Sequence[] {
+  private take(count: number, prompts: readonly (readonly number[])[] | undefined, tenant: string): Sequence[] {
     const entries = this.pinned.size === 0 ? this.free : this.free.filter((entry) => !this.pinned.has(entry.sequence));
-    const free = entries.map(({ sequence, lastUsed }) => ({ tokens: prompts ? this.cachedTokens(sequence) : [], lastUsed }));
+    const free = entries.map(({ sequence, lastUsed }): FreeSequence => {
+      if (!prompts) return { tokens: NO_TOKENS, lastUsed };
+      const held = this.cachedTokens(sequence);
+      // Another tenant's tokens: nothing to reuse (nor to copy from), but not empty either.
+      return (this.holders.get(sequence) ?? '') === tenant ? { tokens: held, lastUsed } : { tokens: NO_TOKENS, lastUsed, empty: held.length === 0 };
+    });
     const chosen = chooseSequences(free, prompts ?? Array.from({ length: count }, () => []), MIN_REUSED_PREFIX, this.canCopy);
     const sequences = chosen.map((index) => entries[index].sequence);
     if (this.canCopy && prompts) {
@@ -271,6 +318,7 @@ export class SequencePool<Sequence> {
     }
     const taken = new Set(sequences);
     for (let index = this.free.length - 1; index >= 0; index -= 1) if (taken.has(this.free[index].sequence)) this.free.splice(index, 1);
+    for (const sequence of sequences) this.borrowers.set(sequence, tenant);
     this.lent += count;
     return sequences;
   }
@@ -279,7 +327,7 @@ export class SequencePool<Sequence> {
   private grant(): void {
     while (this.waiting.length > 0 && this.canLend(this.waiting[0].count)) {
       const waiter = this.waiting.shift()!;
-      waiter.resolve(this.take(waiter.count, waiter.prompts));
+      waiter.resolve(this.take(waiter.count, waiter.prompts, waiter.tenant));
     }
   }
 }

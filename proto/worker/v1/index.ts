@@ -97,9 +97,10 @@ export type EmbeddingSpec = EmbeddingSpec__Output;
 
 /**
  * Fields a job without them leaves unset: media files (text jobs), `guest` (owner jobs),
- * `embedding` (all but embedding jobs), `streamWindowBytes` (no window), `batch` (live jobs).
+ * `embedding` (all but embedding jobs), `streamWindowBytes` (no window), `batch` (live jobs),
+ * `cacheSalt` (all but chat and completion jobs; a receiver reads '' when it is absent).
  */
-export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch'>;
+export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch' | 'cacheSalt'>;
 
 export type ControlFrame = Override<Members<ControlFrame__Output>, {
   assign?: Assign;

@@ -3,21 +3,25 @@
  * chat or completions body. What prefix-aware routing relies on: a conversation's later turns
  * keep its keys, the instructions (system messages, tools) decide the application, the first
  * user turn the conversation, and nothing that does not change the engine's cached prefix
- * (sampling fields) changes a key.
+ * (sampling fields) changes a key. Keys are per tenant, as engines' prefix caches are: two
+ * workspaces' equal prompts are keyed apart, so affinity never gathers tenants on one replica.
  */
 import { COMPLETION_APPLICATION_CHARS, COMPLETION_CONVERSATION_CHARS, promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
+import { rankedOrder, type RouteCandidate } from '../../../control-plane/routing/routing-policy';
 
+/** The workspace the jobs are for: keys are computed per tenant. */
+const TENANT = 'ws_a';
 const SYSTEM = { role: 'system', content: 'You are a helpful travel agent. Answer briefly.' };
 const FIRST_USER = { role: 'user', content: 'Find me a flight to Lisbon.' };
 
-function keyOf(fields: Record<string, unknown>): PromptKey {
-  const key = promptKey(fields);
+function keyOf(fields: Record<string, unknown>, tenant = TENANT): PromptKey {
+  const key = promptKey(fields, tenant);
   if (!key) throw new Error(`expected a key for ${JSON.stringify(fields)}`);
   return key;
 }
 
-function chat(messages: unknown[], extra: Record<string, unknown> = {}): PromptKey {
-  return keyOf({ model: 'acme/chat', messages, ...extra });
+function chat(messages: unknown[], extra: Record<string, unknown> = {}, tenant = TENANT): PromptKey {
+  return keyOf({ model: 'acme/chat', messages, ...extra }, tenant);
 }
 
 describe('promptKey: chat conversations', () => {
@@ -177,7 +181,7 @@ describe('promptKey: nothing to key by', () => {
     ['a prompt that is not a string', { prompt: 42 }],
     ['messages that are not an array, and no prompt', { messages: 'hello' }],
   ])('returns null for %s', (_name, fields) => {
-    expect(promptKey(fields)).toBeNull();
+    expect(promptKey(fields, TENANT)).toBeNull();
   });
 });
 
@@ -188,11 +192,11 @@ describe('promptKey: malformed messages', () => {
       { role: 'system', content: [null, 3, 'text', { type: 'text' }, { type: 'image_url' }, { type: 'image_url', image_url: {} }, { type: 'input_audio', input_audio: { data: 'AAAA' } }] },
       { role: 'user', content: [{ type: 'image_url', image_url: { url: 12 } }] },
     ];
-    expect(() => promptKey({ messages: odd })).not.toThrow();
-    expect(promptKey({ messages: odd })).not.toBeNull();
-    expect(() => promptKey({ messages: [null] })).not.toThrow();
-    expect(() => promptKey({ messages: [undefined, 0, false] })).not.toThrow();
-    expect(() => promptKey({ messages: [SYSTEM, FIRST_USER], tools: 'not a list' })).not.toThrow();
+    expect(() => promptKey({ messages: odd }, TENANT)).not.toThrow();
+    expect(promptKey({ messages: odd }, TENANT)).not.toBeNull();
+    expect(() => promptKey({ messages: [null] }, TENANT)).not.toThrow();
+    expect(() => promptKey({ messages: [undefined, 0, false] }, TENANT)).not.toThrow();
+    expect(() => promptKey({ messages: [SYSTEM, FIRST_USER], tools: 'not a list' }, TENANT)).not.toThrow();
   });
 
   it('skips entries that are not objects (what the code does: they add nothing to either key)', () => {
@@ -202,22 +206,64 @@ describe('promptKey: malformed messages', () => {
 
 describe('prompts without instructions', () => {
   it('key their application by the conversation, so system-prompt-less chats do not share two home replicas', () => {
-    const a = promptKey({ messages: [{ role: 'user', content: 'first question' }] })!;
-    const b = promptKey({ messages: [{ role: 'user', content: 'another question' }] })!;
+    const a = promptKey({ messages: [{ role: 'user', content: 'first question' }] }, TENANT)!;
+    const b = promptKey({ messages: [{ role: 'user', content: 'another question' }] }, TENANT)!;
     expect(a.application).toBe(a.conversation);
     expect(b.application).toBe(b.conversation);
     expect(a.application).not.toBe(b.application);
     // A later turn keeps the keys of its first, and now has something a replica may hold.
-    const later = promptKey({ messages: [{ role: 'user', content: 'first question' }, { role: 'assistant', content: 'x' }, { role: 'user', content: 'more' }] })!;
+    const later = promptKey({ messages: [{ role: 'user', content: 'first question' }, { role: 'assistant', content: 'x' }, { role: 'user', content: 'more' }] }, TENANT)!;
     expect(later).toEqual({ ...a, shared: true });
   });
 
   it('count as shared only once there are earlier turns (a lone first user message is cached nowhere)', () => {
-    expect(promptKey({ messages: [{ role: 'user', content: 'first question' }] })!.shared).toBe(false);
-    expect(promptKey({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] })!.shared).toBe(true);
-    expect(promptKey({ messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'q' }] })!.shared).toBe(true);
-    expect(promptKey({ messages: [{ role: 'user', content: 'q' }], tools: [{ type: 'function', function: { name: 'f' } }] })!.shared).toBe(true);
-    expect(promptKey({ messages: [{ role: 'system', content: 'only instructions' }] })!.shared).toBe(true);
-    expect(promptKey({ prompt: 'a completions prompt' })!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'user', content: 'first question' }] }, TENANT)!.shared).toBe(false);
+    expect(promptKey({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] }, TENANT)!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'q' }] }, TENANT)!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'user', content: 'q' }], tools: [{ type: 'function', function: { name: 'f' } }] }, TENANT)!.shared).toBe(true);
+    expect(promptKey({ messages: [{ role: 'system', content: 'only instructions' }] }, TENANT)!.shared).toBe(true);
+    expect(promptKey({ prompt: 'a completions prompt' }, TENANT)!.shared).toBe(true);
+  });
+});
+
+describe('promptKey: tenants', () => {
+  const OTHER = 'ws_b';
+
+  it('keys one prompt of two workspaces apart (chat with and without instructions, tools, completions), and alike within one', () => {
+    const bodies: Array<Record<string, unknown>> = [
+      { messages: [SYSTEM, FIRST_USER] },
+      { messages: [FIRST_USER] },
+      { messages: [FIRST_USER], tools: [{ type: 'function', function: { name: 'f' } }] },
+      { prompt: 'Translate the following into French. The cat sleeps.' },
+    ];
+    for (const body of bodies) {
+      const mine = keyOf(body);
+      const theirs = keyOf(body, OTHER);
+      expect(theirs.application).not.toBe(mine.application);
+      expect(theirs.conversation).not.toBe(mine.conversation);
+      expect(theirs.shared).toBe(mine.shared);
+      expect(keyOf(body)).toEqual(mine);
+    }
+  });
+
+  it('does not let a tenant name fold into the prompt (the tenant is delimited)', () => {
+    // "ws_a" + "Xprompt" must not key as "ws_aX" + "prompt".
+    expect(keyOf({ prompt: 'Xprompt' }, 'ws_a')).not.toEqual(keyOf({ prompt: 'prompt' }, 'ws_aX'));
+    expect(chat([SYSTEM, FIRST_USER], {}, 'ws_a')).not.toEqual(chat([SYSTEM, FIRST_USER], {}, 'ws_a\u0000'));
+  });
+
+  it('ranks two workspaces\' equal prompts independently: the same first replica only as often as chance gives', () => {
+    const candidates: RouteCandidate[] = Array.from({ length: 8 }, (_, index) => ({ replicaId: `rep_${index}`, load: 0, capacity: 4 }));
+    let together = 0;
+    const prompts = 400;
+    for (let index = 0; index < prompts; index++) {
+      const body = { messages: [{ role: 'system', content: `Application ${index}` }, FIRST_USER] };
+      const first = (tenant: string) => rankedOrder(candidates, keyOf(body, tenant), 2)[0].replicaId;
+      // Within one workspace the same prompt always has the same home.
+      expect(first(TENANT)).toBe(first(TENANT));
+      if (first(TENANT) === first(OTHER)) together++;
+    }
+    // Chance is 1 in 8 (50 of 400); keyed by the prompt alone it was every one.
+    expect(together).toBeLessThan(prompts / 4);
   });
 });

@@ -29,7 +29,7 @@ const KEYS: PromptKey[] = Array.from({ length: 1000 }, (_, conversation) => prom
     { role: 'system', content: `You are assistant number ${conversation % APPLICATIONS}. Follow the house style guide.` },
     { role: 'user', content: `Conversation ${conversation}: please help me with task ${conversation * 7}.` },
   ],
-})!);
+}, 'ws_routing')!);
 
 const options = (overrides: Partial<PrefixRoutingOptions> = {}): PrefixRoutingOptions => ({ ...DEFAULT_PREFIX_ROUTING, ...overrides });
 

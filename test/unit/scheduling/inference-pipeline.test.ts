@@ -51,11 +51,11 @@ function world() {
   };
   const job = { id: 'job_1', replicaId: 'rep_1', finished: false, cancel() {}, consumed() {} } as unknown as Job;
   const jobs = {
-    sent: [] as Array<{ request: DispatchRequest; listener: JobListener }>,
+    sent: [] as Array<{ request: DispatchRequest; listener: JobListener; hint?: unknown }>,
     failWith: null as AppError | null,
-    dispatch(request: DispatchRequest, listener: JobListener): Job {
+    dispatch(request: DispatchRequest, listener: JobListener, hint?: unknown): Job {
       if (jobs.failWith) throw jobs.failWith;
-      jobs.sent.push({ request, listener });
+      jobs.sent.push({ request, listener, hint });
       return job;
     },
   };
@@ -127,6 +127,7 @@ function world() {
     catalog: { find: (id: string) => models.find((model) => model.id === id) },
     deployments: { findBySlug: async (slug: string) => slugs.find((candidate) => candidate.slug === slug) ?? null },
     rateLimiter: rate, jobs, shared, requests, usage, metrics, now: () => clock,
+    cacheSalts: { of: (workspaceId: string) => `salt-of-${workspaceId}` },
   };
   const pipeline = new InferencePipeline(parts as unknown as PipelineParts);
   return { pipeline, log, rate, jobs, job, shared, admission, requests, usage, metrics, advance: (ms: number) => (clock += ms) };
@@ -187,8 +188,11 @@ describe('InferencePipeline owner ticket', () => {
     expect(jobs.sent[0].listener).toBe(listener);
     expect(jobs.sent[0].request).toEqual({
       deploymentId: 'dep_owner', kind, body: work.body, stream, includeUsage: true, model: SHARED_MODEL, deadlineUnixMs: 9_000_000, streamWindowBytes: window,
+      cacheSalt: 'salt-of-ws_owner',
     });
     expect(jobs.sent[0].request.body).toBe(work.body);
+    // Routed by the owner's own prompt key: its workspace is the tenant.
+    expect(jobs.sent[0].hint).toEqual({ policy: OWNED.routingPolicy, fields: work.fields, tenant: 'ws_owner' });
   });
 
   test('settles the hold to the usage, records it under the deployment with the replica and the clock\'s latency, once', async () => {
@@ -275,6 +279,15 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(shared.calls[2][3]).toBe(listener);
     ticket.firstToken(700);
     expect(shared.calls[3]).toEqual(['firstToken', admission, 700]);
+  });
+
+  test('a guest\'s job carries the guest workspace\'s salt, never the owner\'s', async () => {
+    const { pipeline, shared } = world();
+    const guest: AuthenticatedKey = { ...KEY, id: 'key_guest', workspaceId: 'ws_guest' };
+    const ticket = await pipeline.admitShared(guest, guestWork(), () => {});
+    ticket.dispatch(new RecordingListener());
+    const dispatched = shared.calls.find((call) => call[0] === 'dispatch')!;
+    expect(dispatched[2]).toMatchObject({ cacheSalt: 'salt-of-ws_guest' });
   });
 
   test('a key without credit is refused by the screen, with no rate-limit admit and no pool slot', async () => {

@@ -86,7 +86,7 @@ function server(locals: LocalSpec[], peers: Peer[]) {
         return body.messages;
       },
     });
-    return { policy, fields };
+    return { policy, fields, tenant: TENANT };
   };
   /** Dispatches one job; where it went: a local replica's id, or `peer:replicaId` for a relayed one. */
   const send = (routeHint?: RouteHint, dispatchRequest: DispatchRequest = request()): string => {
@@ -103,12 +103,15 @@ function server(locals: LocalSpec[], peers: Peer[]) {
   return { router, dispatcher, connections, relay, decisions, hint, send, complete, keyCalls: () => keyCalls, reasons: () => decisions.map((decision) => decision.reason) };
 }
 
+/** The workspace every job of these tests is for. */
+const TENANT = 'ws_routing';
+
 /** Chat bodies of 500 conversations of 10 applications, and their keys (BODY_OF: a key's body). */
 const BODIES: Array<Record<string, unknown>> = Array.from({ length: 500 }, (_, index) => ({
   model: 'model-a',
   messages: [{ role: 'system', content: `Application ${index % 10}` }, { role: 'user', content: `Conversation ${index}` }],
 }));
-const KEYS: PromptKey[] = BODIES.map((body) => promptKey(body)!);
+const KEYS: PromptKey[] = BODIES.map((body) => promptKey(body, TENANT)!);
 const BODY_OF = new Map(KEYS.map((key, index) => [key, BODIES[index]]));
 
 /** A fixed key that the policy ranks `replicaId` first for, among `ids` (all idle, equal capacity). */
@@ -134,6 +137,24 @@ describe('JobRouter: prefix-aware', () => {
     expect(setup.reasons()).toEqual(['prefix_cold', 'prefix_hit', 'prefix_hit', 'prefix_hit', 'prefix_hit', 'prefix_hit']);
     expect(setup.decisions.every((decision) => decision.deploymentId === 'dep_a' && decision.policy === 'prefix-aware')).toBe(true);
     expect(setup.relay.runs).toEqual([]);
+  });
+
+  it('keys the prompt by the hint\'s tenant: one body of two workspaces is ranked apart, each workspace\'s turns still meet', () => {
+    const ids = ['rep_a', 'rep_b', 'rep_c', 'rep_d'];
+    const setup = server(ids.map((id) => ({ id })), []);
+    const candidates: RouteCandidate[] = ids.map((id) => ({ replicaId: id, load: 0, capacity: 4 }));
+    const first = (fields: Record<string, unknown>, tenant: string) => rankedOrder(candidates, promptKey(fields, tenant)!, 2)[0].replicaId;
+    // A body whose first-ranked replica differs between the two workspaces (about 3 bodies in 4 are).
+    const body = BODIES.find((candidate) => first(candidate, TENANT) !== first(candidate, 'ws_other'))!;
+    const where = (tenant: string) => {
+      const job = setup.router.dispatch(request(), new RecordingListener(), { policy: 'prefix-aware', fields: body, tenant });
+      setup.complete(job);
+      return job.replicaId;
+    };
+    expect(where(TENANT)).toBe(first(body, TENANT));
+    expect(where('ws_other')).toBe(first(body, 'ws_other'));
+    expect(where(TENANT)).toBe(first(body, TENANT));
+    expect(where(TENANT)).not.toBe(where('ws_other'));
   });
 
   it('stays on the replica while the previous turns still run, under the bound', () => {
@@ -181,12 +202,12 @@ describe('JobRouter: prefix-aware', () => {
     const setup = server([{ id: 'rep_a', busy: 1 }, { id: 'rep_b' }], []);
     const candidates: RouteCandidate[] = [{ replicaId: 'rep_a', load: 0, capacity: 4 }, { replicaId: 'rep_b', load: 0, capacity: 4 }];
     const question = Array.from({ length: 100 }, (_, index) => `q${index}`)
-      .find((content) => rankedOrder(candidates, promptKey({ messages: [{ role: 'user', content }] })!, 2)[0].replicaId === 'rep_a')!;
+      .find((content) => rankedOrder(candidates, promptKey({ messages: [{ role: 'user', content }] }, TENANT)!, 2)[0].replicaId === 'rep_a')!;
     const firstTurn = { model: 'model-a', messages: [{ role: 'user', content: question }] };
     const secondTurn = { model: 'model-a', messages: [...firstTurn.messages, { role: 'assistant', content: 'a' }, { role: 'user', content: 'b' }] };
-    expect(setup.send({ policy: 'prefix-aware', fields: firstTurn })).toBe('rep_b');
+    expect(setup.send({ policy: 'prefix-aware', fields: firstTurn, tenant: TENANT })).toBe('rep_b');
     // Keyed alike, a later turn has history to find: it waits for rep_a (load 1, under the bound 2).
-    expect(setup.send({ policy: 'prefix-aware', fields: secondTurn })).toBe('rep_a');
+    expect(setup.send({ policy: 'prefix-aware', fields: secondTurn, tenant: TENANT })).toBe('rep_a');
     expect(setup.reasons()).toEqual(['no_prefix', 'prefix_cold']);
   });
 

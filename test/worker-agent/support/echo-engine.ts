@@ -20,13 +20,14 @@ export interface EchoEngine {
   close(): Promise<void>;
 }
 
-export async function startEchoEngine(): Promise<EchoEngine> {
+/** `ownedBy`: what GET /v1/models answers as its model's `owned_by` (`llamacpp` for a llama.cpp server). */
+export async function startEchoEngine(ownedBy = 'test'): Promise<EchoEngine> {
   const requests: EchoEngineRequest[] = [];
   const server = http.createServer((request, response) => {
     const parts: Buffer[] = [];
     request.on('data', (part: Buffer) => parts.push(part));
     request.on('end', () => {
-      if (request.method === 'GET') return sendJson(response, 200, { object: 'list', data: [{ id: 'echo', object: 'model', created: 1, owned_by: 'test' }] });
+      if (request.method === 'GET') return sendJson(response, 200, { object: 'list', data: [{ id: 'echo', object: 'model', created: 1, owned_by: ownedBy }] });
       const raw = Buffer.concat(parts);
       const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
       requests.push({ path: request.url ?? '', raw, body });

@@ -21,6 +21,7 @@ export interface Assign {
   'embedding'?: (_worker_v1_EmbeddingSpec | null);
   'streamWindowBytes'?: (number);
   'batch'?: (boolean);
+  'cacheSalt'?: (string);
 }
 
 export interface Assign__Output {
@@ -38,4 +39,5 @@ export interface Assign__Output {
   'embedding': (_worker_v1_EmbeddingSpec__Output | null);
   'streamWindowBytes': (number);
   'batch': (boolean);
+  'cacheSalt': (string);
 }
