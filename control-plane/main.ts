@@ -37,6 +37,7 @@ import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import type { ReplicaManager } from './replicas/replica-manager';
 import { UsageRecorder } from './usage/usage-recorder';
 import { SignInLinks } from './console/sign-in-links';
+import { SignInThrottle } from './rate-limits/sign-in-throttle';
 import { WorkspaceAdmin } from './workspaces/workspace-admin';
 import { WorkspaceService } from './workspaces/workspace.service';
 import { controlPlaneGauges } from './telemetry/control-plane-gauges';
@@ -322,7 +323,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
-    signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
+    signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs, new SignInThrottle({
+      perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
+    })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics, batches, batchRunner: runner,
     drainAgents: async () => {

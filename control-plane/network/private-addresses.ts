@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { ipv6Words } from './ipv6-words';
 
 /**
  * Addresses the platform must never reach on a user's behalf (webhooks, bucket endpoints).
@@ -60,7 +61,7 @@ export function isPublicAddress(address: string): boolean {
   const family = net.isIP(text);
   if (family === 4) return !BLOCKED_IPV4.check(text, 'ipv4');
   if (family !== 6) return false;
-  const words = expandIpv6(text);
+  const words = ipv6Words(text);
   if (!words) return false;
   if (isWellKnownNat64(words)) return !BLOCKED_IPV4.check(ipv4Of(words), 'ipv4');
   // Global unicast: the first three bits are 001.
@@ -75,20 +76,4 @@ function isWellKnownNat64(words: number[]): boolean {
 
 function ipv4Of(words: number[]): string {
   return [words[6] >> 8, words[6] & 0xff, words[7] >> 8, words[7] & 0xff].join('.');
-}
-
-/** The eight 16-bit words of an IPv6 literal (a dotted IPv4 tail included), or null. */
-function expandIpv6(address: string): number[] | null {
-  let text = address.toLowerCase();
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    const parts = dotted[1].split('.').map(Number);
-    text = text.slice(0, -dotted[1].length) + `${((parts[0] << 8) | parts[1]).toString(16)}:${((parts[2] << 8) | parts[3]).toString(16)}`;
-  }
-  const [head, tail] = text.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const missing = 8 - left.length - right.length;
-  if (text.includes('::') ? missing < 0 : left.length !== 8) return null;
-  return [...left, ...Array(text.includes('::') ? missing : 0).fill('0'), ...right].map((word) => parseInt(word, 16));
 }
