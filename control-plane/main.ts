@@ -10,6 +10,7 @@ import { localGgufModel } from './catalog/local-gguf-model';
 import type { ControlPlaneConfig } from './full-config';
 import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
+import { AgentReach } from './dispatch/agent-reach';
 import { AgentServer } from './dispatch/agent-server';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
@@ -127,6 +128,8 @@ export interface ControlPlane {
   readonly batchRunner: BatchRunner;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
+  /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
+  readonly agentReach: AgentReach;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -240,7 +243,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const port = await agentServer.start();
   lifecycle.add('agent server', () => agentServer.stop());
   lifecycle.add('relay streams', () => relayServer.close());
-  grpcAddress = `127.0.0.1:${port}`;
+  const agentReach = new AgentReach(config.grpcHost, port, logger.child({ component: 'agent-server' }));
+  grpcAddress = agentReach.localAddress;
   // The agent of a replica ending may hold its stream on another server: that one drains it.
   const drainHere = (replicaId: string, reason: string) => agentServer.connectionOf(replicaId)?.drain(reason);
   notifier.on('replica-drain', (payload) => {
@@ -305,6 +309,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     await capacity.kubernetes.start();
   }
   await replicas.reconcile(await servers.liveServerIds());
+  agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity));
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const runner = new BatchRunner({
@@ -319,7 +324,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
+    dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
@@ -337,6 +342,18 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     },
     stop: () => lifecycle.stopAll(),
   };
+}
+
+/** What on this server has agents on other machines dial in: said when gRPC listens on loopback only (AgentReach). */
+async function remoteAgentNeeds(deployments: DeploymentStore, capacity: Capacity): Promise<string[]> {
+  const active = await deployments.listActive();
+  const count = (provider: string) => active.filter((deployment) => deployment.provider === provider).length;
+  const hosts = (await capacity.staticHosts.list()).length;
+  return [
+    count('external') ? `${count('external')} external deployment(s)` : '',
+    hosts ? `${hosts} static host(s)` : '',
+    capacity.kubernetes ? 'the Kubernetes provider (KUBERNETES_CONFIG_FILE)' : '',
+  ].filter(Boolean);
 }
 
 function databaseUrlOf(dataSource: DataSource): string {

@@ -11,11 +11,15 @@ const shape = {
   dataDir: z.string().default('./data'),
   /** Port of the embedded PostgreSQL; 0 picks a free one at each start. @default 0 */
   embeddedDatabasePort: intField(0, 65535).default(0),
-  /** Interface the agent gRPC server binds. @default 0.0.0.0 (agents on GPU hosts dial in) */
-  grpcHost: z.string().default('0.0.0.0'),
+  /**
+   * Interface the agent gRPC server binds. Loopback, like HTTP: the port admits agents and has no
+   * TLS. Agents on other machines (external and static deployments, Kubernetes pods) need
+   * `0.0.0.0` or an interface address; the server warns at start when they cannot connect. @default 127.0.0.1
+   */
+  grpcHost: z.string().default('127.0.0.1'),
   /** Agent gRPC port; 0 picks a free one (tests). @default 50051 */
   grpcPort: intField(0, 65535).default(50051),
-  /** `host:port` other servers on the same database reach this one's gRPC port at, to relay jobs to its agents. @default 127.0.0.1:<the gRPC port> */
+  /** `host:port` other servers on the same database reach this one's gRPC port at, to relay jobs to its agents. @default 127.0.0.1:<the gRPC port> (GRPC_HOST:<port> when GRPC_HOST is an interface address) */
   clusterAddress: z.string().regex(/^\S+:\d+$/, 'must be host:port').optional(),
   /** How often a server writes its liveness and load for its peers, and reads theirs. @default 1000 */
   clusterHeartbeatIntervalMs: intField(10).default(1_000),
