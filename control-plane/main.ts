@@ -11,6 +11,7 @@ import type { ControlPlaneConfig } from './full-config';
 import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
 import { AgentReach } from './dispatch/agent-reach';
+import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
@@ -309,7 +310,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     await capacity.kubernetes.start();
   }
   await replicas.reconcile(await servers.liveServerIds());
-  agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity));
+  agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics });
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const runner = new BatchRunner({
@@ -344,15 +345,17 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   };
 }
 
-/** What on this server has agents on other machines dial in: said when gRPC listens on loopback only (AgentReach). */
-async function remoteAgentNeeds(deployments: DeploymentStore, capacity: Capacity): Promise<string[]> {
+/** What on this server has other machines dial its gRPC port: said when it listens on loopback only (AgentReach). */
+async function remoteAgentNeeds(deployments: DeploymentStore, capacity: Capacity, clusterAddress: string | undefined): Promise<string[]> {
   const active = await deployments.listActive();
   const count = (provider: string) => active.filter((deployment) => deployment.provider === provider).length;
   const hosts = (await capacity.staticHosts.list()).length;
+  const clusterHost = clusterAddress?.replace(/:\d+$/, '');
   return [
     count('external') ? `${count('external')} external deployment(s)` : '',
     hosts ? `${hosts} static host(s)` : '',
     capacity.kubernetes ? 'the Kubernetes provider (KUBERNETES_CONFIG_FILE)' : '',
+    clusterHost && !isLoopbackBind(clusterHost) ? `peer servers relaying to CLUSTER_ADDRESS ${clusterAddress}` : '',
   ].filter(Boolean);
 }
 

@@ -5,9 +5,9 @@ import { hostPort, isLoopbackBind, localAddressOf } from '../network/bind-addres
  * Where agents reach this server's gRPC port. It binds `GRPC_HOST`, 127.0.0.1 by default like
  * HTTP: the port admits agents and carries no TLS, so nothing outside this machine reaches it
  * unless the operator says so. Agents on other machines (external and static deployments, the
- * Kubernetes provider's pods) then cannot connect, and they would only retry, silently: so the
- * server says at start where agents must dial, and warns, naming what needs them, while it
- * listens on loopback only.
+ * Kubernetes provider's pods) and peer servers relaying to a CLUSTER_ADDRESS then cannot
+ * connect, and they would only retry, silently: so the server says at start where agents must
+ * dial, and warns, naming what needs other machines, while it listens on loopback only.
  */
 export class AgentReach {
   /** `host:port` that agents and servers on this machine dial (local and market agents, the default CLUSTER_ADDRESS). */
@@ -19,7 +19,7 @@ export class AgentReach {
     this.loopbackOnly = isLoopbackBind(host);
   }
 
-  /** Logs where agents dial; `remote` names what on this server needs agents on other machines (a warning on loopback). */
+  /** Logs where agents dial; `remote` names what on this server needs other machines to reach it (a warning on loopback). */
   announce(remote: readonly string[]): void {
     const grpc = hostPort(this.host, this.port);
     if (!this.loopbackOnly) {
@@ -31,11 +31,11 @@ export class AgentReach {
     if (remote.length > 0) this.needsRemoteAgents(remote.join(', '));
   }
 
-  /** Warns, while gRPC listens on loopback only, that `what` needs agents on other machines. */
+  /** Warns, while gRPC listens on loopback only, that `what` needs other machines to reach it (agents, or peer servers relaying). */
   needsRemoteAgents(what: string): void {
     if (!this.loopbackOnly) return;
     const grpc = hostPort(this.host, this.port);
-    this.logger.warn({ grpc }, `agents on other machines cannot connect (${what}): the agent gRPC server listens on ${grpc}, this machine only; `
+    this.logger.warn({ grpc }, `other machines cannot connect to the agent gRPC server (${what}): it listens on ${grpc}, this machine only; `
       + 'set GRPC_HOST=0.0.0.0 (or this machine\'s interface address) and restart');
   }
 }

@@ -91,9 +91,22 @@ describe('the agent gRPC port listens on loopback unless GRPC_HOST says otherwis
         'mutation { registerStaticHost(input: {name: "gpu-1", gpuName: "RTX 4090", gpuMemoryGb: 24, region: "us-east", pricePerHour: 0.5}) { host { id } } }');
       expect(registered.body.errors).toBeUndefined();
       expect(lines.filter((line) => line.level >= WARN).map((line) => line.msg)).toEqual([
-        `agents on other machines cannot connect (static host gpu-1): the agent gRPC server listens on 127.0.0.1:${port}, this machine only; set GRPC_HOST=0.0.0.0 (or this machine's interface address) and restart`,
+        `other machines cannot connect to the agent gRPC server (static host gpu-1): it listens on 127.0.0.1:${port}, this machine only; set GRPC_HOST=0.0.0.0 (or this machine's interface address) and restart`,
       ]);
     });
+  });
+
+  it('warns at start when CLUSTER_ADDRESS sends peer servers to another machine while it listens on loopback', async () => {
+    const captured = capturingLogger();
+    const test = await startTestServer({ logger: captured.logger, controlPlane: { localAgents: false, clusterAddress: '10.9.8.7:50051' } });
+    try {
+      const port = test.server.controlPlane.agentServer.port;
+      expect(captured.lines.filter((line) => line.level >= WARN).map((line) => line.msg)).toEqual([
+        `other machines cannot connect to the agent gRPC server (peer servers relaying to CLUSTER_ADDRESS 10.9.8.7:50051): it listens on 127.0.0.1:${port}, this machine only; set GRPC_HOST=0.0.0.0 (or this machine's interface address) and restart`,
+      ]);
+    } finally {
+      await test.stop();
+    }
   });
 
   describe('with GRPC_HOST set to an interface address', () => {

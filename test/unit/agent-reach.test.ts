@@ -30,7 +30,7 @@ describe('AgentReach: where agents dial the gRPC port, and who cannot', () => {
     new AgentReach('127.0.0.1', 50051, logger).announce(['2 external deployment(s)', 'the Kubernetes provider (KUBERNETES_CONFIG_FILE)']);
     expect(lines).toEqual([
       'info: agent gRPC server listening on 127.0.0.1:50051, this machine only: set GRPC_HOST=0.0.0.0 (or an interface address) for agents on other machines',
-      'warn: agents on other machines cannot connect (2 external deployment(s), the Kubernetes provider (KUBERNETES_CONFIG_FILE)): the agent gRPC server listens on 127.0.0.1:50051, this machine only; set GRPC_HOST=0.0.0.0 (or this machine\'s interface address) and restart',
+      'warn: other machines cannot connect to the agent gRPC server (2 external deployment(s), the Kubernetes provider (KUBERNETES_CONFIG_FILE)): it listens on 127.0.0.1:50051, this machine only; set GRPC_HOST=0.0.0.0 (or this machine\'s interface address) and restart',
     ]);
   });
 
