@@ -50,7 +50,6 @@ const WARN = 40;
  */
 describe('the agent gRPC port listens on loopback unless GRPC_HOST says otherwise', () => {
   if (!EXTERNAL_ADDRESS) {
-    // eslint-disable-next-line no-console
     console.warn('grpc-bind.test.ts: this machine has no non-loopback IPv4 address; the reachability checks are skipped');
   }
   const withExternalAddress = EXTERNAL_ADDRESS ? it : it.skip;
