@@ -10,6 +10,8 @@ import { localGgufModel } from './catalog/local-gguf-model';
 import type { ControlPlaneConfig } from './full-config';
 import { DeploymentService } from './deployments/deployment.service';
 import { DeploymentStore } from './deployments/deployment-store';
+import { AgentReach } from './dispatch/agent-reach';
+import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
@@ -37,6 +39,7 @@ import type { RateLimiter } from './rate-limits/rate-limit-decision';
 import type { ReplicaManager } from './replicas/replica-manager';
 import { UsageRecorder } from './usage/usage-recorder';
 import { SignInLinks } from './console/sign-in-links';
+import { SignInThrottle } from './rate-limits/sign-in-throttle';
 import { WorkspaceAdmin } from './workspaces/workspace-admin';
 import { WorkspaceService } from './workspaces/workspace.service';
 import { controlPlaneGauges } from './telemetry/control-plane-gauges';
@@ -141,6 +144,8 @@ export interface ControlPlane {
   readonly workspaceBudgets: WorkspaceBudgets;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
+  /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
+  readonly agentReach: AgentReach;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -260,7 +265,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const port = await agentServer.start();
   lifecycle.add('agent server', () => agentServer.stop());
   lifecycle.add('relay streams', () => relayServer.close());
-  grpcAddress = `127.0.0.1:${port}`;
+  const agentReach = new AgentReach(config.grpcHost, port, logger.child({ component: 'agent-server' }));
+  grpcAddress = agentReach.localAddress;
   // The agent of a replica ending may hold its stream on another server: that one drains it.
   const drainHere = (replicaId: string, reason: string) => agentServer.connectionOf(replicaId)?.drain(reason);
   notifier.on('replica-drain', (payload) => {
@@ -326,6 +332,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     await capacity.kubernetes.start();
   }
   await replicas.reconcile(await servers.liveServerIds());
+  agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts });
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const runner = new BatchRunner({
@@ -340,11 +347,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
 
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
-    dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress,
+    dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
-    signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
+    signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs, new SignInThrottle({
+      perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
+    })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets,
     drainAgents: async () => {
@@ -356,6 +365,20 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     },
     stop: () => lifecycle.stopAll(),
   };
+}
+
+/** What on this server has other machines dial its gRPC port: said when it listens on loopback only (AgentReach). */
+async function remoteAgentNeeds(deployments: DeploymentStore, capacity: Capacity, clusterAddress: string | undefined): Promise<string[]> {
+  const active = await deployments.listActive();
+  const count = (provider: string) => active.filter((deployment) => deployment.provider === provider).length;
+  const hosts = (await capacity.staticHosts.list()).length;
+  const clusterHost = clusterAddress?.replace(/:\d+$/, '');
+  return [
+    count('external') ? `${count('external')} external deployment(s)` : '',
+    hosts ? `${hosts} static host(s)` : '',
+    capacity.kubernetes ? 'the Kubernetes provider (KUBERNETES_CONFIG_FILE)' : '',
+    clusterHost && !isLoopbackBind(clusterHost) ? `peer servers relaying to CLUSTER_ADDRESS ${clusterAddress}` : '',
+  ].filter(Boolean);
 }
 
 function databaseUrlOf(dataSource: DataSource): string {

@@ -1,4 +1,4 @@
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { RELAY_TOKEN_HEADER, type RelayEvent, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
 import type { JobEvent } from '../../proto/worker/v1';
@@ -41,7 +41,10 @@ export class RelayServer {
   private run(call: RelayCall): void {
     const presented = call.metadata.get(RELAY_TOKEN_HEADER)[0];
     if (!this.tokenHash || typeof presented !== 'string' || !sameHash(hashSecret(presented), this.tokenHash)) {
-      call.destroy(Object.assign(new Error('bad relay token'), { code: 16 /* UNAUTHENTICATED */ }));
+      // An 'error' event is how a grpc-js server stream ends with a status: it sends the status
+      // and closes the call. destroy() sent none and left the HTTP/2 stream open: the caller
+      // waited forever and this server held the call until the caller gave up.
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'bad relay token' });
       return;
     }
     const stream = new RelayedJobs(call, this.logger);

@@ -11,11 +11,15 @@ const shape = {
   dataDir: z.string().default('./data'),
   /** Port of the embedded PostgreSQL; 0 picks a free one at each start. @default 0 */
   embeddedDatabasePort: intField(0, 65535).default(0),
-  /** Interface the agent gRPC server binds. @default 0.0.0.0 (agents on GPU hosts dial in) */
-  grpcHost: z.string().default('0.0.0.0'),
+  /**
+   * Interface the agent gRPC server binds. Loopback, like HTTP: the port admits agents and has no
+   * TLS. Agents on other machines (external and static deployments, Kubernetes pods) need
+   * `0.0.0.0` or an interface address; the server warns at start when they cannot connect. @default 127.0.0.1
+   */
+  grpcHost: z.string().default('127.0.0.1'),
   /** Agent gRPC port; 0 picks a free one (tests). @default 50051 */
   grpcPort: intField(0, 65535).default(50051),
-  /** `host:port` other servers on the same database reach this one's gRPC port at, to relay jobs to its agents. @default 127.0.0.1:<the gRPC port> */
+  /** `host:port` other servers on the same database reach this one's gRPC port at, to relay jobs to its agents. @default 127.0.0.1:<the gRPC port> (GRPC_HOST:<port> when GRPC_HOST is an interface address) */
   clusterAddress: z.string().regex(/^\S+:\d+$/, 'must be host:port').optional(),
   /** How often a server writes its liveness and load for its peers, and reads theirs. @default 1000 */
   clusterHeartbeatIntervalMs: intField(10).default(1_000),
@@ -29,6 +33,13 @@ const shape = {
   apiKeyCacheTtlMs: intField(0).default(5_000),
   /** How long a console sign-in link (printed by `npm start` on the embedded defaults) can be used, once. @default 600000 */
   consoleSignInTtlMs: intField(1_000, 86_400_000).default(600_000),
+  /**
+   * Console sign-in attempts (`redeemSignInLink`, served without a key) one client may make in
+   * any minute; the client is the socket's address (an IPv6 /64), never a forwarding header. @default 10
+   */
+  consoleSignInPerClientPerMinute: intField(1).default(10),
+  /** Console sign-in attempts this server takes in any minute from all clients together. @default 120 */
+  consoleSignInPerServerPerMinute: intField(1).default(120),
   /** Default requests-per-minute limit of a new API key. @default 600 */
   defaultRpmLimit: intField(1).default(600),
   /** Default tokens-per-day limit of a new API key (UTC day). @default 1000000 */
@@ -106,7 +117,8 @@ const names = {
   grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', clusterAddress: 'CLUSTER_ADDRESS',
   clusterHeartbeatIntervalMs: 'CLUSTER_HEARTBEAT_INTERVAL_MS', clusterServerTimeoutMs: 'CLUSTER_SERVER_TIMEOUT_MS', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
-  consoleSignInTtlMs: 'CONSOLE_SIGN_IN_TTL_MS', defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
+  consoleSignInTtlMs: 'CONSOLE_SIGN_IN_TTL_MS', consoleSignInPerClientPerMinute: 'CONSOLE_SIGN_IN_PER_CLIENT_PER_MINUTE',
+  consoleSignInPerServerPerMinute: 'CONSOLE_SIGN_IN_PER_SERVER_PER_MINUTE', defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', routingLoadFactor: 'ROUTING_LOAD_FACTOR', routingHomeReplicas: 'ROUTING_HOME_REPLICAS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',
   localEngineUrl: 'LOCAL_ENGINE_URL', localMaxConcurrency: 'LOCAL_AGENT_MAX_CONCURRENCY', localMediaMaxConcurrency: 'LOCAL_MEDIA_AGENT_MAX_CONCURRENCY',
   localModelPath: 'LOCAL_MODEL_PATH', localLlamaThreads: 'LOCAL_LLAMA_THREADS', localLlamaContextSize: 'LOCAL_LLAMA_CONTEXT_SIZE', localLlamaParallel: 'LOCAL_LLAMA_PARALLEL',

@@ -6,6 +6,11 @@ import { hashSecret, newSecret } from '../secrets';
 
 export const SIGN_IN_TOKEN_PREFIX = 'csl-';
 
+/** Counts a sign-in attempt of a client, or throws 429 `rate_limit_error` (rate-limits/sign-in-throttle.ts). */
+export interface SignInAttempts {
+  take(clientAddress: string | undefined): void;
+}
+
 /**
  * One-time console sign-in links. `npm start` on the embedded defaults prints one for the dev
  * workspace, whose API key was shown only on the first start. The token is random (256 bits),
@@ -21,6 +26,7 @@ export class SignInLinks {
     private readonly dataSource: DataSource,
     private readonly apiKeys: ApiKeyService,
     private readonly ttlMs: number,
+    private readonly attempts: SignInAttempts,
   ) {}
 
   /** A new link's token for `workspaceId`. */
@@ -34,8 +40,13 @@ export class SignInLinks {
     return { token, expiresAt };
   }
 
-  /** Spends the token: a new API key for its workspace, or 401 when it is unknown, used or expired (not saying which). */
-  async redeem(token: string): Promise<{ workspaceId: string; apiKey: string }> {
+  /**
+   * Spends the token: a new API key for its workspace, or 401 when it is unknown, used or expired
+   * (not saying which). Anyone may call this without a key, so the attempt of `clientAddress`
+   * (the socket's peer) is counted first: over the allowance it is 429 and touches no database.
+   */
+  async redeem(token: string, clientAddress: string | undefined): Promise<{ workspaceId: string; apiKey: string }> {
+    this.attempts.take(clientAddress);
     const rows: Array<{ workspace_id: string }> = typeof token === 'string' && token.startsWith(SIGN_IN_TOKEN_PREFIX)
       ? (await this.dataSource.query(
         `UPDATE console_sign_in_links SET used_at = now()

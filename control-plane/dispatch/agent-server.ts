@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { hostPort } from '../network/bind-address';
 import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Heartbeat, type Hello } from '../../proto/worker/v1';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { ReplicaManager } from '../replicas/replica-manager';
@@ -47,7 +48,8 @@ export class AgentServer {
 
   async start(): Promise<number> {
     this.port = await new Promise<number>((resolve, reject) => {
-      this.server.bindAsync(`${this.options.host}:${this.options.port}`, grpc.ServerCredentials.createInsecure(),
+      // hostPort: an IPv6 GRPC_HOST (`::`) must be bracketed, or grpc-js takes it for a name and fails.
+      this.server.bindAsync(hostPort(this.options.host, this.options.port), grpc.ServerCredentials.createInsecure(),
         (error, port) => (error ? reject(error) : resolve(port)));
     });
     this.lastSweepAt = Date.now();

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import type { DataSource } from 'typeorm';
+import { localAddressOf } from '../network/bind-address';
 import { withTimeout } from './with-timeout';
 
 /** One dependency a server needs to take traffic; `check` rejects when it is not there. */
@@ -36,18 +37,11 @@ export function controlPlaneProbes(targets: ControlPlaneProbeTargets, timeoutMs 
       check: async () => {
         const port = targets.agentServer.port;
         if (!port) throw new Error('the agent server has not started');
-        await connectOnce(probeHost(targets.grpcHost), port, timeoutMs);
+        await connectOnce(localAddressOf(targets.grpcHost), port, timeoutMs);
       },
     },
     rateLimits,
   ];
-}
-
-/** A wildcard bind is reached on loopback; a specific interface only on that address. */
-function probeHost(host: string): string {
-  if (host === '' || host === '0.0.0.0') return '127.0.0.1';
-  if (host === '::' || host === '[::]') return '::1';
-  return host.replace(/^\[(.*)\]$/, '$1');
 }
 
 function connectOnce(host: string, port: number, timeoutMs: number): Promise<void> {

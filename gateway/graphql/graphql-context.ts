@@ -7,6 +7,8 @@ export interface GraphQLContext {
   operator: boolean;
   /** A bearer token was sent but is no key (revoked, regenerated, mistyped): said so, as /v1 does. */
   unknownToken?: boolean;
+  /** The socket's peer address (HTTP or WebSocket): who an anonymous sign-in attempt is counted against. */
+  clientAddress?: string;
 }
 
 /** The caller's workspace; every resolver scopes its records by it. */

@@ -1,3 +1,4 @@
+import { HeaderMap } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
@@ -61,4 +62,20 @@ function isRequestRefusal(error: unknown): boolean {
   if (!(error instanceof GraphQLError) || error.originalError) return false;
   const status = (error.extensions.http as { status?: unknown } | undefined)?.status;
   return typeof status === 'number' && status >= 400 && status < 500;
+}
+
+/**
+ * `appError` as a GraphQLError that also sets the HTTP response's status and Retry-After (Apollo
+ * reads `extensions.http` and removes it; formatGraphQLError then answers with the table's code).
+ * Thrown while building the context or from a resolver whose refusal the status must carry (a
+ * 429 over HTTP); over graphql-ws only the code travels.
+ */
+export function withHttpStatus(appError: AppError): GraphQLError {
+  const entry = ERROR_TABLE[appError.code];
+  const headers = new HeaderMap();
+  if (appError.retryAfterSeconds !== undefined) headers.set('retry-after', String(appError.retryAfterSeconds));
+  return new GraphQLError(appError.message, {
+    originalError: appError,
+    extensions: { code: entry.graphql, http: { status: entry.status, headers } },
+  });
 }

@@ -17,7 +17,7 @@ import { SocketSessions } from './socket-sessions';
 import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
-import { formatGraphQLError } from './graphql-errors';
+import { formatGraphQLError, withHttpStatus } from './graphql-errors';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 import { ERROR_TABLE } from '../errors/error-table';
 import { nulByteInVariables, nulByteRule } from './nul-byte-checks';
@@ -131,7 +131,7 @@ export class GraphQLServer {
       onSubscribe: async (context, _id, payload) => {
         const caller = await this.sessions.current(context.extra.socket);
         if (!caller) return [revokedError()];
-        return operations.prepare(schema, payload, caller);
+        return operations.prepare(schema, payload, { ...caller, clientAddress: context.extra.request.socket.remoteAddress });
       },
       onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
       onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
@@ -169,7 +169,7 @@ export class GraphQLServer {
       }
       const result = await this.apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
-        context: async () => caller ?? asGraphQLError(lookupFailure),
+        context: async () => (caller ? { ...caller, clientAddress: context.req.socket.remoteAddress } : asGraphQLError(lookupFailure)),
       });
       for (const [name, value] of result.headers) context.set(name, value);
       context.status = result.status ?? 200;
@@ -205,14 +205,7 @@ export class GraphQLServer {
  * outage is a 503 UNAVAILABLE with Retry-After, as on /v1.
  */
 function asGraphQLError(error: unknown): never {
-  const appError = asAppError(error);
-  const entry = ERROR_TABLE[appError.code];
-  const headers = new HeaderMap();
-  if (appError.retryAfterSeconds !== undefined) headers.set('retry-after', String(appError.retryAfterSeconds));
-  throw new GraphQLError(appError.message, {
-    originalError: appError,
-    extensions: { code: entry.graphql, http: { status: entry.status, headers } },
-  });
+  throw withHttpStatus(asAppError(error));
 }
 
 /** A NUL in a variable is refused before anything runs (literals are refused by nulByteRule while validating). */

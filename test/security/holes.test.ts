@@ -36,7 +36,7 @@ describe('smaller holes (issue 19, part 4)', () => {
     return { status: response.status, bytes: Buffer.byteLength(text), body: JSON.parse(text) as ErrorBody };
   };
 
-  describe('IPv4 carried in IPv6 is judged as that IPv4', () => {
+  describe('IPv4 carried in IPv6: NAT64 is judged as that IPv4, the ::/8 spellings are refused', () => {
     const graphql = () => graphqlClient(test.url, mine.apiKey);
 
     it.each([
@@ -58,9 +58,16 @@ describe('smaller holes (issue 19, part 4)', () => {
       expect(result.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', param: 'endpoint' }, message: expect.stringContaining('private') });
     });
 
-    it('a public IPv4 carried the same way is accepted, as the IPv4 itself is', async () => {
-      const result = await graphql()('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { url } }', { url: 'https://[::ffff:0:5db8:d70e]/h' });
-      expect(result).toEqual({ data: { createWebhookEndpoint: { url: 'https://[::ffff:0:5db8:d70e]/h' } } });
+    it('a public IPv4 behind NAT64 is accepted, as the IPv4 itself is (an IPv6-only host\'s DNS64 answers so)', async () => {
+      const result = await graphql()('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { url } }', { url: 'https://[64:ff9b::5db8:d70e]/h' });
+      expect(result).toEqual({ data: { createWebhookEndpoint: { url: 'https://[64:ff9b::5db8:d70e]/h' } } });
+    });
+
+    it('a public IPv4 spelled in ::/8 (translated, mapped, compatible) is refused: IPv6 is an allow-list', async () => {
+      for (const url of ['https://[::ffff:0:5db8:d70e]/h', 'https://[::ffff:5db8:d70e]/h', 'https://[::5db8:d70e]/h']) {
+        const result = await graphql()('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { id } }', { url });
+        expect(result.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', param: 'url' }, message: expect.stringContaining('private') });
+      }
     });
   });
 

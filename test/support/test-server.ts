@@ -53,7 +53,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     env: {},
     logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     controlPlane: {
-      databaseUrl, dataDir, grpcHost: '127.0.0.1', grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
+      databaseUrl, dataDir, grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,
       usageFlushIntervalMs: 20, apiKeyCacheTtlMs: 5_000,
       ...options.controlPlane,
       localAgentEnv: { ...FAST_AGENT_ENV, ...options.controlPlane?.localAgentEnv },

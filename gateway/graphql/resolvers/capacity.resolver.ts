@@ -36,7 +36,9 @@ export class CapacityResolver {
   @Mutation(() => RegisterStaticHostPayload, { description: 'Operator: registers a machine at a set price; its agent joins with the token shown once' })
   async registerStaticHost(@Arg('input') input: StaticHostInput, @Ctx() context: GraphQLContext): Promise<RegisterStaticHostPayload> {
     requireOperator(context);
-    return await this.controlPlane.capacity.staticHosts.register(input);
+    const registered = await this.controlPlane.capacity.staticHosts.register(input);
+    this.controlPlane.agentReach.needsRemoteAgents(`static host ${registered.host.name}`);
+    return registered;
   }
 
   @Mutation(() => StaticHostType, { description: 'Operator: removes a host; a replica on it is replaced elsewhere' })
