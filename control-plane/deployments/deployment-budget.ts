@@ -2,7 +2,11 @@ import type { EntityManager } from 'typeorm';
 import type { StoredQuotas } from '../budgets/stored-quota';
 import { isPositive, type Money } from '../billing/money';
 import { AppError } from '../errors/app-error';
-import type { ReplicaQuota } from '../replicas/replica-quota';
+
+/** Whether a workspace may use this host's local capacity at all (replicas/replica-quota.ts answers it). */
+export interface LocalCapacityGrant {
+  granted(workspaceId: string): boolean;
+}
 import type { ProviderKind } from './deployment.entity';
 
 /**
@@ -15,7 +19,7 @@ import type { ProviderKind } from './deployment.entity';
 export class DeploymentBudget {
   constructor(
     private readonly quotas: StoredQuotas,
-    private readonly replicas: Pick<ReplicaQuota, 'granted'>,
+    private readonly replicas: LocalCapacityGrant,
     /** Providers whose replicas cost the workspace nothing: external agents, and local capacity at LOCAL_PRICE_PER_HOUR 0. */
     private readonly freeProviders: readonly ProviderKind[],
   ) {}
