@@ -70,6 +70,7 @@ import { DeploymentBudget } from './deployments/deployment-budget';
 import { ReplicaQuota } from './replicas/replica-quota';
 import { TenantBudget } from './budgets/tenant-budget';
 import { WorkspaceBudgets } from './budgets/workspace-budgets';
+import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -179,15 +180,19 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('cluster notifier', () => notifier.stop());
   const workspaceBudgets = new WorkspaceBudgets(dataSource, config.budgets, notifier);
   await workspaceBudgets.start();
-  const budget = new TenantBudget(workspaceBudgets);
-  const quotas = new StoredQuotas(workspaceBudgets);
+  const refused = (name: BudgetName, scope: BudgetScope) => metrics.recordBudgetRefusal(name, scope);
+  const budget = new TenantBudget(workspaceBudgets, refused);
+  const quotas = new StoredQuotas(workspaceBudgets, refused);
   const workspaces = new WorkspaceService(dataSource);
   const apiKeys = new ApiKeyService(dataSource, {
     cacheTtlMs: config.apiKeyCacheTtlMs, defaultRpmLimit: config.defaultRpmLimit, defaultTpdLimit: config.defaultTpdLimit,
   }, notifier);
   const deploymentStore = new DeploymentStore(dataSource, events, notifier);
   const dispatcher = new Dispatcher();
-  const metrics = new Metrics({ ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }) });
+  const metrics = new Metrics({
+    ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
+    budgetHeld: () => HELD_BUDGETS.map((name) => ({ budget: name, held: budget.used(name, 'server') })),
+  });
   lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
   const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId, quotas);
@@ -380,6 +385,8 @@ async function remoteAgentNeeds(deployments: DeploymentStore, capacity: Capacity
     clusterHost && !isLoopbackBind(clusterHost) ? `peer servers relaying to CLUSTER_ADDRESS ${clusterAddress}` : '',
   ].filter(Boolean);
 }
+
+const HELD_BUDGETS = BUDGET_NAMES.filter((name) => BUDGETS[name].kind === 'held');
 
 function databaseUrlOf(dataSource: DataSource): string {
   const url = (dataSource.options as { url?: string }).url;

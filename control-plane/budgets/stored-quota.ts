@@ -2,7 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { AppError } from '../errors/app-error';
 import type { BudgetName, BudgetScope } from './budget-kinds';
 import { budgetRefusal } from './budget-refusal';
-import type { LimitSource } from './tenant-budget';
+import type { LimitSource, RefusalListener } from './tenant-budget';
 
 /** How long a client should wait before retrying a stored quota: it frees up only when something is deleted or ends. */
 const STORED_RETRY_AFTER_SECONDS = 60;
@@ -15,7 +15,7 @@ const STORED_RETRY_AFTER_SECONDS = 60;
  * 999 files of 1,000 would otherwise all be stored).
  */
 export class StoredQuotas {
-  constructor(private readonly limits: LimitSource) {}
+  constructor(private readonly limits: LimitSource, private readonly refused: RefusalListener = () => {}) {}
 
   /**
    * Inside `manager`'s transaction: waits for the workspace's lock on `name`, counts what it
@@ -32,6 +32,7 @@ export class StoredQuotas {
   refusal(name: BudgetName, scope: BudgetScope, workspaceId: string | null, used: number, adding = 1): AppError | null {
     const limit = this.limits.limitFor(name, scope, workspaceId);
     if (used + adding <= limit) return null;
+    this.refused(name, scope);
     return budgetRefusal(name, scope, used, limit, STORED_RETRY_AFTER_SECONDS);
   }
 }

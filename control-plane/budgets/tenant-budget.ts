@@ -20,6 +20,9 @@ export interface LimitSource {
   limitFor(name: BudgetName, scope: BudgetScope, workspaceId: string | null | undefined): number;
 }
 
+/** Told of every refusal (metrics: `inference_budget_refusals_total`). */
+export type RefusalListener = (name: BudgetName, scope: BudgetScope) => void;
+
 /** Something held: give it back exactly once (`release` again does nothing). */
 export interface BudgetLease {
   readonly amount: number;
@@ -45,7 +48,7 @@ type Counters = Map<unknown, number>;
 export class TenantBudget {
   private readonly counters = new Map<BudgetName, Map<BudgetScope, Counters>>();
 
-  constructor(private readonly limits: LimitSource) {}
+  constructor(private readonly limits: LimitSource, private readonly refused: RefusalListener = () => {}) {}
 
   /**
    * Holds `amount` of `name` for `holder` in every scope it names and the server's, or returns
@@ -79,6 +82,7 @@ export class TenantBudget {
       // One thing larger than a byte budget on its own is still taken (and may grow) while
       // nothing else is held there, so a size limit set above the budget works, one at a time.
       if (BUDGETS[name].unit === 'bytes' && used === own && limit > 0) continue;
+      this.refused(name, scope);
       return budgetRefusal(name, scope, used, limit);
     }
     return null;

@@ -58,6 +58,8 @@ export interface MetricsOptions {
    * A replica gone (disconnected, ended) is simply absent, so its series leave with it.
    */
   replicaEngines?: () => Promise<ReplicaEngineLoad[]>;
+  /** What this server holds of each held budget now (`inference_budget_held`). */
+  budgetHeld?: () => Array<{ budget: string; held: number }>;
   /** Where a failing scrape-time source is reported; the scrape still answers, without that gauge. */
   logger?: Logger;
 }
@@ -105,6 +107,8 @@ export class Metrics {
   /** deployment → policy → reason → decisions. */
   private readonly routingCounts = new Map<string, Map<string, Map<string, number>>>();
   private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'>;
+  /** budget → scope → refusals. */
+  private readonly budgetRefusals = new Map<string, Map<string, number>>();
   private readonly logger: Logger | undefined;
 
   constructor(options: MetricsOptions = {}) {
@@ -188,7 +192,31 @@ export class Metrics {
         }
       },
     });
+    const refusals: Counter<'budget' | 'scope'> = new Counter({
+      name: 'inference_budget_refusals_total', help: 'Holds the tenant budget refused, by budget and scope (key, workspace, address, socket, server).',
+      labelNames: ['budget', 'scope'], registers,
+      collect: () => {
+        refusals.reset();
+        for (const [budget, byScope] of this.budgetRefusals) for (const [scope, count] of byScope) refusals.inc({ budget, scope }, count);
+      },
+    });
+    const budgetHeld = options.budgetHeld;
+    const held: Gauge<'budget'> = new Gauge({
+      name: 'inference_budget_held', help: 'What this server holds of each held tenant budget now (connections, requests, bytes of memory, sockets, subscriptions, GraphQL operations and their cost).',
+      labelNames: ['budget'], registers,
+      collect: () => {
+        held.reset();
+        for (const row of budgetHeld?.() ?? []) held.set({ budget: row.budget }, row.held);
+      },
+    });
     collectDefaultMetrics({ register: this.registry, prefix: 'inference_' });
+  }
+
+  /** The tenant budget refused a hold (a closed set of budgets and scopes: no label explosion). */
+  recordBudgetRefusal(budget: string, scope: string): void {
+    let byScope = this.budgetRefusals.get(budget);
+    if (!byScope) this.budgetRefusals.set(budget, (byScope = new Map()));
+    byScope.set(scope, (byScope.get(scope) ?? 0) + 1);
   }
 
   /** One answered HTTP request. `deploymentId` must be a resolved deployment's id, or NO_DEPLOYMENT. */

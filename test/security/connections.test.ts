@@ -67,6 +67,10 @@ describe('connections: caps, eviction and progress on a real server', () => {
     const answer = await models();
     expect(answer.status).toBe(200);
     expect(test.server.controlPlane.budget.used('connections', 'server')).toBeLessThanOrEqual(40);
+    // Operators see it: refusals by budget and scope, and what is held, in /metrics.
+    const metrics = await (await fetch(`${test.url}/metrics`)).text();
+    expect(metrics).toMatch(/inference_budget_refusals_total\{budget="connections",scope="address"\} ([1-9]\d*)/);
+    expect(metrics).toMatch(/inference_budget_held\{budget="connections"\} \d+/);
   });
 
   it('a connection that sends nothing, or half a header, is answered 408 and closed at the headers timeout', async () => {
