@@ -100,12 +100,12 @@ export class InferencePipeline {
 
   /**
    * What refuses a request on its key and deployment alone, decided before its body is read (in
-   * memory, synchronously): no credit (402), a paused deployment (503), and for text work a key
+   * memory, synchronously): no credit (402), a paused deployment (503; a guest names none), and for text work a key
    * whose minute or day is already used up (429). A zero-credit key held 4 MiB per slow body
    * before it was told 402; now nothing of the body is read. Admission decides again, exactly.
    */
-  refusalBeforeBody(key: AuthenticatedKey, deployment: Deployment, work: 'text' | 'media'): AppError | null {
-    return creditRefusal(key) ?? pausedRefusal(deployment, work) ?? (work === 'text' ? this.parts.rateLimiter.refusalNow(key) : null);
+  refusalBeforeBody(key: AuthenticatedKey, deployment: Deployment | null, work: 'text' | 'media'): AppError | null {
+    return creditRefusal(key) ?? (deployment ? pausedRefusal(deployment, work) : null) ?? (work === 'text' ? this.parts.rateLimiter.refusalNow(key) : null);
   }
 
   /** A chat or completions request on its owner's deployment, admitted; dispatch and settle through the ticket. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../control-plane/errors/app-error';
-import { readBody, type BodyMemory } from '../http/read-body';
+import { OPERATOR, readBody, UNCOUNTED, type BodyMemory } from '../http/read-body';
 import { parseJson } from '../http/request-parsing';
 
 /** What one GraphQL request may cost before it is refused (gateway config, README table). */
@@ -21,13 +21,14 @@ export interface GraphQLLimits {
  * The JSON body of `POST /graphql`, read only after the caller was identified from its
  * Authorization header: without a key (or with one that is no key) only sign-in is served, so
  * at most `anonymousMaxBodyBytes` are read and anything larger is refused unread. Over-deep JSON
- * is refused while scanning, before JSON.parse builds it.
+ * is refused while scanning, before JSON.parse builds it. A key's body is held in its request's
+ * budget (`memory`); the operator's is nobody's.
  */
 export async function readGraphQLBody(request: IncomingMessage, hasKey: boolean, limits: GraphQLLimits, memory?: BodyMemory): Promise<unknown> {
   const limit = hasKey ? limits.maxBodyBytes : limits.anonymousMaxBodyBytes;
   let raw: Buffer;
   try {
-    raw = await readBody(request, limit, memory);
+    raw = await readBody(request, limit, memory ?? (hasKey ? OPERATOR : UNCOUNTED));
   } catch (error) {
     if (hasKey || !(error instanceof AppError) || error.code !== 'body_too_large') throw error;
     throw new AppError('invalid_api_key', `send "Authorization: Bearer <API_KEY>": without a key only sign-in (redeemSignInLink) is served, in at most ${limit} bytes`);

@@ -7,11 +7,24 @@ export interface BodyMemory {
 }
 
 /**
- * Reads the raw request body up to `limit` bytes; the bytes are later passed to the engine as-is.
- * With `memory`, the bytes received so far are held in the tenant budget as they arrive, and a
- * body that no longer fits is refused there (429/503), the rest unread.
+ * For a body too small to matter (`limit` at most UNCOUNTED_LIMIT_BYTES): an anonymous GraphQL
+ * sign-in, for one. Any larger body must be read into a request's budget.
  */
-export function readBody(request: IncomingMessage, limit: number, memory?: BodyMemory): Promise<Buffer> {
+export const UNCOUNTED: BodyMemory = { body: () => null };
+export const UNCOUNTED_LIMIT_BYTES = 64 * 1024;
+/** The operator token's requests: not a tenant's, counted in no tenant's budget. */
+export const OPERATOR: BodyMemory = { body: () => null };
+
+/**
+ * Reads the raw request body up to `limit` bytes; the bytes are later passed to the engine as-is.
+ * The bytes received so far are held in `memory` (the request's tenant budget, request-budget.ts)
+ * as they arrive, and a body that no longer fits is refused there (429/503), the rest unread. The
+ * budget is not optional: a reader without one was how every earlier surface shipped unbounded.
+ */
+export function readBody(request: IncomingMessage, limit: number, memory: BodyMemory): Promise<Buffer> {
+  if (memory === UNCOUNTED && limit > UNCOUNTED_LIMIT_BYTES) {
+    return Promise.reject(new Error(`a body of up to ${limit} bytes must be read into a request's budget, not UNCOUNTED`));
+  }
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
@@ -19,7 +32,7 @@ export function readBody(request: IncomingMessage, limit: number, memory?: BodyM
     let size = 0;
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      const refusal = size > limit ? tooLarge(limit) : memory?.body(size);
+      const refusal = size > limit ? tooLarge(limit) : memory.body(size);
       if (refusal) {
         request.removeAllListeners('data');
         request.resume();

@@ -24,11 +24,11 @@ export class RequestGate {
   ) {}
 
   /** The request's budget (released when `response` closes); throws the refusal. */
-  enter(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, deployment?: Deployment, spends?: 'text' | 'media'): RequestBudget {
+  enter(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, deployment: Deployment | null = null, spends?: 'text' | 'media'): RequestBudget {
     this.connections?.identified(request.socket);
     // First, so that a key refused anyway (no credit) holds nothing, not even a request in flight.
     // A retried media submission (same Idempotency-Key) gets its record back whatever the key's state now: admission decides after the body.
-    if (deployment && spends && !(spends === 'media' && request.headers['idempotency-key'])) {
+    if (spends && !(spends === 'media' && request.headers['idempotency-key'])) {
       const refusal = this.pipeline.refusalBeforeBody(key, deployment, spends);
       if (refusal) throw refusal;
     }

@@ -67,7 +67,7 @@ export class SharedChatRoute {
   async handle(request: IncomingMessage, response: ServerResponse, trace: RequestTrace, labelled: (label: string) => void, early: EarlyAttempt): Promise<void> {
     const key = early.key ?? await authenticate(this.apiKeys, request.headers.authorization);
     if (early.refusal) throw early.refusal;
-    const held = this.gate.enter(request, response, key);
+    const held = this.gate.enter(request, response, key, null, 'text');
     const body = early.body ?? await readBody(request, this.options.maxBodyBytes, held);
     const screened = early.screened === undefined ? this.screenOrRefuse(key, body, labelled) : early.screened ?? undefined;
     const textRequest = parseTextRequest(body, 'chat.completions');

@@ -91,6 +91,7 @@ describe('workspaces and the ledger over GraphQL', () => {
 
   it('deleteWorkspace revokes its keys (401), deletes its deployments so metering stops, and keeps the workspace and its ledger', async () => {
     const doomed = await create('doomed', '100');
+    await test.server.controlPlane.workspaceBudgets.set(doomed.workspace.id, 'local_replicas', 'workspace', 1);
     const deployment = await test.createDeployment({ workspaceId: doomed.workspace.id, apiKey: doomed.plaintext, apiKeyId: doomed.apiKey.id }, { priceCapPerHour: 5 });
     await test.waitForReplicas(deployment.id, 1);
     const chat = async () => (await fetch(`${deployment.baseUrl}/chat/completions`, {

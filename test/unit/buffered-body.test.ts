@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { takeBufferedBody } from '../../gateway/http/buffered-body';
-import { readBody } from '../../gateway/http/read-body';
+import { readBody, UNCOUNTED } from '../../gateway/http/read-body';
 
 /**
  * takeBufferedBody on a real node:http server, started a turn after the request (as the guest
@@ -18,7 +18,7 @@ describe('takeBufferedBody', () => {
     server = http.createServer((request, response) => {
       setImmediate(async () => {
         const taken = takeBufferedBody(request, 64);
-        const read = taken ?? await readBody(request, 1_000).catch(() => Buffer.from('(too large)'));
+        const read = taken ?? await readBody(request, 1_000, UNCOUNTED).catch(() => Buffer.from('(too large)'));
         seen.push({ taken: taken === undefined ? null : taken.toString(), read: read.toString() });
         response.end('ok');
       });
