@@ -192,10 +192,12 @@ function sourceState() {
     const outsideBench = changed.filter((line) => !line.slice(3).startsWith('bench/'));
     return {
       commit: git('rev-parse', 'HEAD').trim(), shortCommit: git('rev-parse', '--short', 'HEAD').trim(),
+      // The server's code is that of the last commit outside bench/: the results are named by it (a benchmark-only commit changes no figure).
+      serverCommit: git('log', '-1', '--format=%h', '--', '.', ':(exclude)bench').trim(),
       dirty: changed.length > 0, changedOutsideBench: outsideBench, changedInBench: changed.filter((line) => line.slice(3).startsWith('bench/')),
     };
   } catch {
-    return { commit: 'unknown', shortCommit: 'unknown', dirty: true, changedOutsideBench: ['(not a git checkout)'], changedInBench: [] };
+    return { commit: 'unknown', shortCommit: 'unknown', serverCommit: 'unknown', dirty: true, changedOutsideBench: ['(not a git checkout)'], changedInBench: [] };
   }
 }
 
@@ -267,7 +269,7 @@ async function main(): Promise<void> {
   const results: PhaseResult[] = [];
   for (const name of options.phases) results.push(await runPhase(phaseNamed(name), options, agentEnvFile));
   const report = { machine, source, fileLimit: fileLimit(), options, phases: results, wallSeconds: Math.round((Date.now() - wallStart) / 1000) };
-  const name = `${new Date().toISOString().slice(0, 10)}-hostile-${source.shortCommit}${options.suffix ? `-${options.suffix}` : ''}`;
+  const name = `${new Date().toISOString().slice(0, 10)}-hostile-${source.serverCommit}${options.suffix ? `-${options.suffix}` : ''}`;
   saveResults(name, report, markdown(name, report));
 }
 
@@ -284,7 +286,7 @@ function markdown(name: string, report: { machine: any; source: ReturnType<typeo
   const settings = options.settings;
   return [
     `# Hostile tenants benchmark ${name}`, '',
-    `Commit: ${source.commit}. Working tree: ${tree}.`,
+    `Commit: ${source.commit}; the server's code is that of ${source.serverCommit} (the last commit outside bench/). Working tree: ${tree}.`,
     `Machine: ${machine.cpu}, ${machine.cores} cores (shared with other work: the load average of each window is in its table), ${machine.memoryGiB} GiB, Linux ${machine.kernel}; Node ${machine.node}; ` +
     `file descriptors per process (soft / hard) ${report.fileLimit}. Whole run ${report.wallSeconds} s.`, '',
     `Each phase on a fresh server (embedded PostgreSQL; first-run deployment on the CPU engine: TTFT ${options.ttftMs} ms, ${options.tokensPerSecond} tokens/s` +

@@ -48,25 +48,25 @@ function openFds(pid: number): number {
   }
 }
 
-function cpuByRole(serverPid: number, attackerPid: number | null): Map<string, number> {
-  const roles = new Map<string, number>();
-  const add = (role: string, micros: number) => roles.set(role, (roles.get(role) ?? 0) + micros);
-  add('server', cpuMicros(serverPid));
+/** CPU so far of each process of the server's tree, the attacker and this process, by pid with its role. */
+function cpuByPid(serverPid: number, attackerPid: number | null): Map<number, { role: string; micros: number }> {
+  const snapshot = new Map<number, { role: string; micros: number }>();
+  snapshot.set(serverPid, { role: 'server', micros: cpuMicros(serverPid) });
   for (const pid of descendants(serverPid)) {
     const command = commandOf(pid);
-    add(command.includes('worker-agent') ? 'agents' : command.includes('postgres') ? 'postgres' : 'other children', cpuMicros(pid));
+    snapshot.set(pid, { role: command.includes('worker-agent') ? 'agents' : command.includes('postgres') ? 'postgres' : 'other children', micros: cpuMicros(pid) });
   }
-  if (attackerPid) add('attacker', cpuMicros(attackerPid));
+  if (attackerPid) snapshot.set(attackerPid, { role: 'attacker', micros: cpuMicros(attackerPid) });
   const usage = process.cpuUsage();
-  add('ordinary tenant', usage.user + usage.system);
-  return roles;
+  snapshot.set(process.pid, { role: 'ordinary tenant', micros: usage.user + usage.system });
+  return snapshot;
 }
 
 /** Starts watching; `stop` (given the attacker's pid, whose CPU counts from its start) ends it. */
 export function watchServer(serverPid: number, attackerPid: number | null) {
   const startedAt = performance.now();
   const loadStart = os.loadavg()[0];
-  const cpuBefore = cpuByRole(serverPid, attackerPid);
+  const cpuBefore = cpuByPid(serverPid, attackerPid);
   const gatewayStart = rssBytes(serverPid);
   let gatewayPeak = gatewayStart;
   const first = processesOf(serverPid);
@@ -95,9 +95,12 @@ export function watchServer(serverPid: number, attackerPid: number | null) {
       clearInterval(slow);
       sample();
       const seconds = (performance.now() - startedAt) / 1000;
-      const cpuAfter = cpuByRole(serverPid, attackerPid);
+      // Per process, so that one that started in the window counts from 0 and one that ended is left out (rather than subtracted).
       const cpuCores: Record<string, number> = {};
-      for (const [role, micros] of cpuAfter) cpuCores[role] = Math.round(((micros - (cpuBefore.get(role) ?? 0)) / 1e6 / seconds) * 100) / 100;
+      for (const [pid, { role, micros }] of cpuByPid(serverPid, attackerPid)) {
+        cpuCores[role] = (cpuCores[role] ?? 0) + (micros - (cpuBefore.get(pid)?.micros ?? 0)) / 1e6 / seconds;
+      }
+      for (const role of Object.keys(cpuCores)) cpuCores[role] = Math.round(cpuCores[role] * 100) / 100;
       return {
         gatewayRssMiB: { start: mib(gatewayStart), peak: mib(gatewayPeak), end: mib(rssBytes(serverPid)) },
         agents: { start: first.agents, peak: agentsPeak, rssStartMiB: mib(first.agentsBytes), rssPeakMiB: mib(agentsBytesPeak) },

@@ -19,6 +19,8 @@ class NestedBatches implements HostileAttack {
   private lines = 0;
   private uploadSeconds = 0;
   private stopped = false;
+  /** A batch still validating when the attack stops is watched until it is done, or until this (stop + 120 s). */
+  private giveUpAt = Infinity;
   private startedAt = 0;
   private loops: Promise<void>[] = [];
   private created = 0;
@@ -65,7 +67,7 @@ class NestedBatches implements HostileAttack {
       const id = (JSON.parse(answer.text) as { id: string }).id;
       const createdAt = performance.now();
       let status = 'validating';
-      while (!this.stopped && status === 'validating') {
+      while (status === 'validating' && performance.now() < this.giveUpAt) {
         await sleep(250);
         const read = await call({ port: this.job.target.port, method: 'GET', path: `${this.base}/batches/${id}`, headers: this.headers(), agent: this.agent, timeoutMs: this.job.settings.timeoutMs });
         if (read.status === 200) status = (JSON.parse(read.text) as { status: string }).status;
@@ -73,7 +75,7 @@ class NestedBatches implements HostileAttack {
       if (status !== 'validating') {
         this.validatingSeconds.push(round((performance.now() - createdAt) / 1000));
         this.statuses.add(status);
-        // Lines that would run on the attacker's own replica are not the point: cancel them.
+        // Lines that would run on the attacker's deployment are not the point: cancel them.
         if (status === 'in_progress') await call({ port: this.job.target.port, method: 'POST', path: `${this.base}/batches/${id}/cancel`, headers: this.headers(), agent: this.agent, timeoutMs: this.job.settings.timeoutMs });
       }
     }
@@ -82,6 +84,8 @@ class NestedBatches implements HostileAttack {
   async stop(): Promise<AttackReport> {
     this.stopped = true;
     const seconds = (performance.now() - this.startedAt) / 1000;
+    // How long the last batch takes to validate is the finding: wait for it (the benchmark's tenant is still measuring).
+    this.giveUpAt = performance.now() + 120_000;
     await Promise.all(this.loops);
     this.agent.destroy();
     const { nestedFileBytes, nestedLineBytes, nestedDepths } = this.job.settings;
@@ -90,7 +94,7 @@ class NestedBatches implements HostileAttack {
         'file': `${round(nestedFileBytes / 1e6)} MB, ${this.lines} lines of ${round(nestedLineBytes / 1024)} KiB nesting ${nestedDepths.join(' / ')} levels, uploaded in ${this.uploadSeconds} s (before the phase)`,
         'batches created': this.created,
         'batches validated': this.validatingSeconds.length,
-        'seconds in validating (each)': this.validatingSeconds.join(', ') || '–',
+        'seconds in validating (each, the last one waited for after the window)': this.validatingSeconds.join(', ') || '– (not done within 120 s after the window)',
         'status after validating': Object.entries(this.statuses.counts).map(([status, count]) => `${status} ×${count}`).join(', ') || '–',
       },
       answers: this.answers.counts, seconds: round(seconds),
