@@ -1,9 +1,8 @@
 /**
- * The attackers of `bench:hostile`, in a process of their own (forked by run-hostile.ts, one
- * per attack phase), so the ordinary clients' latencies do not include the attackers' own
- * event loop. `attackers` loops, each sending one worst-case body after another (the next as
- * soon as the previous was answered, refused or closed), rotating through the cases from a
- * different starting point, until told to stop. Only ever connects to 127.0.0.1.
+ * Issue 19's attack: worst-case bodies from `attackers` loops, each sending one after another
+ * (the next as soon as the previous was answered, refused or closed), rotating through the
+ * cases from a different starting point, without a key (phase `anonymous`) or with a second key
+ * of the ordinary tenant's own workspace (`keyed`).
  *
  * - HTTP: POST with the body, keep-alive (one socket per attacker; a new one when the server
  *   closed it, or when it answered before reading the whole body: the attacker moves on).
@@ -11,14 +10,12 @@
  *   `ws-before-init` sends the frame at once; `ws-after-init` sends `connection_init` (with the
  *   key when there is one) and the frame after the `connection_ack`, or, without a key, right
  *   behind the init (no ack will come).
- *
- * IPC: {prepare: AttackJob} → {ready}; {go} starts the loops; {stop} aborts what is in flight
- * and answers {stats}. The process exits when the benchmark goes away or at the job's deadline.
  */
 import http from 'node:http';
 import { WebSocket } from 'ws';
-import { percentile } from './paced-client';
-import { payload, type Route, type Shape } from './hostile-payloads';
+import { percentile } from '../../paced-client';
+import { codeOf, round, type AttackJob, type AttackReport, type HostileAttack } from '../attack';
+import { depthOf, payload, typenameTokens, type Route, type Shape } from '../payloads';
 
 export type Transport = 'http' | 'ws-before-init' | 'ws-after-init';
 
@@ -30,18 +27,15 @@ export interface AttackCase {
   readonly size: number;
 }
 
-export interface AttackJob {
+/** What the loops need: where to send, with which key (null: none), the cases. */
+interface BombJob {
   readonly port: number;
-  /** `/d/<slug>/v1/chat/completions` of the deployment. */
   readonly chatPath: string;
-  /** A workspace key, or null for phase (a). */
   readonly key: string | null;
   readonly attackers: number;
   readonly cases: AttackCase[];
   /** One attempt is cut (and counted as `timeout`) after this long. */
   readonly timeoutMs: number;
-  /** The process stops its loops and exits this long after `go` whatever happens. */
-  readonly deadlineMs: number;
 }
 
 export interface CaseStats {
@@ -58,24 +52,11 @@ export interface CaseStats {
   stillRunningForMs: number | null;
 }
 
-export interface AttackStats {
-  cases: CaseStats[];
-  attempts: number;
-  /** Attempts still running when the phase ended, aborted then (not in the cases' answers). */
-  abortedAtEnd: number;
-  seconds: number;
-}
-
 interface Outcome { answer: string; ms: number }
-
-/** The GraphQL or OpenAI error code of an answer, if there is one near its start. */
-function codeOf(body: string): string {
-  return /"code"\s*:\s*"([^"]{1,60})"/.exec(body)?.[1] ?? (/"type"\s*:\s*"([^"]{1,60})"/.exec(body)?.[1] ?? '');
-}
 
 const ABORTED = 'aborted at phase end';
 
-class Attack {
+class BodyBombs implements HostileAttack {
   private readonly payloads = new Map<string, Buffer>();
   private readonly inFlight = new Set<() => void>();
   private readonly outcomes = new Map<string, Outcome[]>();
@@ -84,7 +65,7 @@ class Attack {
   private startedAt = 0;
   private loops: Promise<void>[] = [];
 
-  constructor(private readonly job: AttackJob) {
+  constructor(private readonly job: BombJob) {
     for (const attackCase of job.cases) {
       const key = this.payloadKey(attackCase);
       if (!this.payloads.has(key)) this.payloads.set(key, payload(attackCase.shape, attackCase.route, attackCase.size));
@@ -99,7 +80,7 @@ class Attack {
     return `${attackCase.shape}|${route}|${attackCase.size}`;
   }
 
-  go(): void {
+  async go(): Promise<void> {
     this.startedAt = performance.now();
     const { attackers, cases } = this.job;
     this.loops = Array.from({ length: attackers }, (_, index) => this.loop(Math.floor((index * cases.length) / attackers)));
@@ -205,54 +186,72 @@ class Attack {
     });
   }
 
-  async stop(): Promise<AttackStats> {
+  async stop(): Promise<AttackReport> {
     this.stopped = true;
     const seconds = (performance.now() - this.startedAt) / 1000;
     for (const abort of [...this.inFlight]) abort();
     await Promise.all(this.loops);
+    const answers: Record<string, number> = {};
     const cases = this.job.cases.map((attackCase): CaseStats => {
       const outcomes = this.outcomes.get(attackCase.id)!;
       const times = outcomes.map((outcome) => outcome.ms).sort((left, right) => left - right);
-      const answers: Record<string, number> = {};
-      for (const outcome of outcomes) answers[outcome.answer] = (answers[outcome.answer] ?? 0) + 1;
+      const mine: Record<string, number> = {};
+      for (const outcome of outcomes) {
+        mine[outcome.answer] = (mine[outcome.answer] ?? 0) + 1;
+        answers[outcome.answer] = (answers[outcome.answer] ?? 0) + 1;
+      }
       return {
-        id: attackCase.id, attempts: outcomes.length, answers,
+        id: attackCase.id, attempts: outcomes.length, answers: mine,
         p50Ms: round(percentile(times, 0.5)), p99Ms: round(percentile(times, 0.99)), maxMs: round(times.at(-1) ?? NaN),
         bytesOffered: outcomes.length * attackCase.size,
         stillRunningAtEnd: this.aborted.get(attackCase.id)!.length,
         stillRunningForMs: this.aborted.get(attackCase.id)!.length ? round(Math.max(...this.aborted.get(attackCase.id)!)) : null,
       };
     });
+    const attempts = cases.reduce((sum, entry) => sum + entry.attempts, 0);
+    const abortedAtEnd = cases.reduce((sum, entry) => sum + entry.stillRunningAtEnd, 0);
     return {
-      cases, attempts: cases.reduce((sum, entry) => sum + entry.attempts, 0),
-      abortedAtEnd: cases.reduce((sum, entry) => sum + entry.stillRunningAtEnd, 0), seconds: round(seconds),
+      achieved: { 'bodies answered': attempts, 'per second': round(attempts / seconds), 'still running at the end': abortedAtEnd },
+      answers, seconds: round(seconds),
+      details: cases.map((entry, index) => ({ ...entry, depth: depthOf(this.job.cases[index].shape, this.job.cases[index].size), typenameTokens: this.job.cases[index].shape === 'typename' ? typenameTokens(this.job.cases[index].size) : undefined })),
     };
   }
 }
 
-function round(value: number): number {
-  return Math.round(value * 10) / 10;
+/** The 13 kinds of issue 19 at each size. */
+export function bodyBombCases(sizes: number[]): AttackCase[] {
+  const kinds: Array<{ transport: Transport; route: Route; shape: Shape }> = [
+    { transport: 'http', route: 'graphql', shape: 'nested-array' },
+    { transport: 'ws-before-init', route: 'graphql', shape: 'nested-array' },
+    { transport: 'http', route: 'chat', shape: 'nested-array' },
+    { transport: 'http', route: 'graphql', shape: 'typename' },
+    { transport: 'http', route: 'graphql', shape: 'nested-object' },
+    { transport: 'ws-after-init', route: 'graphql', shape: 'nested-array' },
+    { transport: 'http', route: 'chat', shape: 'nested-object' },
+    { transport: 'http', route: 'graphql', shape: 'huge-string' },
+    { transport: 'ws-before-init', route: 'graphql', shape: 'nested-object' },
+    { transport: 'http', route: 'chat', shape: 'huge-array' },
+    { transport: 'ws-after-init', route: 'graphql', shape: 'nested-object' },
+    { transport: 'http', route: 'graphql', shape: 'huge-array' },
+    { transport: 'http', route: 'chat', shape: 'huge-string' },
+  ];
+  return kinds.flatMap((kind) => sizes.map((size) => {
+    const where = kind.transport === 'http' ? `POST ${kind.route === 'graphql' ? '/graphql' : 'chat'}` : `${kind.transport === 'ws-before-init' ? 'WS frame before' : 'WS frame after'} connection_init`;
+    return { ...kind, size, id: `${where}, ${kind.shape}, ${sizeText(size)}` };
+  }));
 }
 
-function worker(): void {
-  let attack: Attack | null = null;
-  let deadlineMs = 0;
-  let stats: Promise<AttackStats> | null = null;
-  const stop = () => (stats ??= attack ? attack.stop() : Promise.resolve({ cases: [], attempts: 0, abortedAtEnd: 0, seconds: 0 }));
-  process.on('message', (message: { prepare?: AttackJob; go?: true; stop?: true }) => {
-    if (message.prepare) {
-      attack = new Attack(message.prepare);
-      deadlineMs = message.prepare.deadlineMs;
-      process.send!({ ready: true });
-    } else if (message.go && attack) {
-      attack.go();
-      // Bounded whatever the benchmark does: the loops stop at the deadline, the process 30 s later.
-      setTimeout(() => void stop().then(() => setTimeout(() => process.exit(0), 30_000)), deadlineMs).unref();
-    } else if (message.stop) {
-      void stop().then((result) => process.send!({ stats: result }));
-    }
+export function sizeText(bytes: number): string {
+  const MiB = 1024 * 1024;
+  if (bytes % MiB === 0) return `${bytes / MiB} MiB`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} B`;
+}
+
+/** The body bombs at the ordinary tenant's deployment, with the attacker's key when it has one (phase `keyed`). */
+export function bodyBombs(job: AttackJob): HostileAttack {
+  return new BodyBombs({
+    port: job.target.port, chatPath: job.target.tenantChatPath, key: job.target.keys[0] ?? null, attackers: job.settings.attackers,
+    cases: bodyBombCases(job.settings.sizes), timeoutMs: job.settings.timeoutMs,
   });
-  process.on('disconnect', () => process.exit(0));
 }
-
-if (require.main === module) worker();

@@ -1,5 +1,5 @@
 /**
- * Worst-case bodies for `bench:hostile` (issue 19), each exactly `size` bytes (padded with
+ * Worst-case bodies for `bench:hostile` (issue 19; issue 33's nested batch file at the end), each exactly `size` bytes (padded with
  * JSON whitespace where the shape does not divide evenly), all valid JSON:
  * - `nested-array`: `[[[…]]]`, size / 2 levels deep;
  * - `nested-object`: `{"a":{"a":…{}…}}`, size / 6 levels deep;
@@ -57,4 +57,28 @@ export function depthOf(shape: Shape, size: number): number {
 /** Tokens of the typename query, for the report. */
 export function typenameTokens(size: number): number {
   return Math.max(1, Math.floor((size - 14) / 11));
+}
+
+/**
+ * A batch input file of `totalBytes` (about) whose lines are valid chat requests of `lineBytes`
+ * each (about), the body carrying an array of `[[[…]]]` so that the line nests exactly
+ * `depths[i % depths.length]` levels (the line's object is level 1, `body` 2, the array 3).
+ * Dense nesting is what JSON.parse pays most for per byte: an array per two bytes.
+ */
+export function nestedJsonl(totalBytes: number, lineBytes: number, depths: number[]): { data: Buffer; lines: number } {
+  const count = Math.max(1, Math.round(totalBytes / lineBytes));
+  const lines = depths.map((depth, variant) => {
+    const inner = Math.max(1, depth - 3);
+    const element = '['.repeat(inner) + ']'.repeat(inner);
+    const head = `{"custom_id":"line-#","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"nested ${variant}"}],"max_tokens":1,"x_nested":[`;
+    const tail = ']}}';
+    const elements = Math.max(1, Math.floor((lineBytes - head.length - tail.length) / (element.length + 1)));
+    return { head, body: Array.from({ length: elements }, () => element).join(',') + tail };
+  });
+  const parts: string[] = [];
+  for (let index = 0; index < count; index++) {
+    const line = lines[index % lines.length];
+    parts.push(line.head.replace('#', String(index)) + line.body);
+  }
+  return { data: Buffer.from(parts.join('\n') + '\n', 'latin1'), lines: count };
 }
