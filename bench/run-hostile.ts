@@ -22,6 +22,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { loadBudgetLimits } from '../control-plane/budgets/budget-config';
 import { loadGatewayConfig } from '../gateway/gateway-config';
 import type { AttackSettings } from './hostile/attack';
 import { startAttacker, type AttackerHandle } from './hostile/attacker-handle';
@@ -218,7 +219,8 @@ function readOptions(): Options {
       seconds: { type: 'string', default: process.env.BENCH_DURATION_S ?? '15' }, warmup: { type: 'string', default: '3' }, 'ramp-s': { type: 'string', default: '60' },
       'timeout-s': { type: 'string', default: '30' }, 'probe-ms': { type: 'string', default: '50' }, 'graphql-pause-ms': { type: 'string', default: '50' },
       'max-tokens': { type: 'string', default: '16' }, 'ttft-ms': { type: 'string', default: '40' }, 'tokens-per-second': { type: 'string', default: '100' },
-      'budget-mib': { type: 'string', default: '512' }, 'usage-records': { type: 'string', default: '20000' },
+      // The server's memory budget as it reads it (MEMORY_BUDGET_BYTES), unless given.
+      'budget-mib': { type: 'string', default: String(Math.round((loadBudgetLimits().memory.server ?? 512 * 1024 * 1024) / (1024 * 1024))) }, 'usage-records': { type: 'string', default: '20000' },
       phases: { type: 'string', default: PHASE_NAMES.join(',') }, suffix: { type: 'string', default: '' }, 'default-limits': { type: 'boolean', default: false },
       attackers: { type: 'string', default: '8' }, sizes: { type: 'string', default: [...(bodyLimits.length ? bodyLimits : [4 * MiB]), '4MiB', '16MiB'].join(',') },
       'nested-file': { type: 'string', default: '100MB' }, 'nested-line': { type: 'string', default: '1MiB' }, 'nested-depths': { type: 'string', default: '120,200' },
