@@ -66,6 +66,8 @@ import { DeploymentBudget } from './deployments/deployment-budget';
 import { ReplicaQuota } from './replicas/replica-quota';
 import { TenantBudget } from './budgets/tenant-budget';
 import { WorkspaceBudgets } from './budgets/workspace-budgets';
+import { tenantQueriesOf } from './data-source';
+import type { TenantQueries } from './database/tenant-queries';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -138,6 +140,12 @@ export interface ControlPlane {
   readonly budget: TenantBudget;
   readonly quotas: StoredQuotas;
   readonly workspaceBudgets: WorkspaceBudgets;
+  /**
+   * Runs a tenant's request so that the queries it causes take the tenant pool, with its
+   * statement timeout (database/tenant-queries.ts): GraphQL operations, subscription events,
+   * REST lists.
+   */
+  readonly tenantQueries: TenantQueries;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
@@ -344,7 +352,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets,
+    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

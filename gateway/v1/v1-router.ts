@@ -67,6 +67,7 @@ export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOption
     const found = matchDeploymentEndpoint(context.method, rest);
     const handler = found ? handlers[found.endpoint.name] : undefined;
     if (!found || !handler) throw unknownRoute(context.method, rest, deployment);
+    if (found.endpoint.tenantList) return await controlPlane.tenantQueries.run(async () => await handler(context, deployment, key, found.param));
     return await handler(context, deployment, key, found.param);
   };
 }
