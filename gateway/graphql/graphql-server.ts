@@ -82,7 +82,7 @@ export class GraphQLServer {
       format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
       logger: logger.child({ component: 'subscriptions' }),
     });
-    const operationBudget = operationBudgetPlugin(() => schema, controlPlane.budget, asGraphQLError);
+    const operationBudget = operationBudgetPlugin(schema, controlPlane.budget, asGraphQLError);
     this.releaseOperation = (context) => operationBudget.release(context);
 
     this.apollo = new ApolloServer<GraphQLContext>({

@@ -43,7 +43,7 @@ export function holdOperation(budget: TenantBudget, caller: GraphQLContext, data
  * by what the copy shares: the operation's QuerySlots. `refuse` throws the refusal as Apollo
  * sends it (its HTTP status and Retry-After).
  */
-export function operationBudgetPlugin(schema: () => GraphQLSchema, budget: TenantBudget, refuse: (error: AppError) => never) {
+export function operationBudgetPlugin(schema: GraphQLSchema, budget: TenantBudget, refuse: (error: AppError) => never) {
   const holds = new WeakMap<object, OperationHold>();
   const keyOf = (context: GraphQLContext): object => context.database ?? context;
   const plugin: ApolloServerPlugin<GraphQLContext> = {
@@ -52,7 +52,7 @@ export function operationBudgetPlugin(schema: () => GraphQLSchema, budget: Tenan
         async didResolveOperation({ contextValue, document, operation, request }) {
           // Subscriptions are refused over HTTP (graphql-server.ts); nothing runs to hold for.
           if (operation?.operation === 'subscription') return;
-          const hold = holdOperation(budget, contextValue, databaseCostOfOperation(schema(), document, request.operationName));
+          const hold = holdOperation(budget, contextValue, databaseCostOfOperation(schema, document, request.operationName));
           if (hold instanceof AppError) refuse(hold);
           holds.set(keyOf(contextValue), hold);
         },
