@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { DataSource } from 'typeorm';
+import type { DataSource } from 'typeorm';
+import { TenantAwareDataSource, TenantQueries, tenantReplication } from './database/tenant-queries';
 import { ApiKey } from './api-keys/api-key.entity';
 import { Deployment } from './deployments/deployment.entity';
 import { Replica } from './replicas/replica.entity';
@@ -42,24 +43,40 @@ export const MIGRATIONS = [
   RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000,
 ];
 
+export interface DatabaseOptions {
+  /**
+   * `statement_timeout` of the queries a tenant's request causes (database/tenant-queries.ts),
+   * which get a pool of their own; 0: no timeout and no second pool.
+   */
+  tenantStatementTimeoutMs?: number;
+}
+
 /** A DataSource for `url`; schema changes only through the checked-in migrations. */
-export function createDataSource(url: string): DataSource {
-  return new DataSource({
+export function createDataSource(url: string, options: DatabaseOptions = {}): TenantAwareDataSource {
+  const timeoutMs = options.tenantStatementTimeoutMs ?? 0;
+  return new TenantAwareDataSource({
     type: 'postgres',
     url,
+    ...(timeoutMs > 0 ? { replication: tenantReplication(url, timeoutMs) } : {}),
     entities: ENTITIES,
     migrations: MIGRATIONS,
     migrationsRun: false,
     synchronize: false,
     uuidExtension: 'pgcrypto',
+    // Each pool: the main one and, with a statement timeout, the tenants' (opened as they are used).
     extra: { max: 10 },
     logging: false,
-  });
+  }, new TenantQueries(timeoutMs));
 }
 
-export async function openDatabase(url: string): Promise<DataSource> {
-  const dataSource = createDataSource(url);
+export async function openDatabase(url: string, options: DatabaseOptions = {}): Promise<TenantAwareDataSource> {
+  const dataSource = createDataSource(url, options);
   await dataSource.initialize();
   await dataSource.runMigrations({ transaction: 'all' });
   return dataSource;
+}
+
+/** The tenant scope of `dataSource`: its own when it was opened here, else one that changes nothing (tests' plain DataSources). */
+export function tenantQueriesOf(dataSource: DataSource): TenantQueries {
+  return dataSource instanceof TenantAwareDataSource ? dataSource.tenantQueries : new TenantQueries(0);
 }

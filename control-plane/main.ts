@@ -71,6 +71,8 @@ import { ReplicaQuota } from './replicas/replica-quota';
 import { TenantBudget } from './budgets/tenant-budget';
 import { WorkspaceBudgets } from './budgets/workspace-budgets';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
+import { tenantQueriesOf } from './data-source';
+import type { TenantQueries } from './database/tenant-queries';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -143,6 +145,12 @@ export interface ControlPlane {
   readonly budget: TenantBudget;
   readonly quotas: StoredQuotas;
   readonly workspaceBudgets: WorkspaceBudgets;
+  /**
+   * Runs a tenant's request so that the queries it causes take the tenant pool, with its
+   * statement timeout (database/tenant-queries.ts): GraphQL operations, subscription events,
+   * REST lists.
+   */
+  readonly tenantQueries: TenantQueries;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
@@ -360,7 +368,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets,
+    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { ControlPlane } from '../control-plane/main';
 import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
+import type { SubscriptionHub } from './graphql/subscription-hub';
 import { LocalObjectStore } from '../control-plane/storage/local-object-store';
 import { fileLinkRoute } from './files/file-link.route';
 import { controlPlaneProbes } from '../control-plane/telemetry/readiness-probes';
@@ -29,6 +30,8 @@ export interface Gateway {
   baseUrl(slug: string): string;
   /** The HTTP server's connections as the tenant budget sees them (tests, metrics). */
   readonly connections: ConnectionBudget;
+  /** This server's graphql-ws subscriptions: how many are open, how many event renderings they took. */
+  readonly subscriptions: Pick<SubscriptionHub, 'size' | 'renders'>;
   /** `/readyz` answers 503 from now on, so load balancers stop sending requests while the server drains. */
   beginShutdown(): void;
   stop(): Promise<void>;
@@ -49,6 +52,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, {
     maxBodyBytes: config.graphqlMaxBodyBytes, anonymousMaxBodyBytes: config.graphqlAnonymousMaxBodyBytes, maxTokens: config.graphqlMaxTokens,
     keepAliveMs: config.graphqlKeepAliveMs, connectionInitTimeoutMs: config.graphqlConnectionInitTimeoutMs,
+    maxDatabaseCost: config.graphqlMaxDatabaseCost, databaseQueriesPerOperation: config.graphqlDatabaseQueriesPerOperation,
   }, logger.child({ component: 'graphql' }), gate);
   await graphql.start();
 
@@ -100,6 +104,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   return {
     server, url, publicUrl,
     baseUrl: (slug) => `${publicUrl}/d/${slug}/v1`,
+    subscriptions: graphql.subscriptions,
     beginShutdown: () => readiness.beginShutdown(),
     connections,
     async stop() {

@@ -23,6 +23,14 @@ const shape = {
   graphqlKeepAliveMs: intField(0).default(12_000),
   /** A WebSocket that sends no `connection_init` within this is closed (4408). @default 3000 */
   graphqlConnectionInitTimeoutMs: intField(1).default(3_000),
+  /**
+   * Largest estimated database cost of one GraphQL operation: each field its weight (an
+   * aggregate such as `usage` 25, a list 2, a lookup 1), every alias counted; more is refused
+   * with QUERY_TOO_COMPLEX before it runs. @default 200
+   */
+  graphqlMaxDatabaseCost: intField(1).default(200),
+  /** How many of one GraphQL operation's database reads run at once; the rest wait their turn. @default 2 */
+  graphqlDatabaseQueriesPerOperation: intField(1, 64).default(2),
   /** Chat/completion budget per request (docs/api-contract.md: 120 s). @default 120000 */
   requestTimeoutMs: intField(1).default(120_000),
   /**
@@ -72,6 +80,7 @@ const names = {
   host: 'HOST', port: 'PORT', publicUrl: 'PUBLIC_URL', maxBodyBytes: 'MAX_BODY_BYTES',
   requestTimeoutMs: 'REQUEST_TIMEOUT_MS', streamStallTimeoutMs: 'STREAM_STALL_TIMEOUT_MS', streamBufferBytes: 'STREAM_BUFFER_BYTES',
   graphqlMaxBodyBytes: 'GRAPHQL_MAX_BODY_BYTES', graphqlAnonymousMaxBodyBytes: 'GRAPHQL_ANONYMOUS_MAX_BODY_BYTES', graphqlMaxTokens: 'GRAPHQL_MAX_TOKENS',
+  graphqlMaxDatabaseCost: 'GRAPHQL_MAX_DATABASE_COST', graphqlDatabaseQueriesPerOperation: 'GRAPHQL_DATABASE_QUERIES_PER_OPERATION',
   graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', headersTimeoutMs: 'HEADERS_TIMEOUT_MS', minBodyBytesPerSecond: 'MIN_BODY_BYTES_PER_SECOND',
   bodyGraceMs: 'BODY_GRACE_MS', bodyMemoryThresholdBytes: 'BODY_MEMORY_THRESHOLD_BYTES', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
 } as const;

@@ -55,7 +55,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     if (!controlPlaneConfig.databaseUrl) {
       embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
     }
-    dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url);
+    dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
     // Batch lines are checked, run and answered as the live endpoints do it: the gateway's knowledge, handed down.
     controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, { batchLines: new GatewayBatchLines() });
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);

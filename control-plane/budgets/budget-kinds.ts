@@ -76,10 +76,13 @@ export const BUDGETS: Readonly<Record<BudgetName, BudgetDefinition>> = {
       server: { env: 'MEMORY_BUDGET_BYTES', default: 512 * MIB },
     },
   },
+  // The GraphQL budgets have a workspace scope as well as a key's: a workspace mints keys at will
+  // (createApiKey), so per key alone one tenant could take the server's whole share.
   sockets: {
     counts: 'open graphql-ws connections', unit: 'count', kind: 'held',
     limits: {
       key: { env: 'GRAPHQL_SOCKETS_PER_KEY', default: 64 },
+      workspace: { env: 'GRAPHQL_SOCKETS_PER_WORKSPACE', default: 128 },
       server: { env: 'GRAPHQL_SOCKETS_PER_SERVER', default: 5_000 },
     },
   },
@@ -88,6 +91,10 @@ export const BUDGETS: Readonly<Record<BudgetName, BudgetDefinition>> = {
     limits: {
       socket: { env: 'GRAPHQL_SUBSCRIPTIONS_PER_SOCKET', default: 100 },
       key: { env: 'GRAPHQL_SUBSCRIPTIONS_PER_KEY', default: 500 },
+      workspace: { env: 'GRAPHQL_SUBSCRIPTIONS_PER_WORKSPACE', default: 1_000 },
+      // An event is rendered once per distinct operation and written to each of its subscribers
+      // (gateway/graphql/subscription-hub.ts): one event to 20,000 subscribers of one deployment
+      // is measured in docs/tenant-budget.md.
       server: { env: 'GRAPHQL_SUBSCRIPTIONS_PER_SERVER', default: 20_000 },
     },
   },
@@ -95,14 +102,20 @@ export const BUDGETS: Readonly<Record<BudgetName, BudgetDefinition>> = {
     counts: 'GraphQL queries and mutations running at once', unit: 'count', kind: 'held',
     limits: {
       key: { env: 'GRAPHQL_OPERATIONS_PER_KEY', default: 8 },
+      workspace: { env: 'GRAPHQL_OPERATIONS_PER_WORKSPACE', default: 16 },
       server: { env: 'GRAPHQL_OPERATIONS_PER_SERVER', default: 256 },
     },
   },
   graphql_cost: {
     counts: 'estimated database cost of the GraphQL operations running at once', unit: 'count', kind: 'held',
     limits: {
+      // In the weights of gateway/graphql/database-cost.ts (about a millisecond of database time
+      // each: `usage` 25); one operation may ask for at most GRAPHQL_MAX_DATABASE_COST (200).
       key: { env: 'GRAPHQL_DATABASE_COST_PER_KEY', default: 200 },
-      server: { env: 'GRAPHQL_DATABASE_COST_PER_SERVER', default: 800 },
+      workspace: { env: 'GRAPHQL_DATABASE_COST_PER_WORKSPACE', default: 400 },
+      // Five workspaces at their share before the server refuses anyone; what is admitted waits
+      // at most this much work ahead of it on the tenant pool's 10 connections.
+      server: { env: 'GRAPHQL_DATABASE_COST_PER_SERVER', default: 2_000 },
     },
   },
   stored_bytes: {

@@ -29,6 +29,12 @@ const shape = {
   helloTimeoutMs: intField(1).default(10_000),
   /** Heartbeat interval announced in Welcome; silence for 3x this ends the stream. @default 5000 */
   heartbeatIntervalMs: intField(10).default(5_000),
+  /**
+   * PostgreSQL `statement_timeout` of the queries a tenant's request causes (GraphQL operations,
+   * subscription events, REST lists), run on a pool of their own; a query past it is cancelled
+   * and answered 503. 0 disables it (and the second pool). @default 5000
+   */
+  tenantStatementTimeoutMs: intField(0).default(5_000),
   /** How long an authenticated API key stays cached in memory. @default 5000 */
   apiKeyCacheTtlMs: intField(0).default(5_000),
   /** How long a console sign-in link (printed by `npm start` on the embedded defaults) can be used, once. @default 600000 */
@@ -116,7 +122,7 @@ const names = {
   databaseUrl: 'DATABASE_URL', dataDir: 'DATA_DIR', embeddedDatabasePort: 'EMBEDDED_DATABASE_PORT',
   grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', clusterAddress: 'CLUSTER_ADDRESS',
   clusterHeartbeatIntervalMs: 'CLUSTER_HEARTBEAT_INTERVAL_MS', clusterServerTimeoutMs: 'CLUSTER_SERVER_TIMEOUT_MS', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
-  heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS',
+  heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS', tenantStatementTimeoutMs: 'TENANT_STATEMENT_TIMEOUT_MS',
   consoleSignInTtlMs: 'CONSOLE_SIGN_IN_TTL_MS', consoleSignInPerClientPerMinute: 'CONSOLE_SIGN_IN_PER_CLIENT_PER_MINUTE',
   consoleSignInPerServerPerMinute: 'CONSOLE_SIGN_IN_PER_SERVER_PER_MINUTE', defaultRpmLimit: 'DEFAULT_RPM_LIMIT', defaultTpdLimit: 'DEFAULT_TPD_LIMIT',
   usageFlushIntervalMs: 'USAGE_FLUSH_INTERVAL_MS', routingLoadFactor: 'ROUTING_LOAD_FACTOR', routingHomeReplicas: 'ROUTING_HOME_REPLICAS', redisUrl: 'REDIS_URL', secretsEncryptionKey: 'SECRETS_ENCRYPTION_KEY', redisKeyPrefix: 'REDIS_KEY_PREFIX', localEngine: 'LOCAL_ENGINE',

@@ -1,4 +1,5 @@
 import { AppError } from '../errors/app-error';
+import { isStatementTimeout } from './tenant-queries';
 
 /** SQLSTATE classes and codes that mean "the database is not there now", not "this query is wrong". */
 const UNAVAILABLE_STATES = /^(08|57P0[123]|53300)/;
@@ -20,9 +21,19 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
-/** The AppError a client gets for an error that is not one: 503 when the database is away, else a 500 for a bug. */
+/**
+ * The AppError a client gets for an error that is not one: 503 when the database is away or a
+ * tenant's query ran past its statement timeout, else a 500 for a bug.
+ */
 export function asAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  if (isStatementTimeout(error)) {
+    // A tenant's query ran past its statement_timeout (tenant-queries.ts): the server is fine, the
+    // query is too heavy for now; a smaller range or limit, or a retry when the database is less busy.
+    return new AppError('service_unavailable', 'the query ran longer than the database allows a request\'s queries (TENANT_STATEMENT_TIMEOUT_MS) and was cancelled; ask for less (a shorter range, a smaller limit) or retry later', {
+      retryAfterSeconds: 5, cause: error,
+    });
+  }
   if (isDatabaseUnavailable(error)) {
     return new AppError('service_unavailable', 'the service cannot reach its database right now; retry shortly', { retryAfterSeconds: 2, cause: error });
   }

@@ -1,5 +1,6 @@
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { AppError } from '../../control-plane/errors/app-error';
+import type { QuerySlots } from './database-cost';
 
 export interface GraphQLContext {
   key: AuthenticatedKey | null;
@@ -9,6 +10,11 @@ export interface GraphQLContext {
   unknownToken?: boolean;
   /** The socket's peer address (HTTP or WebSocket): who an anonymous sign-in attempt is counted against. */
   clientAddress?: string;
+  /**
+   * The operation's turns at the database (database-cost.ts): resolvers with a database weight
+   * wait for one. Each operation, and each rendering of a subscription event, has its own.
+   */
+  database?: QuerySlots;
 }
 
 /** The caller's workspace; every resolver scopes its records by it. */

@@ -15,6 +15,10 @@ export interface GraphQLLimits {
   keepAliveMs: number;
   /** A WebSocket that sends no `connection_init` within this is closed with 4408. */
   connectionInitTimeoutMs: number;
+  /** Largest estimated database cost of one operation (query-limits.ts); more is QUERY_TOO_COMPLEX before it runs. */
+  maxDatabaseCost: number;
+  /** How many of one operation's resolvers may wait on the database at once (database-cost.ts QuerySlots). */
+  databaseQueriesPerOperation: number;
 }
 
 /**

@@ -1,42 +1,41 @@
 import type http from 'node:http';
 import { ApolloServer, HeaderMap, type ApolloServerPlugin } from '@apollo/server';
-import { createPubSub } from '@graphql-yoga/subscription';
-import { GraphQLError, specifiedRules } from 'graphql';
+import { GraphQLError } from 'graphql';
 import { hashSecret, sameHash } from '../../control-plane/secrets';
 import { queryLimitRules } from './query-limits';
-import { makeServer } from 'graphql-ws';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import type { PubSub } from 'type-graphql';
-import { WebSocketServer } from 'ws';
 import type { ControlPlane } from '../../control-plane/main';
 import { bearerToken } from '../http/bearer-token';
 import { anonymousOperationsPlugin } from './anonymous-operations';
 import { readGraphQLBody, type GraphQLLimits } from './graphql-limits';
-import { SocketSessions } from './socket-sessions';
-import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
 import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
 import { formatGraphQLError, withHttpStatus } from './graphql-errors';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 import { ERROR_TABLE } from '../errors/error-table';
 import { nulByteInVariables, nulByteRule } from './nul-byte-checks';
-import { websocketOperations } from './websocket-operations';
+import { formatExecutionResult } from './websocket-operations';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';
 import { BillingResolver } from './resolvers/billing.resolver';
 import { CapacityResolver } from './resolvers/capacity.resolver';
 import { CatalogResolver } from './resolvers/catalog.resolver';
-import { DEPLOYMENT_UPDATED, DeploymentResolver, REPLICA_LOAD } from './resolvers/deployment.resolver';
-import { REQUEST_UPDATED, RequestResolver } from './resolvers/request.resolver';
+import { DeploymentResolver } from './resolvers/deployment.resolver';
+import { RequestResolver } from './resolvers/request.resolver';
 import { StorageCredentialResolver } from './resolvers/storage-credential.resolver';
-import { WEBHOOK_ATTEMPT_LOGGED, WebhookResolver } from './resolvers/webhook.resolver';
+import { WebhookResolver } from './resolvers/webhook.resolver';
 import { WorkspaceResolver } from './resolvers/workspace.resolver';
-import { SHARED_MODEL_UPDATED, SharingResolver } from './resolvers/sharing.resolver';
+import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
-import { BATCH_UPDATED, BatchResolver } from './resolvers/batch.resolver';
+import { BatchResolver } from './resolvers/batch.resolver';
 import { BatchFileLinks } from '../../control-plane/batches/batch-file-links';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import type { RequestGate } from '../http/request-gate';
+import { limitDatabaseQueries, QuerySlots } from './database-cost';
+import { operationBudgetPlugin } from './operation-budget';
+import { SubscriptionHub } from './subscription-hub';
+import { subscriptionRoutes } from './subscription-routes';
+import { serveGraphQLWebSockets } from './graphql-websockets';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -46,10 +45,10 @@ export const GRAPHQL_PATH = '/graphql';
  */
 export class GraphQLServer {
   private readonly apollo: ApolloServer<GraphQLContext>;
-  private readonly websockets: WebSocketServer;
-  private readonly disposeWebsockets: () => Promise<void>;
-  private readonly unsubscribe: () => void;
-  private readonly sessions: SocketSessions;
+  private readonly websockets: { dispose(): Promise<void> };
+  private readonly releaseOperation: (context: GraphQLContext) => void;
+  /** Every subscription of this server and the one place their events are rendered. */
+  readonly subscriptions: SubscriptionHub;
   /** Hashed once: each caller's token is hashed and compared to it in constant time. */
   private readonly operatorTokenHash: string | null;
 
@@ -58,11 +57,14 @@ export class GraphQLServer {
     private readonly gate: RequestGate,
   ) {
     this.operatorTokenHash = controlPlane.config.operatorToken ? hashSecret(controlPlane.config.operatorToken) : null;
-    const pubSub = createPubSub();
+    const deployments = new DeploymentResolver(controlPlane, publicUrl);
+    const batches = new BatchResolver(controlPlane, new BatchFileLinks(controlPlane.batches.files, controlPlane.managedStore, controlPlane.storageCredentials, {
+      managedLinkTtlSeconds: controlPlane.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: controlPlane.config.storage.customerOutputUrlTtlSeconds,
+    }, logger.child({ component: 'graphql' })));
     const instances = new Map<unknown, unknown>([
       [CatalogResolver, new CatalogResolver(controlPlane)],
       [ApiKeyResolver, new ApiKeyResolver(controlPlane)],
-      [DeploymentResolver, new DeploymentResolver(controlPlane, publicUrl)],
+      [DeploymentResolver, deployments],
       [StorageCredentialResolver, new StorageCredentialResolver(controlPlane)],
       [RequestResolver, new RequestResolver(controlPlane)],
       [WebhookResolver, new WebhookResolver(controlPlane)],
@@ -71,32 +73,21 @@ export class GraphQLServer {
       [WorkspaceResolver, new WorkspaceResolver(controlPlane)],
       [SharingResolver, new SharingResolver(controlPlane)],
       [ConsoleResolver, new ConsoleResolver(controlPlane)],
-      [BatchResolver, new BatchResolver(controlPlane, new BatchFileLinks(controlPlane.batches.files, controlPlane.managedStore, controlPlane.storageCredentials, {
-        managedLinkTtlSeconds: controlPlane.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: controlPlane.config.storage.customerOutputUrlTtlSeconds,
-      }, logger.child({ component: 'graphql' })))],
+      [BatchResolver, batches],
       [BudgetResolver, new BudgetResolver(controlPlane)],
     ]);
-    const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) }, pubSub: pubSub as unknown as PubSub });
-    const forward = (deployment: unknown) => pubSub.publish(DEPLOYMENT_UPDATED, deployment as never);
-    const forwardRequest = (record: unknown) => pubSub.publish(REQUEST_UPDATED, record as never);
-    const forwardAttempt = (attempt: unknown) => pubSub.publish(WEBHOOK_ATTEMPT_LOGGED, attempt as never);
-    const forwardLoad = (load: unknown) => pubSub.publish(REPLICA_LOAD, load as never);
-    const forwardSharedModel = (model: unknown) => pubSub.publish(SHARED_MODEL_UPDATED, model as never);
-    const forwardBatch = (batch: unknown) => pubSub.publish(BATCH_UPDATED, batch as never);
-    controlPlane.events.on('deploymentUpdated', forward);
-    controlPlane.events.on('requestUpdated', forwardRequest);
-    controlPlane.events.on('webhookAttemptLogged', forwardAttempt);
-    controlPlane.events.on('replicaLoad', forwardLoad);
-    controlPlane.events.on('sharedModelUpdated', forwardSharedModel);
-    controlPlane.events.on('batchUpdated', forwardBatch);
-    this.unsubscribe = () => {
-      controlPlane.events.off('deploymentUpdated', forward);
-      controlPlane.events.off('requestUpdated', forwardRequest);
-      controlPlane.events.off('webhookAttemptLogged', forwardAttempt);
-      controlPlane.events.off('replicaLoad', forwardLoad);
-      controlPlane.events.off('sharedModelUpdated', forwardSharedModel);
-      controlPlane.events.off('batchUpdated', forwardBatch);
-    };
+    const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
+    limitDatabaseQueries(schema);
+    this.subscriptions = new SubscriptionHub(schema, subscriptionRoutes({
+      ownDeployment: (caller, deploymentId) => deployments.checkReplicaLoadSubscription(caller, deploymentId),
+      ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
+    }), {
+      events: controlPlane.events, budget: controlPlane.budget, tenantQueries: controlPlane.tenantQueries,
+      format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
+      logger: logger.child({ component: 'subscriptions' }),
+    });
+    const operationBudget = operationBudgetPlugin(schema, controlPlane.budget, asGraphQLError);
+    this.releaseOperation = (context) => operationBudget.release(context);
 
     this.apollo = new ApolloServer<GraphQLContext>({
       schema,
@@ -104,43 +95,17 @@ export class GraphQLServer {
       // Apollo would otherwise handle SIGINT/SIGTERM itself and re-raise them, killing the
       // process before the server drains its agents and stops the database.
       stopOnTerminationSignals: false,
-      validationRules: [...queryLimitRules(), nulByteRule],
+      validationRules: [...queryLimitRules({ maxDatabaseCost: limits.maxDatabaseCost }), nulByteRule],
       parseOptions: { maxTokens: limits.maxTokens },
-      plugins: [nulBytesInVariablesPlugin, subscriptionsOverWebSocketPlugin, anonymousOperationsPlugin(asGraphQLError)],
+      plugins: [nulBytesInVariablesPlugin, subscriptionsOverWebSocketPlugin, anonymousOperationsPlugin(asGraphQLError), operationBudget.plugin],
       // Errors never carry stack traces to clients, whatever NODE_ENV says (formatGraphQLError drops them too).
       includeStacktraceInErrorResponses: false,
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
-    // maxPayload: ws refuses a larger frame (1009) while reading it, instead of buffering up to its 100 MiB default.
-    this.websockets = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, maxPayload: limits.maxBodyBytes });
-    this.sessions = new SocketSessions((authorization) => this.callerFrom(authorization), controlPlane.apiKeys, logger);
-    const operations = websocketOperations([...specifiedRules, ...queryLimitRules(), nulByteRule], limits.maxTokens, logger);
-    const server = makeServer<Record<string, unknown>, SocketExtra>({
-      schema,
-      connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
-      onConnect: async (context) => {
-        const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
-        const authorization = typeof header === 'string' ? header : undefined;
-        const caller = await this.callerFrom(authorization);
-        if (!caller.key && !caller.operator) return false;
-        this.sessions.add(context.extra.socket, authorization, caller);
-        context.extra.acknowledged = true;
-        return true;
-      },
-      // Each operation runs as the key is now, not as it was when the socket opened.
-      onSubscribe: async (context, _id, payload) => {
-        const caller = await this.sessions.current(context.extra.socket);
-        if (!caller) return [revokedError()];
-        return operations.prepare(schema, payload, { ...caller, clientAddress: context.extra.request.socket.remoteAddress });
-      },
-      onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
-      onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
+    this.websockets = serveGraphQLWebSockets({
+      httpServer, path: GRAPHQL_PATH, schema, hub: this.subscriptions, controlPlane, limits, logger,
+      callerFrom: (authorization) => this.callerFrom(authorization), identified: (socket) => gate.identified(socket),
     });
-    const transport = serveOverWebSocket(this.websockets, server, { preInitMaxBytes: limits.anonymousMaxBodyBytes, keepAliveMs: limits.keepAliveMs }, logger);
-    this.disposeWebsockets = async () => {
-      this.sessions.stop();
-      await transport.dispose();
-    };
   }
 
   async start(): Promise<void> {
@@ -167,25 +132,33 @@ export class GraphQLServer {
       for (const [name, value] of Object.entries(context.headers)) {
         if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
       }
-      const result = await this.apollo.executeHTTPGraphQLRequest({
-        httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
-        context: async () => (caller ? { ...caller, clientAddress: context.req.socket.remoteAddress } : asGraphQLError(lookupFailure)),
-      });
-      for (const [name, value] of result.headers) context.set(name, value);
-      context.status = result.status ?? 200;
-      if (result.body.kind === 'complete') {
-        context.body = result.body.string;
-        return;
+      // This operation's own context: its turns at the database, and what it holds until it ends.
+      const operation: GraphQLContext | undefined = caller && {
+        ...caller, clientAddress: context.req.socket.remoteAddress, database: new QuerySlots(this.limits.databaseQueriesPerOperation),
+      };
+      try {
+        // Its queries are a tenant's: the tenant pool, with its statement timeout.
+        const result = await this.controlPlane.tenantQueries.run(async () => await this.apollo.executeHTTPGraphQLRequest({
+          httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
+          context: async () => operation ?? asGraphQLError(lookupFailure),
+        }));
+        for (const [name, value] of result.headers) context.set(name, value);
+        context.status = result.status ?? 200;
+        if (result.body.kind === 'complete') {
+          context.body = result.body.string;
+          return;
+        }
+        let text = '';
+        for await (const chunk of result.body.asyncIterator) text += chunk;
+        context.body = text;
+      } finally {
+        if (operation) this.releaseOperation(operation);
       }
-      let text = '';
-      for await (const chunk of result.body.asyncIterator) text += chunk;
-      context.body = text;
     };
   }
 
   async stop(): Promise<void> {
-    this.unsubscribe();
-    await this.disposeWebsockets();
+    await this.websockets.dispose();
     await this.apollo.stop();
   }
 
@@ -236,7 +209,3 @@ const subscriptionsOverWebSocketPlugin: ApolloServerPlugin<GraphQLContext> = {
     };
   },
 };
-
-function revokedError(): GraphQLError {
-  return new GraphQLError('the API key of this connection was revoked or replaced', { extensions: { code: ERROR_TABLE.invalid_api_key.graphql } });
-}

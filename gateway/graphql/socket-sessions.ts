@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import { CloseCode } from 'graphql-ws';
 import type { ApiKeyService } from '../../control-plane/api-keys/api-key.service';
+import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
 import { hashSecret } from '../../control-plane/secrets';
 import { bearerToken } from '../http/bearer-token';
 import type { GraphQLContext } from './graphql-context';
@@ -11,6 +12,8 @@ interface Session {
   readonly authorization: string | undefined;
   /** SHA-256 of the key the socket signed in with; null for the operator token (it cannot be revoked). */
   readonly keyHash: string | null;
+  /** Its hold on the `sockets` budget, from the accepted `connection_init` until it closes. */
+  readonly lease: BudgetLease;
 }
 
 /** RFC 6455: the server cannot check the key now (its database is away); the client may reconnect later. */
@@ -49,11 +52,17 @@ export class SocketSessions {
     return this.sessions.size;
   }
 
-  /** A socket whose connection was accepted with `caller`; forgotten when it closes. */
-  add(socket: WebSocket, authorization: string | undefined, caller: GraphQLContext): void {
+  /**
+   * A socket whose connection was accepted with `caller`, holding `lease`; forgotten, and the
+   * lease given back, when it closes (it must still be open: a closed socket emits no `close`).
+   */
+  add(socket: WebSocket, authorization: string | undefined, caller: GraphQLContext, lease: BudgetLease): void {
     const token = caller.key ? bearerToken(authorization) : null;
-    this.sessions.set(socket, { socket, authorization, keyHash: token ? hashSecret(token) : null });
-    socket.once('close', () => this.sessions.delete(socket));
+    this.sessions.set(socket, { socket, authorization, keyHash: token ? hashSecret(token) : null, lease });
+    socket.once('close', () => {
+      this.sessions.delete(socket);
+      lease.release();
+    });
   }
 
   /**
@@ -76,8 +85,10 @@ export class SocketSessions {
     return null;
   }
 
+  /** Stops following keys and gives back every socket's hold (the server stops; its sockets are being closed). */
   stop(): void {
     this.stopListening();
+    for (const session of this.sessions.values()) session.lease.release();
     this.sessions.clear();
   }
 
@@ -89,6 +100,7 @@ export class SocketSessions {
   }
 
   private close(session: Session, code: number, reason: string): void {
+    // Deleted now so that it is closed once; its hold lasts until the socket has closed.
     this.sessions.delete(session.socket);
     session.socket.close(code, reason);
     // Nothing more is sent once it is closing; a client that never answers the close handshake

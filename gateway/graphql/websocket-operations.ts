@@ -17,8 +17,6 @@ import { nulByteInVariables } from './nul-byte-checks';
  * formatGraphQLError (codes from the error table, no stack traces).
  */
 export function websocketOperations(rules: readonly ValidationRule[], maxTokens: number, logger: Logger) {
-  const format = (error: GraphQLError): GraphQLFormattedError => formatGraphQLError(error.toJSON(), error, logger);
-
   return {
     /**
      * Parses (stopping at `maxTokens`, as Apollo does over HTTP), validates and checks the
@@ -45,13 +43,24 @@ export function websocketOperations(rules: readonly ValidationRule[], maxTokens:
     },
 
     formatResult(result: ExecutionResult): FormattedExecutionResult {
-      if (!result.errors) return result as FormattedExecutionResult;
-      return { ...result, errors: result.errors.map((error) => format(isVariableError(error) ? withCode(error, 'BAD_USER_INPUT') : error)) };
+      return formatExecutionResult(result, logger);
     },
 
     formatErrors(errors: readonly GraphQLError[]): GraphQLFormattedError[] {
-      return errors.map(format);
+      return errors.map((error) => formatGraphQLError(error.toJSON(), error, logger));
     },
+  };
+}
+
+/** An execution result as a WebSocket client gets it: errors formatted as over HTTP (the subscription hub's events too). */
+export function formatExecutionResult(result: ExecutionResult, logger: Logger): FormattedExecutionResult {
+  if (!result.errors) return result as FormattedExecutionResult;
+  return {
+    ...result,
+    errors: result.errors.map((error) => {
+      const coded = isVariableError(error) ? withCode(error, 'BAD_USER_INPUT') : error;
+      return formatGraphQLError(coded.toJSON(), coded, logger);
+    }),
   };
 }
 

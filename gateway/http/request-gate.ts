@@ -23,6 +23,11 @@ export class RequestGate {
     private readonly bodyThresholdBytes: number,
   ) {}
 
+  /** A connection showed a valid key (a graphql-ws socket's connection_init): it no longer counts as its address's anonymous one. */
+  identified(socket: IncomingMessage['socket']): void {
+    this.connections?.identified(socket);
+  }
+
   /** The request's budget (released when `response` closes); throws the refusal. */
   enter(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, deployment: Deployment | null = null, spends?: 'text' | 'media'): RequestBudget {
     this.connections?.identified(request.socket);

@@ -20,6 +20,11 @@ export interface DeploymentEndpoint {
   readonly tasks?: readonly CatalogModel['task'][];
   /** It runs work the workspace pays for: credit, a paused deployment and (text) rate limits are checked before its body is read. */
   readonly spends?: 'text' | 'media';
+  /**
+   * Lists a workspace's records: its queries run as the tenant's (the tenant pool, with its
+   * statement timeout: control-plane/database/tenant-queries.ts).
+   */
+  readonly tenantList?: true;
 }
 
 export type DeploymentEndpointName =
@@ -41,22 +46,22 @@ export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
   { name: 'images.edits', method: 'POST', path: '/images/edits', label: 'images.edits', tasks: IMAGE_TASKS, spends: 'media' },
   { name: 'videos.create', method: 'POST', path: '/videos', label: 'videos', tasks: ['video-generation'], spends: 'media' },
   { name: 'videos.generations', method: 'POST', path: '/videos/generations', label: 'videos', tasks: ['video-generation'], spends: 'media' },
-  { name: 'videos.list', method: 'GET', path: '/videos', label: 'videos.retrieve' },
+  { name: 'videos.list', method: 'GET', path: '/videos', label: 'videos.retrieve', tenantList: true },
   { name: 'videos.retrieve', method: 'GET', path: '/videos/{id}', label: 'videos.retrieve' },
   { name: 'videos.content', method: 'GET', path: '/videos/{id}/content', label: 'videos.retrieve' },
   { name: 'videos.cancel', method: 'POST', path: '/videos/{id}/cancel', label: 'videos.retrieve' },
-  { name: 'requests.list', method: 'GET', path: '/requests', label: 'requests' },
+  { name: 'requests.list', method: 'GET', path: '/requests', label: 'requests', tenantList: true },
   { name: 'requests.retrieve', method: 'GET', path: '/requests/{id}', label: 'requests' },
   { name: 'requests.cancel', method: 'POST', path: '/requests/{id}/cancel', label: 'requests' },
   // The Batch API (docs/batches.md). No `tasks`: they are not inference endpoints (the served-endpoint
   // messages leave them out); a batch names its endpoint, checked against the model when it is created.
   { name: 'files.create', method: 'POST', path: '/files', label: 'batch.files' },
-  { name: 'files.list', method: 'GET', path: '/files', label: 'batch.files' },
+  { name: 'files.list', method: 'GET', path: '/files', label: 'batch.files', tenantList: true },
   { name: 'files.retrieve', method: 'GET', path: '/files/{id}', label: 'batch.files' },
   { name: 'files.content', method: 'GET', path: '/files/{id}/content', label: 'batch.files' },
   { name: 'files.delete', method: 'DELETE', path: '/files/{id}', label: 'batch.files' },
   { name: 'batches.create', method: 'POST', path: '/batches', label: 'batches' },
-  { name: 'batches.list', method: 'GET', path: '/batches', label: 'batches' },
+  { name: 'batches.list', method: 'GET', path: '/batches', label: 'batches', tenantList: true },
   { name: 'batches.retrieve', method: 'GET', path: '/batches/{id}', label: 'batches' },
   { name: 'batches.cancel', method: 'POST', path: '/batches/{id}/cancel', label: 'batches' },
 ];

@@ -66,6 +66,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions, ga
     const handler = found ? handlers[found.endpoint.name] : undefined;
     if (!found || !handler) throw unknownRoute(context.method, rest, deployment);
     context.state.requestBudget = gate.enter(context.req, context.res, key, deployment, found.endpoint.spends);
+    if (found.endpoint.tenantList) return await controlPlane.tenantQueries.run(async () => await handler(context, deployment, key, found.param));
     return await handler(context, deployment, key, found.param);
   };
 }

@@ -1,5 +1,7 @@
 import { buildSchema, parse, specifiedRules, validate } from 'graphql';
-import { queryLimitRules } from '../../gateway/graphql/query-limits';
+import { buildGatewaySchema } from '../../gateway/graphql/build-schema';
+import { DATABASE_WEIGHTS, QuerySlots } from '../../gateway/graphql/database-cost';
+import { databaseCostOfOperation, queryLimitRules } from '../../gateway/graphql/query-limits';
 
 /** A self-referencing schema, the shape a hostile query abuses. */
 const schema = buildSchema(`
@@ -27,5 +29,56 @@ describe('GraphQL query limits', () => {
     expect(check('{ pages { id } }')).toEqual([]);
     expect(check('{ pages { id child { id } } }')).toEqual([]);
     expect(check('{ pages { id child { id child { id } } } }')).toEqual(['QUERY_TOO_COMPLEX']);
+  });
+});
+
+describe('GraphQL database cost', () => {
+  const gateway = buildGatewaySchema();
+  const range = 'from: "2026-01-01T00:00:00Z", to: "2026-02-01T00:00:00Z"';
+  const costOf = (query: string) => databaseCostOfOperation(gateway, parse(query));
+  const refusals = (query: string) => validate(gateway, parse(query), [...specifiedRules, ...queryLimitRules({ maxDatabaseCost: 200 })])
+    .map((error) => error.extensions.code);
+
+  it('weighs aggregates, lists, lookups and in-memory fields; every alias counts', () => {
+    expect(costOf(`{ usage(${range}) { key } }`)).toBe(DATABASE_WEIGHTS.aggregate);
+    expect(costOf(`{ a: usage(${range}) { key } b: costs(${range}) { key } c: sharingEarnings(${range}) { key } ledgerEntries(${range}) { kind } creditBalance }`))
+      .toBe(3 * DATABASE_WEIGHTS.aggregate + DATABASE_WEIGHTS.range + DATABASE_WEIGHTS.lookup);
+    expect(costOf('{ catalog { id } sharedModels { id } budgets { budget } __typename }')).toBe(0);
+    expect(costOf('{ apiKeys { id } deployment(id: "d") { id } }')).toBe(DATABASE_WEIGHTS.list + DATABASE_WEIGHTS.lookup);
+  });
+
+  it('counts a field under a list once per item the list may return, fragments included', () => {
+    // The console's batch list: 2 + 50 × 3 signed links.
+    expect(costOf('{ batches(limit: 50) { id inputFileUrl outputFileUrl errorFileUrl } }')).toBe(152);
+    expect(costOf('{ deployments { ...D } } fragment D on Deployment { replicas { id } }')).toBe(2 + 10);
+    expect(refusals('{ batches(limit: 100) { inputFileUrl outputFileUrl errorFileUrl } }')).toEqual(['QUERY_TOO_COMPLEX']);
+  });
+
+  it('refuses an operation over the limit before it runs: 8 `usage` aliases pass, 9 do not', () => {
+    const aliases = (count: number) => `{ ${Array.from({ length: count }, (_, index) => `u${index}: usage(${range}) { key }`).join(' ')} }`;
+    expect(refusals(aliases(8))).toEqual([]);
+    expect(refusals(aliases(9))).toEqual(['QUERY_TOO_COMPLEX']);
+  });
+});
+
+describe('QuerySlots', () => {
+  it('runs at most its size at once, in the order they came, and passes a failure on without losing a slot', async () => {
+    const slots = new QuerySlots(2);
+    let running = 0;
+    let most = 0;
+    const started: number[] = [];
+    const task = (index: number) => slots.run(async () => {
+      started.push(index);
+      most = Math.max(most, ++running);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      running--;
+      if (index === 2) throw new Error('boom');
+      return index;
+    });
+    const results = await Promise.allSettled([0, 1, 2, 3, 4, 5].map(task));
+    expect(most).toBe(2);
+    expect(started).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+    expect(await slots.run(() => 'again')).toBe('again');
   });
 });

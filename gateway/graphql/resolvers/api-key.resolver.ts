@@ -3,11 +3,13 @@ import type { ApiKey } from '../../../control-plane/api-keys/api-key.entity';
 import type { ControlPlane } from '../../../control-plane/main';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ApiKeyLimitsInput, ApiKeyType, ApiKeyWithSecret, CreateApiKeyInput } from '../types/api-key.type';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 @Resolver()
 export class ApiKeyResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [ApiKeyType], { description: 'Active API keys of the workspace (never their plaintext)' })
   async apiKeys(@Ctx() context: GraphQLContext): Promise<ApiKeyType[]> {
     return (await this.controlPlane.apiKeys.list(workspaceOf(context))).map(toApiKeyType);

@@ -5,8 +5,8 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../../control-plane/main';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BatchType } from '../types/batch.type';
-
-export const BATCH_UPDATED = 'BATCH_UPDATED';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
+import { servedBySubscriptionHub } from '../subscription-routes';
 
 const LINK_NOTE = 'signed anew at each read (about 1 h in managed storage, about 7 days in the deployment\'s own bucket), so a browser can download it without the API key';
 
@@ -20,6 +20,7 @@ const LINK_NOTE = 'signed anew at each read (about 1 h in managed storage, about
 export class BatchResolver {
   constructor(private readonly controlPlane: ControlPlane, private readonly links: BatchFileLinks) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [BatchType], {
     description: 'Batches of the workspace, or of one deployment, newest first; the next page starts after the last id seen (`after`)',
   })
@@ -48,33 +49,34 @@ export class BatchResolver {
     return toBatchType(await this.controlPlane.batches.cancel(workspaceOf(context), id));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => String, { nullable: true, description: `A link to the input file, ${LINK_NOTE}; null once the file was deleted` })
   async inputFileUrl(@Root() batch: BatchType, @Ctx() context: GraphQLContext): Promise<string | null> {
     return await this.links.downloadUrl(workspaceOf(context), batch.inputFileId);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => String, { nullable: true, description: `A link to the output file, ${LINK_NOTE}; null until the batch ends with one` })
   async outputFileUrl(@Root() batch: BatchType, @Ctx() context: GraphQLContext): Promise<string | null> {
     return await this.links.downloadUrl(workspaceOf(context), batch.outputFileId);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => String, { nullable: true, description: `A link to the error file, ${LINK_NOTE}; null until the batch ends with one` })
   async errorFileUrl(@Root() batch: BatchType, @Ctx() context: GraphQLContext): Promise<string | null> {
     return await this.links.downloadUrl(workspaceOf(context), batch.errorFileId);
   }
 
   @Subscription(() => BatchType, {
-    topics: BATCH_UPDATED,
     description: 'Fires when a batch of the workspace (of one deployment, when given) is created, changes status, or its request counts move (at most about twice a second per batch)',
-    filter: ({ payload, args, context }: { payload: Batch; args: { deploymentId?: string | null }; context: GraphQLContext }) =>
-      payload.workspaceId === workspaceOf(context) && (!args.deploymentId || payload.deploymentId === args.deploymentId),
+    subscribe: servedBySubscriptionHub,
   })
   batchUpdated(@Root() batch: Batch, @Arg('deploymentId', () => ID, { nullable: true }) _deploymentId: string | null): BatchType {
     return toBatchType(batch);
   }
 
   /**
-   * Run when a `batchUpdated` subscription starts (buildGatewaySchema wires it): another
+   * Run when a `batchUpdated` subscription starts (subscription-routes.ts): another
    * workspace's deployment is refused as `batches(deploymentId:)` refuses it, rather than a
    * subscription that is accepted and silently never fires.
    */

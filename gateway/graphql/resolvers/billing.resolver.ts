@@ -6,12 +6,14 @@ import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CostRowType, UsageRowType } from '../types/capacity.type';
 import { DecimalScalar } from '../types/decimal.scalar';
 import { EarningsGrouping, LedgerEntryType, SharingEarningsRowType } from '../types/ledger.type';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 /** GPU cost, token usage, ledger rows, sharing earnings and prepaid credit of the caller's workspace. */
 @Resolver()
 export class BillingResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.aggregate)
   @Query(() => [CostRowType], { description: 'GPU-hours and cost between from (inclusive) and to, by day (UTC), deployment or replica' })
   async costs(
     @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
@@ -19,6 +21,7 @@ export class BillingResolver {
     return await this.controlPlane.billing.costs(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'replica'] as const));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.aggregate)
   @Query(() => [UsageRowType], { description: 'Text requests and tokens between from and to, by day (UTC), deployment or api_key' })
   async usage(
     @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
@@ -31,6 +34,7 @@ export class BillingResolver {
     return await this.controlPlane.billing.creditBalance(workspaceOf(context));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.range)
   @Query(() => [LedgerEntryType], { description: 'Movements of the workspace\'s money created between from (inclusive) and to, newest first; kind filters, limit 1 to 200' })
   async ledgerEntries(
     @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext,
@@ -40,6 +44,7 @@ export class BillingResolver {
     return await this.controlPlane.billing.ledgerEntries(workspaceOf(context), { from, to, kind, limit });
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.aggregate)
   @Query(() => [SharingEarningsRowType], { description: 'What guests paid for the workspace\'s shared deployments between from and to, by day (UTC) or deployment' })
   async sharingEarnings(
     @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext,

@@ -3,17 +3,20 @@ import { BUDGETS } from '../../../control-plane/budgets/budget-kinds';
 import type { ControlPlane } from '../../../control-plane/main';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BudgetType } from '../types/budget.type';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 /** The tenant budget as a workspace sees its own limits, and as the operator sets them. */
 @Resolver()
 export class BudgetResolver {
   constructor(private readonly controlPlane: Pick<ControlPlane, 'workspaceBudgets' | 'budget'>) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [BudgetType], { description: 'This workspace\'s limits: every budget and scope, with what it holds now on this server' })
   budgets(@Ctx() context: GraphQLContext): BudgetType[] {
     return this.view(workspaceOf(context));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [BudgetType], { description: 'Operator: a workspace\'s limits' })
   workspaceBudgets(@Arg('workspaceId', () => ID) workspaceId: string, @Ctx() context: GraphQLContext): BudgetType[] {
     requireOperator(context);

@@ -7,12 +7,14 @@ import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-co
 import { DecimalScalar } from '../types/decimal.scalar';
 import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';
 import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.type';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 /** GPU offers (workspaces) and provider and catalog administration (the operator token). */
 @Resolver()
 export class CapacityResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [String], { description: 'Providers this server launches replicas on, as configured (local, market, static, kubernetes); external (agents join with a token) is always accepted by createDeployment' })
   capacityProviders(@Ctx() context: GraphQLContext): string[] {
     if (!context.operator) workspaceOf(context);
@@ -27,6 +29,7 @@ export class CapacityResolver {
     return (await source.offers()).sort((left, right) => left.pricePerHour - right.pricePerHour).map(toOffer);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [StaticHostType], { description: 'Operator: registered static hosts' })
   async staticHosts(@Ctx() context: GraphQLContext): Promise<StaticHostType[]> {
     requireOperator(context);

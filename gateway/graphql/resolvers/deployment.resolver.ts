@@ -9,9 +9,8 @@ import { ReplicaLoadType } from '../types/capacity.type';
 import {
   CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, UpdateDeploymentInput,
 } from '../types/deployment.type';
-
-export const DEPLOYMENT_UPDATED = 'DEPLOYMENT_UPDATED';
-export const REPLICA_LOAD = 'REPLICA_LOAD';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
+import { servedBySubscriptionHub } from '../subscription-routes';
 
 @Resolver(() => DeploymentType)
 export class DeploymentResolver {
@@ -23,6 +22,7 @@ export class DeploymentResolver {
 
   constructor(private readonly controlPlane: ControlPlane, private readonly publicUrl: () => string) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
   async deployments(@Ctx() context: GraphQLContext): Promise<DeploymentType[]> {
     return (await this.controlPlane.deployments.list(workspaceOf(context))).map((deployment) => this.toType(deployment));
@@ -33,17 +33,20 @@ export class DeploymentResolver {
     return this.toType(await this.controlPlane.deployments.get(workspaceOf(context), id));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => [ReplicaType], { description: 'Every replica, terminated ones included, oldest first' })
   async replicas(@Root() deployment: DeploymentType): Promise<ReplicaType[]> {
     return this.replicaRows(deployment);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
     const rows = await this.controlPlane.capacityLoop.recordedDecisions(deployment.id, limit);
     return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => Int, { nullable: true })
   async progress(@Root() deployment: DeploymentType): Promise<number | null> {
     if (deployment.status !== 'Creating') return null;
@@ -72,17 +75,15 @@ export class DeploymentResolver {
   }
 
   @Subscription(() => ReplicaLoadType, {
-    topics: REPLICA_LOAD,
     description: 'Every load report (heartbeat) of the deployment\'s replicas',
-    filter: ({ payload, args, context }: { payload: ReplicaLoad; args: { deploymentId: string }; context: GraphQLContext }) =>
-      payload.deploymentId === args.deploymentId && payload.workspaceId === workspaceOf(context),
+    subscribe: servedBySubscriptionHub,
   })
   replicaLoad(@Root() load: ReplicaLoad, @Arg('deploymentId', () => ID) _deploymentId: string): ReplicaLoadType {
     return load;
   }
 
   /**
-   * Run when a `replicaLoad` subscription starts (buildGatewaySchema wires it): another
+   * Run when a `replicaLoad` subscription starts (subscription-routes.ts): another
    * workspace's deployment is FORBIDDEN and an unknown one NOT_FOUND, as `deployment(id:)`
    * answers, instead of a subscription that is accepted and silently never fires.
    */
@@ -120,9 +121,8 @@ export class DeploymentResolver {
   }
 
   @Subscription(() => DeploymentType, {
-    topics: DEPLOYMENT_UPDATED,
     description: 'Fires when a deployment of the workspace changes status or settings',
-    filter: ({ payload, context }: { payload: Deployment; context: GraphQLContext }) => payload.workspaceId === workspaceOf(context),
+    subscribe: servedBySubscriptionHub,
   })
   deploymentUpdated(@Root() deployment: Deployment): DeploymentType {
     return this.toType(deployment);

@@ -4,8 +4,8 @@ import type { ControlPlane } from '../../../control-plane/main';
 import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { RequestType } from '../types/storage-credential.type';
-
-export const REQUEST_UPDATED = 'REQUEST_UPDATED';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
+import { servedBySubscriptionHub } from '../subscription-routes';
 
 /** Image and video request records of the workspace, for the console. */
 @Resolver(() => RequestType)
@@ -17,6 +17,7 @@ export class RequestResolver {
     return toRequestType(await this.controlPlane.requests.get(workspaceOf(context), id));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [RequestType], { description: "A deployment's requests, newest first" })
   async requests(
     @Arg('deploymentId', () => ID) deploymentId: string,
@@ -28,6 +29,7 @@ export class RequestResolver {
     return (await this.controlPlane.requests.list(deploymentId, { status: status ?? undefined }, limit)).map(toRequestType);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => [String], {
     nullable: true,
     description: 'Links to the outputs of a succeeded request, signed anew at each read (as GET /v1/requests/{id} output_urls); null before success or once retention removed them',
@@ -46,9 +48,8 @@ export class RequestResolver {
   }
 
   @Subscription(() => RequestType, {
-    topics: REQUEST_UPDATED,
     description: 'Fires when a request of the workspace changes status or progress (on the server running it)',
-    filter: ({ payload, context }: { payload: RequestRecord; context: GraphQLContext }) => payload.workspaceId === workspaceOf(context),
+    subscribe: servedBySubscriptionHub,
   })
   requestUpdated(@Root() record: RequestRecord): RequestType {
     return toRequestType(record);

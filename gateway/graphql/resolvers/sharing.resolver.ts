@@ -4,20 +4,22 @@ import type { SharedModel } from '../../../control-plane/sharing/shared-pool';
 import { SHARED_MODEL_PREFIX } from '../../../control-plane/sharing/shared-serving';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { SharedModelType } from '../types/shared-model.type';
-
-export const SHARED_MODEL_UPDATED = 'SHARED_MODEL_UPDATED';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
+import { servedBySubscriptionHub } from '../subscription-routes';
 
 /** The guest view of shared serving; any workspace's key is a guest. */
 @Resolver(() => SharedModelType)
 export class SharingResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [SharedModelType], { description: 'Models of shared serving with prices and availability (GET /shared/v1/models)' })
   sharedModels(@Ctx() context: GraphQLContext): SharedModelType[] {
     workspaceOf(context);
     return this.controlPlane.shared.models().map(toType);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => SharedModelType, { description: 'One shared model by its id, shared/<model-id>' })
   sharedModel(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): SharedModelType {
     workspaceOf(context);
@@ -25,9 +27,8 @@ export class SharingResolver {
   }
 
   @Subscription(() => SharedModelType, {
-    topics: SHARED_MODEL_UPDATED,
     description: 'Fires when a shared model\'s availability changes (sharing changes of your own deployments come through deploymentUpdated)',
-    filter: ({ context }: { context: GraphQLContext }) => context.key !== null,
+    subscribe: servedBySubscriptionHub,
   })
   sharedModelUpdated(@Root() model: SharedModel): SharedModelType {
     return toType(model);

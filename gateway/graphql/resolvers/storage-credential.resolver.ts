@@ -3,12 +3,14 @@ import type { ControlPlane } from '../../../control-plane/main';
 import type { StorageCredential } from '../../../control-plane/storage/storage-credential.entity';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CreateStorageCredentialInput, StorageCredentialType } from '../types/storage-credential.type';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 /** Customer buckets: saved unverified, usable once a real test write through the credential succeeded. */
 @Resolver(() => StorageCredentialType)
 export class StorageCredentialResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [StorageCredentialType], { description: 'Storage credentials of the workspace (deleted ones excluded)' })
   async storageCredentials(@Ctx() context: GraphQLContext): Promise<StorageCredentialType[]> {
     return (await this.controlPlane.storageCredentials.list(workspaceOf(context))).map(toType);

@@ -5,8 +5,8 @@ import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import {
   CreateWebhookEndpointInput, UpdateWebhookEndpointInput, WebhookAttemptType, WebhookDeliveryType, WebhookEndpointType, WebhookSigningSecretType,
 } from '../types/webhook.type';
-
-export const WEBHOOK_ATTEMPT_LOGGED = 'WEBHOOK_ATTEMPT_LOGGED';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
+import { servedBySubscriptionHub } from '../subscription-routes';
 
 /** Endpoints, the signing secret, test sends and the delivery log (console operations: docs/api-contract.md#webhooks). */
 @Resolver(() => WebhookDeliveryType)
@@ -17,11 +17,13 @@ export class WebhookResolver {
     return this.controlPlane.webhooks.service;
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [WebhookEndpointType])
   async webhookEndpoints(@Ctx() context: GraphQLContext): Promise<WebhookEndpointType[]> {
     return await this.webhooks.endpoints.list(workspaceOf(context));
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [WebhookDeliveryType], { description: 'The delivery log, newest first' })
   async webhookDeliveries(
     @Ctx() context: GraphQLContext,
@@ -38,6 +40,7 @@ export class WebhookResolver {
     return await this.webhooks.delivery(workspaceOf(context), id);
   }
 
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => [WebhookAttemptType], { description: 'Every attempt, in order' })
   async attemptLog(@Root() delivery: WebhookDeliveryType): Promise<WebhookAttemptType[]> {
     return await this.webhooks.attemptsOf(delivery.id);
@@ -79,9 +82,8 @@ export class WebhookResolver {
   }
 
   @Subscription(() => WebhookAttemptType, {
-    topics: WEBHOOK_ATTEMPT_LOGGED,
     description: 'Every delivery attempt of the workspace, as it is logged',
-    filter: ({ payload, context }: { payload: WebhookAttempt; context: GraphQLContext }) => payload.workspaceId === workspaceOf(context),
+    subscribe: servedBySubscriptionHub,
   })
   webhookDeliveryLogged(@Root() attempt: WebhookAttempt): WebhookAttemptType {
     return attempt;

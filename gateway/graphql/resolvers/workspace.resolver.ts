@@ -4,12 +4,14 @@ import { requireOperator, type GraphQLContext } from '../graphql-context';
 import { DecimalScalar } from '../types/decimal.scalar';
 import { CreateWorkspacePayload, WorkspaceType } from '../types/workspace.type';
 import { toApiKeyType } from './api-key.resolver';
+import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 
 /** Operator administration of workspaces (the operator token). */
 @Resolver()
 export class WorkspaceResolver {
   constructor(private readonly controlPlane: ControlPlane) {}
 
+  @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [WorkspaceType], { description: 'Operator: workspaces with their prepaid credit, oldest first' })
   async workspaces(@Arg('includeDeleted', { defaultValue: false }) includeDeleted: boolean, @Ctx() context: GraphQLContext): Promise<WorkspaceType[]> {
     requireOperator(context);

@@ -8,6 +8,8 @@ export interface SocketClose {
 }
 
 interface Operation {
+  /** The graphql-ws operation id. */
+  id: string;
   results: unknown[];
   ended: boolean;
   onMessage?: () => void;
@@ -60,7 +62,7 @@ export class GraphQLSocket {
   /** Starts an operation; its results collect in the returned list. */
   start(query: string, variables?: Record<string, unknown>): Operation {
     const id = String(this.nextId++);
-    const operation: Operation = { results: [], ended: false };
+    const operation: Operation = { id, results: [], ended: false };
     this.operations.set(id, operation);
     if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ id, type: 'subscribe', payload: { query, variables } }));
     return operation;
@@ -77,6 +79,17 @@ export class GraphQLSocket {
       check();
     });
     return (operation.results[0] as never) ?? null;
+  }
+
+  /** Ends a subscription from the client's side (graphql-ws `complete`). */
+  complete(operation: Operation): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ id: operation.id, type: 'complete' }));
+  }
+
+  /** Closes the connection with the close handshake (1000). */
+  async end(): Promise<void> {
+    this.socket.close(1000);
+    await this.closed;
   }
 
   terminate(): void {

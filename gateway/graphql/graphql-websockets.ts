@@ -1,0 +1,138 @@
+import type http from 'node:http';
+import type net from 'node:net';
+import {
+  createSourceEventStream, execute, getOperationAST, GraphQLError, specifiedRules,
+  type ExecutionArgs, type ExecutionResult, type GraphQLSchema,
+} from 'graphql';
+import { makeServer } from 'graphql-ws';
+import type { Logger } from 'pino';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { AppError } from '../../control-plane/errors/app-error';
+import type { ControlPlane } from '../../control-plane/main';
+import { ERROR_TABLE } from '../errors/error-table';
+import { QuerySlots } from './database-cost';
+import type { GraphQLContext } from './graphql-context';
+import type { GraphQLLimits } from './graphql-limits';
+import { nulByteRule } from './nul-byte-checks';
+import { holdOperation } from './operation-budget';
+import { databaseCostOfOperation, queryLimitRules } from './query-limits';
+import { SocketSessions } from './socket-sessions';
+import type { SubscriptionHub } from './subscription-hub';
+import { websocketOperations } from './websocket-operations';
+import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
+
+/** Close codes of a `connection_init` the `sockets` budget refuses (docs/tenant-budget.md). */
+export const SOCKET_CLOSE_CODES = {
+  /** The key's share is used up: retry when one of its sockets closes. */
+  keyBudget: 4429,
+  /** The server's share is used up (RFC 6455 "Try Again Later"). */
+  serverBudget: 1013,
+  /** The key's workspace may hold none (the operator set its limit to 0). */
+  noneAllowed: 4403,
+} as const;
+
+/**
+ * graphql-ws on the HTTP server's `/graphql` path: subscriptions (served by the hub), and
+ * queries and mutations sent on a socket, which hold the budget and run as tenant queries as
+ * they do over HTTP. Each accepted `connection_init` holds one of its key's `sockets` until the
+ * socket closes; over the budget the connection is closed with a code and a reason naming it.
+ */
+export function serveGraphQLWebSockets(options: {
+  httpServer: http.Server;
+  path: string;
+  schema: GraphQLSchema;
+  hub: SubscriptionHub;
+  controlPlane: Pick<ControlPlane, 'budget' | 'apiKeys' | 'tenantQueries'>;
+  limits: GraphQLLimits;
+  callerFrom(authorization: string | undefined): Promise<GraphQLContext>;
+  /** A socket accepted with a key stops counting as its address's anonymous connection (connection-budget.ts). */
+  identified(socket: net.Socket): void;
+  logger: Logger;
+}): { dispose(): Promise<void> } {
+  const { schema, hub, controlPlane, limits, logger } = options;
+  const { budget, tenantQueries } = controlPlane;
+  // maxPayload: ws refuses a larger frame (1009) while reading it, instead of buffering up to its 100 MiB default.
+  const websockets = new WebSocketServer({ server: options.httpServer, path: options.path, maxPayload: limits.maxBodyBytes });
+  const sessions = new SocketSessions(options.callerFrom, controlPlane.apiKeys, logger);
+  const operations = websocketOperations([...specifiedRules, ...queryLimitRules({ maxDatabaseCost: limits.maxDatabaseCost }), nulByteRule], limits.maxTokens, logger);
+
+  /** A query or mutation sent on a socket: held, run as a tenant's queries, given back. */
+  const executeHeld = async (args: ExecutionArgs): Promise<ExecutionResult> => {
+    const hold = holdOperation(budget, args.contextValue as GraphQLContext, databaseCostOfOperation(schema, args.document, args.operationName));
+    if (hold instanceof AppError) return { errors: [new GraphQLError(hold.message, { originalError: hold })] };
+    try {
+      return await tenantQueries.run(async () => await execute(args));
+    } finally {
+      hold.release();
+    }
+  };
+
+  const server = makeServer<Record<string, unknown>, SocketExtra>({
+    schema,
+    connectionInitWaitTimeout: limits.connectionInitTimeoutMs,
+    onConnect: async (context) => {
+      const header = context.connectionParams?.authorization ?? context.connectionParams?.Authorization;
+      const authorization = typeof header === 'string' ? header : undefined;
+      const caller = await options.callerFrom(authorization);
+      if (!caller.key && !caller.operator) return false;
+      const socket = context.extra.socket;
+      // Closed while its key was looked up: it will emit no `close` to give a hold back.
+      if (socket.readyState !== socket.OPEN) return false;
+      const lease = budget.take('sockets', { keyId: caller.key?.id ?? null, workspaceId: caller.key?.workspaceId ?? null });
+      if (lease instanceof AppError) {
+        refuseSocket(socket, lease);
+        return false;
+      }
+      sessions.add(socket, authorization, caller, lease);
+      if (caller.key) options.identified(context.extra.request.socket);
+      context.extra.acknowledged = true;
+      return true;
+    },
+    // Each operation runs as the key is now, not as it was when the socket opened.
+    onSubscribe: async (context, id, payload) => {
+      const socket = context.extra.socket;
+      const caller = await sessions.current(socket);
+      if (!caller) return [revokedError()];
+      const prepared = operations.prepare(schema, payload, {
+        ...caller, clientAddress: context.extra.request.socket.remoteAddress, database: new QuerySlots(limits.databaseQueriesPerOperation),
+      });
+      if (Array.isArray(prepared)) return prepared;
+      const args = prepared as ExecutionArgs;
+      if (getOperationAST(args.document, args.operationName)?.operation === 'subscription') {
+        hub.bind(args.contextValue as GraphQLContext, {
+          socket, id, document: args.document, query: payload.query, operationName: payload.operationName, variables: payload.variables,
+        });
+      }
+      return args;
+    },
+    execute: executeHeld,
+    // createSourceEventStream calls the field's `subscribe`, which the hub set (subscription-hub.ts).
+    subscribe: (args) => tenantQueries.run(async () => await createSourceEventStream(args) as ExecutionResult | AsyncIterable<ExecutionResult>),
+    onNext: (_context, _id, _payload, _args, result) => operations.formatResult(result),
+    onError: (_context, _id, _payload, errors) => operations.formatErrors(errors),
+  });
+  const transport = serveOverWebSocket(websockets, server, { preInitMaxBytes: limits.anonymousMaxBodyBytes, keepAliveMs: limits.keepAliveMs }, logger);
+  return {
+    async dispose() {
+      sessions.stop();
+      await transport.dispose();
+      hub.stop();
+    },
+  };
+}
+
+/** Closes a socket the `sockets` budget refused, with its code and a reason that fits a close frame (123 bytes). */
+function refuseSocket(socket: WebSocket, refusal: AppError): void {
+  const code = refusal.code === 'server_busy' ? SOCKET_CLOSE_CODES.serverBudget
+    : refusal.code === 'permission_denied' ? SOCKET_CLOSE_CODES.noneAllowed : SOCKET_CLOSE_CODES.keyBudget;
+  socket.close(code, closeReason(refusal.message));
+}
+
+function closeReason(message: string): string {
+  const reason = message.split(';')[0];
+  return Buffer.byteLength(reason) <= 123 ? reason : `${Buffer.from(reason).subarray(0, 120).toString()}...`;
+}
+
+function revokedError(): GraphQLError {
+  return new GraphQLError('the API key of this connection was revoked or replaced', { extensions: { code: ERROR_TABLE.invalid_api_key.graphql } });
+}
