@@ -1,3 +1,4 @@
+import { parseJsonText } from '../../common/json-nesting';
 import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import { quoteValue } from '../errors/quote-value';
 import type { BatchEndpoint, BatchError } from './batch.entities';
@@ -70,7 +71,7 @@ export async function readInputFile(data: Buffer, rules: InputFileRules): Promis
     const text = raw.toString('utf8');
     if (text.trim() === '') continue;
     if (++requests > rules.maxLines) break;
-    const line = parseLine(text);
+    const line = parseLine(raw);
     if (typeof line === 'string') {
       refuse(number, 'invalid_json_line', `line ${number} is not a JSON object: ${line}`);
       continue;
@@ -122,10 +123,10 @@ export async function readInputFile(data: Buffer, rules: InputFileRules): Promis
 }
 
 /** The line as an object, or why it is not one. */
-function parseLine(text: string): Record<string, unknown> | string {
+function parseLine(raw: Buffer): Record<string, unknown> | string {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseJsonText(raw);
   } catch (error) {
     return (error as Error).message;
   }

@@ -4,6 +4,7 @@ import type { Batch, BatchEndpoint } from './batch.entities';
 import { LOST_JOB_CODES, type LineRun } from './batch-line-handler';
 import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
 import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
+import { parseJsonText } from '../../common/json-nesting';
 
 /** The usage record's `endpoint`, as live requests name theirs. */
 const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
@@ -61,7 +62,7 @@ export class BatchLineResults {
 /** A line's body as an object, or {} when it is not one. */
 export function parseFields(body: string): Record<string, unknown> {
   try {
-    const fields = JSON.parse(body) as unknown;
+    const fields = parseJsonText(body);
     return typeof fields === 'object' && fields !== null ? fields as Record<string, unknown> : {};
   } catch {
     return {};

@@ -1,5 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
+import { parseJsonText } from '../../common/json-nesting';
 
 /** The endpoints a batch may name, as OpenAI spells them (`url` of every line, `endpoint` of the batch). */
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
@@ -25,7 +26,7 @@ export interface BatchError {
 /** JSON kept in a text column: jsonb would refuse the `\u0000` escapes a client's strings may hold. */
 const jsonText = {
   to: (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value)),
-  from: (value: string | null) => (value === null ? null : JSON.parse(value)),
+  from: (value: string | null) => (value === null ? null : parseJsonText(value)),
 };
 
 /** A JSONL file of a deployment endpoint (`file-<hex>`): a batch's input, output or error file. */

@@ -15,6 +15,7 @@ import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
 import type { EngineSignalsRead } from './engine-signals';
 import { PrometheusSignals } from './prometheus-signals';
+import { parseJsonText } from '../../common/json-nesting';
 
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
@@ -173,7 +174,7 @@ export class OpenAiEngine implements Engine {
     const response = await this.send('GET', '/v1/models', undefined, signal);
     const body = await readBody(response);
     if (response.statusCode >= 400) throw new Error(`GET /v1/models answered ${response.statusCode}`);
-    const data = (JSON.parse(body.toString('utf8')) as { data?: Array<{ id?: unknown }> }).data ?? [];
+    const data = (parseJsonText(body) as { data?: Array<{ id?: unknown }> }).data ?? [];
     return data.map((model) => model.id).filter((id): id is string => typeof id === 'string');
   }
 }
