@@ -1,5 +1,6 @@
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Batch, BatchEnd, BatchFile } from './batch.entities';
+import type { BatchFilePurge } from './batch-file-purge';
 import type { BatchFiles } from './batch-files';
 import type { BatchStore } from './batch-store';
 
@@ -12,21 +13,27 @@ const PAGE = 2_000;
  * in input order) and the error file (everything else, in input order) are written to the
  * object store, and the batch takes its terminal status with their ids (null for an empty
  * one, as OpenAI) and its webhook event in one transaction. A server that dies half-way leaves
- * at most unreferenced objects; the next one writes the files again.
+ * at most unreferenced objects; the next one writes the files again. A batch of a deleted
+ * deployment (cancelled by its deletion) ends the same way, with its counts, but no files.
  */
 export class BatchFinalizer {
   constructor(
     private readonly store: Pick<BatchStore, 'failPendingLines' | 'results' | 'complete'>,
     private readonly files: Pick<BatchFiles, 'writeOutput' | 'insert' | 'discard'>,
     private readonly deployments: Pick<DeploymentStore, 'find'>,
+    private readonly purge: Pick<BatchFilePurge, 'purge'>,
   ) {}
 
   async finalize(batch: Batch, owner: string): Promise<Batch | null> {
     const end: BatchEnd = batch.endStatus ?? (batch.status === 'cancelling' ? 'cancelled' : 'completed');
     if (end !== 'completed') await this.store.failPendingLines(batch.id, end === 'expired' ? 'batch_expired' : 'batch_cancelled');
+    const deployment = await this.deployments.find(batch.deploymentId);
+    // A deleted deployment's files are deleted with it (batch-deletion.ts): its batch ends with
+    // its counts, but writes no files that would be deleted at once.
+    const keepsFiles = deployment !== null && deployment.status !== 'Deleted';
     const outputs: string[] = [];
     const errors: string[] = [];
-    for (let after = -1; ;) {
+    for (let after = -1; keepsFiles;) {
       const page = await this.store.results(batch.id, after, PAGE);
       for (const line of page) {
         if (line.result === null) continue;
@@ -35,7 +42,6 @@ export class BatchFinalizer {
       if (page.length < PAGE) break;
       after = page[page.length - 1].lineIndex;
     }
-    const deployment = await this.deployments.find(batch.deploymentId);
     const target = { id: batch.deploymentId, workspaceId: batch.workspaceId, storageCredentialId: deployment?.storageCredentialId ?? null };
     const written: BatchFile[] = [];
     const write = async (lines: string[], name: string): Promise<string | null> => {
@@ -49,6 +55,8 @@ export class BatchFinalizer {
       const errorFileId = await write(errors, 'error');
       const ended = await this.store.complete(batch.id, owner, end, { outputFileId, errorFileId }, (manager) => this.files.insert(manager, written));
       if (!ended) await this.files.discard(written);
+      // Its input, if its owner deleted it while the batch read it, can go now.
+      else await this.purge.purge({ fileIds: [batch.inputFileId] });
       return ended;
     } catch (error) {
       await this.files.discard(written);

@@ -12,8 +12,9 @@ import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision'
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
 import type { BatchConfig } from './batch-config';
+import type { BatchInputReader } from './batch-input-reader';
 import type { BatchLineHandler, LineRun } from './batch-line-handler';
-import { BatchLineResults, parseFields, type BatchLineResultsParts } from './batch-line-results';
+import { BatchLineResults, type BatchLineResultsParts } from './batch-line-results';
 import type { BatchLineErrorCode } from './batch-results';
 import type { ClaimedLine } from './batch-store';
 import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
@@ -28,6 +29,8 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly dispatcher: Pick<Dispatcher, 'connections' | 'dispatchTo' | 'onCapacity'>;
   readonly catalog: Pick<Catalog, 'find'>;
   readonly lines: BatchLineHandler;
+  /** Where lines' bodies are read from: their batch's input file, in the object store. */
+  readonly inputs: Pick<BatchInputReader, 'body'>;
   readonly rateLimiter: Pick<RateLimiter, 'holdWithin' | 'settle'>;
   /** The key row, revoked or not (null once its workspace is gone). */
   readonly keys: (apiKeyId: string) => Promise<BatchKey | null>;
@@ -336,9 +339,25 @@ export class BatchRunner {
         await this.parts.store.releaseLine(line, this.owner);
         return;
       }
+      const body = await this.parts.inputs.body(batch, line);
+      if (!body) {
+        await this.results.fail(line, 'input_unavailable');
+        return;
+      }
+      // Text bodies are checked again as they are read (what validation saw is what runs); the
+      // check's fields give the token hold. Embeddings lines are parsed and checked by their run.
+      let fields: Record<string, unknown> = {};
+      if (batch.endpoint !== '/v1/embeddings') {
+        const check = this.parts.lines.check(batch.endpoint, model, body);
+        if (!check.ok) {
+          await this.answer(running, { kind: 'answered', response: check.response, usage: NO_USAGE });
+          return;
+        }
+        fields = check.fields;
+      }
       const key = await this.keyOf(batch.apiKeyId);
       if (key) {
-        const holdTokens = batch.endpoint === '/v1/embeddings' ? Buffer.byteLength(line.body) : textTokenHold(Buffer.byteLength(line.body), parseFields(line.body));
+        const holdTokens = batch.endpoint === '/v1/embeddings' ? body.length : textTokenHold(body.length, fields);
         if (holdTokens > key.tpdLimit) {
           const refusal = new AppError('rate_limit_error', `this request may use up to ${holdTokens} tokens, more than the key's whole tokens-per-day limit of ${key.tpdLimit}; lower max_tokens or raise the limit`);
           await this.answer(running, { kind: 'answered', response: this.parts.lines.render(refusal), usage: NO_USAGE });
@@ -353,7 +372,7 @@ export class BatchRunner {
         }
       }
       ran = true;
-      const outcome = await this.parts.lines.run(batch.endpoint, model, Buffer.from(line.body), (body, listener) => this.send(running, slot, model, body, listener));
+      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => this.send(running, slot, model, part, listener));
       if (tokenHold) this.parts.rateLimiter.settle(tokenHold, outcome.usage.totalTokens);
       tokenHold = null;
       this.results.meter(batch, outcome, startedAt);

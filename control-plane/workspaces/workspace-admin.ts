@@ -21,6 +21,11 @@ export interface WorkspaceSummary {
 
 const COLUMNS = 'id, name, credit_balance, created_at, deleted_at';
 
+/** What a deleted workspace's data becomes (batches/batch-deletion.ts): its batches cancelled, its files deleted. */
+export interface WorkspaceBatches {
+  workspaceDeleted(workspaceId: string): Promise<void>;
+}
+
 /**
  * The operator's view of workspaces: open one with its first key (and prepaid credit, through
  * the ledger), list them with their balances, and delete one. A guest is simply any
@@ -31,6 +36,7 @@ export class WorkspaceAdmin {
     private readonly dataSource: DataSource,
     private readonly apiKeys: Pick<ApiKeyService, 'create' | 'revokeAll'>,
     private readonly deployments: Pick<DeploymentService, 'list' | 'delete'>,
+    private readonly batches: WorkspaceBatches,
   ) {}
 
   /**
@@ -60,8 +66,9 @@ export class WorkspaceAdmin {
 
   /**
    * Revokes every key (their calls answer 401 at once), marks the workspace deleted, drops its
-   * credit holds and deletes its deployments through DeploymentService, so replicas end and
-   * metering bills their last stretch. The row, its balance and its ledger stay for audit.
+   * credit holds, cancels its batches and deletes its files (those of deployments deleted
+   * before included), and deletes its deployments through DeploymentService, so replicas end
+   * and metering bills their last stretch. The row, its balance and its ledger stay for audit.
    * Deleting again finishes what a failed attempt left (a deployment that would not stop).
    */
   async delete(id: string): Promise<WorkspaceSummary> {
@@ -70,6 +77,7 @@ export class WorkspaceAdmin {
     await this.apiKeys.revokeAll(id);
     await this.dataSource.query('UPDATE workspaces SET deleted_at = coalesce(deleted_at, clock_timestamp()) WHERE id = $1', [id]);
     await this.dataSource.query('DELETE FROM credit_reservations WHERE workspace_id = $1', [id]);
+    await this.batches.workspaceDeleted(id);
     const failures: unknown[] = [];
     for (const deployment of await this.deployments.list(id)) {
       await this.deployments.delete(id, deployment.id).catch((error: unknown) => failures.push(error));

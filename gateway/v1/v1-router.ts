@@ -20,6 +20,7 @@ import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } fr
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
 import { UploadMemory } from '../http/upload-memory';
+import type { ObjectDownloadOptions } from '../files/object-download';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -34,7 +35,7 @@ const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
  * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
  * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
-export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOptions, 'uploads'>) {
+export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOptions, 'uploads'> & { downloads: ObjectDownloadOptions }) {
   const { requests: requestConfig } = controlPlane.config;
   const uploads = new UploadMemory({ totalBytes: requestConfig.uploadMemoryBytes, perWorkspaceBytes: requestConfig.uploadMemoryPerWorkspaceBytes });
   const images = new ImagesRoute(controlPlane, { ...options, uploads });
@@ -42,7 +43,7 @@ export function v1Router(controlPlane: ControlPlane, options: Omit<V1RouteOption
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, uploads });
+  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, uploads, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
 
