@@ -46,10 +46,12 @@ export class BatchDeletion implements DeploymentBatches, WorkspaceBatches {
   }
 
   private async cancel(condition: string, params: unknown[]): Promise<void> {
-    const result: [Array<{ id: string }>, number] = await this.dataSource.query(`
+    const result: unknown[] = await this.dataSource.query(`
       UPDATE batches SET status = 'cancelling', end_status = 'cancelled', cancelling_at = clock_timestamp(), lease_owner = NULL, lease_expires_at = NULL
       WHERE status IN ('validating', 'in_progress') AND ${condition} RETURNING id`, params);
+    // `UPDATE … RETURNING` through `query` answers [rows, count] on PostgreSQL.
+    const rows = (Array.isArray(result[0]) ? result[0] : result) as Array<{ id: string }>;
     // Every server hears of it (event and NOTIFY) and stops the lines it runs, as for a user's cancel.
-    for (const { id } of result[0]) await this.store.announce(id);
+    for (const { id } of rows) await this.store.announce(id);
   }
 }

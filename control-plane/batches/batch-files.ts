@@ -81,21 +81,23 @@ export class BatchFiles {
    * terminal transaction), so a file exists if and only if its batch names it. Returns the row.
    */
   async writeOutput(
-    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, batchId: string, filename: string, data: Buffer,
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, batchId: string, filename: string, data: readonly Buffer[],
   ): Promise<BatchFile> {
     return await this.write(deployment, 'batch_output', filename, data, batchId, false);
   }
 
   /**
-   * Inserts rows built by `writeOutput` in the caller's transaction. The deployment's row is
-   * locked first: a deletion that turns it Deleted waits for this insert (and then marks these
+   * Inserts rows built by `writeOutput` in the caller's transaction. The deployment's and the
+   * workspace's rows are locked first: a deletion waits for this insert (and then marks these
    * files deleted), or went first and these rows are inserted deleted; either way no file of a
-   * deleted deployment is left behind.
+   * deleted deployment or workspace is left behind.
    */
   async insert(manager: EntityManager, files: BatchFile[]): Promise<void> {
     if (files.length === 0) return;
-    const [deployment] = await manager.query('SELECT status FROM deployments WHERE id = $1 FOR SHARE', [files[0].deploymentId]);
-    if (!deployment || deployment.status === 'Deleted') for (const file of files) file.deletedAt = new Date();
+    const [owner] = await manager.query(`
+      SELECT d.status = 'Deleted' OR w.deleted_at IS NOT NULL AS deleted FROM deployments d JOIN workspaces w ON w.id = d.workspace_id
+      WHERE d.id = $1 FOR SHARE OF d, w`, [files[0].deploymentId]);
+    if (!owner || owner.deleted) for (const file of files) file.deletedAt = new Date();
     await manager.insert(BatchFile, files);
   }
 
@@ -194,13 +196,14 @@ export class BatchFiles {
   }
 
   private async write(
-    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer,
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer | readonly Buffer[],
     batchId: string | null, insert = true,
   ): Promise<BatchFile> {
     const id = this.newFileId();
     const storageCredentialId = deployment.storageCredentialId ?? null;
     const file = this.files.create({
-      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, bytes: data.length, storageCredentialId,
+      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, storageCredentialId,
+      bytes: Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0),
       objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.jsonl` : `files/${id}.jsonl`, batchId, createdAt: new Date(), deletedAt: null,
     });
     const store = await this.storeOf(file);

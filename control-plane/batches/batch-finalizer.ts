@@ -31,22 +31,28 @@ export class BatchFinalizer {
     // A deleted deployment's files are deleted with it (batch-deletion.ts): its batch ends with
     // its counts, but writes no files that would be deleted at once.
     const keepsFiles = deployment !== null && deployment.status !== 'Deleted';
-    const outputs: string[] = [];
-    const errors: string[] = [];
+    // Each page of lines becomes one part of its file: a million lines are never joined into
+    // one string (hundreds of ms with the event loop held) nor one buffer.
+    const outputs: Buffer[] = [];
+    const errors: Buffer[] = [];
     for (let after = -1; keepsFiles;) {
       const page = await this.store.results(batch.id, after, PAGE);
+      const answered: string[] = [];
+      const failed: string[] = [];
       for (const line of page) {
         if (line.result === null) continue;
-        (line.status === 'succeeded' ? outputs : errors).push(line.result);
+        (line.status === 'succeeded' ? answered : failed).push(line.result);
       }
+      if (answered.length > 0) outputs.push(Buffer.from(`${answered.join('\n')}\n`));
+      if (failed.length > 0) errors.push(Buffer.from(`${failed.join('\n')}\n`));
       if (page.length < PAGE) break;
       after = page[page.length - 1].lineIndex;
     }
     const target = { id: batch.deploymentId, workspaceId: batch.workspaceId, storageCredentialId: deployment?.storageCredentialId ?? null };
     const written: BatchFile[] = [];
-    const write = async (lines: string[], name: string): Promise<string | null> => {
-      if (lines.length === 0) return null;
-      const file = await this.files.writeOutput(target, batch.id, `${batch.id}_${name}.jsonl`, Buffer.from(`${lines.join('\n')}\n`));
+    const write = async (parts: Buffer[], name: string): Promise<string | null> => {
+      if (parts.length === 0) return null;
+      const file = await this.files.writeOutput(target, batch.id, `${batch.id}_${name}.jsonl`, parts);
       written.push(file);
       return file.id;
     };

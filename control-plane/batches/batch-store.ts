@@ -426,24 +426,21 @@ export class BatchStore {
 
   /**
    * The lines a batch that stopped early never ran (pending, or running under a lease that
-   * lapsed: their server is gone): failed with `code`, so they go to the error file.
+   * lapsed: their server is gone): failed with `code`, so they go to the error file. One
+   * statement, their error lines built by PostgreSQL (as recoverLostLines builds its own): a
+   * cancelled batch of a million lines used to bring every line into the server to write them.
    */
   async failPendingLines(batchId: string, code: BatchLineErrorCode): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
-      const pending: Array<{ line_index: number; custom_id: string }> = await manager.query(`
-        SELECT line_index, custom_id FROM batch_lines
-        WHERE batch_id = $1 AND (status = 'pending' OR (status = 'running' AND lease_expires_at < clock_timestamp())) FOR UPDATE`, [batchId]);
-      if (pending.length === 0) return;
-      for (let start = 0; start < pending.length; start += INSERT_CHUNK) {
-        const chunk = pending.slice(start, start + INSERT_CHUNK);
-        await manager.query(`
-          UPDATE batch_lines l SET status = 'failed', result = ended.result, finished_at = clock_timestamp(), claimed_by = NULL, lease_expires_at = NULL
-          FROM unnest($2::int[], $3::text[]) AS ended(line_index, result)
-          WHERE l.batch_id = $1 AND l.line_index = ended.line_index AND l.status IN ('pending', 'running')`,
-        [batchId, chunk.map((line) => line.line_index), chunk.map((line) => errorLine(line.custom_id, code, LINE_ERROR_MESSAGES[code]))]);
-      }
-      await manager.query(`UPDATE batches SET failed_count = failed_count + $2 WHERE id = $1`, [batchId, pending.length]);
-    });
+    await this.dataSource.query(`
+      WITH ended AS (
+        UPDATE batch_lines SET status = 'failed', finished_at = clock_timestamp(), claimed_by = NULL, lease_expires_at = NULL,
+          result = json_build_object(
+            'id', 'batch_req_' || substr(md5(random()::text || clock_timestamp()::text || line_index::text), 1, 24), 'custom_id', custom_id,
+            'response', NULL, 'error', json_build_object('code', $2::text, 'message', $3::text))::text
+        WHERE batch_id = $1 AND (status = 'pending' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
+        RETURNING 1
+      )
+      UPDATE batches SET failed_count = failed_count + (SELECT count(*) FROM ended) WHERE id = $1`, [batchId, code, LINE_ERROR_MESSAGES[code]]);
   }
 
   /** A batch's answered lines in file order, a page at a time (`after`: the last line index seen). */

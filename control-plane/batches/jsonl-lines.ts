@@ -30,6 +30,8 @@ export class JsonlSplitter {
   private partsLength = 0;
   /** Bytes seen of the line being gathered (also once it is past the limit and no longer kept). */
   private seen = 0;
+  /** The last of them (a `\r` ending a line too long to keep is still not part of it). */
+  private lastSeen: number | undefined;
 
   constructor(private readonly maxLineBytes: number) {}
 
@@ -54,6 +56,7 @@ export class JsonlSplitter {
 
   private gather(piece: Buffer): void {
     this.seen += piece.length;
+    if (piece.length > 0) this.lastSeen = piece[piece.length - 1];
     // One byte over the limit may still be the `\r` of a line exactly at the limit.
     if (this.seen > this.maxLineBytes + 1) {
       this.parts = [];
@@ -70,7 +73,7 @@ export class JsonlSplitter {
     let raw: Buffer | null = null;
     if (total <= this.maxLineBytes + 1) raw = this.parts.length === 0 ? tail : Buffer.concat([...this.parts, tail], this.partsLength + tail.length);
     let length = total;
-    if (length > 0 && lastByte(raw, tail) === CARRIAGE_RETURN) {
+    if (length > 0 && (tail.length > 0 ? tail[tail.length - 1] : this.lastSeen) === CARRIAGE_RETURN) {
       length--;
       raw = raw?.subarray(0, length) ?? null;
     }
@@ -80,14 +83,9 @@ export class JsonlSplitter {
     this.parts = [];
     this.partsLength = 0;
     this.seen = 0;
+    this.lastSeen = undefined;
     return line;
   }
-}
-
-/** The last byte of the line: of the gathered bytes when they are kept, else of the chunk's tail (a line too long to keep). */
-function lastByte(raw: Buffer | null, tail: Buffer): number | undefined {
-  if (raw) return raw[raw.length - 1];
-  return tail.length > 0 ? tail[tail.length - 1] : undefined;
 }
 
 /**

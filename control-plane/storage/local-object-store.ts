@@ -47,7 +47,7 @@ export class LocalObjectStore implements ObjectStore {
     this.now = options.now ?? Date.now;
   }
 
-  async put(key: string, data: Buffer, contentType: string): Promise<void> {
+  async put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void> {
     assertObjectKey(key);
     await this.place(key, await this.files.stage(data), contentType);
   }

@@ -18,7 +18,8 @@ export interface ObjectStore {
   readonly provider: string;
   /** The request record's `output_bucket`. */
   readonly bucket: string;
-  put(key: string, data: Buffer, contentType: string): Promise<void>;
+  /** Writes the object; `data` may come in parts (a batch's output file, a page at a time), never joined into one buffer. */
+  put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void>;
   /** The object, or null when there is none. */
   get(key: string): Promise<{ data: Buffer; contentType: string } | null>;
   head(key: string): Promise<{ size: number; contentType: string } | null>;

@@ -2,7 +2,7 @@ import {
   DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { assertObjectKey } from './object-names';
 import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject, type PresignedUpload } from './object-store';
@@ -53,10 +53,12 @@ export class S3ObjectStore implements ObjectStore {
     });
   }
 
-  async put(key: string, data: Buffer, contentType: string): Promise<void> {
+  async put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void> {
     const fullKey = this.fullKey(key);
+    const length = Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0);
     await this.call('write', fullKey, () => this.client.send(new PutObjectCommand({
-      Bucket: this.bucket, Key: fullKey, Body: data, ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: data.length,
+      // Parts are streamed one after the other, their total length declared (no chunked encoding, see the client's options).
+      Bucket: this.bucket, Key: fullKey, Body: Buffer.isBuffer(data) ? data : Readable.from(data), ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: length,
     })));
   }
 

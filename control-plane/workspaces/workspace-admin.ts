@@ -66,9 +66,10 @@ export class WorkspaceAdmin {
 
   /**
    * Revokes every key (their calls answer 401 at once), marks the workspace deleted, drops its
-   * credit holds, cancels its batches and deletes its files (those of deployments deleted
-   * before included), and deletes its deployments through DeploymentService, so replicas end
-   * and metering bills their last stretch. The row, its balance and its ledger stay for audit.
+   * credit holds, deletes its deployments through DeploymentService, so replicas end and
+   * metering bills their last stretch (and their batches are cancelled, their files deleted),
+   * then cancels and deletes what is left of its batches and files (those of deployments
+   * deleted before included). The row, its balance and its ledger stay for audit.
    * Deleting again finishes what a failed attempt left (a deployment that would not stop).
    */
   async delete(id: string): Promise<WorkspaceSummary> {
@@ -77,11 +78,12 @@ export class WorkspaceAdmin {
     await this.apiKeys.revokeAll(id);
     await this.dataSource.query('UPDATE workspaces SET deleted_at = coalesce(deleted_at, clock_timestamp()) WHERE id = $1', [id]);
     await this.dataSource.query('DELETE FROM credit_reservations WHERE workspace_id = $1', [id]);
-    await this.batches.workspaceDeleted(id);
     const failures: unknown[] = [];
     for (const deployment of await this.deployments.list(id)) {
       await this.deployments.delete(id, deployment.id).catch((error: unknown) => failures.push(error));
     }
+    // After the deployments: their batches, cancelled once each is Deleted, end without files.
+    await this.batches.workspaceDeleted(id);
     if (failures.length > 0) {
       throw new AppError('invalid_state_transition', `${failures.length} deployment(s) of workspace '${id}' could not be deleted yet; delete the workspace again`, { cause: failures[0] });
     }

@@ -58,6 +58,11 @@ describe('S3 object store', () => {
     expect(await store.open('ws_1/files/missing.jsonl')).toBeNull();
     expect(await store.getRange('ws_1/files/missing.jsonl', 0, 10)).toBeNull();
     await store.delete('ws_1/files/f.jsonl');
+    // Written in parts (a batch's output file, a page at a time): one object, the parts in order.
+    const parts = [randomBytes(70_000), randomBytes(5), randomBytes(100_000)];
+    await store.put('ws_1/files/parts.jsonl', parts, 'application/jsonl');
+    expect((await store.get('ws_1/files/parts.jsonl'))?.data.equals(Buffer.concat(parts))).toBe(true);
+    await store.delete('ws_1/files/parts.jsonl');
   });
 
   it('accepts a plain HTTP PUT to a presigned URL and serves the same bytes from a presigned GET', async () => {
