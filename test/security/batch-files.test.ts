@@ -46,7 +46,7 @@ describe('security: batch files', () => {
     const nested = (depth: number) => JSON.stringify(chatLine('deep', 'x', { stop: 'STOP' })).replace('"STOP"', '['.repeat(depth) + ']'.repeat(depth));
     const form = new FormData();
     form.append('purpose', 'batch');
-    form.append('file', new Blob([jsonl([chatLine('fine', 'hi'), chatLine('also-fine', 'hi'), nested(100_000), nested(100_000)])]), 'nested.jsonl');
+    form.append('file', new Blob([jsonl([chatLine('fine', 'hi'), chatLine('also-fine', 'hi'), nested(100_000), nested(100_000)]).toString()]), 'nested.jsonl');
     const answer = await call('POST', `${chat.baseUrl}/files`, workspace.apiKey, form);
     expect(answer.status).toBe(400);
     expect(answer.json.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request', param: 'file', message: expect.stringContaining('line 3 ') });
