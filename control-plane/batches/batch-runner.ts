@@ -7,7 +7,6 @@ import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import { textTokenHold } from '../pipeline/admission';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
@@ -20,6 +19,7 @@ import type { ClaimedLine } from './batch-store';
 import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
 import { linesKeptLiveWaiting, linesInTheWay, liveWaiting, mostFree } from './batch-capacity';
 import { BatchWindow } from './batch-window';
+import { readLineInput } from './line-input';
 import { withoutContent } from './without-content';
 
 /** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
@@ -339,25 +339,15 @@ export class BatchRunner {
         await this.parts.store.releaseLine(line, this.owner);
         return;
       }
-      const body = await this.parts.inputs.body(batch, line);
-      if (!body) {
-        await this.results.fail(line, 'input_unavailable');
+      const input = await readLineInput(this.parts.inputs, this.parts.lines, batch, model, line);
+      if (input.kind !== 'ready') {
+        if (input.kind === 'unavailable') await this.results.fail(line, 'input_unavailable');
+        else await this.answer(running, { kind: 'answered', response: input.response, usage: NO_USAGE });
         return;
       }
-      // Text bodies are checked again as they are read (what validation saw is what runs); the
-      // check's fields give the token hold. Embeddings lines are parsed and checked by their run.
-      let fields: Record<string, unknown> = {};
-      if (batch.endpoint !== '/v1/embeddings') {
-        const check = this.parts.lines.check(batch.endpoint, model, body);
-        if (!check.ok) {
-          await this.answer(running, { kind: 'answered', response: check.response, usage: NO_USAGE });
-          return;
-        }
-        fields = check.fields;
-      }
+      const { body, holdTokens } = input;
       const key = await this.keyOf(batch.apiKeyId);
       if (key) {
-        const holdTokens = batch.endpoint === '/v1/embeddings' ? body.length : textTokenHold(body.length, fields);
         if (holdTokens > key.tpdLimit) {
           const refusal = new AppError('rate_limit_error', `this request may use up to ${holdTokens} tokens, more than the key's whole tokens-per-day limit of ${key.tpdLimit}; lower max_tokens or raise the limit`);
           await this.answer(running, { kind: 'answered', response: this.parts.lines.render(refusal), usage: NO_USAGE });
