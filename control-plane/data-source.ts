@@ -24,6 +24,7 @@ import { ConsoleSignInLinks1764700000000 } from './database/migrations/176470000
 import { RoutingPolicy1764800000000 } from './database/migrations/1764800000000-routing-policy';
 import { Batches1764900000000 } from './database/migrations/1764900000000-batches';
 import { KubernetesProvider1765000000000 } from './database/migrations/1765000000000-kubernetes-provider';
+import { BatchInputsInFiles1765200000000 } from './database/migrations/1765200000000-batch-inputs-in-files';
 import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
 import { WorkspaceBudget } from './budgets/workspace-budget.entity';
 import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-tenant-budgets';
@@ -40,7 +41,7 @@ export const ENTITIES = [
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
-  RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000,
+  RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000, BatchInputsInFiles1765200000000,
 ];
 
 export interface DatabaseOptions {

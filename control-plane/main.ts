@@ -58,7 +58,11 @@ import { Metrics } from './telemetry/metrics';
 import { InferencePipeline } from './pipeline/inference-pipeline';
 import { CacheSalts } from './dispatch/cache-salts';
 import { ApiKey } from './api-keys/api-key.entity';
+import { BatchDeletion } from './batches/batch-deletion';
+import { BatchFileChecks } from './batches/batch-file-checks';
+import { BatchFilePurge } from './batches/batch-file-purge';
 import { BatchFiles } from './batches/batch-files';
+import { BatchInputReader } from './batches/batch-input-reader';
 import { BatchFinalizer } from './batches/batch-finalizer';
 import type { BatchLineHandler } from './batches/batch-line-handler';
 import { BatchRunner } from './batches/batch-runner';
@@ -151,6 +155,8 @@ export interface ControlPlane {
    * REST lists.
    */
   readonly tenantQueries: TenantQueries;
+  /** Validates new batches' input files here; `slices` tells how it shared the event loop (tests, measurements). */
+  readonly batchValidator: Pick<BatchValidator, 'slices'>;
   /** `host:port` agents on this machine dial. */
   readonly grpcAddress: string;
   /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
@@ -226,7 +232,13 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
   });
-  const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, new DeploymentBudget(
+  const batchStore = new BatchStore(dataSource, events, notifier);
+  batchStore.onTerminal(webhooks.outbox.onBatchTerminal);
+  const batchFiles = new BatchFiles(dataSource, managedStore, storageCredentials, { maxBytes: config.batches.filesMaxBytes });
+  const batchFilePurge = new BatchFilePurge(dataSource, batchFiles, logger.child({ component: 'batch-files' }));
+  const batchDeletion = new BatchDeletion(dataSource, batchStore, batchFiles, batchFilePurge);
+  const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs });
+  const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
   ));
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
@@ -259,10 +271,6 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, logger.child({ component: 'media-jobs' }));
   // Stops after the agent server: jobs whose streams it ends still write their outcome.
   lifecycle.add('media jobs', () => mediaJobs.settle());
-  const batchStore = new BatchStore(dataSource, events, notifier);
-  batchStore.onTerminal(webhooks.outbox.onBatchTerminal);
-  const batchFiles = new BatchFiles(dataSource, managedStore, storageCredentials, { maxBytes: config.batches.filesMaxBytes });
-  const batches = new BatchService(batchStore, batchFiles, catalog, { completionWindowMs: config.batches.completionWindowMs });
   // Built once the job path exists (below); stops after the agent server too, so lines ending with it write their answers.
   let batchRunner: BatchRunner | null = null;
   lifecycle.add('batch runner', () => batchRunner?.settle());
@@ -348,10 +356,12 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts });
   const apiKeyRows = dataSource.getRepository(ApiKey);
+  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, edges.batchLines, config.batches);
   const runner = new BatchRunner({
     store: batchStore,
-    validator: new BatchValidator(batchStore, batchFiles, catalog, edges.batchLines, config.batches),
-    finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore),
+    validator: batchValidator,
+    finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
+    purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
     dispatcher, catalog, lines: edges.batchLines, rateLimiter, usage, metrics, notifier, events, cacheSalts,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
@@ -363,12 +373,12 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline,
-    workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments),
+    workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments, batchDeletion),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs, new SignInThrottle({
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
+    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

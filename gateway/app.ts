@@ -22,6 +22,7 @@ import { textFastLane } from './v1/text-fast-lane';
 import { v1Router } from './v1/v1-router';
 import { ConnectionBudget } from './http/connection-budget';
 import { RequestGate } from './http/request-gate';
+import { DownloadTally } from './files/object-download';
 
 export interface Gateway {
   readonly server: http.Server;
@@ -35,6 +36,8 @@ export interface Gateway {
   /** `/readyz` answers 503 from now on, so load balancers stop sending requests while the server drains. */
   beginShutdown(): void;
   stop(): Promise<void>;
+  /** The bytes file downloads hold now, and the most one has held (tests read it). */
+  readonly downloads: DownloadTally;
 }
 
 /** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, `/readyz`, `/metrics`, on one port. */
@@ -72,16 +75,18 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   app.use(readinessRoute(readiness));
   app.use(metricsRoute(controlPlane.metrics, config.metricsToken));
   app.use(agentDownloadRoute(controlPlane.config.agentBinaryDir ?? DEFAULT_AGENT_BINARY_DIR, platformVersion(__dirname)));
+  // Downloads stream: a client that stops reading holds a bounded buffer, and is cut after the stall timeout.
+  const downloads = { stallTimeoutMs: config.streamStallTimeoutMs, maxBufferedBytes: 2 * config.streamBufferBytes, tally: new DownloadTally() };
   // Signed links of the local object store (agents upload there, clients download): no API key.
   if (controlPlane.managedStore instanceof LocalObjectStore) {
-    app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes }));
+    app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes, downloads }));
   }
   app.use(consoleRoute(config.consoleDir));
   app.use(graphql.middleware());
   const requests = controlPlane.config.requests;
   app.use(v1Router(controlPlane, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
-    maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs,
+    maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs, downloads,
   }, gate));
   const koa = app.callback();
   const fastLane = textFastLane(controlPlane, {
@@ -102,7 +107,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   controlPlane.publicUrl.set(publicUrl);
 
   return {
-    server, url, publicUrl,
+    server, url, publicUrl, downloads: downloads.tally,
     baseUrl: (slug) => `${publicUrl}/d/${slug}/v1`,
     subscriptions: graphql.subscriptions,
     beginShutdown: () => readiness.beginShutdown(),

@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import type { DataSource, EntityManager, Repository } from 'typeorm';
+import { IsNull, type DataSource, type EntityManager, type Repository } from 'typeorm';
+import { MAX_JSON_DEPTH } from '../../common/json-nesting';
 import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
-import type { ObjectStore } from '../storage/object-store';
+import type { ObjectStore, OpenedObject } from '../storage/object-store';
 import type { StorageCredentialService } from '../storage/storage-credential.service';
 import { BatchFile, type BatchFilePurpose } from './batch.entities';
 import { cursorPage, type CursorPage, type PageRequest } from './cursor-page';
+import { firstDeepLine } from './jsonl-lines';
+import { WorkSlices } from './work-slices';
 
 /** The content type files are stored and served with. */
 export const JSONL_CONTENT_TYPE = 'application/jsonl';
@@ -61,6 +64,11 @@ export class BatchFiles {
       throw new AppError('body_too_large', `file is ${upload.data.length} bytes; files may be at most ${this.options.maxBytes} bytes`, { param: 'file' });
     }
     if (upload.data.length === 0) throw new AppError('invalid_request', 'file is empty: a batch input file holds one JSON request per line', { param: 'file' });
+    // Refused before it is stored: a file of over-deep lines would otherwise cost every batch made of it a parse of each line.
+    const deep = await firstDeepLine(upload.data, new WorkSlices());
+    if (deep !== null) {
+      throw new AppError('invalid_request', `line ${deep} of the file nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request may`, { param: 'file' });
+    }
     const filename = upload.filename.trim() || 'input.jsonl';
     if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
       throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });
@@ -73,14 +81,24 @@ export class BatchFiles {
    * terminal transaction), so a file exists if and only if its batch names it. Returns the row.
    */
   async writeOutput(
-    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, batchId: string, filename: string, data: Buffer,
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, batchId: string, filename: string, data: readonly Buffer[],
   ): Promise<BatchFile> {
     return await this.write(deployment, 'batch_output', filename, data, batchId, false);
   }
 
-  /** Inserts rows built by `writeOutput` in the caller's transaction. */
+  /**
+   * Inserts rows built by `writeOutput` in the caller's transaction. The deployment's and the
+   * workspace's rows are locked first: a deletion waits for this insert (and then marks these
+   * files deleted), or went first and these rows are inserted deleted; either way no file of a
+   * deleted deployment or workspace is left behind.
+   */
   async insert(manager: EntityManager, files: BatchFile[]): Promise<void> {
-    if (files.length > 0) await manager.insert(BatchFile, files);
+    if (files.length === 0) return;
+    const [owner] = await manager.query(`
+      SELECT d.status = 'Deleted' OR w.deleted_at IS NOT NULL AS deleted FROM deployments d JOIN workspaces w ON w.id = d.workspace_id
+      WHERE d.id = $1 FOR SHARE OF d, w`, [files[0].deploymentId]);
+    if (!owner || owner.deleted) for (const file of files) file.deletedAt = new Date();
+    await manager.insert(BatchFile, files);
   }
 
   /** Removes objects written for rows that were never inserted (a finalization that lost its batch). */
@@ -94,7 +112,7 @@ export class BatchFiles {
       throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${request.limit}`, { param: 'limit' });
     }
     const order = request.order ?? 'desc';
-    const query = this.files.createQueryBuilder('file').where('file.workspace_id = :workspaceId', { workspaceId });
+    const query = this.files.createQueryBuilder('file').where('file.workspace_id = :workspaceId AND file.deleted_at IS NULL', { workspaceId });
     if (deploymentId) query.andWhere('file.deployment_id = :deploymentId', { deploymentId });
     if (request.purpose !== undefined) query.andWhere('file.purpose = :purpose', { purpose: request.purpose });
     return await cursorPage(query, 'file', order, request, (id) => this.find(workspaceId, deploymentId, id), 'file');
@@ -109,44 +127,84 @@ export class BatchFiles {
 
   async find(workspaceId: string, deploymentId: string | undefined, id: string): Promise<BatchFile | null> {
     if (!FILE_ID.test(id)) return null;
-    return await this.files.findOne({ where: { id, workspaceId, ...(deploymentId ? { deploymentId } : {}) } });
+    return await this.files.findOne({ where: { id, workspaceId, ...(deploymentId ? { deploymentId } : {}), deletedAt: IsNull() } });
   }
 
-  /** `GET /files/{id}/content`. */
-  async content(workspaceId: string, deploymentId: string | undefined, id: string): Promise<{ file: BatchFile; data: Buffer }> {
+  /** A batch's input file, deleted by its owner or not: its bytes stay until the batch ends. Null once it is gone. */
+  async inputOf(batch: { workspaceId: string; deploymentId: string; inputFileId: string }): Promise<BatchFile | null> {
+    if (!FILE_ID.test(batch.inputFileId)) return null;
+    return await this.files.findOne({ where: { id: batch.inputFileId, workspaceId: batch.workspaceId, deploymentId: batch.deploymentId } });
+  }
+
+  /**
+   * `GET /files/{id}/content`: the file opened as a stream from the object store (the caller
+   * sends it as the client reads, and destroys it if the client goes).
+   */
+  async content(workspaceId: string, deploymentId: string | undefined, id: string): Promise<{ file: BatchFile; opened: OpenedObject }> {
     const file = await this.get(workspaceId, deploymentId, id);
-    const data = await this.read(file);
-    if (!data) throw new AppError('not_found', `the content of file '${id}' is no longer in storage`, { param: 'id' });
-    return { file, data };
+    const opened = await this.open(file);
+    if (!opened) throw new AppError('not_found', `the content of file '${id}' is no longer in storage`, { param: 'id' });
+    return { file, opened };
   }
 
-  /** The file's bytes, or null when its object is gone. */
-  async read(file: BatchFile): Promise<Buffer | null> {
+  /** The file's bytes as a stream, or null when its object is gone. */
+  async open(file: BatchFile): Promise<OpenedObject | null> {
+    const store = await this.storeOf(file);
+    if (store === this.managed) return await store.open(file.objectKey);
+    // A customer bucket's client was built for this read: closed once the stream is done with.
+    try {
+      const opened = await store.open(file.objectKey);
+      if (!opened) store.close?.();
+      else opened.stream.once('close', () => store.close?.());
+      return opened;
+    } catch (error) {
+      store.close?.();
+      throw error;
+    }
+  }
+
+  /** Up to `length` bytes of the file from `offset`, or null when its object is gone. */
+  async readRange(file: BatchFile, offset: number, length: number): Promise<Buffer | null> {
     const store = await this.storeOf(file);
     try {
-      return (await store.get(file.objectKey))?.data ?? null;
+      return await store.getRange(file.objectKey, offset, length);
     } finally {
       if (store !== this.managed) store.close?.();
     }
   }
 
-  /** `DELETE /files/{id}`: the row and the object. A batch that names the file keeps its id. */
+  /**
+   * `DELETE /files/{id}`: gone for its owner at once (404, out of listings, no new batch can
+   * use it). Its bytes go now, or once no unfinished batch reads them (batch-file-purge.ts):
+   * deleting a batch's input file never breaks the batch. A batch that names the file keeps its id.
+   */
   async delete(workspaceId: string, deploymentId: string | undefined, id: string): Promise<BatchFile> {
     const file = await this.get(workspaceId, deploymentId, id);
-    await this.files.delete({ id: file.id, workspaceId });
-    await this.removeObject(file);
+    await this.files.update({ id: file.id, workspaceId, deletedAt: IsNull() }, { deletedAt: () => 'clock_timestamp()' });
     return file;
   }
 
+  /** Every file of a deployment or a workspace that is being deleted, marked deleted (purged as above). */
+  async deleteAll(scope: { workspaceId: string; deploymentId?: string }): Promise<void> {
+    await this.files.update({ workspaceId: scope.workspaceId, ...(scope.deploymentId ? { deploymentId: scope.deploymentId } : {}), deletedAt: IsNull() },
+      { deletedAt: () => 'clock_timestamp()' });
+  }
+
+  /** Removes the objects of files whose rows are being deleted (batch-file-purge.ts). */
+  async removeObjects(files: Array<Pick<BatchFile, 'workspaceId' | 'storageCredentialId' | 'objectKey'>>): Promise<void> {
+    for (const file of files) await this.removeObject(file);
+  }
+
   private async write(
-    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer,
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer | readonly Buffer[],
     batchId: string | null, insert = true,
   ): Promise<BatchFile> {
     const id = this.newFileId();
     const storageCredentialId = deployment.storageCredentialId ?? null;
     const file = this.files.create({
-      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, bytes: data.length, storageCredentialId,
-      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.jsonl` : `files/${id}.jsonl`, batchId, createdAt: new Date(),
+      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, storageCredentialId,
+      bytes: Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0),
+      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.jsonl` : `files/${id}.jsonl`, batchId, createdAt: new Date(), deletedAt: null,
     });
     const store = await this.storeOf(file);
     try {
@@ -165,7 +223,7 @@ export class BatchFiles {
     return file;
   }
 
-  private async removeObject(file: BatchFile): Promise<void> {
+  private async removeObject(file: Pick<BatchFile, 'workspaceId' | 'storageCredentialId' | 'objectKey'>): Promise<void> {
     const store = await this.storeOf(file);
     try {
       await store.delete(file.objectKey);

@@ -1,16 +1,38 @@
+import { parseJsonText } from '../../common/json-nesting';
 import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import { quoteValue } from '../errors/quote-value';
 import type { BatchEndpoint, BatchError } from './batch.entities';
-import type { LineCheck } from './batch-line-handler';
+import type { LineCheck, LineResponse } from './batch-line-handler';
+import { JsonlSplitter, type JsonlLine } from './jsonl-lines';
+import { lastMemberSpan } from './json-member-span';
+import type { WorkSlices } from './work-slices';
 
-/** One request of an input file that passed the file's rules; its body may still be one the endpoint refuses (`check`). */
-export interface InputLine {
-  /** 0-based line of the file (blank lines are skipped but counted). */
-  readonly index: number;
-  readonly customId: string;
-  /** The body as JSON text, sent to the engine as it is. */
-  readonly body: string;
-  readonly check: LineCheck;
+/**
+ * The requests of an input file that passed the file's rules, one column per field (what the
+ * store inserts; a million lines are a few arrays, not a million objects). A request's body is
+ * not kept: only where it lies in the file, which the runner reads when it runs the line.
+ */
+export class InputLines {
+  /** 0-based lines of the file (blank lines are skipped but counted). */
+  readonly indexes: number[] = [];
+  readonly customIds: string[] = [];
+  /** Where each body (the `body` member's JSON text) starts in the file, in bytes. */
+  readonly bodyOffsets: number[] = [];
+  readonly bodyLengths: number[] = [];
+  /** Bodies the endpoint itself refuses (a negative `max_tokens`), by line: answered with its 4xx, never run. */
+  readonly refused = new Map<number, { customId: string; response: LineResponse }>();
+
+  get count(): number {
+    return this.indexes.length;
+  }
+
+  add(index: number, customId: string, bodyOffset: number, bodyLength: number, check: LineCheck): void {
+    this.indexes.push(index);
+    this.customIds.push(customId);
+    this.bodyOffsets.push(bodyOffset);
+    this.bodyLengths.push(bodyLength);
+    if (!check.ok) this.refused.set(index, { customId, response: check.response });
+  }
 }
 
 export interface InputFileRules {
@@ -24,7 +46,7 @@ export interface InputFileRules {
 }
 
 export interface InputFileResult {
-  readonly lines: InputLine[];
+  readonly lines: InputLines;
   /** Why the file as a whole is refused (the batch then fails, nothing runs); empty when it is valid. */
   readonly errors: BatchError[];
 }
@@ -32,8 +54,6 @@ export interface InputFileResult {
 /** A file with more problems than this lists the first ones and says how many were left out. */
 export const MAX_LISTED_ERRORS = 100;
 const MAX_CUSTOM_ID_CHARACTERS = 512;
-/** Lines checked between two yields to the event loop: a 100 MB file must not stall the server. */
-const LINES_PER_TURN = 500;
 
 /**
  * Reads a batch's JSONL input file against OpenAI's rules: each non-blank line a JSON object
@@ -43,89 +63,121 @@ const LINES_PER_TURN = 500;
  * Any of these failing fails the whole file, its errors naming lines from 1. A body that
  * passes them but that the endpoint itself refuses (a negative `max_tokens`) is not a file
  * error: that line alone is answered with the endpoint's 400, in the error file.
+ *
+ * The file is read as a stream (one line held at a time), each line scanned for nesting before
+ * it is parsed, and the work runs in `slices`: the event loop gets a turn whenever a slice has
+ * used its time budget, however large or hostile the lines.
  */
-export async function readInputFile(data: Buffer, rules: InputFileRules): Promise<InputFileResult> {
-  const lines: InputLine[] = [];
-  const errors: BatchError[] = [];
-  let errorCount = 0;
-  const refuse = (line: number | null, code: string, message: string, param: string | null = null) => {
-    errorCount++;
-    if (errors.length < MAX_LISTED_ERRORS) errors.push({ code, message, param, line });
-  };
-  const seen = new Set<string>();
-  let requests = 0;
-  let start = 0;
-  for (let index = 0; start < data.length; index++) {
-    if (index > 0 && index % LINES_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
-    let end = data.indexOf(0x0a, start);
-    if (end === -1) end = data.length;
-    const raw = data.subarray(start, end > start && data[end - 1] === 0x0d ? end - 1 : end);
-    start = end + 1;
-    const number = index + 1;
-    if (raw.length > rules.maxLineBytes) {
-      if (++requests > rules.maxLines) break;
-      refuse(number, 'line_too_large', `line ${number} is ${raw.length} bytes; a request may be at most ${rules.maxLineBytes} bytes`);
-      continue;
+export async function readInputFile(chunks: AsyncIterable<Buffer>, rules: InputFileRules, slices: WorkSlices): Promise<InputFileResult> {
+  const reader = new InputFileReader(rules);
+  const splitter = new JsonlSplitter(rules.maxLineBytes);
+  for await (const chunk of chunks) {
+    for (const line of splitter.push(chunk)) {
+      if (!reader.read(line)) return reader.result();
+      await slices.pause();
     }
-    const text = raw.toString('utf8');
-    if (text.trim() === '') continue;
-    if (++requests > rules.maxLines) break;
-    const line = parseLine(text);
-    if (typeof line === 'string') {
-      refuse(number, 'invalid_json_line', `line ${number} is not a JSON object: ${line}`);
-      continue;
-    }
-    const customId = line.custom_id;
-    if (typeof customId !== 'string' || customId.length === 0) {
-      refuse(number, 'missing_custom_id', `line ${number} needs a custom_id: a non-empty string naming the request in the output`, 'custom_id');
-      continue;
-    }
-    if (customId.length > MAX_CUSTOM_ID_CHARACTERS || findNulByte(customId) || findLoneSurrogate(customId)) {
-      refuse(number, 'invalid_custom_id', `line ${number}: custom_id must be at most ${MAX_CUSTOM_ID_CHARACTERS} characters, without NUL characters or unpaired surrogates`, 'custom_id');
-      continue;
-    }
-    if (seen.has(customId)) {
-      refuse(number, 'duplicate_custom_id', `line ${number}: custom_id ${quoteValue(customId)} is used by an earlier line; each request needs its own`, 'custom_id');
-      continue;
-    }
-    seen.add(customId);
-    if (line.method !== 'POST') {
-      refuse(number, 'invalid_method', `line ${number}: method must be "POST", got ${quoteValue(line.method ?? null)}`, 'method');
-      continue;
-    }
-    if (line.url !== rules.endpoint) {
-      refuse(number, 'invalid_url', `line ${number}: url must be the batch's endpoint "${rules.endpoint}", got ${quoteValue(line.url ?? null)}`, 'url');
-      continue;
-    }
-    const body = line.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      refuse(number, 'invalid_body', `line ${number}: body must be a JSON object, the request's body`, 'body');
-      continue;
-    }
-    const model = (body as Record<string, unknown>).model;
-    if (typeof model === 'string' && model !== rules.modelId) {
-      refuse(number, 'mismatched_model', `line ${number}: body.model ${quoteValue(model)} is not this deployment's model "${rules.modelId}" (the field may be omitted)`, 'body.model');
-      continue;
-    }
-    if (errorCount > 0) continue;
-    const json = JSON.stringify(body);
-    lines.push({ index, customId, body: json, check: rules.check(Buffer.from(json)) });
   }
-  if (requests > rules.maxLines) {
-    refuse(null, 'too_many_lines', `the file has more than ${rules.maxLines} requests, the most one batch takes; split it into several batches`);
-  }
-  if (requests === 0) refuse(null, 'empty_file', 'the input file holds no requests: one JSON object per line');
-  if (errorCount > errors.length) {
-    errors.push({ code: 'too_many_errors', message: `${errorCount - errors.length} more problems were found and are not listed`, param: null, line: null });
-  }
-  return { lines: errorCount > 0 ? [] : lines, errors };
+  for (const line of splitter.end()) reader.read(line);
+  return reader.result();
 }
 
-/** The line as an object, or why it is not one. */
-function parseLine(text: string): Record<string, unknown> | string {
+/** The rules, line by line. */
+class InputFileReader {
+  private readonly lines = new InputLines();
+  private readonly errors: BatchError[] = [];
+  private errorCount = 0;
+  private readonly seen = new Set<string>();
+  private requests = 0;
+
+  constructor(private readonly rules: InputFileRules) {}
+
+  /** Checks one line; false once the file has more requests than the limit (nothing after matters). */
+  read(line: JsonlLine): boolean {
+    const number = line.index + 1;
+    if (!line.raw) {
+      if (++this.requests > this.rules.maxLines) return false;
+      this.refuse(number, 'line_too_large', `line ${number} is ${line.length} bytes; a request may be at most ${this.rules.maxLineBytes} bytes`);
+      return true;
+    }
+    const raw = line.raw;
+    if (isBlank(raw)) return true;
+    if (++this.requests > this.rules.maxLines) return false;
+    const parsed = parseLine(raw);
+    if (typeof parsed === 'string') {
+      this.refuse(number, 'invalid_json_line', `line ${number} is not a JSON object: ${parsed}`);
+      return true;
+    }
+    const customId = parsed.custom_id;
+    if (typeof customId !== 'string' || customId.length === 0) {
+      this.refuse(number, 'missing_custom_id', `line ${number} needs a custom_id: a non-empty string naming the request in the output`, 'custom_id');
+      return true;
+    }
+    if (customId.length > MAX_CUSTOM_ID_CHARACTERS || findNulByte(customId) || findLoneSurrogate(customId)) {
+      this.refuse(number, 'invalid_custom_id', `line ${number}: custom_id must be at most ${MAX_CUSTOM_ID_CHARACTERS} characters, without NUL characters or unpaired surrogates`, 'custom_id');
+      return true;
+    }
+    if (this.seen.has(customId)) {
+      this.refuse(number, 'duplicate_custom_id', `line ${number}: custom_id ${quoteValue(customId)} is used by an earlier line; each request needs its own`, 'custom_id');
+      return true;
+    }
+    this.seen.add(customId);
+    if (parsed.method !== 'POST') {
+      this.refuse(number, 'invalid_method', `line ${number}: method must be "POST", got ${quoteValue(parsed.method ?? null)}`, 'method');
+      return true;
+    }
+    if (parsed.url !== this.rules.endpoint) {
+      this.refuse(number, 'invalid_url', `line ${number}: url must be the batch's endpoint "${this.rules.endpoint}", got ${quoteValue(parsed.url ?? null)}`, 'url');
+      return true;
+    }
+    const body = parsed.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      this.refuse(number, 'invalid_body', `line ${number}: body must be a JSON object, the request's body`, 'body');
+      return true;
+    }
+    const model = (body as Record<string, unknown>).model;
+    if (typeof model === 'string' && model !== this.rules.modelId) {
+      this.refuse(number, 'mismatched_model', `line ${number}: body.model ${quoteValue(model)} is not this deployment's model "${this.rules.modelId}" (the field may be omitted)`, 'body.model');
+      return true;
+    }
+    if (this.errorCount > 0) return true;
+    // The body's own bytes, as a live request's are sent: JSON.parse took the last `body`, so does the span.
+    const span = lastMemberSpan(raw, 'body')!;
+    this.lines.add(line.index, customId, line.offset + span.start, span.end - span.start, this.rules.check(raw.subarray(span.start, span.end)));
+    return true;
+  }
+
+  result(): InputFileResult {
+    if (this.requests > this.rules.maxLines) {
+      this.refuse(null, 'too_many_lines', `the file has more than ${this.rules.maxLines} requests, the most one batch takes; split it into several batches`);
+    }
+    if (this.requests === 0) this.refuse(null, 'empty_file', 'the input file holds no requests: one JSON object per line');
+    if (this.errorCount > this.errors.length) {
+      this.errors.push({ code: 'too_many_errors', message: `${this.errorCount - this.errors.length} more problems were found and are not listed`, param: null, line: null });
+    }
+    return { lines: this.errorCount > 0 ? new InputLines() : this.lines, errors: this.errors };
+  }
+
+  private refuse(line: number | null, code: string, message: string, param: string | null = null): void {
+    this.errorCount++;
+    if (this.errors.length < MAX_LISTED_ERRORS) this.errors.push({ code, message, param, line });
+  }
+}
+
+/** Only white space (as `trim` sees it): a blank line, skipped. */
+function isBlank(raw: Buffer): boolean {
+  for (const byte of raw) {
+    if (byte === 0x20 || byte === 0x09 || byte === 0x0b || byte === 0x0c || byte === 0x0d) continue;
+    // Past ASCII, Unicode's spaces (a no-break space) are blank to `trim` too.
+    return byte >= 0x80 && raw.toString('utf8').trim() === '';
+  }
+  return true;
+}
+
+/** The line as an object, or why it is not one (the nesting scan's refusal included). */
+function parseLine(raw: Buffer): Record<string, unknown> | string {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseJsonText(raw);
   } catch (error) {
     return (error as Error).message;
   }

@@ -4,6 +4,7 @@ import type { Batch, BatchEndpoint } from './batch.entities';
 import { LOST_JOB_CODES, type LineRun } from './batch-line-handler';
 import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
 import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
+import { parseJsonText } from '../../common/json-nesting';
 
 /** The usage record's `endpoint`, as live requests name theirs. */
 const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
@@ -44,6 +45,11 @@ export class BatchLineResults {
     return await store.lineLost(line, this.owner, tokens) === 'requeued';
   }
 
+  /** The line did not run and never will (its input's bytes are gone): an error line with `code`. */
+  async fail(line: ClaimedLine, code: BatchLineErrorCode): Promise<void> {
+    await this.parts.store.finishLine(line, this.owner, 'failed', errorLine(line.customId, code, LINE_ERROR_MESSAGES[code]));
+  }
+
   /** The line's usage record and token metrics (a lost line that used no tokens leaves none). */
   meter(batch: Batch, outcome: LineRun, startedAt: number): void {
     const usage = outcome.usage;
@@ -59,9 +65,9 @@ export class BatchLineResults {
 }
 
 /** A line's body as an object, or {} when it is not one. */
-export function parseFields(body: string): Record<string, unknown> {
+function parseFields(body: string): Record<string, unknown> {
   try {
-    const fields = JSON.parse(body) as unknown;
+    const fields = parseJsonText(body);
     return typeof fields === 'object' && fields !== null ? fields as Record<string, unknown> : {};
   } catch {
     return {};

@@ -23,14 +23,17 @@ export function errorLine(customId: string, code: BatchLineErrorCode, message: s
 
 /**
  * `batch_expired` and `batch_cancelled` are OpenAI's; `replica_lost` is ours: the line's replica
- * (or the server running it) failed while it ran, twice, and a line never runs a third time.
+ * (or the server running it) failed while it ran, twice, and a line never runs a third time;
+ * so is `input_unavailable`: its body could not be read from the input file's object (removed
+ * from storage outside the platform, or cut short), so it never ran.
  */
-export type BatchLineErrorCode = 'batch_expired' | 'batch_cancelled' | 'replica_lost';
+export type BatchLineErrorCode = 'batch_expired' | 'batch_cancelled' | 'replica_lost' | 'input_unavailable';
 
 export const LINE_ERROR_MESSAGES: Record<BatchLineErrorCode, string> = {
   batch_expired: 'This request could not be executed before the completion window expired.',
   batch_cancelled: 'This request was not executed: the batch was cancelled first.',
   replica_lost: 'The replica running this request stopped before answering, twice; it was not run a third time.',
+  input_unavailable: "This request was not executed: its bytes could not be read from the batch's input file in storage.",
 };
 
 /** Whether a status code goes to the output file (2xx) or the error file. */

@@ -8,18 +8,19 @@ import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
-import { textTokenHold } from '../pipeline/admission';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
 import type { BatchConfig } from './batch-config';
+import type { BatchInputReader } from './batch-input-reader';
 import type { BatchLineHandler, LineRun } from './batch-line-handler';
-import { BatchLineResults, parseFields, type BatchLineResultsParts } from './batch-line-results';
+import { BatchLineResults, type BatchLineResultsParts } from './batch-line-results';
 import type { BatchLineErrorCode } from './batch-results';
 import type { ClaimedLine } from './batch-store';
 import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
 import { linesKeptLiveWaiting, linesInTheWay, liveWaiting, mostFree } from './batch-capacity';
 import { BatchWindow } from './batch-window';
+import { readLineInput } from './line-input';
 import { withoutContent } from './without-content';
 
 /** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
@@ -29,6 +30,8 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly dispatcher: Pick<Dispatcher, 'connections' | 'dispatchTo' | 'onCapacity'>;
   readonly catalog: Pick<Catalog, 'find'>;
   readonly lines: BatchLineHandler;
+  /** Where lines' bodies are read from: their batch's input file, in the object store. */
+  readonly inputs: Pick<BatchInputReader, 'body'>;
   readonly rateLimiter: Pick<RateLimiter, 'holdWithin' | 'settle'>;
   /** The key row, revoked or not (null once its workspace is gone). */
   readonly keys: (apiKeyId: string) => Promise<BatchKey | null>;
@@ -339,9 +342,15 @@ export class BatchRunner {
         await this.parts.store.releaseLine(line, this.owner);
         return;
       }
+      const input = await readLineInput(this.parts.inputs, this.parts.lines, batch, model, line);
+      if (input.kind !== 'ready') {
+        if (input.kind === 'unavailable') await this.results.fail(line, 'input_unavailable');
+        else await this.answer(running, { kind: 'answered', response: input.response, usage: NO_USAGE });
+        return;
+      }
+      const { body, holdTokens } = input;
       const key = await this.keyOf(batch.apiKeyId);
       if (key) {
-        const holdTokens = batch.endpoint === '/v1/embeddings' ? Buffer.byteLength(line.body) : textTokenHold(Buffer.byteLength(line.body), parseFields(line.body));
         if (holdTokens > key.tpdLimit) {
           const refusal = new AppError('rate_limit_error', `this request may use up to ${holdTokens} tokens, more than the key's whole tokens-per-day limit of ${key.tpdLimit}; lower max_tokens or raise the limit`);
           await this.answer(running, { kind: 'answered', response: this.parts.lines.render(refusal), usage: NO_USAGE });
@@ -356,7 +365,7 @@ export class BatchRunner {
         }
       }
       ran = true;
-      const outcome = await this.parts.lines.run(batch.endpoint, model, Buffer.from(line.body), (body, listener) => this.send(running, slot, model, body, listener));
+      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => this.send(running, slot, model, part, listener));
       if (tokenHold) this.parts.rateLimiter.settle(tokenHold, outcome.usage.totalTokens);
       tokenHold = null;
       this.results.meter(batch, outcome, startedAt);

@@ -7,9 +7,24 @@ import { newId } from '../ids';
 import { refuseWithoutCredit } from '../pipeline/admission';
 import { Batch, type BatchFile } from './batch.entities';
 import { batchEndpointsOf, readBatchCreateInput, type BatchCreateFields } from './batch-create-input';
+import type { BatchFilePurge } from './batch-file-purge';
 import type { BatchFiles, FileUpload } from './batch-files';
 import type { BatchStore } from './batch-store';
 import type { CursorPage, PageRequest } from './cursor-page';
+
+/**
+ * Where the tenant budget (issue 33: files, stored bytes and active batches per workspace) is
+ * asked before a file is stored or a batch created; it throws the refusal. Until it is wired,
+ * everything is admitted (UNLIMITED_BATCH_BUDGET).
+ */
+export interface BatchBudget {
+  /** Before a file of `bytes` is stored for the workspace. */
+  admitFile(workspaceId: string, bytes: number): Promise<void>;
+  /** Before a batch is created for the workspace. */
+  admitBatch(workspaceId: string): Promise<void>;
+}
+
+export const UNLIMITED_BATCH_BUDGET: BatchBudget = { admitFile: async () => {}, admitBatch: async () => {} };
 
 export interface BatchListRequest extends PageRequest {
   /** Only this deployment's batches; all of the workspace's otherwise. */
@@ -28,7 +43,9 @@ export class BatchService {
     /** The files of deployment endpoints (inputs, outputs and errors of batches). */
     readonly files: BatchFiles,
     private readonly catalog: Pick<Catalog, 'find'>,
+    private readonly purge: Pick<BatchFilePurge, 'purge'>,
     private readonly options: { completionWindowMs: number },
+    private readonly budget: BatchBudget = UNLIMITED_BATCH_BUDGET,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -39,6 +56,7 @@ export class BatchService {
   async create(key: Pick<AuthenticatedKey, 'id' | 'workspaceId' | 'creditExhausted'>, deployment: Deployment, fields: BatchCreateFields): Promise<Batch> {
     const input = readBatchCreateInput(fields, this.catalog.find(deployment.modelId), deployment.modelId);
     refuseWithoutCredit(key);
+    await this.budget.admitBatch(key.workspaceId);
     const file = await this.files.find(key.workspaceId, deployment.id, input.inputFileId);
     if (!file) {
       throw new AppError('invalid_request', `input_file_id '${shortened(input.inputFileId)}' is not a file of this deployment endpoint: upload it with POST /v1/files first`, { param: 'input_file_id' });
@@ -66,7 +84,18 @@ export class BatchService {
     if (batchEndpointsOf(this.catalog.find(deployment.modelId)).length === 0) {
       throw new AppError('invalid_request', `this deployment's model '${deployment.modelId}' takes no batches, so no batch files: files and batches are for chat, completion and embedding models`, { param: 'purpose' });
     }
+    await this.budget.admitFile(deployment.workspaceId, upload.data.length);
     return await this.files.upload(deployment, upload);
+  }
+
+  /**
+   * `DELETE /files/{id}`: gone for its owner at once; its bytes now, or once the unfinished
+   * batches that read it end (they never break for it).
+   */
+  async deleteFile(workspaceId: string, id: string, deploymentId?: string): Promise<BatchFile> {
+    const file = await this.files.delete(workspaceId, deploymentId, id);
+    await this.purge.purge({ fileIds: [file.id] });
+    return file;
   }
 
   /** One batch of the workspace (of this deployment, when given). */

@@ -6,7 +6,7 @@ import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { Deployment } from '../deployments/deployment.entity';
 import { Batch, type BatchEnd, type BatchError, type BatchLineStatus, type BatchStatus } from './batch.entities';
 import { cursorPage, type CursorPage, type PageRequest } from './cursor-page';
-import type { InputLine } from './batch-input-file';
+import type { InputLines } from './batch-input-file';
 import { errorLine, LINE_ERROR_MESSAGES, type BatchLineErrorCode } from './batch-results';
 
 declare module '../events/control-plane-events' {
@@ -27,7 +27,11 @@ export interface ClaimedLine {
   readonly batchId: string;
   readonly lineIndex: number;
   readonly customId: string;
-  readonly body: string;
+  /** Where its body lies in the batch's input file (read when it runs: batch-input-reader.ts). */
+  readonly bodyOffset: number;
+  readonly bodyLength: number;
+  /** The body itself, only on lines stored before bodies stayed in the file (migration 1765200000000). */
+  readonly body: string | null;
   /** This run's number (1 or 2): the fence of every later write of the claim. */
   readonly attempt: number;
 }
@@ -131,26 +135,28 @@ export class BatchStore {
    * their answer) and the batch is `in_progress`, in one transaction; or straight `finalizing`
    * when no line is left to run. Null when the batch is no longer this server's to validate.
    */
-  async startLines(batchId: string, owner: string, lines: InputLine[], refusedResults: Map<number, string>): Promise<Batch | null> {
+  async startLines(batchId: string, owner: string, lines: InputLines, refusedResults: Map<number, string>): Promise<Batch | null> {
     const started = await this.dataSource.transaction(async (manager) => {
       const [locked] = await manager.query(`SELECT id FROM batches WHERE id = $1 AND status = 'validating' AND lease_owner = $2 FOR UPDATE`, [batchId, owner]);
       if (!locked) return null;
-      for (let start = 0; start < lines.length; start += INSERT_CHUNK) {
-        const chunk = lines.slice(start, start + INSERT_CHUNK);
+      // Where each body lies in the file, not the body: a batch's input stays in the object store.
+      for (let start = 0; start < lines.count; start += INSERT_CHUNK) {
+        const indexes = lines.indexes.slice(start, start + INSERT_CHUNK);
         await manager.query(`
-          INSERT INTO batch_lines (batch_id, line_index, custom_id, body, status, result, finished_at)
-          SELECT $1, line_index, custom_id, body, status, result, CASE WHEN status = 'failed' THEN clock_timestamp() END
-          FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[]) AS line(line_index, custom_id, body, status, result)`,
-        [batchId, chunk.map((line) => line.index), chunk.map((line) => line.customId), chunk.map((line) => line.body),
-          chunk.map((line) => (refusedResults.has(line.index) ? 'failed' : 'pending')), chunk.map((line) => refusedResults.get(line.index) ?? null)]);
+          INSERT INTO batch_lines (batch_id, line_index, custom_id, body_offset, body_length, status, result, finished_at)
+          SELECT $1, line_index, custom_id, body_offset, body_length, status, result, CASE WHEN status = 'failed' THEN clock_timestamp() END
+          FROM unnest($2::int[], $3::text[], $4::bigint[], $5::int[], $6::text[], $7::text[]) AS line(line_index, custom_id, body_offset, body_length, status, result)`,
+        [batchId, indexes, lines.customIds.slice(start, start + INSERT_CHUNK), lines.bodyOffsets.slice(start, start + INSERT_CHUNK),
+          lines.bodyLengths.slice(start, start + INSERT_CHUNK), indexes.map((index) => (refusedResults.has(index) ? 'failed' : 'pending')),
+          indexes.map((index) => refusedResults.get(index) ?? null)]);
       }
-      const runnable = lines.length - refusedResults.size;
+      const runnable = lines.count - refusedResults.size;
       await manager.query(`
         UPDATE batches SET total_count = $2, failed_count = $3, in_progress_at = clock_timestamp(), lease_owner = NULL, lease_expires_at = NULL,
           status = CASE WHEN $4::int = 0 THEN 'finalizing' ELSE 'in_progress' END,
           finalizing_at = CASE WHEN $4::int = 0 THEN clock_timestamp() END,
           end_status = CASE WHEN $4::int = 0 THEN 'completed' END
-        WHERE id = $1`, [batchId, lines.length, refusedResults.size, runnable]);
+        WHERE id = $1`, [batchId, lines.count, refusedResults.size, runnable]);
       return await manager.findOne(Batch, { where: { id: batchId } });
     });
     if (started) this.changed(started);
@@ -192,7 +198,9 @@ export class BatchStore {
    * statistics and claim every pending line (seen: 10,000 instead of 4 on a second batch).
    */
   async claimLines(batchId: string, owner: string, leaseMs: number, limit: number): Promise<ClaimedLine[]> {
-    const rows: Array<{ batch_id: string; line_index: number; custom_id: string; body: string; attempts: number }> = await this.unwrap(this.dataSource.query(`
+    const rows: Array<{
+      batch_id: string; line_index: number; custom_id: string; body: string | null; body_offset: string | null; body_length: number | null; attempts: number;
+    }> = await this.unwrap(this.dataSource.query(`
       WITH picked AS MATERIALIZED (
         SELECT line_index FROM batch_lines
         WHERE batch_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM batches WHERE id = $1 AND status = 'in_progress')
@@ -200,9 +208,10 @@ export class BatchStore {
       UPDATE batch_lines l SET status = 'running', attempts = l.attempts + 1, claimed_by = $2,
         lease_expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
       FROM picked WHERE l.batch_id = $1 AND l.line_index = picked.line_index
-      RETURNING l.batch_id, l.line_index, l.custom_id, l.body, l.attempts`, [batchId, owner, leaseMs, limit]));
+      RETURNING l.batch_id, l.line_index, l.custom_id, l.body, l.body_offset, l.body_length, l.attempts`, [batchId, owner, leaseMs, limit]));
     return rows.sort((a, b) => a.line_index - b.line_index).map((row) => ({
-      batchId: row.batch_id, lineIndex: row.line_index, customId: row.custom_id, body: row.body, attempt: row.attempts,
+      batchId: row.batch_id, lineIndex: row.line_index, customId: row.custom_id, body: row.body,
+      bodyOffset: Number(row.body_offset ?? 0), bodyLength: row.body_length ?? 0, attempt: row.attempts,
     }));
   }
 
@@ -417,24 +426,21 @@ export class BatchStore {
 
   /**
    * The lines a batch that stopped early never ran (pending, or running under a lease that
-   * lapsed: their server is gone): failed with `code`, so they go to the error file.
+   * lapsed: their server is gone): failed with `code`, so they go to the error file. One
+   * statement, their error lines built by PostgreSQL (as recoverLostLines builds its own): a
+   * cancelled batch of a million lines used to bring every line into the server to write them.
    */
   async failPendingLines(batchId: string, code: BatchLineErrorCode): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
-      const pending: Array<{ line_index: number; custom_id: string }> = await manager.query(`
-        SELECT line_index, custom_id FROM batch_lines
-        WHERE batch_id = $1 AND (status = 'pending' OR (status = 'running' AND lease_expires_at < clock_timestamp())) FOR UPDATE`, [batchId]);
-      if (pending.length === 0) return;
-      for (let start = 0; start < pending.length; start += INSERT_CHUNK) {
-        const chunk = pending.slice(start, start + INSERT_CHUNK);
-        await manager.query(`
-          UPDATE batch_lines l SET status = 'failed', result = ended.result, finished_at = clock_timestamp(), claimed_by = NULL, lease_expires_at = NULL
-          FROM unnest($2::int[], $3::text[]) AS ended(line_index, result)
-          WHERE l.batch_id = $1 AND l.line_index = ended.line_index AND l.status IN ('pending', 'running')`,
-        [batchId, chunk.map((line) => line.line_index), chunk.map((line) => errorLine(line.custom_id, code, LINE_ERROR_MESSAGES[code]))]);
-      }
-      await manager.query(`UPDATE batches SET failed_count = failed_count + $2 WHERE id = $1`, [batchId, pending.length]);
-    });
+    await this.dataSource.query(`
+      WITH ended AS (
+        UPDATE batch_lines SET status = 'failed', finished_at = clock_timestamp(), claimed_by = NULL, lease_expires_at = NULL,
+          result = json_build_object(
+            'id', 'batch_req_' || substr(md5(random()::text || clock_timestamp()::text || line_index::text), 1, 24), 'custom_id', custom_id,
+            'response', NULL, 'error', json_build_object('code', $2::text, 'message', $3::text))::text
+        WHERE batch_id = $1 AND (status = 'pending' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
+        RETURNING 1
+      )
+      UPDATE batches SET failed_count = failed_count + (SELECT count(*) FROM ended) WHERE id = $1`, [batchId, code, LINE_ERROR_MESSAGES[code]]);
   }
 
   /** A batch's answered lines in file order, a page at a time (`after`: the last line index seen). */

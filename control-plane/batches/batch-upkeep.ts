@@ -1,4 +1,6 @@
 import type { Logger } from 'pino';
+import type { BatchDeletion } from './batch-deletion';
+import type { BatchFilePurge } from './batch-file-purge';
 import type { BatchFinalizer } from './batch-finalizer';
 import type { BatchStore } from './batch-store';
 import type { BatchValidator } from './batch-validator';
@@ -8,7 +10,12 @@ export interface BatchUpkeepParts {
   readonly store: BatchStore;
   readonly validator: Pick<BatchValidator, 'validate'>;
   readonly finalizer: Pick<BatchFinalizer, 'finalize'>;
+  readonly purge: Pick<BatchFilePurge, 'purge'>;
+  readonly deletion: Pick<BatchDeletion, 'finishDeletions'>;
 }
+
+/** Every this many sweeps, the catch-all for deletions looks at the files table too (a scan: not every 2 s). */
+const FILE_CATCH_ALL_SWEEPS = 30;
 
 /**
  * The work around a batch's lines, on every server: validating new batches, finalizing ended
@@ -22,6 +29,7 @@ export class BatchUpkeep {
   private finalizing: Promise<void> | null = null;
   private finalizeAgain = false;
   private stopped = false;
+  private sweeps = 0;
 
   constructor(private readonly parts: BatchUpkeepParts, private readonly owner: string, private readonly leaseMs: number, private readonly logger: Logger) {}
 
@@ -31,7 +39,10 @@ export class BatchUpkeep {
     await Promise.all([this.sweeping, this.validating, this.finalizing]);
   }
 
-  /** The safety net: lines of dead servers re-queued, overdue batches expired, ended batches finalized. */
+  /**
+   * The safety net: lines of dead servers re-queued, overdue batches expired, ended batches
+   * finalized, deleted files purged, and what a deletion that stopped half-way left finished.
+   */
   sweep(): Promise<void> {
     if (this.sweeping || this.stopped) return this.sweeping ?? Promise.resolve();
     this.sweeping = (async () => {
@@ -40,7 +51,9 @@ export class BatchUpkeep {
         for (const batchId of await store.recoverLostLines()) await store.announce(batchId);
         await store.expireOverdue();
         await store.finishAllDone();
+        await this.parts.deletion.finishDeletions(this.sweeps++ % FILE_CATCH_ALL_SWEEPS === 0);
         await this.finalizeDue();
+        await this.parts.purge.purge();
       } catch (error) {
         this.logger.error({ err: error }, 'batch sweep failed');
       } finally {

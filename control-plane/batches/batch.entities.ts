@@ -1,5 +1,6 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import { numeric } from '../database/numeric-column';
+import { nullableNumeric, numeric } from '../database/numeric-column';
+import { parseJsonText } from '../../common/json-nesting';
 
 /** The endpoints a batch may name, as OpenAI spells them (`url` of every line, `endpoint` of the batch). */
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
@@ -25,7 +26,7 @@ export interface BatchError {
 /** JSON kept in a text column: jsonb would refuse the `\u0000` escapes a client's strings may hold. */
 const jsonText = {
   to: (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value)),
-  from: (value: string | null) => (value === null ? null : JSON.parse(value)),
+  from: (value: string | null) => (value === null ? null : parseJsonText(value)),
 };
 
 /** A JSONL file of a deployment endpoint (`file-<hex>`): a batch's input, output or error file. */
@@ -43,6 +44,11 @@ export class BatchFile {
   /** The batch whose output or error file this is; null for uploads. */
   @Column('text', { name: 'batch_id', nullable: true }) batchId: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
+  /**
+   * Set by `DELETE /files/{id}`: the file is gone for its owner at once; its bytes stay until
+   * no unfinished batch reads them, then the row and the object go (batch-file-purge.ts).
+   */
+  @Column('timestamptz', { name: 'deleted_at', nullable: true }) deletedAt: Date | null;
 }
 
 /**
@@ -104,8 +110,15 @@ export class BatchLine {
   /** 0-based position in the input file (errors name `line` = this + 1). */
   @PrimaryColumn('integer', { name: 'line_index' }) lineIndex: number;
   @Column('text', { name: 'custom_id' }) customId: string;
-  /** The request body as JSON text, sent to the engine as it is. */
-  @Column('text') body: string;
+  /**
+   * Where the request body lies in the batch's input file (the `body` member's JSON text): the
+   * runner reads it from the object store when it runs the line, so a batch does not copy its
+   * input into the database.
+   */
+  @Column('bigint', { name: 'body_offset', nullable: true, transformer: nullableNumeric }) bodyOffset: number | null;
+  @Column('integer', { name: 'body_length', nullable: true }) bodyLength: number | null;
+  /** The body itself, only on lines stored before migration 1765200000000 (still pending or running then). */
+  @Column('text', { nullable: true }) body: string | null;
   @Column('text') status: BatchLineStatus;
   /** Times a server started it; a line runs at most twice. */
   @Column('integer') attempts: number;

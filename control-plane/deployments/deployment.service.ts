@@ -49,6 +49,15 @@ export interface DeploymentReplicas {
   release(deployment: Deployment, reason: string): Promise<void>;
 }
 
+/**
+ * What a deleted deployment leaves beyond its replicas (batches/batch-deletion.ts): its batches
+ * are cancelled and its files deleted. Run before the replicas go, so its running batch lines
+ * end cancelled rather than lost.
+ */
+export interface DeploymentBatches {
+  deploymentDeleted(workspaceId: string, deploymentId: string): Promise<void>;
+}
+
 /** Checks that a storage credential is a verified one of the workspace (422 otherwise). */
 export interface StorageCheck {
   check(workspaceId: string, storageCredentialId: number | null): Promise<void>;
@@ -64,6 +73,7 @@ export class DeploymentService {
     private readonly replicas: DeploymentReplicas,
     private readonly catalog: Catalog,
     private readonly storage: StorageCheck,
+    private readonly batches: DeploymentBatches,
     /** The tenant budget's say on a new deployment; none (tests of other rules): every one is allowed. */
     private readonly budget: Pick<DeploymentBudget, 'checkProvider' | 'holdDeployment'> | null = null,
   ) {}
@@ -185,14 +195,19 @@ export class DeploymentService {
     return resumed;
   }
 
-  /** Endpoint answers 404; replicas are released. */
+  /** Endpoint answers 404; its batches are cancelled and its files deleted; replicas are released. */
   async delete(workspaceId: string, id: string): Promise<Deployment> {
-    return await this.stopServing(workspaceId, id, 'Deleted', 'deleted');
+    return await this.stopServing(workspaceId, id, 'Deleted', 'deleted', () => this.batches.deploymentDeleted(workspaceId, id));
   }
 
-  private async stopServing(workspaceId: string, id: string, to: 'Paused' | 'Deleted', verb: string): Promise<Deployment> {
+  private async stopServing(workspaceId: string, id: string, to: 'Paused' | 'Deleted', verb: string, before?: () => Promise<void>): Promise<Deployment> {
     const deployment = await this.transitionForUser(workspaceId, id, to, `${verb} by user`, (current) => assertTransition(current.status, to));
-    await this.replicas.release(deployment, `deployment ${verb}`);
+    try {
+      await before?.();
+    } finally {
+      // Whatever happened to its batches (the batch sweep finishes a deletion that stopped half-way), the replicas go.
+      await this.replicas.release(deployment, `deployment ${verb}`);
+    }
     return deployment;
   }
 

@@ -19,7 +19,7 @@ export class AtomicFiles {
   }
 
   /** Writes `data` to a temporary file and returns its path; `commit` renames it into place. */
-  async stage(data: Buffer | string): Promise<string> {
+  async stage(data: Buffer | string | readonly Buffer[]): Promise<string> {
     const temporary = await this.temporaryPath();
     try {
       await fs.promises.writeFile(temporary, data, { flag: 'wx' });

@@ -5,7 +5,7 @@ import { AppError } from '../errors/app-error';
 import { AtomicFiles } from './atomic-file';
 import { assertLinkValid, linkSignature, type LinkMethod } from './link-signature';
 import { assertObjectKey, bucketNameProblem } from './object-names';
-import { DEFAULT_CONTENT_TYPE, type ObjectStore, type PresignedUpload } from './object-store';
+import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject, type PresignedUpload } from './object-store';
 import { quoteValue, shortened } from '../errors/quote-value';
 
 export interface LocalObjectStoreOptions {
@@ -19,13 +19,6 @@ export interface LocalObjectStoreOptions {
   signingKey: Buffer;
   /** Clock in milliseconds (tests move it to expire links). @default Date.now */
   now?: () => number;
-}
-
-/** An object opened for streaming; the stream closes its file when it ends or is destroyed. */
-export interface OpenedObject {
-  stream: Readable;
-  size: number;
-  contentType: string;
 }
 
 /**
@@ -54,7 +47,7 @@ export class LocalObjectStore implements ObjectStore {
     this.now = options.now ?? Date.now;
   }
 
-  async put(key: string, data: Buffer, contentType: string): Promise<void> {
+  async put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void> {
     assertObjectKey(key);
     await this.place(key, await this.files.stage(data), contentType);
   }
@@ -87,6 +80,23 @@ export class LocalObjectStore implements ObjectStore {
       return null;
     }
     return { stream: handle.createReadStream(), size: stat.size, contentType: await this.readContentType(key) };
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | null> {
+    const handle = await missingAsNull(fs.promises.open(this.objectPath(key), 'r'));
+    if (!handle) return null;
+    try {
+      const buffer = Buffer.allocUnsafe(length);
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return buffer.subarray(0, filled);
+    } finally {
+      await handle.close();
+    }
   }
 
   async delete(key: string): Promise<void> {

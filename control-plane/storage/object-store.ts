@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+
 /** What an agent needs to upload one file without holding bucket credentials. */
 export interface PresignedUpload {
   url: string;
@@ -16,16 +18,31 @@ export interface ObjectStore {
   readonly provider: string;
   /** The request record's `output_bucket`. */
   readonly bucket: string;
-  put(key: string, data: Buffer, contentType: string): Promise<void>;
+  /** Writes the object; `data` may come in parts (a batch's output file, a page at a time), never joined into one buffer. */
+  put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void>;
   /** The object, or null when there is none. */
   get(key: string): Promise<{ data: Buffer; contentType: string } | null>;
   head(key: string): Promise<{ size: number; contentType: string } | null>;
+  /**
+   * The object as a stream, read as it is consumed (a download, a batch file being validated):
+   * nothing holds it whole. Null when there is none. The caller consumes or destroys the stream.
+   */
+  open(key: string): Promise<OpenedObject | null>;
+  /** Up to `length` bytes from `offset` (fewer at the object's end, none past it); null when there is no object. */
+  getRange(key: string, offset: number, length: number): Promise<Buffer | null>;
   /** Idempotent: deleting a missing object succeeds. */
   delete(key: string): Promise<void>;
   presignPut(key: string, contentType: string, expiresInSeconds: number): Promise<PresignedUpload>;
   presignGet(key: string, expiresInSeconds: number): Promise<string>;
   /** Releases pooled connections; a store built for one request (a customer bucket) is closed after it. */
   close?(): void;
+}
+
+/** An object opened for streaming; the stream releases its file or connection when it ends or is destroyed. */
+export interface OpenedObject {
+  stream: Readable;
+  size: number;
+  contentType: string;
 }
 
 /** Content type stored when an upload names none. */

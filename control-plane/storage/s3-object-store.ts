@@ -2,9 +2,10 @@ import {
   DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { Readable } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { assertObjectKey } from './object-names';
-import { DEFAULT_CONTENT_TYPE, type ObjectStore, type PresignedUpload } from './object-store';
+import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject, type PresignedUpload } from './object-store';
 
 export interface S3ObjectStoreOptions {
   /** An S3-compatible endpoint (MinIO, R2, s3rver…); unset means AWS S3 for `region`. */
@@ -52,10 +53,12 @@ export class S3ObjectStore implements ObjectStore {
     });
   }
 
-  async put(key: string, data: Buffer, contentType: string): Promise<void> {
+  async put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void> {
     const fullKey = this.fullKey(key);
+    const length = Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0);
     await this.call('write', fullKey, () => this.client.send(new PutObjectCommand({
-      Bucket: this.bucket, Key: fullKey, Body: data, ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: data.length,
+      // Parts are streamed one after the other, their total length declared (no chunked encoding, see the client's options).
+      Bucket: this.bucket, Key: fullKey, Body: Buffer.isBuffer(data) ? data : Readable.from(data), ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: length,
     })));
   }
 
@@ -68,6 +71,40 @@ export class S3ObjectStore implements ObjectStore {
         return { data: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), contentType: response.ContentType ?? DEFAULT_CONTENT_TYPE };
       } catch (error) {
         if (error instanceof S3ServiceException && error.name === 'NoSuchKey') return null;
+        throw error;
+      }
+    });
+  }
+
+  /** The response body as it arrives: the SDK's Node stream, which S3's connection fills only as it is read. */
+  async open(key: string): Promise<OpenedObject | null> {
+    const fullKey = this.fullKey(key);
+    return await this.call('read', fullKey, async () => {
+      try {
+        const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: fullKey }));
+        return { stream: response.Body as Readable, size: response.ContentLength ?? 0, contentType: response.ContentType ?? DEFAULT_CONTENT_TYPE };
+      } catch (error) {
+        if (error instanceof S3ServiceException && error.name === 'NoSuchKey') return null;
+        throw error;
+      }
+    });
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | null> {
+    const fullKey = this.fullKey(key);
+    if (length <= 0) return (await this.head(key)) ? Buffer.alloc(0) : null;
+    return await this.call('read', fullKey, async () => {
+      try {
+        const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: fullKey, Range: `bytes=${offset}-${offset + length - 1}` }));
+        const bytes = await response.Body!.transformToByteArray();
+        // A store that ignores Range answers the whole object (200): cut it here.
+        const whole = response.ContentRange === undefined && bytes.byteLength > length;
+        const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        return whole ? data.subarray(offset, offset + length) : data;
+      } catch (error) {
+        if (error instanceof S3ServiceException && error.name === 'NoSuchKey') return null;
+        // A range that starts past the end: the object is there, these bytes are not.
+        if (error instanceof S3ServiceException && error.name === 'InvalidRange') return Buffer.alloc(0);
         throw error;
       }
     });

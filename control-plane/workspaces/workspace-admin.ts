@@ -21,6 +21,11 @@ export interface WorkspaceSummary {
 
 const COLUMNS = 'id, name, credit_balance, created_at, deleted_at';
 
+/** What a deleted workspace's data becomes (batches/batch-deletion.ts): its batches cancelled, its files deleted. */
+export interface WorkspaceBatches {
+  workspaceDeleted(workspaceId: string): Promise<void>;
+}
+
 /**
  * The operator's view of workspaces: open one with its first key (and prepaid credit, through
  * the ledger), list them with their balances, and delete one. A guest is simply any
@@ -31,6 +36,7 @@ export class WorkspaceAdmin {
     private readonly dataSource: DataSource,
     private readonly apiKeys: Pick<ApiKeyService, 'create' | 'revokeAll'>,
     private readonly deployments: Pick<DeploymentService, 'list' | 'delete'>,
+    private readonly batches: WorkspaceBatches,
   ) {}
 
   /**
@@ -60,8 +66,10 @@ export class WorkspaceAdmin {
 
   /**
    * Revokes every key (their calls answer 401 at once), marks the workspace deleted, drops its
-   * credit holds and deletes its deployments through DeploymentService, so replicas end and
-   * metering bills their last stretch. The row, its balance and its ledger stay for audit.
+   * credit holds, deletes its deployments through DeploymentService, so replicas end and
+   * metering bills their last stretch (and their batches are cancelled, their files deleted),
+   * then cancels and deletes what is left of its batches and files (those of deployments
+   * deleted before included). The row, its balance and its ledger stay for audit.
    * Deleting again finishes what a failed attempt left (a deployment that would not stop).
    */
   async delete(id: string): Promise<WorkspaceSummary> {
@@ -74,6 +82,8 @@ export class WorkspaceAdmin {
     for (const deployment of await this.deployments.list(id)) {
       await this.deployments.delete(id, deployment.id).catch((error: unknown) => failures.push(error));
     }
+    // After the deployments: their batches, cancelled once each is Deleted, end without files.
+    await this.batches.workspaceDeleted(id);
     if (failures.length > 0) {
       throw new AppError('invalid_state_transition', `${failures.length} deployment(s) of workspace '${id}' could not be deleted yet; delete the workspace again`, { cause: failures[0] });
     }

@@ -2,6 +2,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 import type { JobFailure } from '../../control-plane/dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
+import { parseJsonText } from '../../common/json-nesting';
 
 export interface RenderedError {
   status: number;
@@ -38,7 +39,7 @@ export function jobFailureError(failure: JobFailure): AppError {
 
 function isOpenAiErrorBody(body: Buffer): boolean {
   try {
-    const parsed = JSON.parse(body.toString('utf8'));
+    const parsed = parseJsonText(body) as { error?: unknown } | null;
     return typeof parsed?.error === 'object' && parsed.error !== null;
   } catch {
     return false;

@@ -4,6 +4,7 @@ import type { LocalObjectStore } from '../../control-plane/storage/local-object-
 import { assertObjectKey } from '../../control-plane/storage/object-names';
 import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
 import { decodePathSegment } from '../http/request-parsing';
+import { sendObject, type ObjectDownloadOptions } from './object-download';
 import { shortened } from '../../control-plane/errors/quote-value';
 
 export interface FileLinkRouteOptions {
@@ -11,6 +12,8 @@ export interface FileLinkRouteOptions {
   store: LocalObjectStore;
   /** Largest accepted upload (PUT body); larger ones get 413 `body_too_large`. */
   maxUploadBytes: number;
+  /** How downloads are sent: as the client reads, cut when it stops (object-download.ts). */
+  downloads: ObjectDownloadOptions;
 }
 
 const FILE_PATH = /^\/files\/([^/]+)\/(.+)$/;
@@ -64,8 +67,7 @@ export function fileLinkRoute(options: FileLinkRouteOptions) {
     const opened = await store.open(key);
     if (!opened) throw notFound(bucket, key);
     context.set({ ...DOWNLOAD_HEADERS, 'content-type': opened.contentType });
-    context.body = opened.stream;
-    context.length = opened.size;
+    await sendObject(context, opened, options.downloads);
   };
 }
 

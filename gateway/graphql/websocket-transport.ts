@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { CloseCode, handleProtocols, type Server } from 'graphql-ws';
 import type { Logger } from 'pino';
 import type { WebSocket, WebSocketServer } from 'ws';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../http/json-nesting';
+import { JsonNestingError, MAX_JSON_DEPTH, parseJsonText } from '../../common/json-nesting';
 
 export interface WebSocketLimits {
   /** Largest message before `connection_init` was accepted (a key in `connectionParams` fits many times over). */
@@ -84,21 +84,23 @@ function refusalOf(data: Buffer, isBinary: boolean, acknowledged: boolean, preIn
   if (!acknowledged && data.length > preInitMaxBytes) {
     return { code: MESSAGE_TOO_BIG, reason: `at most ${preInitMaxBytes} bytes before the connection is accepted` };
   }
-  if (nestsDeeperThan(data, MAX_JSON_DEPTH)) return { code: CloseCode.BadRequest, reason: `message nests more than ${MAX_JSON_DEPTH} levels deep` };
+  let type: string | null;
+  try {
+    type = messageType(data);
+  } catch (error) {
+    if (error instanceof JsonNestingError) return { code: CloseCode.BadRequest, reason: `message nests more than ${MAX_JSON_DEPTH} levels deep` };
+    return null; // graphql-ws refuses it (4400 Invalid message received)
+  }
   // A client that sends a server's message breaks the protocol: 4400 Bad Request, the code
   // graphql-ws gives other malformed messages.
-  const type = messageType(data);
   if (type !== null && SERVER_MESSAGE_TYPES.has(type)) return { code: CloseCode.BadRequest, reason: `Unexpected message of type ${type} received` };
   return null;
 }
 
+/** The message's `type`; throws what the parse (or the nesting scan before it) refuses. */
 function messageType(data: Buffer): string | null {
-  try {
-    const type = (JSON.parse(data.toString('utf8')) as { type?: unknown } | null)?.type;
-    return typeof type === 'string' ? type : null;
-  } catch {
-    return null; // graphql-ws refuses it (4400 Invalid message received)
-  }
+  const type = (parseJsonText(data) as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : null;
 }
 
 /** Pings every `intervalMs`; a socket that has not answered the previous ping by the next one is dropped. */

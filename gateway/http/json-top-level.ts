@@ -1,7 +1,7 @@
 import {
   BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, closingQuoteEnd, COLON, COMMA, isDelimiter, OPEN_BRACE, OPEN_BRACKET, QUOTE, skipWhitespace,
 } from '../../common/json-spans';
-import { MAX_JSON_DEPTH } from './json-nesting';
+import { MAX_JSON_DEPTH } from '../../common/json-nesting';
 
 /** A member whose value is an object or an array: present, but not a scalar (the full parse judges it). */
 export const NESTED = Symbol('nested');

@@ -1,6 +1,6 @@
 import { refuseNulBytes } from '../../control-plane/database/nul-bytes';
 import { AppError } from '../../control-plane/errors/app-error';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-nesting';
+import { JsonNestingError, MAX_JSON_DEPTH, parseJsonText } from '../../common/json-nesting';
 
 /** A JSON request body that must be an object: 400 `invalid_json` when it does not parse, `invalid_request` when it is not an object. */
 export function parseJsonObject(raw: Buffer): Record<string, unknown> {
@@ -25,12 +25,12 @@ function firstNonSpace(raw: Buffer): number {
 
 /** JSON text to a value; over-deep nesting is refused while scanning, before anything is built. */
 export function parseJson(raw: Buffer): unknown {
-  if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) {
-    throw new AppError('invalid_request', `request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
-  }
   try {
-    return JSON.parse(raw.toString('utf8'));
+    return parseJsonText(raw);
   } catch (error) {
+    if (error instanceof JsonNestingError) {
+      throw new AppError('invalid_request', `request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
+    }
     throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
 }

@@ -11,6 +11,7 @@ import { jobFailureError, renderError } from '../errors/openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
 import { parseEmbeddingsRequest } from './embeddings-request';
 import { parseTextRequest } from './text-request';
+import { parseJsonText } from '../../common/json-nesting';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
@@ -101,7 +102,7 @@ function runJob(body: Buffer, send: LineJobSender, embeddings = false): Promise<
 function answered(output: Buffer | null, usage: Usage): LineRun {
   const text = output?.toString('utf8') ?? '';
   try {
-    JSON.parse(text);
+    parseJsonText(text);
   } catch {
     return { kind: 'answered', response: renderAppError(new AppError('upstream_error', 'the engine answered with a body that is not JSON')), usage };
   }

@@ -4,6 +4,7 @@
  */
 import { AppError } from '../../control-plane/errors/app-error';
 import { arrayElements, NotJsonHere, objectMembers, skipWhitespace, valueEnd } from '../../common/json-spans';
+import { parseJsonText } from '../../common/json-nesting';
 /** What the assembly reads of a batch (embedding-batches.ts): where its inputs start, and how many. */
 interface EmbeddingBatch { offset: number; count: number }
 
@@ -47,7 +48,7 @@ function splice(batches: readonly EmbeddingBatch[], outputs: readonly Buffer[]):
         });
       }
       const valueEndsAt = valueEnd(text, start);
-      if (key === 'usage') usage = JSON.parse(text.toString('utf8', start, valueEndsAt)) as Usage;
+      if (key === 'usage') usage = parseJsonText(text.subarray(start, valueEndsAt)) as Usage;
       // The first batch that names one, as the rebuild takes it.
       if (key === 'model' && model === undefined && text.toString('latin1', start, valueEndsAt) !== 'null') model = text.toString('utf8', start, valueEndsAt);
       return valueEndsAt;
@@ -91,7 +92,7 @@ function rebuild(batches: readonly EmbeddingBatch[], outputs: readonly Buffer[])
   batches.forEach((batch, position) => {
     let list: EmbeddingList;
     try {
-      list = JSON.parse(outputs[position].toString('utf8')) as EmbeddingList;
+      list = parseJsonText(outputs[position]) as EmbeddingList;
     } catch (error) {
       throw new AppError('upstream_error', 'the engine answered an embeddings job with a body that is not JSON', { cause: error });
     }

@@ -20,6 +20,7 @@ import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } fr
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
 import type { RequestGate } from '../http/request-gate';
+import type { ObjectDownloadOptions } from '../files/object-download';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -34,13 +35,13 @@ const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
  * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
  * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
-export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions, gate: RequestGate) {
+export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & { downloads: ObjectDownloadOptions }, gate: RequestGate) {
   const images = new ImagesRoute(controlPlane, options);
   const videos = new VideosRoute(controlPlane, options);
   const requests = new RequestsRoute(controlPlane);
   const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes });
+  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
 

@@ -4,6 +4,7 @@ import Koa from 'koa';
 import pino from 'pino';
 import { errorMiddleware } from '../../gateway/http/error-middleware';
 import { fileLinkRoute, type FileLinkRouteOptions } from '../../gateway/files/file-link.route';
+import { DownloadTally } from '../../gateway/files/object-download';
 
 export interface FileLinkServer {
   readonly url: string;
@@ -13,12 +14,12 @@ export interface FileLinkServer {
 }
 
 /** The file-link route behind the gateway's real error middleware, on a real port 0 server. */
-export async function startFileLinkServer(options: FileLinkRouteOptions): Promise<FileLinkServer> {
+export async function startFileLinkServer(options: Omit<FileLinkRouteOptions, 'downloads'> & Partial<Pick<FileLinkRouteOptions, 'downloads'>>): Promise<FileLinkServer> {
   const server = http.createServer();
   const app = new Koa();
   app.silent = true;
   app.use(errorMiddleware(pino({ level: 'silent' })));
-  app.use(fileLinkRoute(options));
+  app.use(fileLinkRoute({ downloads: { stallTimeoutMs: 30_000, maxBufferedBytes: 2 * 1024 * 1024, tally: new DownloadTally() }, ...options }));
   server.on('request', app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const { port } = server.address() as net.AddressInfo;

@@ -65,6 +65,15 @@ describe('local object store and file links', () => {
     expect(fs.readdirSync(path.join(rootDir, '_tmp'))).toEqual([]);
   });
 
+  it('reads byte ranges of an object: fewer bytes at its end, none past it, null when it is missing', async () => {
+    const bytes = randomBytes(10_000);
+    await store.put('ws_1/files/f.jsonl', bytes, 'application/jsonl');
+    expect((await store.getRange('ws_1/files/f.jsonl', 100, 900))?.equals(bytes.subarray(100, 1_000))).toBe(true);
+    expect((await store.getRange('ws_1/files/f.jsonl', 9_990, 100))?.equals(bytes.subarray(9_990))).toBe(true);
+    expect(await store.getRange('ws_1/files/f.jsonl', 20_000, 10)).toEqual(Buffer.alloc(0));
+    expect(await store.getRange('ws_1/files/none.jsonl', 0, 10)).toBeNull();
+  });
+
   it('keeps keys with unusual characters intact through the URL', async () => {
     const key = 'ws 1/req#2/ü?x=1&y.webp';
     await store.put(key, Buffer.from('odd'), 'image/webp');

@@ -44,6 +44,27 @@ describe('S3 object store', () => {
     expect(await store.head('ws_1/req_1/0.png')).toBeNull();
   });
 
+  it('streams an object and reads byte ranges of it (batch files: downloads and lines read where they are)', async () => {
+    const bytes = randomBytes(300_000);
+    await store.put('ws_1/files/f.jsonl', bytes, 'application/jsonl');
+    const opened = await store.open('ws_1/files/f.jsonl');
+    expect(opened).toMatchObject({ size: 300_000, contentType: 'application/jsonl' });
+    const chunks: Buffer[] = [];
+    for await (const chunk of opened!.stream) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+    expect((await store.getRange('ws_1/files/f.jsonl', 1_000, 5_000))?.equals(bytes.subarray(1_000, 6_000))).toBe(true);
+    expect((await store.getRange('ws_1/files/f.jsonl', 299_990, 100))?.equals(bytes.subarray(299_990))).toBe(true);
+    expect(await store.getRange('ws_1/files/f.jsonl', 400_000, 10)).toEqual(Buffer.alloc(0));
+    expect(await store.open('ws_1/files/missing.jsonl')).toBeNull();
+    expect(await store.getRange('ws_1/files/missing.jsonl', 0, 10)).toBeNull();
+    await store.delete('ws_1/files/f.jsonl');
+    // Written in parts (a batch's output file, a page at a time): one object, the parts in order.
+    const parts = [randomBytes(70_000), randomBytes(5), randomBytes(100_000)];
+    await store.put('ws_1/files/parts.jsonl', parts, 'application/jsonl');
+    expect((await store.get('ws_1/files/parts.jsonl'))?.data.equals(Buffer.concat(parts))).toBe(true);
+    await store.delete('ws_1/files/parts.jsonl');
+  });
+
   it('accepts a plain HTTP PUT to a presigned URL and serves the same bytes from a presigned GET', async () => {
     const bytes = randomBytes(70_000);
     const upload = await store.presignPut('ws_1/req_2/0.mp4', 'video/mp4', 900);

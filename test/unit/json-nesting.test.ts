@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { nestsDeeperThan } from '../../gateway/http/json-nesting';
+import { JsonNestingError, MAX_JSON_DEPTH, nestsDeeperThan, parseJsonText } from '../../common/json-nesting';
 
 /** Depth of a parsed value: what the scan must agree with, without building anything. */
 function depthOf(value: unknown): number {
@@ -16,8 +16,9 @@ describe('nestsDeeperThan', () => {
       node: fc.oneof({ depthSize: 'small' }, text, fc.integer(), fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(text, tie('node'), { maxKeys: 3 })),
     })).node;
     fc.assert(fc.property(value, fc.integer({ min: 0, max: 6 }), (parsed, limit) => {
-      const raw = Buffer.from(JSON.stringify(parsed));
-      expect(nestsDeeperThan(raw, limit)).toBe(depthOf(parsed) > limit);
+      const text = JSON.stringify(parsed);
+      expect(nestsDeeperThan(Buffer.from(text), limit)).toBe(depthOf(parsed) > limit);
+      expect(nestsDeeperThan(text, limit)).toBe(depthOf(parsed) > limit);
     }), { seed: 19, numRuns: 500 });
   });
 
@@ -25,5 +26,18 @@ describe('nestsDeeperThan', () => {
     expect(nestsDeeperThan(Buffer.from('[[[' + 'x'.repeat(10)), 2)).toBe(true);
     expect(nestsDeeperThan(Buffer.from('["[[[[[[[[[['), 2)).toBe(false);
     expect(nestsDeeperThan(Buffer.from('{"a":"\\\\"}'), 1)).toBe(false);
+  });
+
+  it('parseJsonText refuses over-deep text before parsing it, as a SyntaxError saying why, and parses the rest as JSON.parse does', () => {
+    const deep = '['.repeat(MAX_JSON_DEPTH + 1) + ']'.repeat(MAX_JSON_DEPTH + 1);
+    for (const text of [deep, Buffer.from(deep)]) {
+      const error = (() => { try { parseJsonText(text); } catch (caught) { return caught; } })();
+      expect(error).toBeInstanceOf(JsonNestingError);
+      expect(error).toBeInstanceOf(SyntaxError);
+      expect((error as Error).message).toContain(`more than ${MAX_JSON_DEPTH} levels`);
+    }
+    expect(parseJsonText('{"a":["é\\u0000",1]}')).toEqual(JSON.parse('{"a":["é\\u0000",1]}'));
+    expect(parseJsonText(Buffer.from('[[1]]'), 2)).toEqual([[1]]);
+    expect(() => parseJsonText('{"a":')).toThrow(SyntaxError);
   });
 });

@@ -16,6 +16,7 @@ import { cpuEmbeddings } from './cpu-embeddings';
 import { EngineFailure } from './engine-failure';
 import { isObject, type EngineRoutePath } from './engine-request';
 import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache';
+import { parseJsonText } from '../../common/json-nesting';
 
 export interface CpuEngineServerOptions {
   /** @default 0 (a free port) */
@@ -135,7 +136,7 @@ async function readJsonObject(request: http.IncomingMessage): Promise<Record<str
   for await (const part of request) parts.push(part as Buffer);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.concat(parts).toString('utf8'));
+    parsed = parseJsonText(Buffer.concat(parts));
   } catch {
     parsed = undefined;
   }

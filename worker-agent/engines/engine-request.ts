@@ -7,6 +7,7 @@
 import type { JobKind } from '../../proto/worker/v1/index';
 import type { EngineJob } from './engine';
 import { EngineFailure } from './engine-failure';
+import { parseJsonText } from '../../common/json-nesting';
 
 export type EngineRoutePath = '/v1/chat/completions' | '/v1/completions' | '/v1/embeddings';
 
@@ -62,7 +63,7 @@ export function prepareEngineRequest(job: EngineJob, engineModel: string | undef
 export function parseObject(body: Buffer): Record<string, unknown> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(body.toString('utf8'));
+    parsed = parseJsonText(body);
   } catch (error) {
     throw new EngineFailure('invalid_job', 'job body is not valid JSON', { cause: error });
   }

@@ -8,6 +8,7 @@ import { EngineFailure, withUsage } from './engine-failure';
 import { NotJsonHere, topLevelMembers } from '../../common/json-spans';
 import { SseEventFilter } from './sse-event-filter';
 import { estimateTokensOfText, estimateUsage, usageFromOpenAi } from './usage-estimate';
+import { parseJsonText } from '../../common/json-nesting';
 
 /**
  * Forwards an engine's SSE bytes as whole events and keeps what billing needs (usage, the
@@ -60,7 +61,7 @@ export async function forwardEventStream(
 export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText: () => string): Promise<EngineResult> {
   let parsed: { usage?: unknown; choices?: Array<{ finish_reason?: unknown; text?: unknown; message?: { content?: unknown } }> };
   try {
-    parsed = JSON.parse(body.toString('utf8'));
+    parsed = parseJsonText(body) as typeof parsed;
   } catch (error) {
     throw new EngineFailure('engine_error', 'engine answered with a body that is not JSON', { cause: error, engineBody: body });
   }
@@ -82,7 +83,7 @@ export async function forwardEmbeddingsBody(body: Buffer, sink: EngineSink, prom
   let usage: Usage | undefined;
   try {
     const span = topLevelMembers(body).get('usage');
-    usage = span ? usageFromOpenAi(JSON.parse(body.toString('utf8', span.start, span.end))) : undefined;
+    usage = span ? usageFromOpenAi(parseJsonText(body.subarray(span.start, span.end))) : undefined;
   } catch (error) {
     if (!(error instanceof NotJsonHere) && !(error instanceof SyntaxError)) throw error;
   }

@@ -16,6 +16,7 @@ import { promptTextOf } from './prompt-text';
 import { cacheTenantOf } from './cache-tenant';
 import type { EngineSignalsRead } from './engine-signals';
 import { PrometheusSignals } from './prometheus-signals';
+import { parseJsonText } from '../../common/json-nesting';
 
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
@@ -199,7 +200,7 @@ export class OpenAiEngine implements Engine {
     const response = await this.send('GET', '/v1/models', undefined, signal);
     const body = await readBody(response);
     if (response.statusCode >= 400) throw new Error(`GET /v1/models answered ${response.statusCode}`);
-    const data = (JSON.parse(body.toString('utf8')) as { data?: Array<{ id?: unknown; owned_by?: unknown }> }).data ?? [];
+    const data = (parseJsonText(body) as { data?: Array<{ id?: unknown; owned_by?: unknown }> }).data ?? [];
     this.llamaServer = data.some((model) => model.owned_by === LLAMA_SERVER_OWNER);
     return data.map((model) => model.id).filter((id): id is string => typeof id === 'string');
   }

@@ -9,6 +9,7 @@ import { FormData, type Dispatcher } from 'undici';
 import type { JobCancellation } from '../job-cancellation';
 import type { MediaFiles, MediaJob } from './engine';
 import { EngineFailure } from './engine-failure';
+import { parseJsonText } from '../../common/json-nesting';
 
 export interface ImageEngineTarget {
   request(options: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
@@ -45,7 +46,7 @@ export async function generateOpenAiImages(engine: ImageEngineTarget, job: Media
   if (response.statusCode >= 400) throw failureOf(response.statusCode, body);
   let images: Array<{ b64_json?: unknown }>;
   try {
-    images = (JSON.parse(body.toString('utf8')) as { data?: Array<{ b64_json?: unknown }> }).data ?? [];
+    images = (parseJsonText(body) as { data?: Array<{ b64_json?: unknown }> }).data ?? [];
   } catch (error) {
     throw new EngineFailure('engine_error', 'the image engine answered with a body that is not JSON', { cause: error });
   }

@@ -7,6 +7,7 @@
 import type { Usage } from '../../proto/worker/v1/index';
 import { EngineFailure } from './engine-failure';
 import { usageFromOpenAi } from './usage-estimate';
+import { parseJsonText } from '../../common/json-nesting';
 
 const NEWLINE = 0x0a;
 const QUOTE = 0x22;
@@ -141,7 +142,7 @@ function startsWith(buffer: Buffer, at: number, prefix: Buffer): boolean {
 
 function parseUsage(event: Buffer): Usage | undefined {
   try {
-    return usageFromOpenAi(JSON.parse(dataOf(event).toString('utf8')).usage);
+    return usageFromOpenAi((parseJsonText(dataOf(event)) as { usage?: unknown } | null)?.usage);
   } catch {
     return undefined;
   }

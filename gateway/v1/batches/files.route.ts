@@ -5,6 +5,7 @@ import type { BatchService } from '../../../control-plane/batches/batch-service'
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import { AppError } from '../../../control-plane/errors/app-error';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
+import { sendObject, type ObjectDownloadOptions } from '../../files/object-download';
 import { isMultipart, readMultipart } from '../../http/multipart';
 import { requestBudgetOf } from '../../http/request-budget';
 import { fileObject, listObject } from './batch-objects';
@@ -19,7 +20,10 @@ const FORM_OVERHEAD_BYTES = 64 * 1024;
  * endpoint: the inputs of its batches and their output and error files.
  */
 export class FilesRoute {
-  constructor(private readonly batches: BatchService, private readonly options: { maxFileBytes: number }) {}
+  constructor(
+    private readonly batches: BatchService,
+    private readonly options: { maxFileBytes: number; downloads: ObjectDownloadOptions },
+  ) {}
 
   async create(context: Context, deployment: Deployment): Promise<void> {
     if (!isMultipart(context.req)) {
@@ -54,16 +58,15 @@ export class FilesRoute {
     context.body = fileObject(await this.batches.files.get(key.workspaceId, deployment.id, id));
   }
 
-  /** The raw bytes, as stored. */
+  /** The raw bytes, as stored, streamed from the object store as the client reads them. */
   async content(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
-    const { data } = await this.batches.files.content(key.workspaceId, deployment.id, id);
-    context.status = 200;
+    const { opened } = await this.batches.files.content(key.workspaceId, deployment.id, id);
     context.type = JSONL_CONTENT_TYPE;
-    context.body = data;
+    await sendObject(context, opened, this.options.downloads);
   }
 
   async delete(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
-    const file = await this.batches.files.delete(key.workspaceId, deployment.id, id);
+    const file = await this.batches.deleteFile(key.workspaceId, id, deployment.id);
     context.body = { id: file.id, object: 'file', deleted: true };
   }
 }
