@@ -69,6 +69,7 @@ import { BatchRunner } from './batches/batch-runner';
 import { BatchService } from './batches/batch-service';
 import { BatchStore } from './batches/batch-store';
 import { BatchValidator } from './batches/batch-validator';
+import { BatchQuota } from './batches/batch-quota';
 import { StoredQuotas } from './budgets/stored-quota';
 import { DeploymentBudget } from './deployments/deployment-budget';
 import { ReplicaQuota } from './replicas/replica-quota';
@@ -237,7 +238,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const batchFiles = new BatchFiles(dataSource, managedStore, storageCredentials, { maxBytes: config.batches.filesMaxBytes });
   const batchFilePurge = new BatchFilePurge(dataSource, batchFiles, logger.child({ component: 'batch-files' }));
   const batchDeletion = new BatchDeletion(dataSource, batchStore, batchFiles, batchFilePurge);
-  const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs });
+  const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs }, new BatchQuota(dataSource, quotas));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
   ));

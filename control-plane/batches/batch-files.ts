@@ -56,7 +56,7 @@ export class BatchFiles {
   }
 
   /** `POST /files`: a batch input file. */
-  async upload(deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, upload: FileUpload): Promise<BatchFile> {
+  async upload(deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, upload: FileUpload, hold?: (manager: EntityManager) => Promise<void>): Promise<BatchFile> {
     if (upload.purpose !== 'batch') {
       throw new AppError('invalid_request', `purpose must be "batch": files of a deployment endpoint are inputs of batches; got ${shortened(JSON.stringify(upload.purpose))}`, { param: 'purpose' });
     }
@@ -73,7 +73,7 @@ export class BatchFiles {
     if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
       throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });
     }
-    return await this.write(deployment, 'batch', filename, upload.data, null);
+    return await this.write(deployment, 'batch', filename, upload.data, null, true, hold);
   }
 
   /**
@@ -197,7 +197,7 @@ export class BatchFiles {
 
   private async write(
     deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer | readonly Buffer[],
-    batchId: string | null, insert = true,
+    batchId: string | null, insert = true, hold?: (manager: EntityManager) => Promise<void>,
   ): Promise<BatchFile> {
     const id = this.newFileId();
     const storageCredentialId = deployment.storageCredentialId ?? null;
@@ -214,7 +214,14 @@ export class BatchFiles {
     }
     if (insert) {
       try {
-        await this.files.insert(file);
+        if (hold) {
+          await this.files.manager.transaction(async (manager) => {
+            await hold(manager);
+            await manager.insert(BatchFile, file);
+          });
+        } else {
+          await this.files.insert(file);
+        }
       } catch (error) {
         await this.removeObject(file).catch(() => undefined);
         throw error;

@@ -1,3 +1,4 @@
+import type { EntityManager } from 'typeorm';
 import type { AuthenticatedKey } from '../api-keys/api-key.service';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
@@ -13,18 +14,21 @@ import type { BatchStore } from './batch-store';
 import type { CursorPage, PageRequest } from './cursor-page';
 
 /**
- * Where the tenant budget (issue 33: files, stored bytes and active batches per workspace) is
- * asked before a file is stored or a batch created; it throws the refusal. Until it is wired,
- * everything is admitted (UNLIMITED_BATCH_BUDGET).
+ * Where the tenant budget (files, stored bytes and active batches per workspace: batch-quota.ts)
+ * is asked: before a file is stored or a batch created (`admit…`), and again inside the
+ * transaction that inserts its row (`hold…`, under the workspace's lock); each throws the refusal.
+ * UNLIMITED_BATCH_BUDGET admits everything (unit tests of other rules).
  */
 export interface BatchBudget {
   /** Before a file of `bytes` is stored for the workspace. */
   admitFile(workspaceId: string, bytes: number): Promise<void>;
   /** Before a batch is created for the workspace. */
   admitBatch(workspaceId: string): Promise<void>;
+  holdFile(manager: EntityManager, workspaceId: string, bytes: number): Promise<void>;
+  holdBatch(manager: EntityManager, workspaceId: string): Promise<void>;
 }
 
-export const UNLIMITED_BATCH_BUDGET: BatchBudget = { admitFile: async () => {}, admitBatch: async () => {} };
+export const UNLIMITED_BATCH_BUDGET: BatchBudget = { admitFile: async () => {}, admitBatch: async () => {}, holdFile: async () => {}, holdBatch: async () => {} };
 
 export interface BatchListRequest extends PageRequest {
   /** Only this deployment's batches; all of the workspace's otherwise. */
@@ -73,7 +77,7 @@ export class BatchService {
       inProgressAt: null, finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
       leaseOwner: null, leaseExpiresAt: null,
     } satisfies Batch);
-    return await this.store.insert(batch);
+    return await this.store.insert(batch, (manager) => this.budget.holdBatch(manager, key.workspaceId));
   }
 
   /**
@@ -85,7 +89,7 @@ export class BatchService {
       throw new AppError('invalid_request', `this deployment's model '${deployment.modelId}' takes no batches, so no batch files: files and batches are for chat, completion and embedding models`, { param: 'purpose' });
     }
     await this.budget.admitFile(deployment.workspaceId, upload.data.length);
-    return await this.files.upload(deployment, upload);
+    return await this.files.upload(deployment, upload, (manager) => this.budget.holdFile(manager, deployment.workspaceId, upload.data.length));
   }
 
   /**

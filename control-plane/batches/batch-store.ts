@@ -111,8 +111,16 @@ export class BatchStore {
     }, 'batch');
   }
 
-  async insert(batch: Batch): Promise<Batch> {
-    await this.repository.insert(batch);
+  /** Inserts the batch; `before` runs first in the same transaction (the tenant budget's count and check). */
+  async insert(batch: Batch, before?: (manager: EntityManager) => Promise<void>): Promise<Batch> {
+    if (before) {
+      await this.repository.manager.transaction(async (manager) => {
+        await before(manager);
+        await manager.insert(Batch, batch);
+      });
+    } else {
+      await this.repository.insert(batch);
+    }
     this.changed(batch);
     return batch;
   }

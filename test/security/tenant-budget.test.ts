@@ -27,7 +27,10 @@ describe('tenant budget: what a workspace may create and hold', () => {
     'mutation($input: CreateDeploymentInput!) { createDeployment(input: $input) { deployment { id status statusReason } } }', { input });
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { operatorToken: OPERATOR_TOKEN, budgets: { local_replicas: { server: 3 }, deployments: { workspace: 4 } } } });
+    test = await startTestServer({ controlPlane: {
+      operatorToken: OPERATOR_TOKEN,
+      budgets: { local_replicas: { server: 3 }, deployments: { workspace: 4 }, stored_files: { workspace: 3 }, stored_bytes: { workspace: 10_000 }, active_batches: { workspace: 2 } },
+    } });
   });
   afterAll(async () => {
     await test?.stop();
@@ -115,5 +118,44 @@ describe('tenant budget: what a workspace may create and hold', () => {
     expect(negative.body.errors[0].extensions).toEqual({ code: 'BAD_USER_INPUT', param: 'value' });
     const unknown = await operator()('mutation { setWorkspaceBudget(workspaceId: "ws_nope", budget: "requests", scope: "key", value: 1) { budget } }');
     expect(unknown.body.errors[0].extensions.code).toBe('NOT_FOUND');
+  });
+
+  it('files, their bytes and active batches hold per workspace under parallel uploads and creates: exactly the limit is stored', async () => {
+    const tenant = await test.createWorkspace();
+    const { baseUrl } = await test.createDeployment(tenant, { provider: 'external' });
+    const line = JSON.stringify({ custom_id: 'a', method: 'POST', url: '/v1/chat/completions', body: { messages: [{ role: 'user', content: 'hi' }] } });
+    const upload = async (content: string) => {
+      const form = new FormData();
+      form.set('purpose', 'batch');
+      form.set('file', new Blob([content]), 'in.jsonl');
+      const response = await fetch(`${baseUrl}/files`, { method: 'POST', headers: { authorization: `Bearer ${tenant.apiKey}` }, body: form });
+      return { status: response.status, body: await response.json() };
+    };
+    const uploads = await Promise.all(Array.from({ length: 8 }, () => upload(line)));
+    expect(uploads.filter((answer) => answer.status === 200)).toHaveLength(3);
+    const refused = uploads.filter((answer) => answer.status !== 200);
+    expect(refused.map((answer) => answer.status)).toEqual(Array(5).fill(429));
+    expect(refused[0].body.error.message).toMatch(/budget 'stored_files' is used up for this workspace: 3 of at most 3/);
+    const stored = await test.server.controlPlane.dataSource.query('SELECT count(*)::int AS count FROM batch_files WHERE workspace_id = $1', [tenant.workspaceId]);
+    expect(stored[0].count).toBe(3);
+
+    // Bytes: deleting one file frees a place, and a file past the 10 kB left is refused for its bytes.
+    const fileIds = uploads.filter((answer) => answer.status === 200).map((answer) => answer.body.id as string);
+    expect((await fetch(`${baseUrl}/files/${fileIds[2]}`, { method: 'DELETE', headers: { authorization: `Bearer ${tenant.apiKey}` } })).status).toBe(200);
+    const big = await upload(Array.from({ length: 100 }, (_, index) => line.replace('"a"', `"r${index}"`)).join('\n'));
+    expect(big.status).toBe(429);
+    expect(big.body.error.message).toMatch(/budget 'stored_bytes' is used up for this workspace/);
+
+    const create = async () => {
+      const response = await fetch(`${baseUrl}/batches`, {
+        method: 'POST', headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input_file_id: fileIds[0], endpoint: '/v1/chat/completions', completion_window: '24h' }),
+      });
+      return { status: response.status, body: await response.json() };
+    };
+    const batches = await Promise.all(Array.from({ length: 6 }, create));
+    expect(batches.filter((answer) => answer.status === 200)).toHaveLength(2);
+    expect(batches.filter((answer) => answer.status === 429)).toHaveLength(4);
+    expect(batches.find((answer) => answer.status === 429)!.body.error.message).toMatch(/budget 'active_batches'/);
   });
 });
