@@ -27,6 +27,7 @@ class HalfOpen implements HostileAttack {
   private stopped = false;
   private startedAt = 0;
   private openers: Promise<void>[] = [];
+  private addressTurn = 0;
 
   constructor(private readonly job: AttackJob) {}
 
@@ -49,7 +50,11 @@ class HalfOpen implements HostileAttack {
 
   private connect(partial: boolean): Promise<void> {
     return new Promise((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port: this.job.target.port });
+      // From 100 addresses (127.0.0.2 … .101), as a botnet would: one address alone meets its
+      // anonymous share at once (MAX_ANONYMOUS_CONNECTIONS_PER_ADDRESS), and the ordinary tenant,
+      // on 127.0.0.1, must not share the attacker's address.
+      const localAddress = `127.0.0.${2 + (this.addressTurn++ % 100)}`;
+      const socket = net.connect({ host: '127.0.0.1', port: this.job.target.port, localAddress });
       this.sockets.add(socket);
       let open = false;
       // A connection the kernel queued but the server never accepted can wait for minutes: it counts once its handshake is done.
