@@ -47,12 +47,21 @@ export async function setUpAttacker(server: Server, needs: AttackerNeeds, usageR
       { name: `bench-hostile attacker ${index + 1}`, credit: needs.credit === 'zero' ? '0' : null });
     keys.push(data.createWorkspace.plaintext);
     workspaceIds.push(data.createWorkspace.workspace.id);
+    // A paying attacker that needs a replica (its agent's heartbeats feed the subscriptions) is
+    // granted local capacity, as an operator grants a customer; the zero-credit one is not (its
+    // attack is taking the host's processes). A server without the tenant budget has no such grant.
+    if (needs.deployment === 'local' && needs.credit !== 'zero') await grantLocalCapacity(server, data.createWorkspace.workspace.id);
     deployments.push(needs.deployment ? await deploy(server, data.createWorkspace.plaintext, needs.deployment, notes) : null);
   }
   notes.attacker = `${needs.workspaces} workspace(s) of its own, ${needs.credit === 'zero' ? 'prepaid with 0 credit' : 'postpaid'}` +
     `${needs.deployment ? `, one ${needs.deployment} deployment each` : ''}`;
   if (needs.seedUsage) notes['usage records seeded'] = await seedUsage(server.databaseUrl, workspaceIds[0], deployments[0]?.id ?? 'seeded', usageRecords);
   return { target: { ...base, keys, deployments }, notes };
+}
+
+async function grantLocalCapacity(server: Server, workspaceId: string): Promise<void> {
+  await gql(server.port, server.operatorToken, 'mutation($id: ID!) { setWorkspaceBudget(workspaceId: $id, budget: "local_replicas", scope: "workspace", value: 10) { budget } }', { id: workspaceId })
+    .catch(() => undefined);
 }
 
 async function deploy(server: Server, key: string, provider: 'local' | 'external', notes: SetupNotes): Promise<{ id: string; slug: string } | null> {

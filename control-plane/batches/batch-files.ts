@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { IsNull, type DataSource, type EntityManager, type Repository } from 'typeorm';
-import { MAX_JSON_DEPTH } from '../../common/json-nesting';
+import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH } from '../../common/json-nesting';
 import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
@@ -64,10 +64,11 @@ export class BatchFiles {
       throw new AppError('body_too_large', `file is ${upload.data.length} bytes; files may be at most ${this.options.maxBytes} bytes`, { param: 'file' });
     }
     if (upload.data.length === 0) throw new AppError('invalid_request', 'file is empty: a batch input file holds one JSON request per line', { param: 'file' });
-    // Refused before it is stored: a file of over-deep lines would otherwise cost every batch made of it a parse of each line.
+    // Refused before it is stored: a file of over-deep (or container-stuffed) lines would otherwise cost every batch made of it a parse of each line.
     const deep = await firstDeepLine(upload.data, new WorkSlices());
     if (deep !== null) {
-      throw new AppError('invalid_request', `line ${deep} of the file nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request may`, { param: 'file' });
+      const why = deep.problem === 'depth' ? `nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep` : `holds more than ${MAX_JSON_CONTAINERS} arrays and objects`;
+      throw new AppError('invalid_request', `line ${deep.line} of the file ${why}; no request may`, { param: 'file' });
     }
     const filename = upload.filename.trim() || 'input.jsonl';
     if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {

@@ -1,4 +1,4 @@
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../common/json-nesting';
+import { jsonShapeProblem, type JsonShapeProblem } from '../../common/json-nesting';
 import type { WorkSlices } from './work-slices';
 
 /** One line of a JSONL file, where it lies in the file. */
@@ -89,16 +89,18 @@ export class JsonlSplitter {
 }
 
 /**
- * The number (from 1) of the first line of `data` that nests arrays and objects deeper than
- * MAX_JSON_DEPTH, or null. Run on an upload before it is stored, in slices: a line is refused
- * at its 129th bracket without being parsed, so a file of such lines costs a scan of their
- * first brackets, not the seconds JSON.parse took building them.
+ * The first line of `data` (its number, from 1, and why) that nests arrays and objects deeper
+ * than MAX_JSON_DEPTH or holds more than MAX_JSON_CONTAINERS of them, or null. Run on an upload
+ * before it is stored, in slices: a line is refused at its 129th bracket (or its 50,001st
+ * container) without being parsed, so a file of such lines costs a scan, not the seconds
+ * JSON.parse took building them.
  */
-export async function firstDeepLine(data: Buffer, slices: WorkSlices): Promise<number | null> {
+export async function firstDeepLine(data: Buffer, slices: WorkSlices): Promise<{ line: number; problem: JsonShapeProblem } | null> {
   for (let start = 0, number = 1; start < data.length; number++) {
     let end = data.indexOf(NEWLINE, start);
     if (end === -1) end = data.length;
-    if (nestsDeeperThan(data.subarray(start, end), MAX_JSON_DEPTH)) return number;
+    const problem = jsonShapeProblem(data.subarray(start, end));
+    if (problem) return { line: number, problem };
     start = end + 1;
     await slices.pause();
   }

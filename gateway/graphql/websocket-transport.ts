@@ -88,7 +88,7 @@ function refusalOf(data: Buffer, isBinary: boolean, acknowledged: boolean, preIn
   try {
     type = messageType(data);
   } catch (error) {
-    if (error instanceof JsonNestingError) return { code: CloseCode.BadRequest, reason: `message nests more than ${MAX_JSON_DEPTH} levels deep` };
+    if (error instanceof JsonNestingError) return { code: CloseCode.BadRequest, reason: error.problem === 'depth' ? `message nests more than ${MAX_JSON_DEPTH} levels deep` : error.message };
     return null; // graphql-ws refuses it (4400 Invalid message received)
   }
   // A client that sends a server's message breaks the protocol: 4400 Bad Request, the code

@@ -23,14 +23,12 @@ function firstNonSpace(raw: Buffer): number {
   return index;
 }
 
-/** JSON text to a value; over-deep nesting is refused while scanning, before anything is built. */
+/** JSON text to a value; over-deep nesting and more containers than any request has are refused while scanning, before anything is built. */
 export function parseJson(raw: Buffer): unknown {
   try {
     return parseJsonText(raw);
   } catch (error) {
-    if (error instanceof JsonNestingError) {
-      throw new AppError('invalid_request', `request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
-    }
+    if (error instanceof JsonNestingError) throw new AppError('invalid_request', `request body is refused unparsed: ${error.message}`);
     throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
 }

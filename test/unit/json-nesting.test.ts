@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { JsonNestingError, MAX_JSON_DEPTH, nestsDeeperThan, parseJsonText } from '../../common/json-nesting';
+import { JsonNestingError, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, nestsDeeperThan, parseJsonText } from '../../common/json-nesting';
 
 /** Depth of a parsed value: what the scan must agree with, without building anything. */
 function depthOf(value: unknown): number {
@@ -39,5 +39,16 @@ describe('nestsDeeperThan', () => {
     expect(parseJsonText('{"a":["é\\u0000",1]}')).toEqual(JSON.parse('{"a":["é\\u0000",1]}'));
     expect(parseJsonText(Buffer.from('[[1]]'), 2)).toEqual([[1]]);
     expect(() => parseJsonText('{"a":')).toThrow(SyntaxError);
+  });
+
+  it('parseJsonText refuses text holding more arrays and objects than any request has, however shallow (a 1 MiB line of them parsed for ~90 ms)', () => {
+    const stuffed = `{"x":[${Array.from({ length: MAX_JSON_CONTAINERS }, () => '[]').join(',')}]}`;
+    const error = (() => { try { parseJsonText(Buffer.from(stuffed)); } catch (caught) { return caught; } })();
+    expect(error).toBeInstanceOf(JsonNestingError);
+    expect((error as Error).message).toBe(`it holds more than ${MAX_JSON_CONTAINERS} arrays and objects`);
+    // Brackets in strings do not count, and an embeddings request's 2,048 token arrays are far below the limit.
+    expect(parseJsonText(`{"s":"${'['.repeat(100_000)}"}`)).toEqual({ s: '['.repeat(100_000) });
+    const tokens = { input: Array.from({ length: 2_048 }, () => [1, 2, 3]) };
+    expect(parseJsonText(JSON.stringify(tokens))).toEqual(tokens);
   });
 });

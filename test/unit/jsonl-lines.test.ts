@@ -38,7 +38,14 @@ describe('firstDeepLine', () => {
   it('names the first line nesting past 128 levels (brackets in strings do not count), or none', async () => {
     const deep = '['.repeat(129) + ']'.repeat(129);
     const shallow = '['.repeat(128) + ']'.repeat(128);
-    expect(await firstDeepLine(Buffer.from(`{"a":1}\n${shallow}\n"${deep}"\n${deep}\n${deep}`), new WorkSlices())).toBe(4);
+    expect(await firstDeepLine(Buffer.from(`{"a":1}\n${shallow}\n"${deep}"\n${deep}\n${deep}`), new WorkSlices())).toEqual({ line: 4, problem: 'depth' });
     expect(await firstDeepLine(Buffer.from(`${shallow}\n${shallow}`), new WorkSlices())).toBeNull();
+  });
+
+  it('names the first line holding more than 50,000 arrays and objects, however shallow', async () => {
+    const stuffed = `{"a":[${Array.from({ length: 50_000 }, () => '[]').join(',')}]}`;
+    const full = `{"a":[${Array.from({ length: 49_998 }, () => '[]').join(',')}]}`;
+    expect(await firstDeepLine(Buffer.from(`${full}\n${stuffed}`), new WorkSlices())).toEqual({ line: 2, problem: 'containers' });
+    expect(await firstDeepLine(Buffer.from(full), new WorkSlices())).toBeNull();
   });
 });
