@@ -11,8 +11,9 @@ import { round, sleep, Tally, type AttackJob, type AttackReport, type HostileAtt
 import { call, multipartFile } from '../http-call';
 import { nestedJsonl } from '../payloads';
 
-/** The server's nesting limit (common/json-nesting.ts MAX_JSON_DEPTH): a line past it may be refused at upload. */
+/** The server's limits (common/json-nesting.ts MAX_JSON_DEPTH, MAX_JSON_CONTAINERS): a line past one may be refused at upload. */
 const MAX_DEPTH = 128;
+const MAX_CONTAINERS = 50_000;
 
 class NestedBatches implements HostileAttack {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
@@ -24,6 +25,7 @@ class NestedBatches implements HostileAttack {
   /** The first upload's refusal (status and message), when the server refused the file with over-deep lines. */
   private uploadRefused = '';
   private depths: number[];
+  private lineBytes = 0;
   private stopped = false;
   /** A batch still validating when the attack stops is watched until it is done, or until this (stop + 120 s). */
   private giveUpAt = Infinity;
@@ -47,21 +49,23 @@ class NestedBatches implements HostileAttack {
 
   async prepare(): Promise<void> {
     const { nestedDepths } = this.job.settings;
-    let answer = await this.upload(nestedDepths);
-    if (answer.status === 400 && nestedDepths.some((depth) => depth > MAX_DEPTH)) {
-      // Refused at upload (a line past the scan's limit): what a server that checks files does.
-      // The attack goes on with the lines it may store, nested just under the limit.
+    let answer = await this.upload(nestedDepths, this.job.settings.nestedLineBytes);
+    if (answer.status === 400) {
+      // Refused at upload (a line past the scan's limits): what a server that checks files does.
+      // The attack goes on with the worst lines it may store: nested just under the depth limit,
+      // each just under the containers limit (a nested element of depth d is d containers in 2d bytes).
       this.uploadRefused = `${answer.status}: ${answer.text.slice(0, 160)}`;
       this.depths = nestedDepths.filter((depth) => depth <= MAX_DEPTH);
-      answer = await this.upload(this.depths);
+      answer = await this.upload(this.depths, Math.floor(MAX_CONTAINERS * 0.98) * 2);
     }
     if (answer.status !== 200) throw new Error(`uploading the nested file: ${answer.status} ${answer.text.slice(0, 300)}`);
     this.fileId = (JSON.parse(answer.text) as { id: string }).id;
   }
 
-  private async upload(depths: number[]): Promise<{ status: number; text: string }> {
-    const { nestedFileBytes, nestedLineBytes } = this.job.settings;
-    const file = nestedJsonl(nestedFileBytes, nestedLineBytes, depths);
+  private async upload(depths: number[], lineBytes: number): Promise<{ status: number; text: string }> {
+    const { nestedFileBytes } = this.job.settings;
+    this.lineBytes = lineBytes;
+    const file = nestedJsonl(nestedFileBytes, lineBytes, depths);
     this.lines = file.lines;
     const form = multipartFile(file.data, 'nested.jsonl');
     const startedAt = performance.now();
@@ -109,11 +113,11 @@ class NestedBatches implements HostileAttack {
     this.giveUpAt = performance.now() + 120_000;
     await Promise.all(this.loops);
     this.agent.destroy();
-    const { nestedFileBytes, nestedLineBytes, nestedDepths } = this.job.settings;
+    const { nestedFileBytes, nestedDepths } = this.job.settings;
     return {
       achieved: {
         [`file with lines nesting ${nestedDepths.join(' / ')}`]: this.uploadRefused ? `refused at upload, ${this.uploadRefused}` : 'stored',
-        'file': `${round(nestedFileBytes / 1e6)} MB, ${this.lines} lines of ${round(nestedLineBytes / 1024)} KiB nesting ${this.depths.join(' / ')} levels, uploaded in ${this.uploadSeconds} s (before the phase)`,
+        'file': `${round(nestedFileBytes / 1e6)} MB, ${this.lines} lines of ${round(this.lineBytes / 1024)} KiB nesting ${this.depths.join(' / ')} levels, uploaded in ${this.uploadSeconds} s (before the phase)`,
         'batches created': this.created,
         'batches validated': this.validatingSeconds.length,
         'seconds in validating (each, the last one waited for after the window)': this.validatingSeconds.join(', ') || '– (not done within 120 s after the window)',
