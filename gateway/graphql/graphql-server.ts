@@ -2,7 +2,8 @@ import type http from 'node:http';
 import { ApolloServer, HeaderMap, type ApolloServerPlugin } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 import { hashSecret, sameHash } from '../../control-plane/secrets';
-import { queryLimitRules } from './query-limits';
+import { DEFAULT_QUERY_LIMITS, queryLimitRules } from './query-limits';
+import { DocumentScreen } from './document-screen';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import type { ControlPlane } from '../../control-plane/main';
@@ -51,6 +52,8 @@ export class GraphQLServer {
   readonly subscriptions: SubscriptionHub;
   /** Hashed once: each caller's token is hashed and compared to it in constant time. */
   private readonly operatorTokenHash: string | null;
+  /** Documents over the query limits, refused before graphql-js validates them. */
+  private readonly screen: DocumentScreen;
 
   constructor(
     private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
@@ -82,10 +85,11 @@ export class GraphQLServer {
       ownDeployment: (caller, deploymentId) => deployments.checkReplicaLoadSubscription(caller, deploymentId),
       ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
     }), {
-      events: controlPlane.events, budget: controlPlane.budget, tenantQueries: controlPlane.tenantQueries,
+      events: controlPlane.events, tenantQueries: controlPlane.tenantQueries,
       format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
       logger: logger.child({ component: 'subscriptions' }),
     });
+    this.screen = new DocumentScreen(schema, { ...DEFAULT_QUERY_LIMITS, maxDatabaseCost: limits.maxDatabaseCost }, limits.maxTokens);
     const operationBudget = operationBudgetPlugin(schema, controlPlane.budget, asGraphQLError);
     this.releaseOperation = (context) => operationBudget.release(context);
 
@@ -104,7 +108,7 @@ export class GraphQLServer {
     });
     this.websockets = serveGraphQLWebSockets({
       httpServer, path: GRAPHQL_PATH, schema, hub: this.subscriptions, controlPlane, limits, logger,
-      callerFrom: (authorization) => this.callerFrom(authorization), identified: (socket) => gate.identified(socket),
+      callerFrom: (authorization) => this.callerFrom(authorization), identified: (socket) => gate.identified(socket), screen: this.screen,
     });
   }
 
@@ -128,6 +132,13 @@ export class GraphQLServer {
       // A key's request holds its share of the tenant budget, its body's memory included (the operator's holds none).
       const held = caller?.key ? this.gate.enter(context.req, context.res, caller.key) : undefined;
       const body = context.method === 'POST' ? await readGraphQLBody(context.req, hasKey, this.limits, held) : undefined;
+      // Over its limits, refused before graphql-js validates it (document-screen.ts).
+      const tooCostly = this.screen.refusal((body as { query?: unknown } | undefined)?.query ?? context.query.query);
+      if (tooCostly) {
+        context.status = 400;
+        context.body = { errors: [{ message: tooCostly.message, locations: tooCostly.locations, extensions: { code: tooCostly.extensions.code } }] };
+        return;
+      }
       const headers = new HeaderMap();
       for (const [name, value] of Object.entries(context.headers)) {
         if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);

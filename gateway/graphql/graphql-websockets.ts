@@ -7,6 +7,7 @@ import {
 import { makeServer } from 'graphql-ws';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
+import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { ERROR_TABLE } from '../errors/error-table';
@@ -17,6 +18,7 @@ import { nulByteRule } from './nul-byte-checks';
 import { holdOperation } from './operation-budget';
 import { databaseCostOfOperation, queryLimitRules } from './query-limits';
 import { SocketSessions } from './socket-sessions';
+import type { DocumentScreen } from './document-screen';
 import type { SubscriptionHub } from './subscription-hub';
 import { websocketOperations } from './websocket-operations';
 import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
@@ -47,6 +49,8 @@ export function serveGraphQLWebSockets(options: {
   callerFrom(authorization: string | undefined): Promise<GraphQLContext>;
   /** A socket accepted with a key stops counting as its address's anonymous connection (connection-budget.ts). */
   identified(socket: net.Socket): void;
+  /** Documents over the query limits, refused before they are validated. */
+  screen: Pick<DocumentScreen, 'refusal'>;
   logger: Logger;
 }): { dispose(): Promise<void> } {
   const { schema, hub, controlPlane, limits, logger } = options;
@@ -55,6 +59,7 @@ export function serveGraphQLWebSockets(options: {
   const websockets = new WebSocketServer({ server: options.httpServer, path: options.path, maxPayload: limits.maxBodyBytes });
   const sessions = new SocketSessions(options.callerFrom, controlPlane.apiKeys, logger);
   const operations = websocketOperations([...specifiedRules, ...queryLimitRules({ maxDatabaseCost: limits.maxDatabaseCost }), nulByteRule], limits.maxTokens, logger);
+  const held = new OperationHolds();
 
   /** A query or mutation sent on a socket: held, run as a tenant's queries, given back. */
   const executeHeld = async (args: ExecutionArgs): Promise<ExecutionResult> => {
@@ -91,20 +96,44 @@ export function serveGraphQLWebSockets(options: {
     // Each operation runs as the key is now, not as it was when the socket opened.
     onSubscribe: async (context, id, payload) => {
       const socket = context.extra.socket;
-      const caller = await sessions.current(socket);
-      if (!caller) return [revokedError()];
-      const prepared = operations.prepare(schema, payload, {
-        ...caller, clientAddress: context.extra.request.socket.remoteAddress, database: new QuerySlots(limits.databaseQueriesPerOperation),
-      });
-      if (Array.isArray(prepared)) return prepared;
-      const args = prepared as ExecutionArgs;
-      if (getOperationAST(args.document, args.operationName)?.operation === 'subscription') {
-        hub.bind(args.contextValue as GraphQLContext, {
-          socket, id, document: args.document, query: payload.query, operationName: payload.operationName, variables: payload.variables,
-        });
+      const holder = sessions.holderOf(socket);
+      // Held before anything is parsed, so that a refused operation costs no parse, validation
+      // or lookup: 40,000 subscribe messages sent at once were each parsed, validated and their
+      // deployment looked up before the budget refused them (12 s of event loop, 1.4 GB). While
+      // it is prepared, a document that may be a subscription holds one of `subscriptions` (kept
+      // if it is one), any other one of `graphql_operations` (a query or mutation then holds its
+      // own while it runs: executeHeld), as over HTTP.
+      const pending = mayBeSubscription(payload.query) ? budget.take('subscriptions', { ...holder, socket }) : budget.take('graphql_operations', holder);
+      if (pending instanceof AppError) return [refused(pending)];
+      const tooCostly = options.screen.refusal(payload.query);
+      if (tooCostly) {
+        pending.release();
+        return [tooCostly];
       }
-      return args;
+      let kept = false;
+      try {
+        const caller = await sessions.current(socket);
+        if (!caller) return [revokedError()];
+        const prepared = operations.prepare(schema, payload, {
+          ...caller, clientAddress: context.extra.request.socket.remoteAddress, database: new QuerySlots(limits.databaseQueriesPerOperation),
+        });
+        if (Array.isArray(prepared)) return prepared;
+        const args = prepared as ExecutionArgs;
+        if (getOperationAST(args.document, args.operationName)?.operation !== 'subscription') return args;
+        // A subscription written without the keyword does not exist: one is only ever held as such.
+        if (!mayBeSubscription(payload.query)) return [refused(new AppError('invalid_request', 'a subscription operation starts with the keyword subscription'))];
+        held.add(socket, id, pending);
+        hub.bind(args.contextValue as GraphQLContext, {
+          socket, id, document: args.document, query: payload.query, operationName: payload.operationName, variables: payload.variables, lease: pending,
+        });
+        kept = true;
+        return args;
+      } finally {
+        if (!kept) pending.release();
+      }
     },
+    // A subscription's hold goes back when it completes, however (its hub gives it back too, once).
+    onComplete: (context, id) => held.end(context.extra.socket, id),
     execute: executeHeld,
     // createSourceEventStream calls the field's `subscribe`, which the hub set (subscription-hub.ts).
     subscribe: (args) => tenantQueries.run(async () => await createSourceEventStream(args) as ExecutionResult | AsyncIterable<ExecutionResult>),
@@ -121,6 +150,32 @@ export function serveGraphQLWebSockets(options: {
   };
 }
 
+/**
+ * What each graphql-ws subscription of a socket holds of the `subscriptions` budget, by
+ * operation id, until it ends: completed by the client or the server, or the socket closed.
+ */
+class OperationHolds {
+  private readonly bySocket = new Map<WebSocket, Map<string, BudgetLease>>();
+
+  add(socket: WebSocket, id: string, lease: BudgetLease): void {
+    let leases = this.bySocket.get(socket);
+    if (!leases) {
+      this.bySocket.set(socket, (leases = new Map()));
+      socket.once('close', () => {
+        for (const each of leases!.values()) each.release();
+        this.bySocket.delete(socket);
+      });
+    }
+    leases.set(id, lease);
+  }
+
+  end(socket: WebSocket, id: string): void {
+    const leases = this.bySocket.get(socket);
+    leases?.get(id)?.release();
+    leases?.delete(id);
+  }
+}
+
 /** Closes a socket the `sockets` budget refused, with its code and a reason that fits a close frame (123 bytes). */
 function refuseSocket(socket: WebSocket, refusal: AppError): void {
   const code = refusal.code === 'server_busy' ? SOCKET_CLOSE_CODES.serverBudget
@@ -131,6 +186,20 @@ function refuseSocket(socket: WebSocket, refusal: AppError): void {
 function closeReason(message: string): string {
   const reason = message.split(';')[0];
   return Buffer.byteLength(reason) <= 123 ? reason : `${Buffer.from(reason).subarray(0, 120).toString()}...`;
+}
+
+/**
+ * Whether a GraphQL document may hold a subscription, from its text alone: a subscription
+ * operation starts with the keyword `subscription`, so text without that word holds none. A
+ * false "maybe" (a field or string of that name) only makes a query wait in the subscriptions'
+ * budget while it is prepared.
+ */
+function mayBeSubscription(query: unknown): boolean {
+  return typeof query === 'string' && query.includes('subscription');
+}
+
+function refused(refusal: AppError): GraphQLError {
+  return new GraphQLError(refusal.message, { originalError: refusal });
 }
 
 function revokedError(): GraphQLError {

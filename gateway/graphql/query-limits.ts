@@ -45,26 +45,34 @@ export function queryLimitRules(changes: Partial<QueryLimits> = {}) {
   const limits: QueryLimits = { ...DEFAULT_QUERY_LIMITS, ...changes };
   return [(context: ValidationContext): ASTVisitor => ({
     OperationDefinition(operation) {
-      const schema = context.getSchema();
-      const measured = measureOperation(schema, context.getDocument(), operation);
-      if (!measured) return;
-      const { depth, cost, databaseCost } = measured;
-      if (depth > limits.maxDepth) {
-        context.reportError(new GraphQLError(`query is ${depth} levels deep; the limit is ${limits.maxDepth}`, { nodes: [operation], extensions: { code: 'QUERY_TOO_DEEP' } }));
-      } else if (cost > limits.maxComplexity) {
-        context.reportError(new GraphQLError(`query cost ${cost} is over the limit of ${limits.maxComplexity}; ask for fewer items (limit) or fewer nested fields`, {
-          nodes: [operation], extensions: { code: 'QUERY_TOO_COMPLEX' },
-        }));
-      } else if (databaseCost > limits.maxDatabaseCost) {
-        const { aggregate, range, list, lookup } = DATABASE_WEIGHTS;
-        context.reportError(new GraphQLError(`query database cost ${databaseCost} is over the limit of ${limits.maxDatabaseCost} per operation `
-          + `(usage, costs and sharingEarnings weigh ${aggregate} each, ledgerEntries ${range}, lists ${list}, other reads ${lookup}; every alias counts, `
-          + 'and a field under a list once per item); split it into smaller operations', {
-          nodes: [operation], extensions: { code: 'QUERY_TOO_COMPLEX' },
-        }));
-      }
+      const error = queryLimitError(context.getSchema(), context.getDocument(), operation, limits);
+      if (error) context.reportError(error);
     },
   })];
+}
+
+/** Why `operation` of `document` is refused for its depth, cost or database cost, or null. */
+export function queryLimitError(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, limits: QueryLimits): GraphQLError | null {
+  const measured = measureOperation(schema, document, operation);
+  if (!measured) return null;
+  const { depth, cost, databaseCost } = measured;
+  if (depth > limits.maxDepth) {
+    return new GraphQLError(`query is ${depth} levels deep; the limit is ${limits.maxDepth}`, { nodes: [operation], extensions: { code: 'QUERY_TOO_DEEP' } });
+  }
+  if (cost > limits.maxComplexity) {
+    return new GraphQLError(`query cost ${cost} is over the limit of ${limits.maxComplexity}; ask for fewer items (limit) or fewer nested fields`, {
+      nodes: [operation], extensions: { code: 'QUERY_TOO_COMPLEX' },
+    });
+  }
+  if (databaseCost > limits.maxDatabaseCost) {
+    const { aggregate, range, list, lookup } = DATABASE_WEIGHTS;
+    return new GraphQLError(`query database cost ${databaseCost} is over the limit of ${limits.maxDatabaseCost} per operation `
+      + `(usage, costs and sharingEarnings weigh ${aggregate} each, ledgerEntries ${range}, lists ${list}, other reads ${lookup}; every alias counts, `
+      + 'and a field under a list once per item); split it into smaller operations', {
+      nodes: [operation], extensions: { code: 'QUERY_TOO_COMPLEX' },
+    });
+  }
+  return null;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import { CloseCode } from 'graphql-ws';
 import type { ApiKeyService } from '../../control-plane/api-keys/api-key.service';
-import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
+import type { BudgetHolder, BudgetLease } from '../../control-plane/budgets/tenant-budget';
 import { hashSecret } from '../../control-plane/secrets';
 import { bearerToken } from '../http/bearer-token';
 import type { GraphQLContext } from './graphql-context';
@@ -14,6 +14,8 @@ interface Session {
   readonly keyHash: string | null;
   /** Its hold on the `sockets` budget, from the accepted `connection_init` until it closes. */
   readonly lease: BudgetLease;
+  /** Who its operations are counted for (the key it signed in with; nobody's for the operator token). */
+  readonly holder: BudgetHolder;
 }
 
 /** RFC 6455: the server cannot check the key now (its database is away); the client may reconnect later. */
@@ -58,11 +60,17 @@ export class SocketSessions {
    */
   add(socket: WebSocket, authorization: string | undefined, caller: GraphQLContext, lease: BudgetLease): void {
     const token = caller.key ? bearerToken(authorization) : null;
-    this.sessions.set(socket, { socket, authorization, keyHash: token ? hashSecret(token) : null, lease });
+    const holder = { keyId: caller.key?.id ?? null, workspaceId: caller.key?.workspaceId ?? null };
+    this.sessions.set(socket, { socket, authorization, keyHash: token ? hashSecret(token) : null, lease, holder });
     socket.once('close', () => {
       this.sessions.delete(socket);
       lease.release();
     });
+  }
+
+  /** Who `socket`'s operations are counted for, known without waiting (the key it signed in with). */
+  holderOf(socket: WebSocket): BudgetHolder {
+    return this.sessions.get(socket)?.holder ?? {};
   }
 
   /**

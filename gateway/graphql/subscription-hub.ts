@@ -1,7 +1,7 @@
 import { execute, type DocumentNode, type ExecutionResult, type FormattedExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
-import type { BudgetLease, TenantBudget } from '../../control-plane/budgets/tenant-budget';
+import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { TenantQueries } from '../../control-plane/database/tenant-queries';
 import type { ControlPlaneEvents } from '../../control-plane/events/control-plane-events';
@@ -18,11 +18,15 @@ export interface SocketOperation {
   readonly query: string;
   readonly operationName?: string | null;
   readonly variables?: Record<string, unknown> | null;
+  /**
+   * Its hold on the `subscriptions` budget, taken when its message arrived, before it was parsed
+   * (graphql-websockets.ts); the subscription gives it back when it ends.
+   */
+  readonly lease: BudgetLease;
 }
 
 export interface SubscriptionHubOptions {
   events: ControlPlaneEvents;
-  budget: TenantBudget;
   tenantQueries: TenantQueries;
   /** An execution result as the client sees it (codes from the error table, no stack traces). */
   format(result: ExecutionResult): FormattedExecutionResult;
@@ -65,8 +69,8 @@ function corkUntilNextTick(socket: WebSocket): void {
  *
  * The schema's subscription fields resolve `subscribe` here: graphql-js's
  * createSourceEventStream reads the operation's arguments and calls `listen`, which checks the
- * caller, holds one of the `subscriptions` budget (per socket, key, workspace and server) and returns an
- * iterator that yields nothing: events are written to the socket directly, and the iterator
+ * caller, keeps the operation's hold on the `subscriptions` budget (per socket, key, workspace and
+ * server; taken before the message was parsed) and returns an iterator that yields nothing: events are written to the socket directly, and the iterator
  * only tells graphql-ws when the subscription ends. Ending it (the client's `complete`, the
  * socket closing, the server stopping) gives the hold back, once.
  */
@@ -116,8 +120,7 @@ export class SubscriptionHub {
     if (!operation) throw new AppError('invalid_request', 'subscriptions are served over WebSocket (graphql-transport-ws) at /graphql');
     const channel = await route.channelFor(args, context);
     const workspaceId = context.key!.workspaceId;
-    const lease = this.options.budget.take('subscriptions', { keyId: context.key!.id, workspaceId, socket: operation.socket });
-    if (lease instanceof AppError) throw lease;
+    const lease = operation.lease;
     const channelKey = `${field}\n${channel}`;
     let groups = this.channels.get(channelKey);
     if (!groups) this.channels.set(channelKey, (groups = new Map()));

@@ -19,7 +19,11 @@ const DEPLOYMENT_UPDATED = 'subscription { deploymentUpdated { id status } }';
 type Answer = { errors?: Array<{ message: string; extensions: { code: string } }>; data?: any };
 type Operation = ReturnType<GraphQLSocket['start']>;
 
-const refusal = (operation: Operation) => (operation.results[0] as Answer | undefined)?.errors?.[0];
+/** An operation's refusal: graphql-ws's `error` message (refused before it was parsed: a list of errors) or a result's first error. */
+const refusal = (operation: Operation) => {
+  const first = operation.results[0] as Answer | Answer['errors'] | undefined;
+  return Array.isArray(first) ? first[0] : first?.errors?.[0];
+};
 
 function replicaLoad(deploymentId: string, workspaceId: string, inFlight: number): ReplicaLoad {
   return {
