@@ -23,6 +23,9 @@ import type { SubscriptionHub } from './subscription-hub';
 import { websocketOperations } from './websocket-operations';
 import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
 
+/** Operations the budget may refuse on one socket before it is closed (4429). */
+const MAX_REFUSED_OPERATIONS = 100;
+
 /** Close codes of a `connection_init` the `sockets` budget refuses (docs/tenant-budget.md). */
 export const SOCKET_CLOSE_CODES = {
   /** The key's share is used up: retry when one of its sockets closes. */
@@ -60,6 +63,19 @@ export function serveGraphQLWebSockets(options: {
   const sessions = new SocketSessions(options.callerFrom, controlPlane.apiKeys, logger);
   const operations = websocketOperations([...specifiedRules, ...queryLimitRules({ maxDatabaseCost: limits.maxDatabaseCost }), nulByteRule], limits.maxTokens, logger);
   const held = new OperationHolds();
+  const refusals = new WeakMap<WebSocket, number>();
+  /**
+   * A refusal answered on the socket; a socket refused MAX_REFUSED_OPERATIONS times is closed
+   * (4429): a client that ignores the refusals and keeps sending would otherwise cost a message
+   * parse and an answer per operation (40,000 subscribes sent at once, each refused, held the
+   * event loop 3.5 s).
+   */
+  const refusedOn = (socket: WebSocket, refusal: AppError): GraphQLError[] => {
+    const count = (refusals.get(socket) ?? 0) + 1;
+    refusals.set(socket, count);
+    if (count >= MAX_REFUSED_OPERATIONS) socket.close(SOCKET_CLOSE_CODES.keyBudget, closeReason(`${count} operations refused by the budget on this connection: ${refusal.message}`));
+    return [refused(refusal)];
+  };
 
   /** A query or mutation sent on a socket: held, run as a tenant's queries, given back. */
   const executeHeld = async (args: ExecutionArgs): Promise<ExecutionResult> => {
@@ -104,7 +120,7 @@ export function serveGraphQLWebSockets(options: {
       // if it is one), any other one of `graphql_operations` (a query or mutation then holds its
       // own while it runs: executeHeld), as over HTTP.
       const pending = mayBeSubscription(payload.query) ? budget.take('subscriptions', { ...holder, socket }) : budget.take('graphql_operations', holder);
-      if (pending instanceof AppError) return [refused(pending)];
+      if (pending instanceof AppError) return refusedOn(socket, pending);
       const tooCostly = options.screen.refusal(payload.query);
       if (tooCostly) {
         pending.release();

@@ -51,6 +51,9 @@ export function serveOverWebSocket(websockets: WebSocketServer, server: Server<S
       }),
       close: (code, reason) => socket.close(code, reason),
       onMessage: (handle) => socket.on('message', (data: Buffer, isBinary: boolean) => {
+        // Frames that arrived before the socket was told to close are not read: a client closed
+        // for what it sent has nothing more served, and what it queued costs no parse.
+        if (socket.readyState !== socket.OPEN) return;
         const refusal = refusalOf(data, isBinary, extra.acknowledged, limits.preInitMaxBytes);
         if (refusal) {
           socket.close(refusal.code, refusal.reason);

@@ -110,6 +110,18 @@ describe('graphql-ws sockets and subscriptions hold the tenant budget', () => {
     expect(refusal(await s.subscribe(bobs, s.bob))).toBeUndefined();
   });
 
+  it('a socket that keeps sending operations the budget refuses is closed (4429) at its 100th refusal, and what it queued is not read', async () => {
+    const socket = await s.open(s.alice);
+    const started = Array.from({ length: 300 }, () => socket.start(DEPLOYMENT_UPDATED));
+    await waitFor(() => socket.close !== null, 10_000, 'the socket closed');
+    expect(socket.close).toMatchObject({ code: 4429 });
+    expect(String(socket.close!.reason)).toMatch(/operations refused by the budget on this connection/);
+    // Three held (the socket's share), at most 100 refused; the rest were never answered.
+    const answered = started.filter((operation) => operation.results.length > 0).length;
+    expect(answered).toBeLessThanOrEqual(100);
+    await waitFor(() => s.held('subscriptions', 'server') === 0, 5_000, 'its holds given back');
+  });
+
   it('a socket over its key\'s share is closed with 4429, over the server\'s with 1013, the reason naming the budget', async () => {
     for (let index = 0; index < 3; index++) await s.open(s.alice);
     await expect(s.open(s.alice)).rejects.toThrow(/closed 4429 budget 'sockets' is used up for this API key: 3 of at most 3/);
