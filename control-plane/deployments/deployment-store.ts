@@ -23,6 +23,8 @@ declare module '../events/control-plane-events' {
 export class DeploymentStore {
   private readonly deployments: Repository<Deployment>;
   private readonly bySlug: RefreshingCache<string, Deployment | null>;
+  /** The workspace of each deployment not deleted, by id (a subscription checks it: 500 of them were 500 queries). */
+  private readonly owners: RefreshingCache<string, string | null>;
 
   constructor(
     dataSource: DataSource,
@@ -35,8 +37,15 @@ export class DeploymentStore {
       const row = await this.deployments.findOne({ where: { slug } });
       return row && row.status !== 'Deleted' ? row : null;
     }, { ttlMs: cacheTtlMs, maxEntries: 10_000 });
+    this.owners = new RefreshingCache(async (id) => {
+      const row = await this.deployments.findOne({ where: { id }, select: { id: true, workspaceId: true, status: true } });
+      return row && row.status !== 'Deleted' ? row.workspaceId : null;
+    }, { ttlMs: cacheTtlMs, maxEntries: 10_000 });
     notifier.on('deployment', (id) => void this.changedElsewhere(id));
-    notifier.onReset(() => this.bySlug.clear());
+    notifier.onReset(() => {
+      this.bySlug.clear();
+      this.owners.clear();
+    });
   }
 
   get repository(): Repository<Deployment> {
@@ -45,6 +54,11 @@ export class DeploymentStore {
 
   async find(id: string): Promise<Deployment | null> {
     return await this.deployments.findOne({ where: { id } });
+  }
+
+  /** The workspace of deployment `id`, cached; null when unknown or deleted. */
+  async ownerOf(id: string): Promise<string | null> {
+    return await this.owners.get(id);
   }
 
   async listActive(): Promise<Deployment[]> {
@@ -123,6 +137,7 @@ export class DeploymentStore {
 
   private changed(deployment: Deployment): void {
     this.bySlug.delete(deployment.slug);
+    this.owners.delete(deployment.id);
     this.events.emit('deploymentUpdated', deployment);
     this.notifier.publish('deployment', deployment.id);
   }
@@ -132,6 +147,7 @@ export class DeploymentStore {
     const deployment = await this.find(id).catch(() => null);
     if (!deployment) return;
     this.bySlug.delete(deployment.slug);
+    this.owners.delete(deployment.id);
     this.events.emit('deploymentUpdated', deployment);
   }
 }

@@ -4,6 +4,8 @@ import { queryLimitError, type QueryLimits } from './query-limits';
 
 /** Verdicts kept: a flood of distinct documents starts the memory over instead of growing it. */
 const MAX_VERDICTS = 1_000;
+/** Characters up to which a document is its own key. */
+const SHORT_DOCUMENT = 2_048;
 
 /**
  * A document over the depth, complexity or database-cost limits is refused before graphql-js
@@ -21,7 +23,8 @@ export class DocumentScreen {
 
   refusal(query: unknown): GraphQLError | null {
     if (typeof query !== 'string') return null;
-    const key = createHash('sha256').update(query).digest('base64');
+    // A short document is its own key; a long one is remembered by its digest (the memory stays small).
+    const key = query.length <= SHORT_DOCUMENT ? query : createHash('sha256').update(query).digest('base64');
     const known = this.verdicts.get(key);
     if (known !== undefined) return known;
     const verdict = this.judge(query);

@@ -23,8 +23,8 @@ import type { SubscriptionHub } from './subscription-hub';
 import { websocketOperations } from './websocket-operations';
 import { serveOverWebSocket, type SocketExtra } from './websocket-transport';
 
-/** Operations the budget may refuse on one socket before it is closed (4429). */
-const MAX_REFUSED_OPERATIONS = 100;
+/** Operations the budget may refuse on one socket before it is closed (4429): a client that reads its refusals stops well before. */
+const MAX_REFUSED_OPERATIONS = 20;
 
 /** Close codes of a `connection_init` the `sockets` budget refuses (docs/tenant-budget.md). */
 export const SOCKET_CLOSE_CODES = {
@@ -73,7 +73,13 @@ export function serveGraphQLWebSockets(options: {
   const refusedOn = (socket: WebSocket, refusal: AppError): GraphQLError[] => {
     const count = (refusals.get(socket) ?? 0) + 1;
     refusals.set(socket, count);
-    if (count >= MAX_REFUSED_OPERATIONS) socket.close(SOCKET_CLOSE_CODES.keyBudget, closeReason(`${count} operations refused by the budget on this connection: ${refusal.message}`));
+    if (count === MAX_REFUSED_OPERATIONS) {
+      socket.close(SOCKET_CLOSE_CODES.keyBudget, closeReason(`${count} operations refused by the budget on this connection: ${refusal.message}`));
+      // Nothing more is read from it (ws would go on parsing the frames already queued, each a
+      // few microseconds: 36,000 of them still held the loop); the close handshake gets a second.
+      socket.pause();
+      setTimeout(() => socket.terminate(), 1_000).unref();
+    }
     return [refused(refusal)];
   };
 
