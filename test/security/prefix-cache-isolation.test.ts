@@ -205,7 +205,7 @@ describe('the openai engine (vLLM at the boundary): each workspace\'s own cache_
     const before = received.length;
     const input = await upload(ownerClient, jsonl([{ custom_id: 'one', method: 'POST', url: '/v1/chat/completions', body: { model: SHARED_MODEL, ...chat } }]));
     const batch = await waitForBatch(ownerClient, (await ownerClient.batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
-    expect(batch.request_counts).toMatchObject({ completed: 1, failed: 0 });
+    expect({ status: batch.status, errors: batch.errors ?? null, ...batch.request_counts }).toMatchObject({ status: 'completed', completed: 1, failed: 0 });
     expect(received.slice(before).map((request) => request.body.cache_salt)).toEqual([ownerSalt]);
 
     // Derived from the cluster's key (256 random bits in the database) and the workspace: nothing a tenant sees.
