@@ -191,6 +191,10 @@ describe('clients that never read their stream', () => {
     expect(peaks.gateway - coldStart.gateway).toBeLessThan(150 * MIB);
     expect(peaks.agent - coldStart.agent).toBeLessThan(150 * MIB);
     expect(end.gateway).toBeLessThan(start.gateway * 1.2);
-    expect(end.agent).toBeLessThan(start.agent * 1.2);
+    // The agent is a child process this test cannot ask for a full collection, so its RSS still
+    // carries garbage and malloc's arenas (+39 MiB over the warmed start once beside the whole
+    // suite): the bound is absolute. A kept stalled request is far more: before flow control the
+    // agent ended at 1.36 GiB (bench/results/2026-11-26-slow-clients.md).
+    expect(end.agent - start.agent).toBeLessThan(64 * MIB);
   });
 });
