@@ -4,7 +4,7 @@
  * run-batch-holes.ts with fork(); answers its questions over IPC (BatchHolesRequest).
  */
 import fs from 'node:fs';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 import pino from 'pino';
 import { startServer } from '../gateway/server';
 
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   const { deployment } = await controlPlane.deployments.create(workspace.id, {
     modelId: controlPlane.catalog.defaultChatModel().id, priceCapPerHour: 2, minReplicas: 1, maxReplicas: 1, autoscale: false,
   });
-  let delay: IntervalHistogram | null = null;
+  let delay: ELDHistogram | null = null;
   const answer = async (request: BatchHolesRequest): Promise<unknown> => {
     switch (request.kind) {
       case 'loop-start':

@@ -45,7 +45,7 @@ async function bundle(version: string): Promise<void> {
   await esbuild.build({
     entryPoints: [path.join(ROOT, 'worker-agent', 'main.ts')],
     outfile: BUNDLE,
-    bundle: true, platform: 'node', target: 'node20', format: 'cjs',
+    bundle: true, platform: 'node', target: 'node24', format: 'cjs',
     // Whitespace and syntax only: stack traces keep their names.
     minifyWhitespace: true, minifySyntax: true, legalComments: 'none', logLevel: 'warning',
     banner: { js: '#!/usr/bin/env node' },
@@ -73,7 +73,7 @@ function writePackage(version: string): void {
     license: root.license,
     bin: { [AGENT_PACKAGE_NAME]: 'bin/worker-agent.js' },
     files: ['bin/', 'worker-agent.service', 'README.md'],
-    engines: { node: '>=20.12' },
+    engines: { node: '>=22.19' },
     os: ['linux'],
     dependencies: { sharp: sharpVersion },
     peerDependencies: { 'node-llama-cpp': llamaVersion },
@@ -105,7 +105,14 @@ function embeddedModules(): { manifest: ModulesManifest; assets: Record<string, 
   return { manifest: { hash: hash.digest('hex'), files }, assets };
 }
 
+/** The supported runtime (.nvmrc): the binary is this Node, so an older one is refused. */
+const BINARY_NODE_MAJOR = 24;
+
 function buildBinary(): void {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < BINARY_NODE_MAJOR) {
+    throw new Error(`the agent binary embeds the Node that builds it: run this with Node ${BINARY_NODE_MAJOR} (.nvmrc), not ${process.version}`);
+  }
   const work = path.join(ROOT, 'dist', 'agent-sea');
   fs.rmSync(work, { recursive: true, force: true });
   fs.mkdirSync(work, { recursive: true });
