@@ -57,7 +57,9 @@ describe('embeddings', () => {
     const sdkDefault = await client.embeddings.create({ input });
     expect(sdkDefault.data.map((item) => item.embedding)).toEqual(floats.data.map((item) => item.embedding));
     const raw = await client.embeddings.create({ input, encoding_format: 'base64' });
-    const decoded = raw.data.map((item) => Array.from(new Float32Array(Buffer.from(item.embedding as unknown as string, 'base64').buffer.slice(0))));
+    // A copy of exactly the decoded bytes: a small Buffer is a view into a shared pool (Node 24's
+    // base64 decoding uses it where Node 20's did not), so its .buffer holds other bytes too.
+    const decoded = raw.data.map((item) => Array.from(new Float32Array(new Uint8Array(Buffer.from(item.embedding as unknown as string, 'base64')).buffer)));
     expect(decoded).toEqual(floats.data.map((item) => item.embedding));
   });
 
