@@ -9,7 +9,7 @@ const VIDEO_STATUSES = ['queued', 'in_progress', 'completed', 'failed', 'cancele
 
 /** The extensions images and videos share (docs/api-contract.md#images, #output-destinations, #webhooks). */
 const MEDIA_EXTENSIONS: Record<string, JsonObject> = {
-  model: string('optional; must name the deployment\'s model'),
+  model: string('the deployment\'s model'),
   negative_prompt: string(), seed: integer(), steps: integer(),
   storage_credential_id: integer('write outputs to a verified customer bucket'),
   webhook_url: string('public HTTPS only, else 422 `invalid_webhook_url`'),
@@ -23,12 +23,12 @@ export const MEDIA_SCHEMAS: Record<string, JsonObject> = {
     ...MEDIA_EXTENSIONS, prompt: string(), n: integer('images per call (default 1)'),
     size: string('one of the model\'s sizes, or `auto` (default 1024x1024)'), response_format: oneOfStrings(['url', 'b64_json']),
     guidance_scale: number(),
-  }, ['prompt'], 'Unknown standard fields (`style`, `quality`, `user`, …) are ignored.'),
+  }, ['model', 'prompt'], 'Unknown standard fields (`style`, `quality`, `user`, …) are ignored.'),
   ImageEditRequest: openObject({
     ...MEDIA_EXTENSIONS, image: BINARY, mask: { ...BINARY, description: 'synchronous edits only' }, prompt: string(),
     n: FORM_NUMBER, size: string(), response_format: oneOfStrings(['url', 'b64_json']), guidance_scale: FORM_NUMBER,
     seed: FORM_NUMBER, steps: FORM_NUMBER, storage_credential_id: FORM_NUMBER,
-  }, ['image', 'prompt']),
+  }, ['model', 'image', 'prompt']),
   ImagesResponse: closedObject({
     created: integer(),
     data: array({ anyOf: [closedObject({ url: string('a signed link, valid ~1 h (customer buckets ~7 days)') }), closedObject({ b64_json: string() })] }),
@@ -50,10 +50,10 @@ export const MEDIA_SCHEMAS: Record<string, JsonObject> = {
     ...MEDIA_EXTENSIONS, prompt: string(), seconds: FORM_NUMBER, size: string(), fps: FORM_NUMBER,
     seed: FORM_NUMBER, steps: FORM_NUMBER, storage_credential_id: FORM_NUMBER,
     input_reference: { ...BINARY, description: 'image-to-video: the first frame' },
-  }, ['prompt', 'seconds', 'size']),
+  }, ['model', 'prompt', 'seconds', 'size']),
   VideoGenerationRequest: openObject({
     ...MEDIA_EXTENSIONS, prompt: string(), resolution: string('default 720x1280'), duration: number('seconds, default 5.0'), fps: integer('default 24'),
-  }, ['prompt'], 'Text-to-video only: `input_reference` is refused here.'),
+  }, ['model', 'prompt'], 'Text-to-video only: `input_reference` is refused here.'),
   Video: closedObject({
     id: string(), object: constant('video'), status: oneOfStrings(VIDEO_STATUSES), model: string(),
     progress: integer('0-99 while in progress, 100 when completed'), created_at: nullable(integer()), completed_at: nullable(integer()),

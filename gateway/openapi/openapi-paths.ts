@@ -92,7 +92,11 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
   'videos.content': {
     summary: 'Download a video', tags: ['videos'], parameters: [parameter('Id'), query('variant', { const: 'video' }, 'only `video`')],
     responses: {
-      302: { description: 'To a download link valid ~1 h.', headers: { Location: { schema: { type: 'string' } } } },
+      302: {
+        description: 'To a download link valid ~1 h, in `Location`; the body is a line naming the link (HTML when the client accepts it).',
+        headers: { Location: { required: true, schema: { type: 'string' } } },
+        content: { 'text/html': { schema: { type: 'string' } }, 'text/plain': { schema: { type: 'string' } } },
+      },
       ...errors(400, 401, 403, 404, 409),
     },
   },
@@ -172,5 +176,8 @@ export const SHARED_OPERATIONS: Record<string, { method: 'get' | 'post'; operati
 /** This document. */
 export const DOCUMENT_OPERATION: Operation = {
   summary: 'This OpenAPI document', tags: ['meta'], security: [],
-  responses: { 200: json({ type: 'object' }, 'The OpenAPI 3.1 document of `/v1`; no key needed.') },
+  responses: {
+    200: json({ type: 'object' }, 'The OpenAPI 3.1 document of `/v1`; no key needed. Cacheable for a day, with an ETag.'),
+    304: { description: 'Unchanged since the ETag sent in If-None-Match.' },
+  },
 };

@@ -68,6 +68,8 @@ export class OpenApiConformance {
     const request = new Request(input, init);
     const requestBody = typeof init?.body === 'string' ? init.body : undefined;
     const response = await fetch(input, init);
+    // The openai SDK probes its runtime with `fetch('data:,')`: not an answer of the server.
+    if (!request.url.startsWith('http')) return response;
     this.pending.push(this.check(request.method, new URL(request.url).pathname, requestBody, response.clone()).catch((error) => {
       this.failures.push(`${request.method} ${request.url}: ${String(error)}`);
     }));
@@ -83,7 +85,7 @@ export class OpenApiConformance {
   private async check(method: string, path: string, requestBody: string | undefined, response: Response): Promise<void> {
     const text = await response.text();
     const route = this.routes.find((candidate) => candidate.method === method && candidate.pattern.test(path));
-    if (!route) return void this.failures.push(`${method} ${path}: no path and method of the document matches`);
+    if (!route) return void this.failures.push(`${method} ${path} (${response.url}): no path and method of the document matches`);
     const where = `${method} ${route.template} → ${response.status}`;
     const key = `${route.method} ${route.template}`;
     if (!this.covered.has(key)) this.covered.set(key, new Set());
@@ -92,6 +94,9 @@ export class OpenApiConformance {
     const listed = route.operation.responses[String(response.status)] ?? route.operation.responses[`${String(response.status)[0]}XX`] ?? route.operation.responses.default;
     if (!listed) return void this.failures.push(`${where}: the status is not in the document (it lists ${Object.keys(route.operation.responses).join(', ')})`);
     const answer = this.resolve(listed);
+    for (const [name, header] of Object.entries<Json>(answer.headers ?? {})) {
+      if (this.resolve(header).required && !response.headers.has(name)) this.failures.push(`${where}: the required header ${name} is missing`);
+    }
     const contentType = response.headers.get('content-type')?.split(';')[0].trim();
     if (!answer.content) {
       if (text.length > 0) this.failures.push(`${where}: the document lists no body, the answer has ${text.length} bytes (${contentType})`);
