@@ -24,7 +24,13 @@ const RATE_LIMIT_HEADERS: Record<string, string> = {
   'X-RateLimit-Reset-Tokens': 'seconds until tokens free up',
 };
 
-/** The OpenAPI 3.1 document of `/v1`: every deployment endpoint, the shared endpoint and this document. */
+/**
+ * The OpenAPI 3.1 document of `/v1`: every deployment endpoint, the shared endpoint and this document.
+ * A new endpoint: its row in endpoint-table.ts, its operation under the same name in
+ * DEPLOYMENT_OPERATIONS (schemas it shares in the *-schemas.ts files, errors by status), then
+ * `npm run openapi`, and a call of it in test/integration/openapi.test.ts; the tests name each
+ * step that is missing.
+ */
 export function buildOpenApiDocument(): JsonObject {
   const paths: Record<string, Record<string, JsonObject>> = {};
   const add = (route: string, method: string, operationId: string, operation: Operation) => {

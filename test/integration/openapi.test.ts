@@ -90,6 +90,8 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     let chunks = 0;
     for await (const chunk of stream) chunks += chunk.object === 'chat.completion.chunk' ? 1 : 0;
     expect(chunks).toBeGreaterThan(1);
+    const cut = await call('POST', `${base.chat}/chat/completions`, { body: { messages: [{ role: 'user', content: 'hello' }], max_tokens: 8, stream: true, cpu_engine: { fail_after_tokens: 2 } } });
+    expect(cut.text).toContain('data: {"error":');
     await expect(chat.chat.completions.create({ model: 'another/model', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 400 });
     const salted = await call('POST', `${base.chat}/chat/completions`, { body: { messages: [{ role: 'user', content: 'hi' }], cache_salt: 'x' } });
     expect(salted.json.error).toMatchObject({ param: 'cache_salt' });

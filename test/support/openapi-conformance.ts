@@ -107,7 +107,10 @@ export class OpenApiConformance {
     if (contentType === 'application/json') this.validate(where, media.schema, parse(text));
     else if (contentType === 'text/event-stream') {
       const events = sseData(text);
-      if (events.length === 0 || events[events.length - 1] !== '[DONE]') this.failures.push(`${where}: the stream does not end with data: [DONE]`);
+      // A stream ends with `[DONE]`, or, when it failed after it started, with one error event.
+      const last = events.length > 0 ? parse(events[events.length - 1]) : undefined;
+      const failed = last !== null && typeof last === 'object' && 'error' in last;
+      if (last !== '[DONE]' && !failed) this.failures.push(`${where}: the stream ends with neither data: [DONE] nor an error`);
       for (const data of events.filter((event) => event !== '[DONE]')) this.validate(`${where} (event)`, media['x-itemSchema'], parse(data));
     } else this.validate(where, media.schema, text);
 
