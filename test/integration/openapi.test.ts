@@ -50,7 +50,8 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
   const png = (width: number, height: number) => sharp({ create: { width, height, channels: 3, background: '#3060a0' } }).png().toBuffer();
 
   beforeAll(async () => {
-    fixture = await startSharingFixture();
+    // One media job at a time per replica: a second submission stays queued behind a slow one, so cancels of queued work are certain.
+    fixture = await startSharingFixture({ controlPlane: { localMediaMaxConcurrency: 1 } });
     url = fixture.test.url;
     owner = await fixture.workspace('owner', '100');
     guest = await fixture.workspace('guest', '100');
