@@ -19,6 +19,7 @@ import { Readiness, readinessRoute } from './http/readiness.route';
 import { RequestIds } from './http/request-id';
 import { requestTelemetry } from './http/request-telemetry';
 import { textFastLane } from './v1/text-fast-lane';
+import { openApiRoute } from './openapi/openapi.route';
 import { v1Router } from './v1/v1-router';
 import { ConnectionBudget } from './http/connection-budget';
 import { RequestGate } from './http/request-gate';
@@ -81,6 +82,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   if (controlPlane.managedStore instanceof LocalObjectStore) {
     app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes, downloads }));
   }
+  app.use(openApiRoute());
   app.use(consoleRoute(config.consoleDir));
   app.use(graphql.middleware());
   const requests = controlPlane.config.requests;

@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import Ajv2020 from 'ajv/dist/2020';
+import { DEPLOYMENT_BASE, OPENAPI_FILE, buildOpenApiDocument, printOpenApiDocument } from '../../gateway/openapi/openapi-document';
+import { DEPLOYMENT_ENDPOINTS } from '../../gateway/v1/endpoint-table';
+import { documentAjv } from '../support/openapi-conformance';
+import { OPENAPI_31_STRUCTURE } from '../support/openapi-structure';
+
+type Json = Record<string, any>;
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
+
+/** Every value under `node` with its JSON pointer. */
+function* walk(node: unknown, pointer = ''): Generator<[string, string, unknown, Json]> {
+  if (node === null || typeof node !== 'object') return;
+  for (const [key, value] of Object.entries(node)) {
+    yield [`${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, key, value, node as Json];
+    yield* walk(value, `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+  }
+}
+
+function resolve(document: Json, node: Json): Json {
+  if (typeof node?.$ref !== 'string') return node;
+  return resolve(document, node.$ref.slice(2).split('/').reduce((parent: Json, part: string) => parent?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], document));
+}
+
+/** The OpenAPI document of `/v1` as a document: generated and checked in alike, valid OpenAPI 3.1, and naming every endpoint of the table. */
+describe('the OpenAPI document', () => {
+  const document = buildOpenApiDocument() as Json;
+
+  it('is checked in exactly as gateway/openapi/*.ts builds it (run `npm run openapi` after changing them)', () => {
+    expect(fs.readFileSync(OPENAPI_FILE, 'utf8')).toBe(printOpenApiDocument());
+  });
+
+  it('has the structure of an OpenAPI 3.1 document', () => {
+    const validate = new Ajv2020({ strict: true, strictRequired: false, allErrors: true }).compile(OPENAPI_31_STRUCTURE);
+    expect(validate(document) ? [] : validate.errors).toEqual([]);
+  });
+
+  it('the structure check refuses a misplaced field, an operation without responses and an optional path parameter', () => {
+    const validate = new Ajv2020({ strict: true, strictRequired: false, allErrors: true }).compile(OPENAPI_31_STRUCTURE);
+    const broken = structuredClone(document);
+    broken.paths['/d/{slug}/v1/models'].get.response = broken.paths['/d/{slug}/v1/models'].get.responses;
+    delete broken.paths['/d/{slug}/v1/models'].get.responses;
+    broken.components.parameters.Slug.required = false;
+    expect(validate(broken)).toBe(false);
+    const locations = validate.errors!.map((error) => error.instancePath);
+    expect(locations).toEqual(expect.arrayContaining(['/paths/~1d~1{slug}~1v1~1models/get', '/components/parameters/Slug/required']));
+  });
+
+  it('holds only draft 2020-12 schemas that compile strictly, and references that resolve', () => {
+    const ajv = documentAjv(document);
+    const unresolved: string[] = [];
+    for (const [pointer, key, value] of walk(document)) {
+      if (key === '$ref' && resolve(document, { $ref: value }) === undefined) unresolved.push(`${pointer}: ${String(value)}`);
+    }
+    expect(unresolved).toEqual([]);
+    const schemas = [...walk(document)].filter(([pointer, key]) => (key === 'schema' || key === 'x-itemSchema') || /^\/components\/schemas\/[^/]+$/.test(pointer));
+    expect(schemas.length).toBeGreaterThan(50);
+    for (const [pointer] of schemas) {
+      expect(() => ajv.compile({ $ref: `https://openapi.test/openapi.json#${encodeURI(pointer)}` })).not.toThrow();
+    }
+  });
+
+  it('declares each path parameter of a path, and gives each operation a unique operationId', () => {
+    const problems: string[] = [];
+    const ids = new Set<string>();
+    for (const [template, item] of Object.entries<Json>(document.paths)) {
+      const names = [...template.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]).sort();
+      for (const method of Object.keys(item)) {
+        expect(METHODS).toContain(method);
+        const operation = item[method];
+        const declared = (operation.parameters ?? []).map((parameter: Json) => resolve(document, parameter)).filter((parameter: Json) => parameter.in === 'path').map((parameter: Json) => parameter.name).sort();
+        if (JSON.stringify(declared) !== JSON.stringify(names)) problems.push(`${method} ${template}: path parameters ${declared.join(',')} for ${names.join(',')}`);
+        if (ids.has(operation.operationId)) problems.push(`${method} ${template}: operationId ${operation.operationId} twice`);
+        ids.add(operation.operationId);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('has every endpoint of endpoint-table.ts under /d/{slug}/v1, by its name, and no other deployment path', () => {
+    const inTable = DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method.toLowerCase()} ${DEPLOYMENT_BASE}${endpoint.path} ${endpoint.name}`).sort();
+    const inDocument = Object.entries<Json>(document.paths).filter(([template]) => template.startsWith(`${DEPLOYMENT_BASE}/`))
+      .flatMap(([template, item]) => Object.entries<Json>(item).map(([method, operation]) => `${method} ${template} ${operation.operationId}`)).sort();
+    expect(inDocument).toEqual(inTable);
+  });
+
+  it('asks for the bearer key everywhere but on the document itself', () => {
+    expect(document.security).toEqual([{ bearer: [] }]);
+    const open = Object.entries<Json>(document.paths).flatMap(([template, item]) => Object.entries<Json>(item)
+      .filter(([, operation]) => operation.security !== undefined).map(([method]) => `${method} ${template}`));
+    expect(open).toEqual(['get /v1/openapi.json']);
+  });
+});
