@@ -109,6 +109,27 @@ export function fastLanePaths(): RegExp {
   return new RegExp(`^\\/d\\/([a-z0-9-]{1,64})\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
 }
 
+/** The fast lane's path under the workspace base URL `/v1`: its endpoints' paths, captured. */
+export function workspaceFastLanePaths(): RegExp {
+  const paths = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/'));
+  return new RegExp(`^\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
+}
+
+/**
+ * Whether the workspace base URL (`/v1/…`) serves `endpoint`, picking the deployment by the
+ * body's `model`: the inference endpoints (they have `tasks`) that take a body and name no
+ * record in their path. Listing and by-id endpoints stay on the deployment's own URL: a
+ * GET has no `model`, and a record's deployment is not in its id.
+ */
+export function routesByModel(endpoint: DeploymentEndpoint): boolean {
+  return endpoint.method === 'POST' && endpoint.tasks !== undefined && !endpoint.path.includes('{');
+}
+
+/** The workspace base URL's endpoints, for its 404's message. */
+export function workspaceEndpointList(): string {
+  return ['GET /v1/models', 'GET /v1/models/{model}', ...DEPLOYMENT_ENDPOINTS.filter(routesByModel).map((endpoint) => `${endpoint.method} /v1${endpoint.path}`)].join(', ');
+}
+
 /** Every endpoint, for a 404's message. */
 export function endpointList(): string {
   return DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(', ');
