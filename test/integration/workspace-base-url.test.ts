@@ -193,6 +193,18 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
       expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     }
   });
+
+  it('refuses a paused deployment on /v1 as on its own URL', async () => {
+    await test.server.controlPlane.deployments.pause(workspace.workspaceId, idleChat.id);
+    for (const url of [`${test.url}/v1/chat/completions`, `${idleChat.baseUrl}/chat/completions`]) {
+      const response = await fetch(url, {
+        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: url.includes('/d/') ? chatModel : idleChat.slug, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(response.status).toBe(503);
+      expect((await response.json()).error.code).toBe('deployment_paused');
+    }
+  });
 });
 
 async function waitForRecords(condition: () => Promise<boolean>): Promise<void> {
