@@ -62,7 +62,9 @@ export function workspaceRootRoute(
     const held = gate.enter(context.req, context.res, key, null, spends);
     context.state.requestBudget = held;
     let deployment: Deployment;
-    if (isMultipart(context.req)) {
+    // Media endpoints take multipart forms (media-body.ts); every other endpoint reads JSON, so a
+    // form sent to one is read as its JSON (and refused there), never as a form its handler would not take.
+    if (spends === 'media' && isMultipart(context.req)) {
       const form = await readMultipart(context.req, options.maxMediaBodyBytes, held);
       deployment = await routing.routeForm(key, form);
       setRoutedBody(context.req, form);

@@ -82,6 +82,10 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     }
     expect(text.length).toBeGreaterThan(0);
     expect(usage!.completion_tokens).toBeGreaterThan(0);
+
+    const completion = await client.completions.create({ model: chat.slug, prompt: 'Once upon a time', max_tokens: 4 });
+    expect(completion.object).toBe('text_completion');
+    expect(completion.model).toBe(chatModel);
   });
 
   it('answers embeddings on the one deployment serving a catalog model id', async () => {
@@ -105,6 +109,13 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     const response = await fetch(`${test.url}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: form });
     expect(response.status).toBe(400);
     expect((await response.json()).error).toMatchObject({ code: 'invalid_request', param: 'model' });
+    // A form where JSON is taken is refused as the JSON it is not.
+    const embeddingForm = new FormData();
+    embeddingForm.append('model', embedding.slug);
+    embeddingForm.append('input', 'x');
+    const wrongType = await fetch(`${test.url}/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: embeddingForm });
+    expect(wrongType.status).toBe(400);
+    expect((await wrongType.json()).error.code).toBe('invalid_json');
   });
 
   it('refuses an ambiguous, unknown, missing or mistyped model with the choices, and another workspace\'s slug as unknown', async () => {
