@@ -118,17 +118,14 @@ export function workspaceFastLanePaths(): RegExp {
 /**
  * Whether the workspace base URL (`/v1/…`) serves `endpoint`, picking the deployment by the
  * body's `model`: the inference endpoints (they have `tasks`) that take a body and name no
- * record in their path. Listing and by-id endpoints stay on the deployment's own URL: a
- * GET has no `model`, and a record's deployment is not in its id.
+ * record in their path. Listing endpoints stay on the deployment's own URL (a GET has no
+ * `model`); by-id ones are on `/v1` only where their handler needs no deployment
+ * (workspace-root.route.ts, its record handlers).
  */
 export function routesByModel(endpoint: DeploymentEndpoint): boolean {
   return endpoint.method === 'POST' && endpoint.tasks !== undefined && !endpoint.path.includes('{');
 }
 
-/** The workspace base URL's endpoints, for its 404's message. */
-export function workspaceEndpointList(): string {
-  return ['GET /v1/models', 'GET /v1/models/{model}', ...DEPLOYMENT_ENDPOINTS.filter(routesByModel).map((endpoint) => `${endpoint.method} /v1${endpoint.path}`)].join(', ');
-}
 
 /** Every endpoint, for a 404's message. */
 export function endpointList(): string {

@@ -21,7 +21,7 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import { shortened } from '../../control-plane/errors/quote-value';
 import type { RequestGate } from '../http/request-gate';
 import type { ObjectDownloadOptions } from '../files/object-download';
-import { workspaceRootRoute, type EndpointHandler } from './workspace-root.route';
+import { workspaceRootRoute, type EndpointHandler, type RecordHandler } from './workspace-root.route';
 import { WorkspaceRouting } from './workspace-routing';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
@@ -48,7 +48,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
-  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, gate, options);
+  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests), gate, options);
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -112,6 +112,18 @@ function endpointHandlers(routes: {
   };
 }
 
+
+/** The table's by-id endpoints whose handlers need only the key and the id: the workspace base URL answers them too. */
+function recordHandlers(videos: VideosRoute, requests: RequestsRoute): Partial<Record<DeploymentEndpointName, RecordHandler>> {
+  const id = (param: string) => decodePathSegment(param, 'id');
+  return {
+    'videos.retrieve': (context, key, param) => videos.retrieve(context, key, id(param)),
+    'videos.content': (context, key, param) => videos.content(context, key, id(param)),
+    'videos.cancel': (context, key, param) => videos.cancel(context, key, id(param)),
+    'requests.retrieve': (context, key, param) => requests.retrieve(context, key, id(param)),
+    'requests.cancel': (context, key, param) => requests.cancel(context, key, id(param)),
+  };
+}
 
 /** `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded). */
 function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string): void {

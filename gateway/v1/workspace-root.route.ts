@@ -11,11 +11,14 @@ import { decodePathSegment } from '../http/request-parsing';
 import { attributeDeployment } from '../http/request-telemetry';
 import { setRoutedBody } from '../http/routed-body';
 import { authenticate } from './authenticate';
-import { matchDeploymentEndpoint, routesByModel, workspaceEndpointList, type DeploymentEndpointName } from './endpoint-table';
+import { DEPLOYMENT_ENDPOINTS, matchDeploymentEndpoint, routesByModel, type DeploymentEndpointName } from './endpoint-table';
 import type { ModelsRoute } from './models.route';
 import type { WorkspaceRouting } from './workspace-routing';
 
 export type EndpointHandler = (context: Context, deployment: Deployment, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
+
+/** A by-id endpoint answered from the key's workspace and the id alone (videos, request records): the same on `/v1` as on any deployment's URL. */
+export type RecordHandler = (context: Context, key: AuthenticatedKey, param: string) => Promise<void> | void;
 
 export interface WorkspaceRootOptions {
   /** A JSON body's limit (the deployment endpoints' MAX_BODY_BYTES). */
@@ -29,7 +32,10 @@ export interface WorkspaceRootOptions {
  * before Koa, text-fast-lane.ts): `GET /v1/models[/{model}]` lists the key's workspace's
  * deployments, and every inference endpoint of the table (endpoint-table.ts `routesByModel`)
  * picks its deployment by the body's `model`, then runs the deployment's own handler: limits,
- * records, billing, metrics and logs are those of `/d/<slug>/v1`.
+ * records, billing, metrics and logs are those of `/d/<slug>/v1`. By-id endpoints whose records
+ * are found by the workspace and id alone (`recordHandlers`: an async image's request record, a
+ * video) are answered too, so a client that submitted on `/v1` can poll there; listings and
+ * Batch API records stay on the deployment's URL.
  *
  * The request budget is entered before the body is read, as on the deployment's URL, without
  * the deployment (not known until the body says); what the deployment alone refuses (paused)
@@ -38,8 +44,10 @@ export interface WorkspaceRootOptions {
  */
 export function workspaceRootRoute(
   apiKeys: ApiKeyService, routing: WorkspaceRouting, models: ModelsRoute, handlers: Partial<Record<DeploymentEndpointName, EndpointHandler>>,
-  gate: RequestGate, options: WorkspaceRootOptions,
+  recordHandlers: Partial<Record<DeploymentEndpointName, RecordHandler>>, gate: RequestGate, options: WorkspaceRootOptions,
 ) {
+  const served = DEPLOYMENT_ENDPOINTS.filter((endpoint) => (routesByModel(endpoint) && handlers[endpoint.name]) || recordHandlers[endpoint.name]);
+  const available = ['GET /v1/models', 'GET /v1/models/{model}', ...served.map((endpoint) => `${endpoint.method} /v1${endpoint.path}`)].join(', ');
   return async (context: Context, rest: string): Promise<void> => {
     const key = await authenticate(apiKeys, context.get('authorization') || undefined);
     if (context.method === 'GET' && rest === '/models') {
@@ -53,9 +61,14 @@ export function workspaceRootRoute(
       return json(context, await models.workspaceModel(deployment));
     }
     const found = matchDeploymentEndpoint(context.method, rest);
+    const recordHandler = found && found.param !== undefined ? recordHandlers[found.endpoint.name] : undefined;
+    if (found && recordHandler) {
+      context.state.requestBudget = gate.enter(context.req, context.res, key);
+      return await recordHandler(context, key, found.param!);
+    }
     const handler = found && routesByModel(found.endpoint) ? handlers[found.endpoint.name] : undefined;
     if (!found || !handler) {
-      throw new AppError('not_found', `${context.method} /v1${shortened(rest)} is not an endpoint of the workspace base URL; available: ${workspaceEndpointList()}`
+      throw new AppError('not_found', `${context.method} /v1${shortened(rest)} is not an endpoint of the workspace base URL; available: ${available}`
         + `; every endpoint of a deployment is at /d/<slug>/v1 (GET /v1/models lists the slugs)`);
     }
     const spends = found.endpoint.spends;

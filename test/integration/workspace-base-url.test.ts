@@ -109,6 +109,28 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     const response = await fetch(`${test.url}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: form });
     expect(response.status).toBe(400);
     expect((await response.json()).error).toMatchObject({ code: 'invalid_request', param: 'model' });
+    // Async: submitted on /v1, its request record is polled on /v1 (by id, in the key's workspace).
+    const asyncForm = new FormData();
+    asyncForm.append('model', EDIT_MODEL);
+    asyncForm.append('prompt', 'make it sunset');
+    asyncForm.append('size', '512x512');
+    asyncForm.append('image', new Blob([new Uint8Array(input)], { type: 'image/png' }), 'input.png');
+    const submitted = await fetch(`${test.url}/v1/images/edits?async=true`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: asyncForm });
+    expect(submitted.status).toBe(202);
+    const { id } = await submitted.json() as { id: string };
+    let record: { status?: string } = {};
+    for (let attempt = 0; attempt < 400 && record.status !== 'succeeded' && record.status !== 'failed'; attempt++) {
+      const polled = await fetch(`${test.url}/v1/requests/${id}`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+      expect(polled.status).toBe(200);
+      record = await polled.json() as { status: string };
+      if (record.status !== 'succeeded') await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(record.status).toBe('succeeded');
+    const stranger = await fetch(`${test.url}/v1/requests/${id}`, { headers: { authorization: `Bearer ${other.apiKey}` } });
+    const perDeployment = await fetch(`${foreign.baseUrl}/requests/${id}`, { headers: { authorization: `Bearer ${other.apiKey}` } });
+    expect(stranger.status).toBe(perDeployment.status);
+    expect(stranger.status).toBeGreaterThanOrEqual(403);
+
     // A form where JSON is taken is refused as the JSON it is not.
     const embeddingForm = new FormData();
     embeddingForm.append('model', embedding.slug);
@@ -152,7 +174,7 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     expect((await malformed.json()).error.code).toBe('invalid_json');
   });
 
-  it('refuses a bad key with 401, and endpoints that are only per deployment with a 404 that says where they are', async () => {
+  it('refuses a bad key with 401, and endpoints that are only per deployment (listings, the Batch API) with a 404 that says where they are', async () => {
     const stranger = new OpenAI({ baseURL: `${test.url}/v1`, apiKey: 'mk-not-a-key', maxRetries: 0 });
     await expect(stranger.models.list()).rejects.toMatchObject({ status: 401 });
     await expect(stranger.chat.completions.create({ model: chat.slug, messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 401 });
