@@ -2,6 +2,7 @@ import OpenAI, { toFile } from 'openai';
 import sharp from 'sharp';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { parsePrometheusText, sampleValue } from '../telemetry/support/prometheus-text';
 
 const BGE = 'BAAI/bge-large-en-v1.5';
 const EDIT_MODEL = 'black-forest-labs/FLUX.1-Kontext-dev';
@@ -225,6 +226,15 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
       expect(response.headers.get('x-ratelimit-reset-requests')).toMatch(/^(?:\d+m)?\d+s$/);
       expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     }
+  });
+
+  it('counts /v1 requests under the deployment they reached, on the Koa path and in the fast lane', async () => {
+    const samples = parsePrometheusText(await (await fetch(`${test.url}/metrics`)).text());
+    // The two embeddings calls of the embeddings test, both on /v1 (nothing else called that deployment).
+    expect(sampleValue(samples, 'inference_requests_total', { deployment: embedding.id, route: 'embeddings', status: '200' })).toBe(2);
+    // Chat: JSON and stream of the chat test on /v1, then one call on each URL in the usage test.
+    expect(sampleValue(samples, 'inference_requests_total', { deployment: chat.id, route: 'chat.completions', status: '200' })).toBe(4);
+    expect(sampleValue(samples, 'inference_requests_total', { deployment: chat.id, route: 'completions', status: '200' })).toBe(1);
   });
 
   it('refuses a paused deployment on /v1 as on its own URL', async () => {
