@@ -23,6 +23,7 @@ import type { RequestGate } from '../http/request-gate';
 const TEXT_PATH = fastLanePaths();
 /** The same endpoints under the workspace base URL `/v1`, the deployment named by the body's `model`. */
 const WORKSPACE_TEXT_PATH = workspaceFastLanePaths();
+const WORKSPACE_TEXT_ENDPOINTS: Readonly<Record<string, TextEndpoint>> = { 'chat/completions': 'chat.completions', completions: 'completions' };
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
 const GUEST_ATTEMPTS_PER_TURN = 16;
@@ -151,9 +152,11 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     const match = TEXT_PATH.exec(request.url ?? '');
     if (!match) {
       const workspace = WORKSPACE_TEXT_PATH.exec(request.url ?? '');
-      if (workspace) {
+      // Only the text endpoints this lane knows; another fast-lane row of the table goes to Koa until it is taught here.
+      const endpoint = workspace ? WORKSPACE_TEXT_ENDPOINTS[workspace[1]] : undefined;
+      if (endpoint) {
         const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-        serveWorkspace(request, response, workspace[1] === 'completions' ? 'completions' : 'chat.completions', trace)
+        serveWorkspace(request, response, endpoint, trace)
           .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
