@@ -5,6 +5,7 @@
  * the same scenarios through server A directly and through server B relaying to A, on one
  * database, interleaved). Results go to bench/results/ (the relay part: <date>-relay-<sha>.md).
  * Flags: --seconds 10 --warmup 2 --reps 3 --rate 500 --no-pin --only direct,nginx,koa,floor,ours,relay --no-parts
+ *        (`root` in --only: the same server as `ours` on the workspace base URL /v1, routed by model)
  *        --first-warmup 10 (seconds of unmeasured load on each target before the first repetition)
  *        --scenarios 'json c=8,stream c=8' (a subset, e.g. for a profile; BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS add node flags)
  *        --relay-seconds (half of --seconds) --relay-profile DIR (--cpu-prof of servers A and B, in DIR/A and DIR/B)
@@ -19,7 +20,7 @@ import { hasCommand, runningCommands } from './processes';
 import { floorBreakdown, markdownTables, summarize, targetsCheck } from './report';
 import { relayMarkdown, startRelayPair } from './relay';
 import { measure, warmUp, type RunResult, type Scenario } from './scenario';
-import { directTarget, floorTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
+import { directTarget, floorTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, workspaceRootTarget, type Target } from './targets';
 
 /** What to stop, in reverse order, on the way out: after the run, on a failure, or on Ctrl-C. */
 const cleanups: Array<() => Promise<void>> = [];
@@ -94,7 +95,11 @@ async function main(): Promise<void> {
       targets.push(floor);
       cleanups.push(() => floor.stop());
     }
-    if (wanted.has('ours')) targets.push(await oursTarget(upstream, proxyCpus, (stop) => cleanups.push(stop)));
+    if (wanted.has('ours') || wanted.has('root')) {
+      const ours = await oursTarget(upstream, proxyCpus, (stop) => cleanups.push(stop));
+      if (wanted.has('ours')) targets.push(ours);
+      if (wanted.has('root')) targets.push(workspaceRootTarget(ours));
+    }
     for (const target of targets) await warmUp(target, Number(values['first-warmup']), loadCpus);
     for (let repetition = 1; repetition <= repetitions && targets.length; repetition++) {
       for (const scenario of scenarios) {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from './processes';
 
 /** `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A. */
-export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'A' | 'B→A';
+export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'root' | 'A' | 'B→A';
 
 export interface Target {
   readonly name: TargetName;
@@ -224,3 +224,12 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
   };
 }
 
+/**
+ * The same server as `ours`, called on the workspace base URL (`/v1/chat/completions`, the
+ * deployment picked by the body's `model`, which the benchmark body sets to the default
+ * deployment's catalog model) instead of `/d/<slug>/v1`: measured interleaved with `ours`, on
+ * one process, what routing by `model` adds. Stopping either stops the server (once).
+ */
+export function workspaceRootTarget(ours: Target): Target {
+  return { ...ours, name: 'root', url: ours.url.replace(/\/d\/[^/]+\/v1\//, '/v1/') };
+}

@@ -25,6 +25,8 @@ export class DeploymentStore {
   private readonly bySlug: RefreshingCache<string, Deployment | null>;
   /** The workspace of each deployment not deleted, by id (a subscription checks it: 500 of them were 500 queries). */
   private readonly owners: RefreshingCache<string, string | null>;
+  /** Each workspace's deployments not deleted, oldest first: the workspace base URL (`/v1`) picks one by `model` on every request. */
+  private readonly byWorkspace: RefreshingCache<string, readonly Deployment[]>;
 
   constructor(
     dataSource: DataSource,
@@ -41,10 +43,14 @@ export class DeploymentStore {
       const row = await this.deployments.findOne({ where: { id }, select: { id: true, workspaceId: true, status: true } });
       return row && row.status !== 'Deleted' ? row.workspaceId : null;
     }, { ttlMs: cacheTtlMs, maxEntries: 10_000 });
+    this.byWorkspace = new RefreshingCache(async (workspaceId) => await this.deployments.find({
+      where: { workspaceId, status: Not('Deleted') }, order: { createdAt: 'ASC', id: 'ASC' },
+    }), { ttlMs: cacheTtlMs, maxEntries: 10_000 });
     notifier.on('deployment', (id) => void this.changedElsewhere(id));
     notifier.onReset(() => {
       this.bySlug.clear();
       this.owners.clear();
+      this.byWorkspace.clear();
     });
   }
 
@@ -68,6 +74,11 @@ export class DeploymentStore {
   /** Hot path: the deployment behind `/d/<slug>/v1`, cached (refreshed in the background); null when unknown or deleted. */
   async findBySlug(slug: string): Promise<Deployment | null> {
     return await this.bySlug.get(slug);
+  }
+
+  /** Hot path: the workspace's deployments not deleted (oldest first), cached like the slugs. */
+  async listOfWorkspace(workspaceId: string): Promise<readonly Deployment[]> {
+    return await this.byWorkspace.get(workspaceId);
   }
 
   /** Inserts the row; `before` runs first in the same transaction (a budget's count and check). */
@@ -138,6 +149,7 @@ export class DeploymentStore {
   private changed(deployment: Deployment): void {
     this.bySlug.delete(deployment.slug);
     this.owners.delete(deployment.id);
+    this.byWorkspace.delete(deployment.workspaceId);
     this.events.emit('deploymentUpdated', deployment);
     this.notifier.publish('deployment', deployment.id);
   }
@@ -148,6 +160,7 @@ export class DeploymentStore {
     if (!deployment) return;
     this.bySlug.delete(deployment.slug);
     this.owners.delete(deployment.id);
+    this.byWorkspace.delete(deployment.workspaceId);
     this.events.emit('deploymentUpdated', deployment);
   }
 }

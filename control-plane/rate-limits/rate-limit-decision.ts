@@ -78,13 +78,21 @@ export function msUntilNextUtcDay(now: number): number {
   return (Math.floor(now / DAY_MS) + 1) * DAY_MS - now;
 }
 
+/**
+ * A 429 of a key's limits: which limit refused (RPM: `requests`, TPD: `tokens`), its value and
+ * when it frees up, so the edge can send the rate-limit headers with the refusal as OpenAI does.
+ */
+export class RateLimitRefusal extends AppError {
+  constructor(message: string, readonly limit: 'requests' | 'tokens', readonly limitValue: number, readonly resetSeconds: number) {
+    super('rate_limit_error', message, { retryAfterSeconds: limit === 'requests' ? Math.max(1, resetSeconds) : resetSeconds });
+  }
+}
+
 export function tokensPerDayExceeded(used: number, limit: number, resetMs: number): AppError {
-  return new AppError('rate_limit_error',
-    `tokens per day limit reached: ${used} of ${limit} tokens used today (UTC); resets in ${Math.ceil(resetMs / 1000)} s`,
-    { retryAfterSeconds: Math.ceil(resetMs / 1000) });
+  const resetSeconds = Math.ceil(resetMs / 1000);
+  return new RateLimitRefusal(`tokens per day limit reached: ${used} of ${limit} tokens used today (UTC); resets in ${resetSeconds} s`, 'tokens', limit, resetSeconds);
 }
 
 export function requestsPerMinuteExceeded(limit: number, resetMs: number): AppError {
-  return new AppError('rate_limit_error', `requests per minute limit reached: ${limit} requests in the last 60 s`,
-    { retryAfterSeconds: Math.max(1, Math.ceil(resetMs / 1000)) });
+  return new RateLimitRefusal(`requests per minute limit reached: ${limit} requests in the last 60 s`, 'requests', limit, Math.max(0, Math.ceil(resetMs / 1000)));
 }

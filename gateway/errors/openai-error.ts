@@ -3,6 +3,8 @@ import { asAppError } from '../../control-plane/database/database-unavailable';
 import type { JobFailure } from '../../control-plane/dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
 import { parseJsonText } from '../../common/json-nesting';
+import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
+import { refusalRateLimitHeaders } from '../v1/rate-limit-headers';
 
 export interface RenderedError {
   status: number;
@@ -15,6 +17,7 @@ export function renderError(error: unknown): RenderedError {
   const appError = asAppError(error);
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (appError.retryAfterSeconds !== undefined) headers['retry-after'] = String(appError.retryAfterSeconds);
+  if (appError instanceof RateLimitRefusal) Object.assign(headers, refusalRateLimitHeaders(appError));
   if (appError.upstreamStatus && appError.upstreamBody && isOpenAiErrorBody(appError.upstreamBody)) {
     return { status: appError.upstreamStatus, headers, body: appError.upstreamBody };
   }

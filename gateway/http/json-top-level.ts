@@ -8,6 +8,12 @@ export const NESTED = Symbol('nested');
 
 export type TopLevelValue = string | number | boolean | null | typeof NESTED;
 
+/** Where a member's value lies in the raw bytes, [start, end): the workspace base URL rewrites `model` in place (model-field.ts). */
+export interface ValueSpan {
+  readonly start: number;
+  readonly end: number;
+}
+
 /** JSON's number grammar: what JSON.parse would read as a number. */
 const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
@@ -26,8 +32,10 @@ const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
  * most MAX_JSON_DEPTH levels (the caller then parses it and answers the parse's own 400). It
  * validates structure, not every byte: what passes here can still fail JSON.parse (a stray
  * control character in a string, `[1,}`), which the full parse after admission refuses.
+ *
+ * `spans`, when given, learns where each found member's value lies (the last one's, as for its value).
  */
-export function topLevelValues(raw: Buffer, names: readonly string[]): Map<string, TopLevelValue> | null {
+export function topLevelValues(raw: Buffer, names: readonly string[], spans?: Map<string, ValueSpan>): Map<string, TopLevelValue> | null {
   const found = new Map<string, TopLevelValue>();
   const length = raw.length;
   let index = skipWhitespace(raw, 0);
@@ -68,7 +76,10 @@ export function topLevelValues(raw: Buffer, names: readonly string[]): Map<strin
         value = literal;
       }
     }
-    if (name !== null) found.set(name, value!);
+    if (name !== null) {
+      found.set(name, value!);
+      spans?.set(name, { start, end });
+    }
     index = skipWhitespace(raw, end);
     if (raw[index] === COMMA) {
       index = skipWhitespace(raw, index + 1);

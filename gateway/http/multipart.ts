@@ -2,17 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import busboy from 'busboy';
 import { AppError } from '../../control-plane/errors/app-error';
 import { cutShort, type BodyMemory } from './read-body';
+import { takeRoutedForm } from './routed-body';
 
-export interface UploadedFile {
-  data: Buffer;
-  filename: string;
-  contentType: string;
-}
+import type { MultipartForm } from './multipart-form';
 
-export interface MultipartForm {
-  fields: Record<string, string>;
-  files: Map<string, UploadedFile[]>;
-}
+export type { MultipartForm, UploadedFile } from './multipart-form';
 
 const MAX_FIELDS = 64;
 const MAX_FIELD_BYTES = 64 * 1024;
@@ -30,6 +24,8 @@ export function isMultipart(request: IncomingMessage): boolean {
  * Fields arrive as strings; files by field name (`image` and `image[]` are the same field).
  */
 export function readMultipart(request: IncomingMessage, limit: number, memory: BodyMemory): Promise<MultipartForm> {
+  const routed = takeRoutedForm(request);
+  if (routed) return Promise.resolve(routed);
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {

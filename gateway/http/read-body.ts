@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../control-plane/errors/app-error';
+import { takeRoutedBytes } from './routed-body';
 
 /** Where a body's bytes are counted as they arrive (request-budget.ts): the refusal when they no longer fit. */
 export interface BodyMemory {
@@ -25,6 +26,8 @@ export function readBody(request: IncomingMessage, limit: number, memory: BodyMe
   if (memory === UNCOUNTED && limit > UNCOUNTED_LIMIT_BYTES) {
     return Promise.reject(new Error(`a body of up to ${limit} bytes must be read into a request's budget, not UNCOUNTED`));
   }
+  const routed = takeRoutedBytes(request);
+  if (routed) return routed.length > limit ? Promise.reject(tooLarge(limit)) : Promise.resolve(routed);
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {

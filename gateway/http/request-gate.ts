@@ -33,12 +33,25 @@ export class RequestGate {
     this.connections?.identified(request.socket);
     // First, so that a key refused anyway (no credit) holds nothing, not even a request in flight.
     // A retried media submission (same Idempotency-Key) gets its record back whatever the key's state now: admission decides after the body.
+    this.refuseBeforeBody(request, key, deployment, spends);
+    const held = RequestBudget.admit(this.budget, { keyId: key.id, workspaceId: key.workspaceId }, response, this.bodyThresholdBytes);
+    if (held instanceof AppError) throw held;
+    return held;
+  }
+
+  /**
+   * The workspace base URL (`/v1/…`) learns the deployment from the body's `model`, after
+   * `enter` ran without one: what the deployment alone refuses (paused) is decided now, before
+   * its handler runs, as `enter` decides it before the body on the deployment's own URL.
+   */
+  routed(request: IncomingMessage, key: AuthenticatedKey, deployment: Deployment, spends?: 'text' | 'media'): void {
+    this.refuseBeforeBody(request, key, deployment, spends);
+  }
+
+  private refuseBeforeBody(request: IncomingMessage, key: AuthenticatedKey, deployment: Deployment | null, spends: 'text' | 'media' | undefined): void {
     if (spends && !(spends === 'media' && request.headers['idempotency-key'])) {
       const refusal = this.pipeline.refusalBeforeBody(key, deployment, spends);
       if (refusal) throw refusal;
     }
-    const held = RequestBudget.admit(this.budget, { keyId: key.id, workspaceId: key.workspaceId }, response, this.bodyThresholdBytes);
-    if (held instanceof AppError) throw held;
-    return held;
   }
 }

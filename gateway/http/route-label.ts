@@ -1,7 +1,8 @@
 import type { RouteLabel } from '../../control-plane/telemetry/metrics';
 import { deploymentRouteLabel } from '../v1/endpoint-table';
 
-const DEPLOYMENT_PREFIX = /^\/d\/[^/]+\/v1(?=\/|$)/;
+/** A deployment's base URL `/d/<slug>/v1`, or the workspace's `/v1` (the same endpoints, routed by `model`). */
+const DEPLOYMENT_PREFIX = /^(?:\/d\/[^/]+)?\/v1(?=\/|$)/;
 
 /** The metrics `route` of a request: from a closed set, whatever the path holds. */
 export function routeLabel(method: string, path: string): RouteLabel {

@@ -109,6 +109,24 @@ export function fastLanePaths(): RegExp {
   return new RegExp(`^\\/d\\/([a-z0-9-]{1,64})\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
 }
 
+/** The fast lane's path under the workspace base URL `/v1`: its endpoints' paths, captured. */
+export function workspaceFastLanePaths(): RegExp {
+  const paths = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/'));
+  return new RegExp(`^\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
+}
+
+/**
+ * Whether the workspace base URL (`/v1/…`) serves `endpoint`, picking the deployment by the
+ * body's `model`: the inference endpoints (they have `tasks`) that take a body and name no
+ * record in their path. Listing endpoints stay on the deployment's own URL (a GET has no
+ * `model`); by-id ones are on `/v1` only where their handler needs no deployment
+ * (workspace-root.route.ts, its record handlers).
+ */
+export function routesByModel(endpoint: DeploymentEndpoint): boolean {
+  return endpoint.method === 'POST' && endpoint.tasks !== undefined && !endpoint.path.includes('{');
+}
+
+
 /** Every endpoint, for a 404's message. */
 export function endpointList(): string {
   return DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(', ');

@@ -25,8 +25,21 @@ export class ModelsRoute {
     return await this.modelObject(deployment);
   }
 
-  private async modelObject(deployment: Deployment) {
-    const model = { id: deployment.modelId, object: 'model', created: Math.floor(deployment.createdAt.getTime() / 1000), owned_by: deployment.workspaceId };
+  /**
+   * The workspace base URL's `GET /v1/models`: one model object per deployment, its id the
+   * slug (what `model` takes there) and `root` the catalog model it serves (vLLM's field for
+   * the model behind a served name; OpenAI SDKs keep unknown fields).
+   */
+  async workspaceList(deployments: readonly Deployment[]) {
+    return { object: 'list', data: await Promise.all(deployments.map(async (deployment) => await this.workspaceModel(deployment))) };
+  }
+
+  async workspaceModel(deployment: Deployment) {
+    return await this.modelObject(deployment, { id: deployment.slug, root: deployment.modelId });
+  }
+
+  private async modelObject(deployment: Deployment, naming: { id: string; root?: string } = { id: deployment.modelId }) {
+    const model = { id: naming.id, object: 'model', created: Math.floor(deployment.createdAt.getTime() / 1000), owned_by: deployment.workspaceId, ...(naming.root ? { root: naming.root } : {}) };
     if (!(await this.engines.of(deployment)).has(STAND_IN_ENGINE_KIND)) return model;
     return { ...model, engine: STAND_IN_ENGINE_LABEL, note: STAND_IN_NOTE };
   }

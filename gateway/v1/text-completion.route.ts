@@ -25,6 +25,11 @@ export class TextCompletionRoute {
    */
   async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
     const body = await readBody(request, this.options.maxBodyBytes, held);
+    await this.handleBody(response, body, deployment, key, endpoint, trace, held);
+  }
+
+  /** `handle` with the body already read (the workspace base URL reads it to find the deployment). */
+  async handleBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
     const textRequest = parseTextRequest(body, endpoint);
     const ticket = await this.pipeline.admitText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,

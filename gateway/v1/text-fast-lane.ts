@@ -10,7 +10,10 @@ import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { TextEndpoint } from './text-request';
 import type { StreamLimits } from './text-job-run';
-import { fastLanePaths } from './endpoint-table';
+import { fastLanePaths, workspaceFastLanePaths } from './endpoint-table';
+import { authenticate } from './authenticate';
+import { readBody } from '../http/read-body';
+import { WorkspaceRouting } from './workspace-routing';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
@@ -18,6 +21,9 @@ import type { RequestGate } from '../http/request-gate';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
+/** The same endpoints under the workspace base URL `/v1`, the deployment named by the body's `model`. */
+const WORKSPACE_TEXT_PATH = workspaceFastLanePaths();
+const WORKSPACE_TEXT_ENDPOINTS: Readonly<Record<string, TextEndpoint>> = { 'chat/completions': 'chat.completions', completions: 'completions' };
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
 const GUEST_ATTEMPTS_PER_TURN = 16;
@@ -26,7 +32,8 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  * `POST /d/<slug>/v1/chat/completions` and `/completions` answered on node:http directly, in
  * front of Koa: the hot path builds no Koa context, runs no middleware chain and wraps no
  * response (Koa's share was ~30 µs of the gateway's ~150 µs per request; docs/performance.md#what-a-proxy-hop-costs).
- * The shared endpoint's `POST /shared/v1/chat/completions` takes the same lane.
+ * The workspace base URL's `POST /v1/chat/completions` and `/v1/completions` take it too, as
+ * does the shared endpoint's `POST /shared/v1/chat/completions`.
  * Returns false for every other request, which Koa then serves.
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
@@ -34,6 +41,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
+  const routing = new WorkspaceRouting(controlPlane.deploymentStore);
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
@@ -42,6 +50,31 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       deploymentId = deployment.id;
       const held = gate.enter(request, response, key, deployment, 'text');
       await text.handle(request, response, deployment, key, endpoint, trace, held);
+    } catch (error) {
+      fail(request, response, error, trace.id);
+    }
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(deploymentId, endpoint, status, seconds);
+    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
+  };
+
+  /**
+   * `/v1/<endpoint>`: the key's budget is entered before the body is read, as on the
+   * deployment's URL but without the deployment, which the body's `model` names (the raw scan:
+   * the body is parsed once, by the deployment's route). What the deployment alone refuses
+   * (paused) is then decided before admission, and the rest is the deployment's own path:
+   * metrics and logs carry its id.
+   */
+  const serveWorkspace = async (request: IncomingMessage, response: ServerResponse, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
+    let deploymentId = NO_DEPLOYMENT;
+    try {
+      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      const held = gate.enter(request, response, key, null, 'text');
+      const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held));
+      deploymentId = deployment.id;
+      gate.routed(request, key, deployment, 'text');
+      await text.handleBody(response, body, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
@@ -118,6 +151,15 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     if (request.method !== 'POST') return false;
     const match = TEXT_PATH.exec(request.url ?? '');
     if (!match) {
+      const workspace = WORKSPACE_TEXT_PATH.exec(request.url ?? '');
+      // Only the text endpoints this lane knows; another fast-lane row of the table goes to Koa until it is taught here.
+      const endpoint = workspace ? WORKSPACE_TEXT_ENDPOINTS[workspace[1]] : undefined;
+      if (endpoint) {
+        const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
+        serveWorkspace(request, response, endpoint, trace)
+          .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+        return true;
+      }
       if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
       guests.run(() => serveShared(request, response, trace));

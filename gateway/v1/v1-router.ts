@@ -21,6 +21,8 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import { shortened } from '../../control-plane/errors/quote-value';
 import type { RequestGate } from '../http/request-gate';
 import type { ObjectDownloadOptions } from '../files/object-download';
+import { workspaceRootRoute, type EndpointHandler, type RecordHandler } from './workspace-root.route';
+import { WorkspaceRouting } from './workspace-routing';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 
@@ -28,11 +30,13 @@ export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
 const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
 /** Any segment where the slug goes: one that cannot be a slug is refused (a NUL: 400) or unknown (404). */
 const ANY_DEPLOYMENT_PATH = /^\/d\/([^/]+)\/v1\//;
+/** The workspace base URL, `/v1/<rest>`: the deployment is the body's `model` (workspace-root.route.ts). */
+const WORKSPACE_PATH = /^\/v1(\/.*)?$/;
 /** The shared (per-token) endpoint; its chat/completions is answered by the fast lane. */
 const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
 
 /**
- * The `/v1` surface but for chat/completions, which the fast lane (text-fast-lane.ts) answers
+ * The `/d/<slug>/v1` and `/v1` surfaces but for chat/completions and completions, which the fast lane (text-fast-lane.ts) answers
  * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
  */
 export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & { downloads: ObjectDownloadOptions }, gate: RequestGate) {
@@ -44,6 +48,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
+  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests), gate, options);
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -55,6 +60,8 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
         const slug = decodePathSegment(other[1], 'slug');
         throw new AppError('deployment_not_found', `no deployment endpoint at /d/${shortened(slug)}/v1: slugs are 1-64 lowercase letters, digits and "-"`);
       }
+      const workspace = WORKSPACE_PATH.exec(path);
+      if (workspace) return await workspaceRoot(context, workspace[1] ?? '');
       const shared = SHARED_PATH.exec(path);
       if (!shared) return await next();
       gate.enter(context.req, context.res, await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined));
@@ -71,8 +78,6 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
     return await handler(context, deployment, key, found.param);
   };
 }
-
-type EndpointHandler = (context: Context, deployment: Deployment, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
 
 /** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
 function endpointHandlers(routes: {
@@ -107,6 +112,18 @@ function endpointHandlers(routes: {
   };
 }
 
+
+/** The table's by-id endpoints whose handlers need only the key and the id: the workspace base URL answers them too. */
+function recordHandlers(videos: VideosRoute, requests: RequestsRoute): Partial<Record<DeploymentEndpointName, RecordHandler>> {
+  const id = (param: string) => decodePathSegment(param, 'id');
+  return {
+    'videos.retrieve': (context, key, param) => videos.retrieve(context, key, id(param)),
+    'videos.content': (context, key, param) => videos.content(context, key, id(param)),
+    'videos.cancel': (context, key, param) => videos.cancel(context, key, id(param)),
+    'requests.retrieve': (context, key, param) => requests.retrieve(context, key, id(param)),
+    'requests.cancel': (context, key, param) => requests.cancel(context, key, id(param)),
+  };
+}
 
 /** `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded). */
 function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string): void {

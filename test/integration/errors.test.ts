@@ -75,8 +75,12 @@ describe('chat/completions errors', () => {
     expect(wrongPath.status).toBe(404);
     const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     await expect(client.models.retrieve('gpt-4o')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // The workspace base URL (/v1) answers, and asks which deployment: `model` (workspace-base-url.test.ts).
     const root = await fetch(`${test.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: '{}' });
-    expect(root.status).toBe(404);
+    expect(root.status).toBe(400);
+    expect((await root.json()).error.param).toBe('model');
+    const rootUnknown = await fetch(`${test.url}/v1/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: '{}' });
+    expect(rootUnknown.status).toBe(404);
   });
 
   it('503 when the deployment is paused (saying so) or has no ready replica', async () => {
