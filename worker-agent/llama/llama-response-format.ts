@@ -4,6 +4,7 @@
  * through the same SSE filter as an HTTP engine's bytes.
  */
 import type { LlamaRequestPlan } from './llama-request';
+import type { ToolCall } from './llama-tools';
 
 export interface OpenAiUsage {
   prompt_tokens: number;
@@ -15,23 +16,35 @@ export interface OpenAiUsage {
 
 export interface FinishedChoice {
   readonly text: string;
-  readonly finishReason: 'stop' | 'length';
+  readonly finishReason: 'stop' | 'length' | 'tool_calls';
+  /** The answer is these calls (`content` null), not `text`. */
+  readonly toolCalls?: readonly ToolCall[];
 }
 
 export const DONE_EVENT = 'data: [DONE]\n\n';
 
 export function completionBody(plan: LlamaRequestPlan, choices: readonly FinishedChoice[], usage: OpenAiUsage): Buffer {
   const rendered = choices.map((choice, index) => (plan.kind === 'chat'
-    ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
+    ? { index, message: chatMessage(choice), logprobs: null, finish_reason: choice.finishReason }
     : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
   const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
   return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices: rendered, usage }));
+}
+
+function chatMessage(choice: FinishedChoice) {
+  if (choice.toolCalls) return { role: 'assistant', content: null, tool_calls: choice.toolCalls };
+  return { role: 'assistant', content: choice.text };
 }
 
 export interface ChunkFormat {
   /** Chat: the first delta of a choice (`role`); completions: nothing. */
   start(index: number): string;
   content(index: number, text: string): string;
+  /**
+   * Chat: per call, a chunk with its index, id, type, name and empty arguments, then one with
+   * the arguments, the shape OpenAI streams and the SDKs' stream helpers assemble.
+   */
+  toolCalls(index: number, calls: readonly ToolCall[]): string;
   finish(index: number, finishReason: string): string;
   /** The usage-only chunk (`choices: []`) before `[DONE]`. */
   usage(usage: OpenAiUsage): string;
@@ -47,8 +60,14 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
   const usage = (value: OpenAiUsage) => `${head}],"usage":${JSON.stringify(value)}}\n\n`;
   if (plan.kind === 'chat') {
     return {
-      start: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
+      // With tools the answer may be calls, whose message content is null.
+      start: (index) => event(index, `"delta":{"role":"assistant","content":${plan.output.kind === 'tools' ? 'null' : '""'}}`, null),
       content: (index, text) => event(index, `"delta":{"content":${JSON.stringify(text)}}`, null),
+      toolCalls: (index, calls) => calls.map((call, position) => {
+        const opening = { index: position, id: call.id, type: call.type, function: { name: call.function.name, arguments: '' } };
+        const argumentsDelta = { index: position, function: { arguments: call.function.arguments } };
+        return event(index, `"delta":{"tool_calls":${JSON.stringify([opening])}}`, null) + event(index, `"delta":{"tool_calls":${JSON.stringify([argumentsDelta])}}`, null);
+      }).join(''),
       finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
       usage,
     };
@@ -56,6 +75,7 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
   return {
     start: () => '',
     content: (index, text) => event(index, `"text":${JSON.stringify(text)}`, null),
+    toolCalls: () => '',
     finish: (index, finishReason) => event(index, '"text":""', finishReason),
     usage,
   };
