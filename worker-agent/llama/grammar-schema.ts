@@ -34,7 +34,7 @@ const TYPE_KEYWORDS: Record<JsonType, readonly string[]> = {
   integer: ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'],
   boolean: [],
   null: [],
-  object: ['properties', 'required', 'additionalProperties', 'minProperties', 'maxProperties', 'unevaluatedProperties'],
+  object: ['properties', 'required', 'additionalProperties', 'minProperties', 'maxProperties', 'unevaluatedProperties', 'propertyNames'],
   array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems'],
 };
 /** The name the root schema gets among the definitions when something refers to it (`"$ref": "#"`). */
@@ -174,6 +174,11 @@ class SchemaConverter {
     if (missing !== undefined) this.refuse(at('required'), `\`required\` names \`${missing}\`, which \`properties\` does not describe (the llama-cpp engine's grammar generates only described properties)`);
     if (schema.unevaluatedProperties !== undefined && schema.unevaluatedProperties !== false) {
       this.refuse(at('unevaluatedProperties'), 'only `unevaluatedProperties: false` is supported by the llama-cpp engine\'s grammar');
+    }
+    // Keys are strings anyway: zod's records say so (`propertyNames: {type: "string"}`); any other constraint is not a grammar here.
+    const names = schema.propertyNames;
+    if (names !== undefined && names !== true && !(isObject(names) && Object.keys(names).every((key) => key === 'type' || ANNOTATIONS.has(key)) && names.type === 'string')) {
+      this.refuse(at('propertyNames'), 'only `propertyNames: {"type": "string"}` is supported by the llama-cpp engine\'s grammar');
     }
     const extra = schema.additionalProperties;
     // Absent means "any other property is allowed": generating none is valid, and keeps the object to what was described.
