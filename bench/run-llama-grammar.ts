@@ -4,10 +4,10 @@
  * `max_tokens` two ways, interleaved round by round:
  * - unconstrained (end-of-generation tokens banned with logit bias -100);
  * - under `response_format: json_schema`, a schema the answer cannot finish within
- *   `max_tokens` (an array of at least 10,000 records of a string, a number, a boolean and an
+ *   `max_tokens` (an array of at least 1,000 records of a string, a number, a boolean and an
  *   enum), so both make exactly --tokens tokens and the grammar works through strings,
  *   numbers, keys and punctuation as a real structured answer does.
- * Reports median decode tokens/s (first → last token) and their ratio; the target is ≥ 0.8.
+ * Reports median decode tokens/s (first → last token) and the median of each round's ratio; the target is ≥ 0.8.
  * Flags: --embedding 64 --layers 2 (model size, as bench:llama) --tokens 256 --rounds 7
  *        --threads 1 --context 2048
  */
@@ -27,7 +27,7 @@ const SCHEMA = {
   type: 'object',
   properties: {
     records: {
-      type: 'array', minItems: 10_000,
+      type: 'array', minItems: 1000,
       items: {
         type: 'object', additionalProperties: false, required: ['name', 'score', 'active', 'kind'],
         properties: { name: { type: 'string', maxLength: 12 }, score: { type: 'number' }, active: { type: 'boolean' }, kind: { enum: ['alpha', 'beta', 'gamma'] } },
@@ -87,12 +87,16 @@ async function main(): Promise<void> {
       unconstrained: { decodeTokensPerSecond: median(runs.unconstrained, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.unconstrained, (run) => run.ttftMs) },
       grammar: { decodeTokensPerSecond: median(runs.grammar, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.grammar, (run) => run.ttftMs) },
     };
-    const ratio = round(summary.grammar.decodeTokensPerSecond / summary.unconstrained.decodeTokensPerSecond);
+    // The machine is shared: a busy moment slows one side of one round. Each round's own ratio
+    // (its two runs back to back) cancels most of that; their median is the headline.
+    const roundRatios = runs.grammar.map((run, index) => run.decodeTokensPerSecond / runs.unconstrained[index].decodeTokensPerSecond);
+    const ratio = round(percentile([...roundRatios].sort((a, b) => a - b), 0.5));
+    const ratioOfMedians = round(summary.grammar.decodeTokensPerSecond / summary.unconstrained.decodeTokensPerSecond);
     const machine = describeMachine();
     const results = {
       machine, loadAverage1m: { before: round(loadBefore), after: round(os.loadavg()[0]) },
       options: { model: `generated llama, ${embedding}-dim, ${layers} layers, byte vocabulary`, tokens, rounds, threads: Number(values.threads), context: Number(values.context) },
-      version: engine.version, summary, ratio, grammarSample: sample.text.slice(0, 160), runs,
+      version: engine.version, summary, ratio, ratioOfMedians, roundRatios: roundRatios.map(round), grammarSample: sample.text.slice(0, 160), runs,
     };
     const markdown = [
       `# llama.cpp tokens/s under a JSON-schema grammar vs unconstrained, ${machine.gitSha}`, '',
@@ -101,7 +105,8 @@ async function main(): Promise<void> {
       '| answer | decode tokens/s | time to first token (ms) |', '|---|---:|---:|',
       `| unconstrained (EOS banned) | ${summary.unconstrained.decodeTokensPerSecond} | ${summary.unconstrained.ttftMs} |`,
       `| response_format json_schema (grammar) | ${summary.grammar.decodeTokensPerSecond} | ${summary.grammar.ttftMs} |`, '',
-      `Ratio grammar / unconstrained: **${ratio}** (target ≥ 0.8: ${ratio >= 0.8 ? 'met' : 'NOT met'}).`, '',
+      `Ratio grammar / unconstrained, median of the rounds' own ratios: **${ratio}** (target ≥ 0.8: ${ratio >= 0.8 ? 'met' : 'NOT met'}); ` +
+      `ratio of the medians above: ${ratioOfMedians}; per round: ${roundRatios.map((value) => round(value)).join(', ')}.`, '',
       `Start of a grammar answer: \`${results.grammarSample}\``, '',
     ].join('\n');
     saveResults(`llama-grammar-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}-${embedding}x${layers}`, results, markdown);

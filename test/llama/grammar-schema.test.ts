@@ -70,6 +70,7 @@ describe('client JSON Schema → node-llama-cpp grammar schema', () => {
     expect(refusal({ enum: [{ a: 1 }] }).param).toBe(`${PARAM}.enum`);
     expect(refusal({ type: 'text' }).param).toBe(`${PARAM}.type`);
     expect(refusal(false).param).toBe(PARAM);
+    expect(refusal({ type: 'array', minItems: 5000 }).message).toContain('repetition limit');
   });
 });
 

@@ -20,6 +20,9 @@ import { isObject } from '../engines/engine-request';
 /** Grammar numbers stay strictly inside ±GRAMMAR_NUMBER_LIMIT (see llama-grammar.ts). */
 export const GRAMMAR_NUMBER_LIMIT = 1e15;
 
+/** llama.cpp refuses a grammar repetition above this many (`MAX_REPETITION_THRESHOLD`): larger counts are refused here, by name. */
+export const GRAMMAR_REPETITION_LIMIT = 2000;
+
 /** Keywords that never change which values are valid. */
 const ANNOTATIONS = new Set([
   '$schema', '$id', '$comment', '$anchor', 'title', 'description', 'default', 'examples', 'example',
@@ -244,6 +247,7 @@ class SchemaConverter {
     const value = schema[keyword];
     if (value === undefined) return undefined;
     if (!Number.isInteger(value) || (value as number) < 0) this.refuse(at(keyword), `\`${keyword}\` must be a non-negative integer`);
+    if ((value as number) > GRAMMAR_REPETITION_LIMIT) this.refuse(at(keyword), `\`${keyword}\` above ${GRAMMAR_REPETITION_LIMIT} is not supported by the llama-cpp engine's grammar (llama.cpp's repetition limit)`);
     return value as number;
   }
 
