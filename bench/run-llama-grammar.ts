@@ -39,6 +39,8 @@ const SCHEMA = {
 
 interface Run {
   readonly tokens: number;
+  /** CPU time of this process (llama.cpp's thread included) per token: less sensitive to other load than wall time. */
+  readonly cpuMicrosecondsPerToken: number;
   readonly decodeTokensPerSecond: number;
   readonly ttftMs: number;
 }
@@ -84,8 +86,8 @@ async function main(): Promise<void> {
     }
     const median = (list: readonly Run[], pick: (run: Run) => number) => round(percentile(list.map(pick).sort((a, b) => a - b), 0.5));
     const summary = {
-      unconstrained: { decodeTokensPerSecond: median(runs.unconstrained, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.unconstrained, (run) => run.ttftMs) },
-      grammar: { decodeTokensPerSecond: median(runs.grammar, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.grammar, (run) => run.ttftMs) },
+      unconstrained: { decodeTokensPerSecond: median(runs.unconstrained, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.unconstrained, (run) => run.ttftMs), cpuMicrosecondsPerToken: median(runs.unconstrained, (run) => run.cpuMicrosecondsPerToken) },
+      grammar: { decodeTokensPerSecond: median(runs.grammar, (run) => run.decodeTokensPerSecond), ttftMs: median(runs.grammar, (run) => run.ttftMs), cpuMicrosecondsPerToken: median(runs.grammar, (run) => run.cpuMicrosecondsPerToken) },
     };
     // The machine is shared: a busy moment slows one side of one round. Each round's own ratio
     // (its two runs back to back) cancels most of that; their median is the headline.
@@ -102,9 +104,9 @@ async function main(): Promise<void> {
       `# llama.cpp tokens/s under a JSON-schema grammar vs unconstrained, ${machine.gitSha}`, '',
       `Machine: ${machine.cpu}, ${machine.cores} cores (1-minute load ${results.loadAverage1m.before} before, ${results.loadAverage1m.after} after); Node ${machine.node}; ${engine.version}.`,
       `Model: ${results.options.model}; ${results.options.threads} thread(s); ${tokens} tokens per streamed chat completion, greedy; medians of ${rounds} interleaved rounds after a warm-up.`, '',
-      '| answer | decode tokens/s | time to first token (ms) |', '|---|---:|---:|',
-      `| unconstrained (EOS banned) | ${summary.unconstrained.decodeTokensPerSecond} | ${summary.unconstrained.ttftMs} |`,
-      `| response_format json_schema (grammar) | ${summary.grammar.decodeTokensPerSecond} | ${summary.grammar.ttftMs} |`, '',
+      '| answer | decode tokens/s | time to first token (ms) | CPU µs per token (whole request) |', '|---|---:|---:|---:|',
+      `| unconstrained (EOS banned) | ${summary.unconstrained.decodeTokensPerSecond} | ${summary.unconstrained.ttftMs} | ${summary.unconstrained.cpuMicrosecondsPerToken} |`,
+      `| response_format json_schema (grammar) | ${summary.grammar.decodeTokensPerSecond} | ${summary.grammar.ttftMs} | ${summary.grammar.cpuMicrosecondsPerToken} |`, '',
       `Ratio grammar / unconstrained, median of the rounds' own ratios: **${ratio}** (target ≥ 0.8: ${ratio >= 0.8 ? 'met' : 'NOT met'}); ` +
       `ratio of the medians above: ${ratioOfMedians}; per round: ${roundRatios.map((value) => round(value)).join(', ')}.`, '',
       `Start of a grammar answer: \`${results.grammarSample}\``, '',
@@ -119,6 +121,7 @@ async function main(): Promise<void> {
 /** One streamed chat completion through the engine; token times are when each content chunk is handed on. */
 async function stream(engine: LlamaCppEngine, body: Record<string, unknown>): Promise<Run & { text: string }> {
   const startedAt = performance.now();
+  const cpuBefore = process.cpuUsage();
   let first = 0;
   let last = 0;
   let text = '';
@@ -141,7 +144,8 @@ async function stream(engine: LlamaCppEngine, body: Record<string, unknown>): Pr
     },
     output: async () => undefined,
   } as never, new JobCancellation());
-  return { tokens: usage, decodeTokensPerSecond: round(usage > 1 ? (usage - 1) / ((last - first) / 1000) : 0), ttftMs: round(first - startedAt), text };
+  const cpu = process.cpuUsage(cpuBefore);
+  return { tokens: usage, cpuMicrosecondsPerToken: round((cpu.user + cpu.system) / Math.max(1, usage)), decodeTokensPerSecond: round(usage > 1 ? (usage - 1) / ((last - first) / 1000) : 0), ttftMs: round(first - startedAt), text };
 }
 
 function round(value: number): number {
