@@ -1,3 +1,4 @@
+import { ChatOpenAI } from '@langchain/openai';
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
@@ -145,6 +146,21 @@ describe('llama.cpp structured outputs and tool calls', () => {
     expect(second.usage!.prompt_tokens).toBeGreaterThan(alone.usage!.prompt_tokens + callText.length);
     const none = await client.chat.completions.create({ model, messages, seed: 1, tools, tool_choice: 'none', max_tokens: 4 });
     expect(none.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: expect.any(String) } });
+  });
+
+  it('serves LangChain: withStructuredOutput with both methods, and bindTools with a required call', async () => {
+    const chat = new ChatOpenAI({ model, apiKey: workspace.apiKey, configuration: { baseURL: deployment.baseUrl }, maxRetries: 0, modelKwargs: { seed: 7 } });
+    const Answer = z.object({ title: z.string().max(20), score: z.int(), flags: z.array(z.boolean()).max(3) });
+    for (const method of ['jsonSchema', 'functionCalling'] as const) {
+      const answer = await chat.withStructuredOutput(Answer, { method, name: 'answer' }).invoke('Rate the weather');
+      expect(Answer.parse(answer)).toEqual(answer);
+    }
+    const message = await chat.bindTools([{ type: 'function', function: { name: 'get_weather', description: 'Forecast', parameters: z.toJSONSchema(GetWeather) } }], { tool_choice: 'required' }).invoke('Oslo?');
+    expect(message.tool_calls!.length).toBeGreaterThanOrEqual(1);
+    for (const call of message.tool_calls!) {
+      expect(call.name).toBe('get_weather');
+      GetWeather.parse(call.args);
+    }
   });
 
   it('refuses a schema keyword the grammar cannot honour, and malformed tool requests, with a 400 naming them', async () => {
