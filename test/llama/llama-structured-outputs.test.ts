@@ -1,4 +1,5 @@
 import { ChatOpenAI } from '@langchain/openai';
+import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from '@openai/agents';
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
@@ -161,6 +162,19 @@ describe('llama.cpp structured outputs and tool calls', () => {
       expect(call.name).toBe('get_weather');
       GetWeather.parse(call.args);
     }
+  });
+
+  it('runs an @openai/agents agent with a function tool to its final output', async () => {
+    // Traces would go to api.openai.com: none leave a test.
+    setTracingDisabled(true);
+    const asked: unknown[] = [];
+    const getWeather = tool({ name: 'get_weather', description: 'Forecast for a city', parameters: GetWeather, execute: async (input) => { asked.push(input); return 'sunny, 4 degrees'; } });
+    // Turn 1 must call the tool (600 tokens hold the call); the SDK then resets tool_choice, and the model answers.
+    const agent = new Agent({ name: 'forecaster', instructions: 'Answer briefly.', tools: [getWeather], model: new OpenAIChatCompletionsModel(client, model), modelSettings: { toolChoice: 'required', maxTokens: 600 } });
+    const result = await run(agent, 'Weather in Oslo?');
+    expect(asked.length).toBeGreaterThanOrEqual(1);
+    for (const input of asked) GetWeather.parse(input);
+    expect(typeof result.finalOutput).toBe('string');
   });
 
   it('refuses a schema keyword the grammar cannot honour, and malformed tool requests, with a 400 naming them', async () => {
