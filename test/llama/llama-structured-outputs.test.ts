@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { runAiSdk } from './support/ai-sdk-client';
 import { modelDirectory, type ModelDirectory } from './support/tiny-model';
 
 const CONTEXT_SIZE = 4096;
@@ -161,6 +162,17 @@ describe('llama.cpp structured outputs and tool calls', () => {
     for (const call of message.tool_calls!) {
       expect(call.name).toBe('get_weather');
       GetWeather.parse(call.args);
+    }
+  });
+
+  it('serves the Vercel AI SDK\'s chat provider: generateObject, and generateText with a required tool', async () => {
+    const answers = await runAiSdk(deployment.baseUrl, workspace.apiKey, model);
+    z.object({ title: z.string().max(20), score: z.int(), flags: z.array(z.boolean()).max(3) }).parse(answers.object);
+    expect(answers.finishReason).toBe('tool-calls');
+    expect(answers.toolCalls.length).toBeGreaterThanOrEqual(1);
+    for (const call of answers.toolCalls) {
+      expect(call.name).toBe('get_weather');
+      GetWeather.parse(call.input);
     }
   });
 
