@@ -131,6 +131,10 @@ describe('llama.cpp structured outputs and tool calls', () => {
     expect(choice.message.tool_calls.length).toBeGreaterThanOrEqual(1);
     for (const call of choice.message.tool_calls) parametersOf[call.function.name].parse(JSON.parse(call.function.arguments));
     expect(deltas[0]).toEqual({ index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: expect.any(String), arguments: '' } });
+    // The arguments arrive as they are generated, a fragment per token or so, not in one piece.
+    const fragments = (deltas as Array<{ index: number; function?: { arguments?: string } }>).filter((delta) => delta.index === 0 && delta.function?.arguments);
+    expect(fragments.length).toBeGreaterThan(3);
+    expect(fragments.map((delta) => delta.function!.arguments).join('')).toBe(choice.message.tool_calls[0].function.arguments);
     expect(final.usage!.completion_tokens).toBeGreaterThan(0);
   });
 

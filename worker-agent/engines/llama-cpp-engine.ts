@@ -231,13 +231,15 @@ async function streamChoices(
   const send = (text: string) => (text ? forwarder.push(Buffer.from(text)) : undefined);
   await send(choices.map((choice, index) => format.start(index) + (choice.echo ? format.content(index, choice.echo) : '')).join(''));
   await Promise.all(choices.map(async (_, index) => {
-    // With tools, an answer that is calls is held back and sent as `tool_calls` once whole.
-    const calls = plan.output.kind === 'tools' ? new ToolCallStream((text) => send(format.content(index, text))) : undefined;
+    // With tools, an answer that is calls goes out as `delta.tool_calls` as it is generated.
+    const calls = plan.output.kind === 'tools' ? new ToolCallStream({
+      text: (text) => send(format.content(index, text)),
+      callStart: (position, id, name) => send(format.toolCallStart(index, position, id, name)),
+      callArguments: (position, text) => send(format.toolCallArguments(index, position, text)),
+    }) : undefined;
     const result = await generate(index, (text) => (calls ? calls.push(text) : send(format.content(index, text))));
-    const finished = finishChoice(plan, result);
-    if (finished.toolCalls) await send(format.toolCalls(index, finished.toolCalls));
-    else await calls?.flush();
-    await send(format.finish(index, finished.finishReason));
+    // Cut by max_tokens, calls stay what was sent (as OpenAI's do); whole, they finish as `tool_calls`.
+    await send(format.finish(index, calls?.isCalls && result.finishReason === 'stop' ? 'tool_calls' : result.finishReason));
   }));
   await send(format.usage(usage()) + DONE_EVENT);
   return await forwarder.finish();

@@ -40,11 +40,10 @@ export interface ChunkFormat {
   /** Chat: the first delta of a choice (`role`); completions: nothing. */
   start(index: number): string;
   content(index: number, text: string): string;
-  /**
-   * Chat: per call, a chunk with its index, id, type, name and empty arguments, then one with
-   * the arguments, the shape OpenAI streams and the SDKs' stream helpers assemble.
-   */
-  toolCalls(index: number, calls: readonly ToolCall[]): string;
+  /** Chat: a call's first chunk: its index, id, type, name and empty arguments, as OpenAI streams it. */
+  toolCallStart(index: number, position: number, id: string, name: string): string;
+  /** Chat: the next fragment of a call's arguments. */
+  toolCallArguments(index: number, position: number, text: string): string;
   finish(index: number, finishReason: string): string;
   /** The usage-only chunk (`choices: []`) before `[DONE]`. */
   usage(usage: OpenAiUsage): string;
@@ -63,11 +62,10 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
       // With tools the answer may be calls, whose message content is null.
       start: (index) => event(index, `"delta":{"role":"assistant","content":${plan.output.kind === 'tools' ? 'null' : '""'}}`, null),
       content: (index, text) => event(index, `"delta":{"content":${JSON.stringify(text)}}`, null),
-      toolCalls: (index, calls) => calls.map((call, position) => {
-        const opening = { index: position, id: call.id, type: call.type, function: { name: call.function.name, arguments: '' } };
-        const argumentsDelta = { index: position, function: { arguments: call.function.arguments } };
-        return event(index, `"delta":{"tool_calls":${JSON.stringify([opening])}}`, null) + event(index, `"delta":{"tool_calls":${JSON.stringify([argumentsDelta])}}`, null);
-      }).join(''),
+      toolCallStart: (index, position, id, name) =>
+        event(index, `"delta":{"tool_calls":[{"index":${position},"id":"${id}","type":"function","function":{"name":${JSON.stringify(name)},"arguments":""}}]}`, null),
+      toolCallArguments: (index, position, text) =>
+        event(index, `"delta":{"tool_calls":[{"index":${position},"function":{"arguments":${JSON.stringify(text)}}}]}`, null),
       finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
       usage,
     };
@@ -75,7 +73,8 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
   return {
     start: () => '',
     content: (index, text) => event(index, `"text":${JSON.stringify(text)}`, null),
-    toolCalls: () => '',
+    toolCallStart: () => '',
+    toolCallArguments: () => '',
     finish: (index, finishReason) => event(index, '"text":""', finishReason),
     usage,
   };

@@ -1,11 +1,11 @@
 /**
- * Reading a finished answer as tool calls when the request had tools (llama-tools.ts), and
- * holding a streamed answer back while it may be calls: the calls are streamed once whole, in
- * OpenAI's `delta.tool_calls` shape, so arguments never reach a client half-written.
+ * Reading an answer as tool calls when the request had tools (llama-tools.ts): a finished one
+ * as a whole, a streamed one piece by piece in OpenAI's `delta.tool_calls` shape.
  */
 import type { LlamaRequestPlan } from './llama-request';
 import type { FinishedChoice } from './llama-response-format';
-import { parseToolCalls } from './llama-tools';
+import { ToolCallScanner } from './tool-call-scanner';
+import { parseToolCalls, toolCallId } from './llama-tools';
 
 /**
  * The choice as the client gets it: with tools, an answer the grammar completed as an array of
@@ -18,26 +18,40 @@ export function finishChoice(plan: LlamaRequestPlan, choice: FinishedChoice): Fi
   return toolCalls ? { text: '', finishReason: 'tool_calls', toolCalls } : choice;
 }
 
-/** Streams text at once when the answer is plain text; holds it when it starts as calls (`[`). */
+/** Where a streamed answer's pieces go: text, or the calls' starts and argument fragments. */
+export interface ToolCallSink {
+  text(text: string): Promise<void> | undefined;
+  callStart(position: number, id: string, name: string): Promise<void> | undefined;
+  callArguments(position: number, text: string): Promise<void> | undefined;
+}
+
+/**
+ * Streams a plain-text answer as text; an answer that starts with `[` (the calls' array) as
+ * calls: each call's start once its name is whole, then its arguments as they come.
+ */
 export class ToolCallStream {
-  private held: string | null = null;
+  private scanner: ToolCallScanner | null = null;
   private decided = false;
 
-  constructor(private readonly sendText: (text: string) => Promise<void> | undefined) {}
+  constructor(private readonly sink: ToolCallSink) {}
 
-  push(text: string): Promise<void> | undefined {
-    if (!this.decided && text.length > 0) {
-      this.decided = true;
-      if (text.startsWith('[')) this.held = '';
-    }
-    if (this.held === null) return this.sendText(text);
-    this.held += text;
-    return undefined;
+  /** Whether the answer is calls (known from its first character on). */
+  get isCalls(): boolean {
+    return this.scanner !== null;
   }
 
-  /** The answer was not calls after all (cut by max_tokens): what was held goes out as text. */
-  async flush(): Promise<void> {
-    if (this.held) await this.sendText(this.held);
-    this.held = null;
+  async push(text: string): Promise<void> {
+    if (!this.decided && text.length > 0) {
+      this.decided = true;
+      if (text.startsWith('[')) this.scanner = new ToolCallScanner();
+    }
+    if (!this.scanner) {
+      await this.sink.text(text);
+      return;
+    }
+    for (const part of this.scanner.push(text)) {
+      if (part.kind === 'start') await this.sink.callStart(part.position, toolCallId(), part.name);
+      else await this.sink.callArguments(part.position, part.text);
+    }
   }
 }
