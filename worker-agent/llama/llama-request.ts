@@ -154,11 +154,11 @@ function refuseUnsupported(payload: Record<string, unknown>, kind: 'chat' | 'com
   if (kind === 'completion' && present('logprobs') && payload.logprobs !== 0) refuse('logprobs', '`logprobs` is not supported by the llama-cpp engine');
   if (present('top_logprobs') && payload.top_logprobs !== 0) refuse('top_logprobs', '`top_logprobs` is not supported by the llama-cpp engine');
   if (kind === 'completion') {
-    for (const name of ['tools', 'tool_choice', 'response_format']) {
-      if (present(name) && !(name === 'tool_choice' && payload[name] === 'none') && !(Array.isArray(payload[name]) && (payload[name] as unknown[]).length === 0)
-        && !(name === 'response_format' && isObject(payload[name]) && (payload[name] as Record<string, unknown>).type === 'text')) {
-        refuse(name, `\`${name}\` is a chat/completions field; /v1/completions on the llama-cpp engine does not take it`);
-      }
+    // Chat fields the legacy endpoint has no place for; their harmless values pass, as before.
+    const harmless = { tools: Array.isArray(payload.tools) && payload.tools.length === 0, tool_choice: payload.tool_choice === 'none',
+      response_format: isObject(payload.response_format) && payload.response_format.type === 'text' };
+    for (const [name, isHarmless] of Object.entries(harmless)) {
+      if (present(name) && !isHarmless) refuse(name, `\`${name}\` is a chat/completions field; /v1/completions on the llama-cpp engine does not take it`);
     }
   }
   if (Array.isArray(payload.functions) ? payload.functions.length > 0 : present('functions')) refuse('functions', 'the deprecated `functions` field is not supported by the llama-cpp engine; use `tools`');
