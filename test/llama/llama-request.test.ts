@@ -65,12 +65,13 @@ describe('llama.cpp request planning', () => {
     unsupported(() => chat({ logprobs: true }), 'logprobs');
     unsupported(() => chat({ top_logprobs: 2 }), 'top_logprobs');
     unsupported(() => completion({ logprobs: 2 }), 'logprobs');
-    unsupported(() => chat({ tools: [{}] }), 'tools');
-    unsupported(() => chat({ tool_choice: 'auto' }), 'tool_choice');
-    unsupported(() => chat({ response_format: { type: 'json_schema' } }), 'response_format');
+    unsupported(() => chat({ tools: [{}] }), 'tools[0].type');
+    unsupported(() => completion({ tools: [{ type: 'function', function: { name: 'f' } }] }), 'tools');
+    unsupported(() => chat({ functions: [{ name: 'f' }] }), 'functions');
+    unsupported(() => chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }), 'response_format.json_schema.schema.pattern');
     unsupported(() => completion({ suffix: 'x' }), 'suffix');
     unsupported(() => completion({ best_of: 3 }), 'best_of');
-    unsupported(() => chat({ messages: [{ role: 'tool', content: 'x' }] }), 'messages[0].role');
+    unsupported(() => chat({ messages: [{ role: 'function', name: 'f', content: 'x' }] }), 'messages[0].role');
     unsupported(() => chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }), 'messages[0].content[0]');
     // Harmless values of the same fields are accepted.
     expect(chat({ logprobs: false, tools: [], tool_choice: 'none', response_format: { type: 'text' } }).kind).toBe('chat');

@@ -193,8 +193,8 @@ describe('llama.cpp serving path', () => {
       return error.message as string;
     };
     expect(await refused({ logprobs: true }, 'logprobs', 'unsupported_parameter')).toContain('not supported by the llama-cpp engine');
-    await refused({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 'tools', 'unsupported_parameter');
-    await refused({ response_format: { type: 'json_object' } }, 'response_format', 'unsupported_parameter');
+    await refused({ functions: [{ name: 'f', parameters: {} }] }, 'functions', 'unsupported_parameter');
+    await refused({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }, 'response_format.json_schema.schema.pattern', 'unsupported_parameter');
     await refused({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] }, 'messages[0].content[0]', 'unsupported_parameter');
     expect(await refused({ n: PARALLEL + 1 }, 'n')).toContain(`at most ${PARALLEL} choices`);
     expect(await refused({ max_tokens: CONTEXT_SIZE }, 'messages', 'context_length_exceeded')).toContain(`maximum context length is ${CONTEXT_SIZE} tokens`);

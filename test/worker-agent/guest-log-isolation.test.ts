@@ -93,6 +93,20 @@ const cases: EngineCase[] = [
     failing: [{
       assign: guestAssign('guest_too_long', chat(secret('long'), { max_tokens: 5_000 })),
       check: (event) => expect(event.failed).toMatchObject({ code: 'engine_rejected', engineStatus: 400 }),
+    }, {
+      // A guest's schema and tools become a grammar llama.cpp compiles: names and values carry the marker.
+      assign: guestAssign('guest_schema', chat(secret('schema'), {
+        max_tokens: 64, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { [GUEST_MARKER]: { enum: [GUEST_MARKER] } } } } },
+      })),
+      check: (event) => expect(event.completed).toBeDefined(),
+    }, {
+      assign: guestAssign('guest_tools', chat(secret('tools'), {
+        max_tokens: 64, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', description: GUEST_MARKER, parameters: { type: 'object', properties: { [GUEST_MARKER]: { const: GUEST_MARKER } } } } }],
+      })),
+      check: (event) => expect(event.completed).toBeDefined(),
+    }, {
+      assign: guestAssign('guest_refused_schema', chat(secret('pattern'), { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: GUEST_MARKER } } } })),
+      check: (event) => expect(event.failed).toMatchObject({ code: 'engine_rejected', engineStatus: 400 }),
     }],
   },
 ];

@@ -6,7 +6,7 @@
  * the agent's heartbeats: a replica is Running only once its model is loaded.
  */
 import path from 'node:path';
-import type { Token } from 'node-llama-cpp';
+import type { LlamaGrammar, Token } from 'node-llama-cpp';
 import type { Usage } from '../../proto/worker/v1/index';
 import type { AgentLogger } from '../agent-logger';
 import type { JobCancellation } from '../job-cancellation';
@@ -15,6 +15,8 @@ import { choiceSeed, planLlamaRequest, type LlamaRequestPlan } from '../llama/ll
 import { invalidRequestFailure } from './request-fields';
 import { chunkFormat, completionBody, DONE_EVENT, type OpenAiUsage } from '../llama/llama-response-format';
 import { LlamaBackend } from '../llama/llama-backend';
+import { LlamaGrammars } from '../llama/llama-grammar';
+import { finishChoice, ToolCallStream } from '../llama/tool-call-answer';
 import { LlamaEmbedder } from '../llama/llama-embeddings';
 import { LlamaRuntime, type RenderedPrompt } from '../llama/llama-runtime';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress } from './engine';
@@ -77,6 +79,7 @@ export class LlamaCppEngine implements Engine {
   private backend: LlamaBackend | null = null;
   private runtime: LlamaRuntime | null = null;
   private embedder: LlamaEmbedder | null = null;
+  private grammars: LlamaGrammars | null = null;
 
   constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {}
 
@@ -87,6 +90,7 @@ export class LlamaCppEngine implements Engine {
       threads: this.options.threads, log: (level, message) => this.logger[level]({ llamaCpp: message }, 'llama.cpp'),
     });
     this.version = this.backend.version;
+    this.grammars = new LlamaGrammars(this.backend.llama);
   }
 
   /** Loads the model, reporting progress. Throws `EngineStartError` when it cannot be served. */
@@ -129,7 +133,7 @@ export class LlamaCppEngine implements Engine {
       return { usage: answer.usage, finishReason: '', usageEstimated: false };
     }
     const plan = planLlamaRequest(request.payload, request.path);
-    const choices = this.planChoices(runtime, plan);
+    const choices = this.planChoices(runtime, plan, await this.grammarOf(plan));
     const promptTokens = plan.kind === 'chat' ? choices[0].promptTokens.length : sumPromptTokens(choices, plan.n);
     const progress: ChoiceProgress[] = choices.map(() => ({ tokens: 0, cachedTokens: 0 }));
     const usage = (): OpenAiUsage => {
@@ -155,7 +159,7 @@ export class LlamaCppEngine implements Engine {
     try {
       if (plan.stream) return await streamChoices(plan, choices, job.includeUsage, sink, generate, usage);
       const results = await Promise.all(choices.map((_, index) => generate(index, () => undefined)));
-      const body = completionBody(plan, results.map((result, index) => ({ ...result, text: choices[index].echo + result.text })), usage());
+      const body = completionBody(plan, results.map((result, index) => finishChoice(plan, { ...result, text: choices[index].echo + result.text })), usage());
       return await forwardJsonBody(body, sink, () => '');
     } catch (error) {
       throw failureOf(signal.aborted ? signal.reason : error, usage());
@@ -173,8 +177,20 @@ export class LlamaCppEngine implements Engine {
     await runtime?.close();
   }
 
+  /** The grammar the answer is held to (JSON of a schema, tool calls), compiled once per schema. */
+  private async grammarOf(plan: LlamaRequestPlan): Promise<LlamaGrammar | undefined> {
+    const { output } = plan;
+    if (output.kind === 'text' || !this.grammars) return undefined;
+    const schema = output.kind === 'json' ? output.schema : output.tools.schema;
+    return await this.grammars.grammarFor(schema, { orText: output.kind === 'tools' && output.tools.choice === 'auto' }).catch((error: Error) => {
+      // The converter only lets through what the generator handles: reaching this is a gap there, said plainly.
+      const param = output.kind === 'json' ? 'response_format.json_schema.schema' : 'tools';
+      throw invalidRequestFailure(param, `llama.cpp could not build a grammar for this schema: ${error.message}`, 'unsupported_parameter');
+    });
+  }
+
   /** One choice per prompt and `n`, each with its token budget; a 400 when they cannot fit. */
-  private planChoices(runtime: LlamaRuntime, plan: LlamaRequestPlan): PlannedChoice[] {
+  private planChoices(runtime: LlamaRuntime, plan: LlamaRequestPlan, grammar: LlamaGrammar | undefined): PlannedChoice[] {
     const rendered: Array<RenderedPrompt & { echo: string }> = plan.kind === 'chat'
       ? [{ ...runtime.renderChat(plan.messages), echo: '' }]
       : plan.prompts.map((prompt) => {
@@ -199,7 +215,7 @@ export class LlamaCppEngine implements Engine {
       }
       return Array.from({ length: plan.n }, (_, choice) => ({
         promptTokens: prompt.tokens, maxTokens, sampling: plan.sampling, seed: choiceSeed(plan.sampling, promptIndex * plan.n + choice),
-        stopTexts: [...plan.stop, ...prompt.stopTexts], stopTokens: prompt.stopTokens, echo: prompt.echo,
+        stopTexts: [...plan.stop, ...prompt.stopTexts], stopTokens: prompt.stopTokens, echo: prompt.echo, grammar,
       }));
     });
   }
@@ -215,8 +231,15 @@ async function streamChoices(
   const send = (text: string) => (text ? forwarder.push(Buffer.from(text)) : undefined);
   await send(choices.map((choice, index) => format.start(index) + (choice.echo ? format.content(index, choice.echo) : '')).join(''));
   await Promise.all(choices.map(async (_, index) => {
-    const result = await generate(index, (text) => send(format.content(index, text)));
-    await send(format.finish(index, result.finishReason));
+    // With tools, an answer that is calls goes out as `delta.tool_calls` as it is generated.
+    const calls = plan.output.kind === 'tools' ? new ToolCallStream({
+      text: (text) => send(format.content(index, text)),
+      callStart: (position, id, name) => send(format.toolCallStart(index, position, id, name)),
+      callArguments: (position, text) => send(format.toolCallArguments(index, position, text)),
+    }) : undefined;
+    const result = await generate(index, (text) => (calls ? calls.push(text) : send(format.content(index, text))));
+    // Cut by max_tokens, calls stay what was sent (as OpenAI's do); whole, they finish as `tool_calls`.
+    await send(format.finish(index, calls?.isCalls && result.finishReason === 'stop' ? 'tool_calls' : result.finishReason));
   }));
   await send(format.usage(usage()) + DONE_EVENT);
   return await forwarder.finish();

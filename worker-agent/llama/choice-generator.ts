@@ -3,7 +3,7 @@
  * asked, text decoded as soon as it is whole UTF-8, stop sequences held back and cut, and
  * every sampled token counted (the usage is what the model actually computed).
  */
-import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import type { LlamaContextSequence, LlamaGrammar, Token } from 'node-llama-cpp';
 import type { LlamaRuntime } from './llama-runtime';
 import type { SamplingSettings } from './llama-request';
 import { StopMatcher } from './stop-matcher';
@@ -21,6 +21,11 @@ export interface ChoiceRequest {
   /** The request's stop sequences plus the chat template's textual turn markers. */
   readonly stopTexts: readonly string[];
   readonly stopTokens: ReadonlySet<Token>;
+  /**
+   * Sampling is held to this grammar (llama-grammar.ts): once it is complete only
+   * end-of-generation may follow, so the answer stops there ("stop").
+   */
+  readonly grammar?: LlamaGrammar;
 }
 
 export interface ChoiceProgress {
@@ -81,6 +86,7 @@ function startEvaluation(runtime: LlamaRuntime, sequence: LlamaContextSequence, 
       penalty: sampling.repetitionPenalty, presencePenalty: sampling.presencePenalty, frequencyPenalty: sampling.frequencyPenalty,
     } : undefined,
     tokenBias: runtime.tokenBias(sampling.logitBias),
+    grammarEvaluationState: request.grammar ? runtime.grammarState(request.grammar) : undefined,
     yieldEogToken: true,
   });
 }

@@ -7,6 +7,8 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { isObject, type EngineRoutePath } from '../engines/engine-request';
 import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from '../engines/request-fields';
+import { toGrammarSchema, type GrammarSchema } from './grammar-schema';
+import { planTools, renderToolCalls, toolPrompt, type ToolPlan } from './llama-tools';
 
 /** OpenAI's default for the legacy completions endpoint; chat defaults to the rest of the context. */
 const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -38,6 +40,18 @@ export interface SamplingSettings {
   readonly logitBias: ReadonlyMap<number, number>;
 }
 
+/**
+ * What the answer must be: free text; JSON of a schema (`response_format`); or tool calls
+ * or text (`tools`, llama-tools.ts). The last two are generated under a grammar.
+ */
+export type OutputConstraint =
+  | { readonly kind: 'text' }
+  | { readonly kind: 'json'; readonly schema: GrammarSchema }
+  | { readonly kind: 'tools'; readonly tools: ToolPlan };
+
+/** `response_format: {"type": "json_object"}`: any JSON object. */
+const ANY_OBJECT: GrammarSchema = { type: 'object', additionalProperties: true };
+
 export interface LlamaRequestPlan extends CompletionHeader {
   /** Chat: the conversation. */
   readonly messages: readonly ChatMessage[];
@@ -50,12 +64,15 @@ export interface LlamaRequestPlan extends CompletionHeader {
   /** Completions: prefix each choice with its prompt. */
   readonly echo: boolean;
   readonly sampling: SamplingSettings;
+  readonly output: OutputConstraint;
 }
 
 export function planLlamaRequest(payload: Record<string, unknown>, path: EngineRoutePath): LlamaRequestPlan {
   const kind = path === '/v1/chat/completions' ? 'chat' : 'completion';
   refuseUnsupported(payload, kind);
-  const messages = kind === 'chat' ? chatMessages(payload.messages) : [];
+  const output = kind === 'chat' ? outputConstraint(payload) : { kind: 'text' as const };
+  const conversation = kind === 'chat' ? chatMessages(payload.messages) : [];
+  const messages = output.kind === 'tools' ? withToolPrompt(conversation, toolPrompt(output.tools)) : conversation;
   const prompts = kind === 'completion' ? completionPrompts(payload.prompt) : [];
   const maxTokensField = kind === 'chat' && payload.max_completion_tokens !== undefined && payload.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
   const maxTokens = integerField(payload, maxTokensField, 1, Number.MAX_SAFE_INTEGER) ?? (kind === 'completion' ? DEFAULT_COMPLETION_MAX_TOKENS : undefined);
@@ -89,7 +106,31 @@ export function planLlamaRequest(payload: Record<string, unknown>, path: EngineR
       repetitionPenalty: numberField(payload, 'repetition_penalty', 0.01, 10) ?? 1,
       logitBias: logitBias(payload.logit_bias),
     },
+    output,
   };
+}
+
+function outputConstraint(payload: Record<string, unknown>): OutputConstraint {
+  const tools = planTools(payload);
+  const format = payload.response_format;
+  if (format === undefined || format === null) return tools ? { kind: 'tools', tools } : { kind: 'text' };
+  if (!isObject(format) || typeof format.type !== 'string') invalid('response_format', '`response_format` must be {"type": "text" | "json_object" | "json_schema", ...}');
+  if (format.type === 'text') return tools ? { kind: 'tools', tools } : { kind: 'text' };
+  // One grammar per answer: JSON of the schema, or calls (whose text alternative would have to be that JSON).
+  if (tools) refuse('response_format', 'the llama-cpp engine does not combine `response_format` with tool calls; use `tool_choice: "none"` or drop `response_format`');
+  if (format.type === 'json_object') return { kind: 'json', schema: ANY_OBJECT };
+  if (format.type !== 'json_schema') invalid('response_format.type', '`response_format.type` must be one of text, json_object, json_schema');
+  const jsonSchema = format.json_schema;
+  if (!isObject(jsonSchema) || !isObject(jsonSchema.schema)) {
+    invalid('response_format.json_schema.schema', '`response_format.json_schema.schema` must be a JSON Schema object', 'missing_required_parameter');
+  }
+  return { kind: 'json', schema: toGrammarSchema(jsonSchema.schema, 'response_format.json_schema.schema') };
+}
+
+/** The tools' prompt joins the first system message, or opens the conversation as one. */
+function withToolPrompt(messages: readonly ChatMessage[], prompt: string): ChatMessage[] {
+  if (messages[0]?.role === 'system') return [{ role: 'system', content: `${messages[0].content}\n\n${prompt}` }, ...messages.slice(1)];
+  return [{ role: 'system', content: prompt }, ...messages];
 }
 
 /** The seed of choice `index`: distinct per choice, reproducible per request seed. */
@@ -112,13 +153,16 @@ function refuseUnsupported(payload: Record<string, unknown>, kind: 'chat' | 'com
   if (kind === 'chat' && present('logprobs')) refuse('logprobs', '`logprobs` is not supported by the llama-cpp engine');
   if (kind === 'completion' && present('logprobs') && payload.logprobs !== 0) refuse('logprobs', '`logprobs` is not supported by the llama-cpp engine');
   if (present('top_logprobs') && payload.top_logprobs !== 0) refuse('top_logprobs', '`top_logprobs` is not supported by the llama-cpp engine');
-  if (Array.isArray(payload.tools) ? payload.tools.length > 0 : present('tools')) refuse('tools', 'tool calling is not supported by the llama-cpp engine');
-  if (present('tool_choice') && payload.tool_choice !== 'none') refuse('tool_choice', 'tool calling is not supported by the llama-cpp engine');
-  if (Array.isArray(payload.functions) ? payload.functions.length > 0 : present('functions')) refuse('functions', 'function calling is not supported by the llama-cpp engine');
-  if (present('function_call') && payload.function_call !== 'none') refuse('function_call', 'function calling is not supported by the llama-cpp engine');
-  if (present('response_format') && !(isObject(payload.response_format) && payload.response_format.type === 'text')) {
-    refuse('response_format', 'only `response_format: {"type": "text"}` is supported by the llama-cpp engine');
+  if (kind === 'completion') {
+    // Chat fields the legacy endpoint has no place for; their harmless values pass, as before.
+    const harmless = { tools: Array.isArray(payload.tools) && payload.tools.length === 0, tool_choice: payload.tool_choice === 'none',
+      response_format: isObject(payload.response_format) && payload.response_format.type === 'text' };
+    for (const [name, isHarmless] of Object.entries(harmless)) {
+      if (present(name) && !isHarmless) refuse(name, `\`${name}\` is a chat/completions field; /v1/completions on the llama-cpp engine does not take it`);
+    }
   }
+  if (Array.isArray(payload.functions) ? payload.functions.length > 0 : present('functions')) refuse('functions', 'the deprecated `functions` field is not supported by the llama-cpp engine; use `tools`');
+  if (present('function_call') && payload.function_call !== 'none') refuse('function_call', 'the deprecated `function_call` field is not supported by the llama-cpp engine; use `tool_choice`');
   if (typeof payload.suffix === 'string' ? payload.suffix.length > 0 : present('suffix')) refuse('suffix', '`suffix` is not supported by the llama-cpp engine');
   if (Array.isArray(payload.modalities) && payload.modalities.some((modality) => modality !== 'text')) refuse('modalities', 'the llama-cpp engine produces text only');
   if (present('audio')) refuse('audio', 'the llama-cpp engine produces text only');
@@ -126,18 +170,36 @@ function refuseUnsupported(payload: Record<string, unknown>, kind: 'chat' | 'com
 
 function chatMessages(value: unknown): ChatMessage[] {
   if (!Array.isArray(value) || value.length === 0) invalid('messages', '`messages` must be a non-empty array', 'missing_required_parameter');
-  return value.map((message, index) => {
+  /** Names of the calls earlier assistant turns made, for the tool results that answer them. */
+  const calledNames = new Map<string, string>();
+  return value.map((message, index): ChatMessage => {
     const param = `messages[${index}]`;
     if (!isObject(message)) invalid(param, `\`${param}\` must be an object`);
     const role = message.role === 'developer' ? 'system' : message.role;
-    if (role === 'tool' || role === 'function') refuse(`${param}.role`, `\`${role}\` messages need tool calling, which the llama-cpp engine does not support`);
+    if (role === 'function') refuse(`${param}.role`, '`function` messages (the deprecated function calling) are not supported by the llama-cpp engine; use `tool`');
+    if (role === 'tool') {
+      const id = message.tool_call_id;
+      if (typeof id !== 'string' || id.length === 0) invalid(`${param}.tool_call_id`, '`tool_call_id` must name the call this message answers', 'missing_required_parameter');
+      // Chat templates here have no tool turn: the result is a user turn that says what it answers.
+      const name = calledNames.get(id);
+      return { role: 'user', content: `Result of ${name ? `${name} ` : ''}(call ${id}):\n${messageText(message.content, `${param}.content`, false)}` };
+    }
     if (role !== 'system' && role !== 'user' && role !== 'assistant') {
-      invalid(`${param}.role`, `\`${param}.role\` must be one of system, developer, user, assistant`);
+      invalid(`${param}.role`, `\`${param}.role\` must be one of system, developer, user, assistant, tool`);
     }
+    const content = messageText(message.content, `${param}.content`, role === 'assistant');
     if (role === 'assistant' && Array.isArray(message.tool_calls) && message.tool_calls.length > 0) {
-      refuse(`${param}.tool_calls`, 'tool calling is not supported by the llama-cpp engine');
+      const calls = message.tool_calls.map((call, callIndex) => {
+        const callParam = `${param}.tool_calls[${callIndex}]`;
+        if (!isObject(call) || !isObject(call.function) || typeof call.function.name !== 'string' || typeof call.function.arguments !== 'string') {
+          invalid(callParam, `\`${callParam}\` must be {"id": "...", "type": "function", "function": {"name": "...", "arguments": "..."}}`);
+        }
+        if (typeof call.id === 'string') calledNames.set(call.id, call.function.name);
+        return { name: call.function.name, arguments: call.function.arguments };
+      });
+      return { role, content: content ? `${content}\n${renderToolCalls(calls)}` : renderToolCalls(calls) };
     }
-    return { role, content: messageText(message.content, `${param}.content`, role === 'assistant') };
+    return { role, content };
   });
 }
 

@@ -4,6 +4,7 @@
  * through the same SSE filter as an HTTP engine's bytes.
  */
 import type { LlamaRequestPlan } from './llama-request';
+import type { ToolCall } from './llama-tools';
 
 export interface OpenAiUsage {
   prompt_tokens: number;
@@ -15,23 +16,34 @@ export interface OpenAiUsage {
 
 export interface FinishedChoice {
   readonly text: string;
-  readonly finishReason: 'stop' | 'length';
+  readonly finishReason: 'stop' | 'length' | 'tool_calls';
+  /** The answer is these calls (`content` null), not `text`. */
+  readonly toolCalls?: readonly ToolCall[];
 }
 
 export const DONE_EVENT = 'data: [DONE]\n\n';
 
 export function completionBody(plan: LlamaRequestPlan, choices: readonly FinishedChoice[], usage: OpenAiUsage): Buffer {
   const rendered = choices.map((choice, index) => (plan.kind === 'chat'
-    ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
+    ? { index, message: chatMessage(choice), logprobs: null, finish_reason: choice.finishReason }
     : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
   const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
   return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices: rendered, usage }));
+}
+
+function chatMessage(choice: FinishedChoice) {
+  if (choice.toolCalls) return { role: 'assistant', content: null, tool_calls: choice.toolCalls };
+  return { role: 'assistant', content: choice.text };
 }
 
 export interface ChunkFormat {
   /** Chat: the first delta of a choice (`role`); completions: nothing. */
   start(index: number): string;
   content(index: number, text: string): string;
+  /** Chat: a call's first chunk: its index, id, type, name and empty arguments, as OpenAI streams it. */
+  toolCallStart(index: number, position: number, id: string, name: string): string;
+  /** Chat: the next fragment of a call's arguments. */
+  toolCallArguments(index: number, position: number, text: string): string;
   finish(index: number, finishReason: string): string;
   /** The usage-only chunk (`choices: []`) before `[DONE]`. */
   usage(usage: OpenAiUsage): string;
@@ -47,8 +59,13 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
   const usage = (value: OpenAiUsage) => `${head}],"usage":${JSON.stringify(value)}}\n\n`;
   if (plan.kind === 'chat') {
     return {
-      start: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
+      // With tools the answer may be calls, whose message content is null.
+      start: (index) => event(index, `"delta":{"role":"assistant","content":${plan.output.kind === 'tools' ? 'null' : '""'}}`, null),
       content: (index, text) => event(index, `"delta":{"content":${JSON.stringify(text)}}`, null),
+      toolCallStart: (index, position, id, name) =>
+        event(index, `"delta":{"tool_calls":[{"index":${position},"id":"${id}","type":"function","function":{"name":${JSON.stringify(name)},"arguments":""}}]}`, null),
+      toolCallArguments: (index, position, text) =>
+        event(index, `"delta":{"tool_calls":[{"index":${position},"function":{"arguments":${JSON.stringify(text)}}}]}`, null),
       finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
       usage,
     };
@@ -56,6 +73,8 @@ export function chunkFormat(plan: LlamaRequestPlan): ChunkFormat {
   return {
     start: () => '',
     content: (index, text) => event(index, `"text":${JSON.stringify(text)}`, null),
+    toolCallStart: () => '',
+    toolCallArguments: () => '',
     finish: (index, finishReason) => event(index, '"text":""', finishReason),
     usage,
   };

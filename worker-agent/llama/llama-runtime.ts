@@ -4,7 +4,7 @@
  * model's own template, on a `LlamaBackend` (llama.cpp itself, opened before the agent joins).
  */
 import fs from 'node:fs';
-import type { ChatHistoryItem, ChatWrapper, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import type { ChatHistoryItem, ChatWrapper, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaGrammarEvaluationState, LlamaModel, Token } from 'node-llama-cpp';
 import { EngineStartError } from '../engines/engine-start-error';
 import { firstLine, type LlamaBackend, type NodeLlamaCpp } from './llama-backend';
 import type { ChatMessage, CompletionPrompt } from './llama-request';
@@ -248,6 +248,11 @@ export class LlamaRuntime {
     const bias = new this.library.TokenBias(this.model.tokenizer);
     for (const [token, value] of biases) bias.set(token as Token, { logit: value });
     return bias;
+  }
+
+  /** A fresh evaluation state of `grammar`: one per choice, as it follows that choice's tokens. */
+  grammarState(grammar: LlamaGrammar): LlamaGrammarEvaluationState {
+    return new this.library.LlamaGrammarEvaluationState({ model: this.model, grammar });
   }
 
   async close(): Promise<void> {
