@@ -7,6 +7,7 @@ import { Catalog, type CatalogModel } from '../../control-plane/catalog/catalog'
 import { AppError } from '../../control-plane/errors/app-error';
 import { engineContainerFor } from '../../control-plane/providers/kubernetes/engine-container';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
+import { GatewayBatchLines } from '../../gateway/v1/batch-lines';
 
 const model = (overrides: Partial<CatalogModel> = {}): CatalogModel => ({
   id: 'acme/chat-1', name: 'Chat', modality: 'text', task: 'chat', engine: 'vllm', official: true, gpuMemoryGb: 24,
@@ -52,5 +53,16 @@ describe('tool-call parsers of vLLM and SGLang', () => {
       expect(refusal(model({ engine, toolCallParser: 'hermes' }), { tools })).toBeNull();
     }
     expect(refusal(model({ engine: 'llama-cpp' }), { tools })).toBeNull();
+  });
+
+  test('a batch line with tools for a model without a parser gets the same 400 a live call would', () => {
+    const lines = new GatewayBatchLines();
+    const body = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }));
+    const refused = lines.check('/v1/chat/completions', model(), body);
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.response.statusCode).toBe(400);
+    expect(JSON.parse(refused.response.body).error.param).toBe('tools');
+    expect(lines.check('/v1/chat/completions', model({ toolCallParser: 'hermes' }), body).ok).toBe(true);
   });
 });
