@@ -24,6 +24,13 @@ export class SchemaGenerationError extends Error {
 const SHALLOW_DEPTH = 4;
 const MAX_DEPTH = 48;
 const PATTERN_TRIES = 24;
+/**
+ * Values made (tries included) and characters of strings, per instance: nested `minItems` and
+ * `minLength` multiply, and the CPU engine makes instances on the agent's event loop, so a
+ * schema that needs more is refused rather than allowed to hold the agent.
+ */
+const MAX_VALUES = 50_000;
+const MAX_CHARACTERS = 1_000_000;
 const WORDS = [
   'alpha', 'blue', 'river', 'stone', 'quiet', 'north', 'maple', 'copper', 'delta', 'orbit', 'harbor', 'lumen',
   'cedar', 'pixel', 'amber', 'falcon', 'meadow', 'signal', 'vector', 'willow', 'ember', 'summit', 'tide', 'cobalt',
@@ -38,10 +45,14 @@ export function generateInstance(schema: unknown, random: () => number): unknown
 }
 
 class InstanceGenerator {
+  private values = 0;
+  private characters = 0;
+
   constructor(private readonly root: unknown, private readonly random: () => number) {}
 
   make(schema: unknown, depth: number): unknown {
     if (depth > MAX_DEPTH) throw new SchemaGenerationError(`the schema nests deeper than ${MAX_DEPTH} levels with no way to end`);
+    if (++this.values > MAX_VALUES) throw new SchemaGenerationError(`the schema needs more than ${MAX_VALUES} values to satisfy`);
     if (schema === false) throw new SchemaGenerationError('a subschema allows no value');
     if (schema === true || schema === undefined) return this.word();
     const node = schema as Node;
@@ -163,6 +174,13 @@ class InstanceGenerator {
   }
 
   private string(node: Node): string {
+    const text = this.stringOf(node);
+    this.characters += text.length;
+    if (this.characters > MAX_CHARACTERS) throw new SchemaGenerationError(`the schema needs more than ${MAX_CHARACTERS} characters of strings to satisfy`);
+    return text;
+  }
+
+  private stringOf(node: Node): string {
     const minLength = typeof node.minLength === 'number' ? node.minLength : 0;
     const maxLength = typeof node.maxLength === 'number' ? node.maxLength : Infinity;
     const fits = (text: string) => {

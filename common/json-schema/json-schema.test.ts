@@ -143,6 +143,10 @@ describe('generateInstance', () => {
     expect(() => generateInstance({ type: 'integer', minimum: 5, maximum: 4 }, seeded(1))).toThrow(SchemaGenerationError);
     expect(() => generateInstance({ type: 'string', enum: [1, 2] }, seeded(1))).toThrow('enum');
     expect(() => generateInstance({ type: 'object', properties: { a: { $ref: '#' } }, required: ['a'] }, seeded(1))).toThrow('deeper');
+    const wide = { type: 'array', minItems: 1024, items: { type: 'array', minItems: 1024, items: { type: 'integer' } } };
+    expect(() => generateInstance(wide, seeded(1))).toThrow('more than 50000 values');
+    const long = { type: 'array', minItems: 100, items: { type: 'string', minLength: 60_000 } };
+    expect(() => generateInstance(long, seeded(1))).toThrow('characters');
   });
 
   it('samples strings that match common patterns', () => {
