@@ -9,7 +9,7 @@ import { MAX_MIN_ITEMS, SCHEMA_TYPES } from './check-schema';
 import { FORMAT_SAMPLES } from './schema-formats';
 import { compilePattern } from './schema-pattern';
 import { resolveLocalRef } from './schema-refs';
-import { sampleRegex } from './regex-sample';
+import { SampleTooLongError, sampleRegex } from './regex-sample';
 import { arrayShape, isValidWithin } from './validate-instance';
 
 /** No value could be made: the schema is unsatisfiable, or recursive with no way to end. */
@@ -192,7 +192,13 @@ class InstanceGenerator {
     if (fromFormat !== undefined) return fromFormat;
     if (typeof node.pattern === 'string') {
       for (let attempt = 0; attempt < PATTERN_TRIES; attempt += 1) {
-        const text = sampleRegex(node.pattern, this.random);
+        let text: string;
+        try {
+          text = sampleRegex(node.pattern, this.random);
+        } catch (error) {
+          if (error instanceof SampleTooLongError) throw new SchemaGenerationError(error.message);
+          throw error;
+        }
         if (fits(text)) return text;
       }
       throw new SchemaGenerationError(`no string matching the pattern ${JSON.stringify(node.pattern)} within the length bounds could be made`);

@@ -147,6 +147,7 @@ describe('generateInstance', () => {
     expect(() => generateInstance(wide, seeded(1))).toThrow('more than 50000 values');
     const long = { type: 'array', minItems: 100, items: { type: 'string', minLength: 60_000 } };
     expect(() => generateInstance(long, seeded(1))).toThrow('characters');
+    expect(() => generateInstance({ type: 'string', pattern: '^((a{1000}){1000}){1000}$' }, seeded(1))).toThrow('exceed');
   });
 
   it('samples strings that match common patterns', () => {

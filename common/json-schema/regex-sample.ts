@@ -18,27 +18,37 @@ const PRINTABLE = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 /** Repetitions beyond a quantifier's minimum: enough to look varied, few enough to stay short. */
 const EXTRA_REPEATS = 3;
 
+/** Longest sample: `((a{1000}){1000}){1000}` compiles fine but would be a billion characters. */
+export const MAX_SAMPLE_LENGTH = 65_536;
+
+export class SampleTooLongError extends Error {}
+
+/** Throws SampleTooLongError when every string the pattern matches is longer than MAX_SAMPLE_LENGTH (or this draw was). */
 export function sampleRegex(pattern: string, random: () => number): string {
   const parser = new RegexParser(pattern);
   const tree = parser.alternation();
-  return render({ kind: 'alternation', options: tree }, random);
+  const budget = { left: MAX_SAMPLE_LENGTH };
+  return render({ kind: 'alternation', options: tree }, random, budget);
 }
 
-function render(node: RegexNode, random: () => number): string {
+function render(node: RegexNode, random: () => number, budget: { left: number }): string {
   switch (node.kind) {
     case 'text':
-      return node.text;
-    case 'set':
-      return pickFromSet(node, random);
+    case 'set': {
+      const text = node.kind === 'text' ? node.text : pickFromSet(node, random);
+      budget.left -= text.length;
+      if (budget.left < 0) throw new SampleTooLongError(`a string of the pattern would exceed ${MAX_SAMPLE_LENGTH} characters`);
+      return text;
+    }
     case 'alternation': {
       const option = node.options[Math.floor(random() * node.options.length)];
-      return option.map((part) => render(part, random)).join('');
+      return option.map((part) => render(part, random, budget)).join('');
     }
     case 'repeat': {
       const top = Math.min(node.max, node.min + EXTRA_REPEATS);
       const times = node.min + Math.floor(random() * (top - node.min + 1));
       let text = '';
-      for (let index = 0; index < times; index += 1) text += render(node.node, random);
+      for (let index = 0; index < times; index += 1) text += render(node.node, random, budget);
       return text;
     }
   }
