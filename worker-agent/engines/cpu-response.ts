@@ -38,7 +38,7 @@ export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSig
 
 /**
  * SSE bytes, one buffer per generation step (one token of every unfinished choice). A choice's
- * finish event goes out in the step of its last token, so each generator is read one piece ahead.
+ * finish event goes out in the step of its last token, so each choice is read one token ahead.
  * With a `prefix` simulation, the prompt's prefill comes before the first token and the usage
  * chunk (include_usage) reports the cached tokens.
  */
@@ -57,14 +57,14 @@ export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSig
     else if (step > 0 && step % STEPS_PER_TURN === 0) await nextTurn(undefined, { signal });
     unfinished = false;
     generators.forEach((generator, index) => {
-      const piece = upcoming[index];
-      if (piece === undefined) {
+      const events = upcoming[index];
+      if (events === undefined) {
         // A choice with no token at all finishes in the first step.
         if (step === 0) text += format.finish(index, generator.finishReason);
         return;
       }
       budget.spend();
-      text += piece;
+      text += events;
       upcoming[index] = generator.nextEvents(format, index);
       if (upcoming[index] === undefined) text += format.finish(index, generator.finishReason);
       else unfinished = true;
