@@ -43,3 +43,9 @@ export type CatalogEngineKind = (typeof CATALOG_ENGINE_KINDS)[number];
 
 /** Catalog engines whose servers schedule by request priority, so their models can be shared. */
 export const PRIORITY_CATALOG_ENGINE_KINDS: readonly CatalogEngineKind[] = ['vllm', 'sglang'];
+
+/**
+ * Catalog engines that parse tool calls out of a model's text with a per-model parser named in
+ * the catalog (`toolCallParser`): their models refuse `tools` without one.
+ */
+export const TOOL_PARSER_CATALOG_ENGINE_KINDS: readonly CatalogEngineKind[] = ['vllm', 'sglang'];

@@ -45,6 +45,15 @@ const modelSchema = z.object({
     args: z.array(z.string()).optional(),
     port: z.number().int().min(1).max(65535).optional(),
   }).strict().optional(),
+  /**
+   * vLLM / SGLang: the engine's tool-call parser for this model, in that engine's names (vLLM
+   * `llama3_json`, `hermes`, `mistral`; SGLang `llama3`, `qwen25`, `mistral`). The engine is
+   * started with it (`--tool-call-parser`, and `--enable-auto-tool-choice` on vLLM); absent, the
+   * model's chat requests with `tools` are refused (400 naming `tools`).
+   */
+  toolCallParser: z.string().regex(/^[a-z0-9_]+$/).optional(),
+  /** vLLM / SGLang: the structured-output (guided decoding) backend the engine is started with; absent: the engine's default. */
+  structuredOutputBackend: z.enum(['xgrammar', 'guidance', 'outlines', 'lm-format-enforcer']).optional(),
   /** An embedding model's vectors and limits; present exactly when `task` is `embedding`. */
   embedding: z.object({
     /** Length of the vectors the model returns. */
@@ -68,6 +77,9 @@ const modelSchema = z.object({
   }
   if (model.embedding?.minDimensions !== undefined && model.embedding.minDimensions > model.embedding.dimensions) {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['embedding', 'minDimensions'], message: 'minDimensions must not exceed dimensions' });
+  }
+  if (model.toolCallParser !== undefined && model.task !== 'chat') {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['toolCallParser'], message: 'only chat models call tools' });
   }
   if (model.task === 'embedding' && model.modality !== 'text') {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['modality'], message: 'embedding models have modality text' });

@@ -16,6 +16,7 @@ import { sharedModelName, type SharedServing } from '../sharing/shared-serving';
 import { RESTARTING_FOR_SHARING } from '../sharing/sharing-rollout';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { JobKind } from '../../proto/worker/v1';
+import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { WorkTicket, type Settlement } from './work-ticket';
 
@@ -111,7 +112,9 @@ export class InferencePipeline {
   /** A chat or completions request on its owner's deployment, admitted; dispatch and settle through the ticket. */
   async admitText(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<WorkTicket> {
     const startedAt = this.now();
-    checkTextModel(deployment, work.model, work.endpoint, this.parts.catalog.find(deployment.modelId), work.servedBy);
+    const entry = this.parts.catalog.find(deployment.modelId);
+    checkTextModel(deployment, work.model, work.endpoint, entry, work.servedBy);
+    refuseToolsWithoutParser(entry, work.fields);
     refuseWithoutCredit(key);
     refusePaused(deployment, 'text');
     const { decision, work: admitted } = await this.admitTokens(key, work);
@@ -154,6 +157,7 @@ export class InferencePipeline {
     const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
     // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
     const label = sharedModelName(model);
+    refuseToolsWithoutParser(this.parts.catalog.find(model.modelId), work.fields);
     const tokens = await this.admitTokens(key, work);
     const decision = tokens.decision;
     work = tokens.work;

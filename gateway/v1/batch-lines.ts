@@ -11,6 +11,7 @@ import { jobFailureError, renderError } from '../errors/openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
 import { parseEmbeddingsRequest } from './embeddings-request';
 import { parseTextRequest } from './text-request';
+import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
 import { parseJsonText } from '../../common/json-nesting';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
@@ -26,6 +27,7 @@ export class GatewayBatchLines implements BatchLineHandler {
     try {
       if (endpoint === '/v1/embeddings') return { ok: true, fields: parseEmbeddingsRequest(body, model.id, embeddingLimits(model)).fields };
       const request = parseTextRequest(body, endpoint === '/v1/chat/completions' ? 'chat.completions' : 'completions');
+      refuseToolsWithoutParser(model, request.fields);
       if (request.stream) {
         throw new AppError('invalid_request', 'stream must be false or absent in a batch request: a batch answers each request whole, in the output file', { param: 'stream' });
       }

@@ -2,6 +2,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../http/request-parsing';
 import { quoteValue } from '../../control-plane/errors/quote-value';
 import { refuseCacheSalt } from './cache-salt-field';
+import { checkChatToolFields } from './tool-fields';
 
 import type { TextEndpoint } from '../../control-plane/pipeline/inference-pipeline';
 
@@ -24,8 +25,12 @@ export interface TextRequest {
 export function parseTextRequest(raw: Buffer, endpoint: TextEndpoint): TextRequest {
   const fields = parseJsonObject(raw);
   refuseCacheSalt(fields);
-  if (endpoint === 'chat.completions') checkMessages(fields.messages);
-  else checkPrompt(fields.prompt);
+  if (endpoint === 'chat.completions') {
+    checkMessages(fields.messages);
+    checkChatToolFields(fields);
+  } else {
+    checkPrompt(fields.prompt);
+  }
   optional(fields, 'model', 'a string', (value) => typeof value === 'string');
   optional(fields, 'stream', 'a boolean', (value) => typeof value === 'boolean');
   optional(fields, 'temperature', 'a number from 0 to 2', (value) => isNumber(value) && value >= 0 && value <= 2);

@@ -6,7 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import type { CpuEngineBehaviour, CpuEngineOptions } from './cpu-engine-options';
 import { countTokens } from './cpu-tokenizer';
-import type { GenerationRequest } from './cpu-text-generator';
+import type { ChoiceRequest } from './cpu-choice-request';
+import { answerShapeOf, type AnswerShape } from './cpu-answer-shape';
+import { structuredAnswer } from './cpu-structured-answer';
 import { isObject, type EngineRoutePath } from './engine-request';
 import { promptTextOf } from './prompt-text';
 import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from './request-fields';
@@ -22,7 +24,7 @@ export interface CpuCompletionPlan extends CompletionHeader {
   /** Each prompt on its own (a chat's one, a completions batch's several): what a prefix cache keys. */
   readonly prompts: readonly string[];
   /** In answer order: prompt i's choice j is at index i·n + j. */
-  readonly choices: readonly GenerationRequest[];
+  readonly choices: readonly ChoiceRequest[];
   readonly promptTokens: number;
   readonly behaviour: CpuEngineBehaviour;
   /** The prefix-cache tenant (cache-tenant.ts): the prompts reuse only blocks cached under it. */
@@ -52,8 +54,13 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
     throw invalidRequestFailure('n', `the cpu engine answers at most ${MAX_CHOICES} choices per request (prompts × n); asked for ${prompts.length * n}`);
   }
   const stop = stopSequences(payload.stop);
-  const choices = prompts.flatMap((promptText, promptIndex) =>
-    Array.from({ length: n }, (_, choice): GenerationRequest => ({ promptText, seed, maxTokens, stop, choiceIndex: promptIndex * n + choice })));
+  const shape: AnswerShape = kind === 'chat' ? answerShapeOf(payload) : { kind: 'text', sentence: false };
+  const topLogprobs = kind === 'chat' ? logprobsOf(payload, shape) : null;
+  const choices = prompts.flatMap((promptText, promptIndex) => Array.from({ length: n }, (_, choice): ChoiceRequest => {
+    const choiceIndex = promptIndex * n + choice;
+    const structured = structuredAnswer(shape, seed, choiceIndex, promptText);
+    return { promptText, seed, maxTokens, stop, choiceIndex, topLogprobs, ...(shape.kind === 'text' && shape.sentence ? { sentence: true } : {}), ...(structured ? { structured } : {}) };
+  }));
   const promptText = promptTextOf(payload, path);
   const promptTokens = prompts.reduce((sum, prompt) => sum + countTokens(prompt), 0);
   const streamOptions = isObject(payload.stream_options) ? payload.stream_options : {};
@@ -71,6 +78,21 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
     behaviour: behaviourOf(payload, options),
     cacheSalt,
   };
+}
+
+/**
+ * Chat's `logprobs` / `top_logprobs`: the `top_logprobs` count when asked (0 without it), null
+ * when not. The engine knows the odds only of the words it draws; JSON and tool calls are
+ * made by the schema generator, whose choices are not a token distribution, so logprobs with
+ * them are refused by name rather than made up.
+ */
+function logprobsOf(payload: Record<string, unknown>, shape: AnswerShape): number | null {
+  if (payload.logprobs === undefined || payload.logprobs === null || payload.logprobs === false) return null;
+  if (payload.logprobs !== true) throw invalidRequestFailure('logprobs', '`logprobs` must be a boolean');
+  if (shape.kind !== 'text') {
+    throw invalidRequestFailure('logprobs', `the cpu engine gives logprobs for text answers only, not for ${shape.kind === 'json' ? 'response_format JSON' : 'tool calls'}`, 'unsupported_parameter');
+  }
+  return integerField(payload, 'top_logprobs', 0, 20) ?? 0;
 }
 
 /** vLLM's rule for `cache_salt`: absent, or a non-empty string. */

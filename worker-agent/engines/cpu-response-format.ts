@@ -4,7 +4,7 @@
  * and vLLM emit them. Chunks are templated so a token costs one small string build.
  */
 import type { CpuCompletionPlan } from './cpu-request';
-import type { GeneratedAnswer } from './cpu-text-generator';
+import type { ChoiceAnswer } from './cpu-choice-request';
 
 export const DONE_EVENT = 'data: [DONE]\n\n';
 
@@ -22,18 +22,28 @@ export function usageOf(plan: CpuCompletionPlan, completionTokens: number, cache
   return usage;
 }
 
-export function renderCompletionBody(plan: CpuCompletionPlan, answers: readonly GeneratedAnswer[], usage: OpenAiUsage): Buffer {
+export function renderCompletionBody(plan: CpuCompletionPlan, answers: readonly ChoiceAnswer[], usage: OpenAiUsage): Buffer {
   const choices = answers.map((choice, index) => (plan.kind === 'chat'
-    ? { index, message: { role: 'assistant', content: choice.text }, logprobs: null, finish_reason: choice.finishReason }
+    ? { index, message: messageOf(choice), logprobs: choice.logprobs ? { content: choice.logprobs, refusal: null } : null, finish_reason: choice.finishReason }
     : { index, text: choice.text, logprobs: null, finish_reason: choice.finishReason }));
   const object = plan.kind === 'chat' ? 'chat.completion' : 'text_completion';
   return Buffer.from(JSON.stringify({ id: plan.id, object, created: plan.created, model: plan.model, choices, usage }));
 }
 
+function messageOf(choice: ChoiceAnswer): Record<string, unknown> {
+  if (!choice.toolCalls) return { role: 'assistant', content: choice.text, refusal: null };
+  const toolCalls = choice.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }));
+  return { role: 'assistant', content: null, refusal: null, tool_calls: toolCalls };
+}
+
 export interface ChunkFormat {
-  /** Chat only: the first delta of a choice, `{role: 'assistant', content: ''}`. */
-  role(index: number): string;
-  content(index: number, piece: string): string;
+  /** Chat only: the first delta of a choice, `{role: 'assistant', content: ''}` (content null before tool calls). */
+  role(index: number, toolCalls: boolean): string;
+  /** `logprobs`: the chunk's rendered `logprobs` object, when the request asked for them. */
+  content(index: number, piece: string, logprobs?: string): string;
+  /** A tool call's first delta: its index, id, type, name and empty arguments. */
+  toolCallStart(index: number, call: number, id: string, name: string): string;
+  toolCallArguments(index: number, call: number, piece: string): string;
   finish(index: number, finishReason: string): string;
   /** The usage-only chunk (`choices: []`) sent before `[DONE]` when include_usage is set. */
   usage(usage: OpenAiUsage): string;
@@ -44,12 +54,15 @@ export function chunkFormat(plan: CpuCompletionPlan): ChunkFormat {
   const head = `data: {"id":"${plan.id}","object":"${object}","created":${plan.created},"model":${JSON.stringify(plan.model)},"choices":[`;
   // OpenAI sends `"usage":null` on every chunk once the client asked for usage.
   const tail = plan.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
-  const event = (index: number, body: string, finishReason: string | null) =>
-    `${head}{"index":${index},${body},"logprobs":null,"finish_reason":${finishReason === null ? 'null' : `"${finishReason}"`}}${tail}`;
+  const event = (index: number, body: string, finishReason: string | null, logprobs = 'null') =>
+    `${head}{"index":${index},${body},"logprobs":${logprobs},"finish_reason":${finishReason === null ? 'null' : `"${finishReason}"`}}${tail}`;
   if (plan.kind === 'chat') {
     return {
-      role: (index) => event(index, '"delta":{"role":"assistant","content":""}', null),
-      content: (index, piece) => event(index, `"delta":{"content":${JSON.stringify(piece)}}`, null),
+      role: (index, toolCalls) => event(index, toolCalls ? '"delta":{"role":"assistant","content":null}' : '"delta":{"role":"assistant","content":""}', null),
+      content: (index, piece, logprobs) => event(index, `"delta":{"content":${JSON.stringify(piece)}}`, null, logprobs),
+      toolCallStart: (index, call, id, name) =>
+        event(index, `"delta":{"tool_calls":[{"index":${call},"id":"${id}","type":"function","function":{"name":${JSON.stringify(name)},"arguments":""}}]}`, null),
+      toolCallArguments: (index, call, piece) => event(index, `"delta":{"tool_calls":[{"index":${call},"function":{"arguments":${JSON.stringify(piece)}}}]}`, null),
       finish: (index, finishReason) => event(index, '"delta":{}', finishReason),
       usage: (usage) => `${head}],"usage":${JSON.stringify(usage)}}\n\n`,
     };
@@ -57,6 +70,8 @@ export function chunkFormat(plan: CpuCompletionPlan): ChunkFormat {
   return {
     role: () => '',
     content: (index, piece) => event(index, `"text":${JSON.stringify(piece)}`, null),
+    toolCallStart: () => '',
+    toolCallArguments: () => '',
     finish: (index, finishReason) => event(index, '"text":""', finishReason),
     usage: (usage) => `${head}],"usage":${JSON.stringify(usage)}}\n\n`,
   };

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import type { CpuEngineBehaviour } from './cpu-engine-options';
 import type { CpuCompletionPlan } from './cpu-request';
 import { chunkFormat, DONE_EVENT, renderCompletionBody, usageOf } from './cpu-response-format';
-import { AnswerText, ChoiceGenerator, type GeneratedAnswer } from './cpu-text-generator';
+import { cpuChoice, type ChoiceAnswer } from './cpu-choice';
 import { EngineFailure } from './engine-failure';
 import type { CpuPrefixSimulator } from './cpu-prefix-cache';
 import type { JobPreemption } from '../job-preemption';
@@ -38,7 +38,7 @@ export async function cpuResponseBody(plan: CpuCompletionPlan, signal?: AbortSig
 
 /**
  * SSE bytes, one buffer per generation step (one token of every unfinished choice). A choice's
- * finish event goes out in the step of its last token, so each generator is read one piece ahead.
+ * finish event goes out in the step of its last token, so each choice is read one token ahead.
  * With a `prefix` simulation, the prompt's prefill comes before the first token and the usage
  * chunk (include_usage) reports the cached tokens.
  */
@@ -49,23 +49,23 @@ export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSig
   const cachedTokens = prefix ? (await prefix.prefill(plan.prompts, signal, plan.cacheSalt)).cachedTokens : undefined;
   await pause(plan.behaviour.ttftMs, signal);
   const startedAt = performance.now();
-  const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));
-  const upcoming = generators.map((generator) => generator.next());
-  let text = plan.choices.map((_, index) => format.role(index)).join('');
+  const generators = plan.choices.map(cpuChoice);
+  let text = generators.map((generator, index) => generator.opening(format, index)).join('');
+  const upcoming = generators.map((generator, index) => generator.nextEvents(format, index));
   for (let step = 0, unfinished = true; unfinished; step += 1) {
     if (step > 0 && interval > 0) await pause(startedAt + step * interval - performance.now(), signal);
     else if (step > 0 && step % STEPS_PER_TURN === 0) await nextTurn(undefined, { signal });
     unfinished = false;
     generators.forEach((generator, index) => {
-      const piece = upcoming[index];
-      if (piece === undefined) {
+      const events = upcoming[index];
+      if (events === undefined) {
         // A choice with no token at all finishes in the first step.
         if (step === 0) text += format.finish(index, generator.finishReason);
         return;
       }
       budget.spend();
-      text += format.content(index, piece);
-      upcoming[index] = generator.next();
+      text += events;
+      upcoming[index] = generator.nextEvents(format, index);
       if (upcoming[index] === undefined) text += format.finish(index, generator.finishReason);
       else unfinished = true;
     });
@@ -81,20 +81,14 @@ export async function* cpuEventStream(plan: CpuCompletionPlan, signal?: AbortSig
  * event loop as a stream does: 16 choices of 65,536 tokens take a few hundred milliseconds,
  * during which the agent must still answer its control plane.
  */
-async function generateAnswers(plan: CpuCompletionPlan, signal?: AbortSignal): Promise<GeneratedAnswer[]> {
-  const generators = plan.choices.map((choice) => new ChoiceGenerator(choice));
-  const texts = generators.map(() => new AnswerText());
+async function generateAnswers(plan: CpuCompletionPlan, signal?: AbortSignal): Promise<ChoiceAnswer[]> {
+  const generators = plan.choices.map(cpuChoice);
   for (let step = 0, unfinished = true; unfinished; step += 1) {
     if (step > 0 && step % STEPS_PER_TURN === 0) await nextTurn(undefined, { signal });
     unfinished = false;
-    generators.forEach((generator, index) => {
-      const piece = generator.next();
-      if (piece === undefined) return;
-      texts[index].add(piece);
-      unfinished = true;
-    });
+    for (const generator of generators) if (generator.advance()) unfinished = true;
   }
-  return generators.map((generator, index) => ({ text: texts[index].text(), finishReason: generator.finishReason, completionTokens: generator.completionTokens }));
+  return generators.map((generator) => generator.answer());
 }
 
 /** Counts generated tokens and trips the fail / crash switches when their K is reached. */

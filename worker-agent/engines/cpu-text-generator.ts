@@ -4,9 +4,10 @@
  * or a punctuation mark), so a stream's content chunks and its usage agree exactly.
  */
 import { countTokens } from './cpu-tokenizer';
+import { COMMA_PROBABILITY, FULL_STOP_PROBABILITY, PUNCTUATION_PROBABILITY, wordProbability, type PieceOdds } from './cpu-logprobs';
 import { hashText, seededRandom } from './seeded-random';
 
-const WORDS = [
+export const WORDS: readonly string[] = [
   'the', 'model', 'serves', 'tokens', 'quickly', 'and', 'a', 'replica', 'answers', 'every', 'request',
   'with', 'care', 'while', 'agents', 'stream', 'bytes', 'to', 'clients', 'over', 'grpc', 'deployment',
   'scales', 'when', 'load', 'grows', 'so', 'latency', 'stays', 'low', 'for', 'users', 'who', 'wait',
@@ -14,6 +15,9 @@ const WORDS = [
   'many', 'prompts', 'that', 'share', 'cache', 'blocks', 'until', 'they', 'finish', 'cleanly',
 ];
 const PUNCTUATION = [',', '.'];
+/** Sentence mode: a sentence of 6 to 12 pieces before its full stop. */
+const SENTENCE_WORDS_MIN = 6;
+const SENTENCE_WORDS_SPREAD = 7;
 
 export interface GenerationRequest {
   readonly promptText: string;
@@ -22,6 +26,13 @@ export interface GenerationRequest {
   readonly stop: readonly string[];
   /** The choice's place in the answer (prompt i's choice j is i·n + j): part of its seed. */
   readonly choiceIndex: number;
+  /** Keep each piece's odds (`logprobs`): `oddsOfLast` then describes the piece `next` returned. */
+  readonly withOdds?: boolean;
+  /**
+   * End at the first full stop, finish_reason "stop", as a model ends its turn: the text answer of
+   * a request with tools (an agent's final answer), where "length" would fail the clients' helpers.
+   */
+  readonly sentence?: boolean;
 }
 
 export interface GeneratedAnswer {
@@ -58,23 +69,31 @@ export class ChoiceGenerator {
   /** Offset of the earliest stop sequence found so far, or -1. */
   private cutAt = -1;
   private done = false;
+  /** With `withOdds`: the odds of each piece made but not handed out, in step with `held` (or the last one made). */
+  private readonly heldOdds: PieceOdds[] = [];
+  /** With `withOdds`: the odds of the piece `next` returned last. */
+  oddsOfLast: PieceOdds | undefined;
 
   constructor(private readonly request: GenerationRequest) {
     this.random = seededRandom(hashText(`${request.seed}\u0000${request.choiceIndex}\u0000${request.promptText}`));
     this.stops = request.stop.filter((sequence) => sequence !== '');
     this.longestStop = this.stops.reduce((longest, sequence) => Math.max(longest, sequence.length), 0);
+    // Drawn from its own stream, so the words of a sentence are those of the same request without it.
+    if (request.sentence) this.sentenceEnd = SENTENCE_WORDS_MIN + Math.floor(seededRandom(hashText(`sentence\u0000${request.seed}\u0000${request.promptText}`))() * SENTENCE_WORDS_SPREAD);
   }
 
   /** The next piece of the answer, or undefined once it is complete. */
   next(): string | undefined {
     if (this.done) return undefined;
     if (this.longestStop === 0) {
-      if (this.made >= this.request.maxTokens) return this.end();
+      if (this.made >= this.request.maxTokens || this.sentenceEnded()) return this.end();
       this.completionTokens += 1;
-      return this.makePiece();
+      const piece = this.makePiece();
+      if (this.request.withOdds) this.oddsOfLast = this.heldOdds.pop();
+      return piece;
     }
     while (true) {
-      const complete = this.made >= this.request.maxTokens;
+      const complete = this.made >= this.request.maxTokens || this.sentenceEnded();
       const piece = this.held[0];
       if (piece === undefined) {
         if (complete) return this.end();
@@ -88,6 +107,7 @@ export class ChoiceGenerator {
 
   private handOut(piece: string): string | undefined {
     const start = this.heldStart;
+    if (this.request.withOdds) this.oddsOfLast = this.heldOdds.shift();
     if (this.cutAt === -1 || this.cutAt >= start + piece.length) {
       this.held.shift();
       this.heldStart += piece.length;
@@ -108,7 +128,13 @@ export class ChoiceGenerator {
   private end(): undefined {
     this.done = true;
     this.held.length = 0;
+    if (this.request.sentence && this.lastMade === '.') this.finishReason = 'stop';
     return undefined;
+  }
+
+  /** Sentence mode: the last piece made was a full stop, the answer's end. */
+  private sentenceEnded(): boolean {
+    return this.request.sentence === true && this.lastMade === '.';
   }
 
   private makeHeldPiece(): void {
@@ -124,17 +150,32 @@ export class ChoiceGenerator {
     this.textEnd += piece.length;
   }
 
+  private lastMade = '';
+  /** Sentence mode: the piece at this index is the full stop, unless one came earlier. */
+  private sentenceEnd = Infinity;
+
   private makePiece(): string {
     const index = this.made;
     this.made += 1;
+    if (index === this.sentenceEnd) {
+      if (this.request.withOdds) this.heldOdds.push({ probability: 1, afterWord: true, first: false, forced: true });
+      this.lastMade = PUNCTUATION[1];
+      return this.lastMade;
+    }
     const roll = this.random();
-    if (this.previousWasWord && roll < 0.12) {
+    const afterWord = this.previousWasWord;
+    if (afterWord && roll < PUNCTUATION_PROBABILITY) {
       this.previousWasWord = false;
-      return PUNCTUATION[roll < 0.07 ? 0 : 1];
+      const comma = roll < COMMA_PROBABILITY;
+      if (this.request.withOdds) this.heldOdds.push({ probability: comma ? COMMA_PROBABILITY : FULL_STOP_PROBABILITY, afterWord, first: index === 0 });
+      this.lastMade = PUNCTUATION[comma ? 0 : 1];
+      return this.lastMade;
     }
     const word = WORDS[Math.floor(this.random() * WORDS.length)];
     this.previousWasWord = true;
-    return index === 0 ? word : ` ${word}`;
+    if (this.request.withOdds) this.heldOdds.push({ probability: wordProbability(afterWord, WORDS.length), afterWord, first: index === 0 });
+    this.lastMade = index === 0 ? word : ` ${word}`;
+    return this.lastMade;
   }
 }
 

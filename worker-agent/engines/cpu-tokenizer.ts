@@ -11,3 +11,20 @@ export function tokenize(text: string): string[] {
 export function countTokens(text: string): number {
   return tokenize(text).length;
 }
+
+const PIECE_PATTERN = /\s*(?:\w+|[^\w\s])/g;
+
+/**
+ * `text` cut into its tokens, each with the whitespace before it, so the pieces join back to
+ * `text` exactly (trailing whitespace rides on the last piece): how a fixed answer (JSON, tool
+ * arguments) is streamed a token at a time.
+ */
+export function tokenPieces(text: string): string[] {
+  const pieces = text.match(PIECE_PATTERN) ?? [];
+  const covered = pieces.reduce((length, piece) => length + piece.length, 0);
+  if (covered < text.length) {
+    if (pieces.length === 0) return [text];
+    pieces[pieces.length - 1] += text.slice(covered);
+  }
+  return pieces;
+}

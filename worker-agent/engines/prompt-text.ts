@@ -16,7 +16,8 @@ export function promptTextOf(payload: Record<string, unknown>, path: EngineRoute
   return '';
 }
 
-function contentText(content: unknown): string {
+/** A message's text: a string content, or its text parts joined by newlines. */
+export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content

@@ -42,6 +42,7 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
         args: [
           '--model', model.id, '--served-model-name', model.id, '--tensor-parallel-size', String(gpus), '--port', String(ENGINE_PORT),
           ...(embedding ? ['--task', 'embed'] : []), ...(priorityScheduling ? ['--scheduling-policy', 'priority'] : []),
+          ...vllmStructuredArgs(model),
         ],
         port: ENGINE_PORT,
       } : null;
@@ -53,10 +54,24 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
           ...(embedding ? ['--is-embedding'] : []),
           // SGLang serves a higher number first unless told otherwise; the agent sends vLLM's order.
           ...(priorityScheduling ? ['--enable-priority-scheduling', '--schedule-low-priority-values-first'] : []),
+          ...(model.toolCallParser ? ['--tool-call-parser', model.toolCallParser] : []),
+          ...(model.structuredOutputBackend ? ['--grammar-backend', model.structuredOutputBackend] : []),
         ],
         port: ENGINE_PORT,
       } : null;
     default:
       return image ? { image, args: [], port: ENGINE_PORT } : null;
   }
+}
+
+/**
+ * vLLM's tool calling and structured outputs as the catalog states them: `tool_choice: "auto"`
+ * needs `--enable-auto-tool-choice` with the model's parser (without them vLLM refuses it), and
+ * the structured-output backend is pinned rather than left to vLLM's release-dependent "auto".
+ */
+function vllmStructuredArgs(model: CatalogModel): string[] {
+  return [
+    ...(model.toolCallParser ? ['--enable-auto-tool-choice', '--tool-call-parser', model.toolCallParser] : []),
+    ...(model.structuredOutputBackend ? ['--structured-outputs-config', JSON.stringify({ backend: model.structuredOutputBackend })] : []),
+  ];
 }
