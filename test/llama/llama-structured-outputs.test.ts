@@ -207,7 +207,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
     const format = await refusal({ tools: [mail], tool_choice: 'required' });
     expect(format).toMatchObject({ param: 'tools[0].function.parameters.properties.to.format' });
     expect(format.message).toContain('date-time, date, time');
-    expect(await refusal({ tools, tool_choice: { type: 'function', function: { name: 'nope' } } })).toMatchObject({ param: 'tool_choice' });
+    expect(await refusal({ tools, tool_choice: { type: 'function', function: { name: 'nope' } } })).toMatchObject({ param: 'tool_choice.function.name' });
     expect(await refusal({ messages: [{ role: 'tool', content: 'x' }] })).toMatchObject({ param: 'messages[0].tool_call_id' });
     expect(await refusal({ tools, response_format: { type: 'json_object' } })).toMatchObject({ param: 'response_format', code: 'unsupported_parameter' });
     expect(await refusal({ logprobs: true })).toMatchObject({ param: 'logprobs', code: 'unsupported_parameter' });
