@@ -14,11 +14,14 @@ import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
+import { ResponsesRoute } from './responses/responses.route';
 import type { RequestGate } from '../http/request-gate';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
+/** The fast lane's endpoints by the path the pattern captured. */
+const FAST_LANE_ENDPOINTS: Record<string, TextEndpoint> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
 const GUEST_ATTEMPTS_PER_TURN = 16;
 
@@ -31,6 +34,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
+  const responses = new ResponsesRoute(controlPlane.responses, options);
   const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
@@ -41,7 +45,8 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
       deploymentId = deployment.id;
       const held = gate.enter(request, response, key, deployment, 'text');
-      await text.handle(request, response, deployment, key, endpoint, trace, held);
+      if (endpoint === 'responses') await responses.create(request, response, deployment, key, trace, held);
+      else await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
@@ -124,7 +129,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       return true;
     }
     const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-    serve(request, response, match[1], match[2] === 'completions' ? 'completions' : 'chat.completions', trace)
+    serve(request, response, match[1], FAST_LANE_ENDPOINTS[match[2]] ?? 'chat.completions', trace)
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
     return true;
   };

@@ -13,6 +13,7 @@ import { VideosRoute } from './media/videos.route';
 import { ModelsRoute } from './models.route';
 import { BatchesRoute } from './batches/batches.route';
 import { FilesRoute } from './batches/files.route';
+import { StoredResponsesRoute } from './responses/responses.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
@@ -43,7 +44,8 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
   const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
-  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
+  const responses = new StoredResponsesRoute(controlPlane.responses);
+  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -77,8 +79,9 @@ type EndpointHandler = (context: Context, deployment: Deployment, key: Authentic
 /** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
 function endpointHandlers(routes: {
   images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute; files: FilesRoute; batches: BatchesRoute;
+  responses: StoredResponsesRoute;
 }): Partial<Record<DeploymentEndpointName, EndpointHandler>> {
-  const { images, videos, requests, embeddings, models, files, batches } = routes;
+  const { images, videos, requests, embeddings, models, files, batches, responses } = routes;
   const id = (param: string | undefined) => decodePathSegment(param!, 'id');
   return {
     'models.list': async (context, deployment) => json(context, await models.list(deployment)),
@@ -104,6 +107,9 @@ function endpointHandlers(routes: {
     'batches.list': (context, deployment, key) => batches.list(context, deployment, key),
     'batches.retrieve': (context, deployment, key, param) => batches.retrieve(context, deployment, key, id(param)),
     'batches.cancel': (context, deployment, key, param) => batches.cancel(context, deployment, key, id(param)),
+    'responses.retrieve': (context, deployment, key, param) => responses.retrieve(context, deployment, key, id(param)),
+    'responses.delete': (context, deployment, key, param) => responses.delete(context, deployment, key, id(param)),
+    'responses.input_items': (context, deployment, key, param) => responses.inputItems(context, deployment, key, id(param)),
   };
 }
 
