@@ -1,11 +1,18 @@
 import type { DataSource, Repository } from 'typeorm';
 import { ResponseRecord } from './response-record.entity';
 
-/** Whose responses a call may see: its workspace's, on the deployment it called. */
+/**
+ * Whose responses a call may see: its workspace's, on the deployment it called (or, a guest's,
+ * on the shared model: `shared/<model-id>`). `SHARED_SCOPE` is any of the guest's shared models
+ * (`/shared/v1/responses/{id}` names none).
+ */
 export interface ResponseScope {
   readonly workspaceId: string;
   readonly deploymentId: string;
 }
+
+export const SHARED_SCOPE = 'shared/*';
+const SHARED_PREFIX = 'shared/%';
 
 /**
  * The responses table. Every read and delete is scoped: a response of another workspace or
@@ -21,8 +28,8 @@ export class ResponseStore {
 
   async find(scope: ResponseScope, id: string): Promise<ResponseRecord | null> {
     const [row] = await this.rows.createQueryBuilder('response')
-      .where('response.id = :id AND response.workspace_id = :workspaceId AND response.deployment_id = :deploymentId AND response.expires_at > clock_timestamp()',
-        { id, workspaceId: scope.workspaceId, deploymentId: scope.deploymentId })
+      .where(`response.id = :id AND response.workspace_id = :workspaceId AND response.deployment_id ${deploymentTest(scope)} AND response.expires_at > clock_timestamp()`,
+        { id, workspaceId: scope.workspaceId, deploymentId: deploymentValue(scope) })
       .limit(1).getMany();
     return row ?? null;
   }
@@ -48,7 +55,7 @@ export class ResponseStore {
 
   async delete(scope: ResponseScope, id: string): Promise<boolean> {
     const result = await this.rows.createQueryBuilder().delete().from(ResponseRecord)
-      .where('id = :id AND workspace_id = :workspaceId AND deployment_id = :deploymentId', { id, ...scope })
+      .where(`id = :id AND workspace_id = :workspaceId AND deployment_id ${deploymentTest(scope)}`, { id, workspaceId: scope.workspaceId, deploymentId: deploymentValue(scope) })
       .execute();
     return (result.affected ?? 0) > 0;
   }
@@ -64,4 +71,12 @@ export class ResponseStore {
 /** A jsonb parameter (null stays SQL NULL). */
 function json(value: unknown): string | null {
   return value === null || value === undefined ? null : JSON.stringify(value);
+}
+
+function deploymentTest(scope: ResponseScope): string {
+  return scope.deploymentId === SHARED_SCOPE ? 'LIKE :deploymentId' : '= :deploymentId';
+}
+
+function deploymentValue(scope: ResponseScope): string {
+  return scope.deploymentId === SHARED_SCOPE ? SHARED_PREFIX : scope.deploymentId;
 }

@@ -47,7 +47,7 @@ export interface TurnLimits {
  */
 export class ResponsesService {
   constructor(
-    private readonly pipeline: Pick<InferencePipeline, 'admitText'>,
+    private readonly pipeline: Pick<InferencePipeline, 'admitText' | 'admitShared'>,
     private readonly store: ResponseStore,
     private readonly options: { retentionDays: number },
   ) {}
@@ -61,6 +61,23 @@ export class ResponsesService {
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
     });
     return { id: newId('resp', 16), createdAt: new Date(), request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
+  }
+
+  /**
+   * A guest's turn on `/shared/v1` (`model: "shared/<model-id>"`), admitted as a guest's chat:
+   * the shared pool, the guest's credit, per-token billing. Its state is the guest workspace's,
+   * scoped to the shared model (`deployment_id` holds `shared/<model-id>`), never the owner's.
+   */
+  async beginShared(key: AuthenticatedKey, request: ResponsesRequest, labelled: (label: string) => void, limits: TurnLimits): Promise<ResponseTurn> {
+    const requested = request.model ?? '';
+    const history = request.previousResponseId ? await this.chainOf({ workspaceId: key.workspaceId, deploymentId: requested }, request.previousResponseId) : [];
+    const chat = responsesToChat(request, history, requested);
+    const ticket = await this.pipeline.admitShared(key, {
+      endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream: request.stream, includeUsage: request.stream,
+      deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
+    }, labelled);
+    const scope = { workspaceId: key.workspaceId, deploymentId: ticket.label };
+    return { id: newId('resp', 16), createdAt: new Date(), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
   }
 
   /** The object a turn answers while it runs (a stream's `response.created`). */

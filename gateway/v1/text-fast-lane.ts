@@ -14,12 +14,14 @@ import { fastLanePaths } from './endpoint-table';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
+import { authenticate } from './authenticate';
 import { ResponsesRoute } from './responses/responses.route';
 import type { RequestGate } from '../http/request-gate';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
+const SHARED_RESPONSES_PATH = /^\/shared\/v1\/responses(?:\?|$)/;
 /** The fast lane's endpoints by the path the pattern captured. */
 const FAST_LANE_ENDPOINTS: Record<string, TextEndpoint> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
@@ -91,6 +93,25 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
   };
 
+  /**
+   * A guest's `POST /shared/v1/responses`: no in-memory screen before the parse (chat's flood
+   * defence reads chat's fields); the pipeline's guest admission decides the same refusals.
+   */
+  const serveSharedResponses = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
+    let label = SHARED_MODEL_LABEL;
+    try {
+      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      const held = gate.enter(request, response, key, null, 'text');
+      await responses.createShared(request, response, key, trace, held, (model) => (label = model));
+    } catch (error) {
+      fail(request, response, error, trace.id);
+    }
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(label, 'responses', status, seconds);
+    logRequest(logger, trace.id, 'responses', label, status, seconds);
+  };
+
   /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */
   const rendered = new WeakMap<AppError, { status: number; headers: string[]; body: Buffer }>();
   /** An AppError answered before any byte was sent; the connection stays open when the body was read whole. */
@@ -123,6 +144,11 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     if (request.method !== 'POST') return false;
     const match = TEXT_PATH.exec(request.url ?? '');
     if (!match) {
+      if (SHARED_RESPONSES_PATH.test(request.url ?? '')) {
+        const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
+        serveSharedResponses(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+        return true;
+      }
       if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
       guests.run(() => serveShared(request, response, trace));

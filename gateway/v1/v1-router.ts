@@ -60,7 +60,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
       const shared = SHARED_PATH.exec(path);
       if (!shared) return await next();
       gate.enter(context.req, context.res, await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined));
-      return sharedRoute(context, controlPlane, shared[1] ?? '');
+      return await sharedRoute(context, controlPlane, shared[1] ?? '', responses);
     }
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
     attributeDeployment(context, deployment.id);
@@ -114,14 +114,28 @@ function endpointHandlers(routes: {
 }
 
 
-/** `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded). */
-function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string): void {
+const SHARED_RESPONSE_PATH = /^\/responses\/([^/]+)(\/input_items)?$/;
+
+/**
+ * `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded),
+ * and a guest's stored responses: `GET`/`DELETE /shared/v1/responses/{id}`, `GET …/input_items`.
+ */
+async function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string, responses: StoredResponsesRoute): Promise<void> {
   if (context.method === 'GET' && rest === '/models') return json(context, listSharedModels(controlPlane.shared));
   if (context.method === 'GET' && rest.startsWith('/models/')) {
     return json(context, retrieveSharedModel(controlPlane.shared, decodePathSegment(rest.slice(8), 'model')));
   }
+  const response = SHARED_RESPONSE_PATH.exec(rest);
+  if (response) {
+    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+    const id = decodePathSegment(response[1], 'id');
+    if (context.method === 'GET' && response[2]) return await responses.inputItems(context, null, key, id);
+    if (context.method === 'GET') return await responses.retrieve(context, null, key, id);
+    if (context.method === 'DELETE' && !response[2]) return await responses.delete(context, null, key, id);
+  }
   throw new AppError('not_found', `${context.method} /shared/v1${shortened(rest)} is not an endpoint of the shared endpoint; available: `
-    + 'POST /shared/v1/chat/completions, GET /shared/v1/models, GET /shared/v1/models/{id}');
+    + 'POST /shared/v1/chat/completions, POST /shared/v1/responses, GET /shared/v1/models, GET /shared/v1/models/{id}, '
+    + 'GET /shared/v1/responses/{id}, DELETE /shared/v1/responses/{id}, GET /shared/v1/responses/{id}/input_items');
 }
 
 function json(context: Context, body: unknown): void {

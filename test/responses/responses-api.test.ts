@@ -13,7 +13,7 @@ describe('the Responses API', () => {
 
   const storedCount = async () => test.server.controlPlane.dataSource.getRepository(ResponseRecord).count();
   const usageRecords = async (endpoint: string) => test.server.controlPlane.dataSource.getRepository(UsageRecord)
-    .find({ where: { workspaceId: workspace.workspaceId, endpoint }, order: { createdAt: 'ASC' } });
+    .find({ where: { workspaceId: workspace.workspaceId, endpoint }, order: { id: 'ASC' } });
 
   beforeAll(async () => {
     test = await startTestServer();
@@ -155,12 +155,15 @@ describe('the Responses API', () => {
 
   it('meters and settles a response exactly as chat for the same prompt and tokens', async () => {
     const prompt = 'Count the replicas of the cluster';
+    const chatsBefore = (await usageRecords('chat.completions')).length;
+    const responsesBefore = (await usageRecords('responses')).length;
     const chat = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: prompt }], max_tokens: 9 });
     const response = await client.responses.create({ model: modelId, input: prompt, max_output_tokens: 9, store: false });
     expect(response.usage!.input_tokens).toBe(chat.usage!.prompt_tokens);
     expect(response.usage!.output_tokens).toBe(chat.usage!.completion_tokens);
     expect(response.output_text).toBe(chat.choices[0].message.content);
-    await waitFor(async () => (await usageRecords('responses')).length > 0, 5_000, 'the responses usage record');
+    await waitFor(async () => (await usageRecords('responses')).length > responsesBefore && (await usageRecords('chat.completions')).length > chatsBefore,
+      5_000, 'both usage records');
     const [chatRecord] = (await usageRecords('chat.completions')).slice(-1);
     const [responseRecord] = (await usageRecords('responses')).slice(-1);
     expect({ ...responseRecord, id: 0, endpoint: '', latencyMs: 0, createdAt: null }).toEqual({ ...chatRecord, id: 0, endpoint: '', latencyMs: 0, createdAt: null });

@@ -2,8 +2,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * The Responses API's state (control-plane/responses): one row per stored response, scoped to
- * its workspace and deployment (deleting either deletes its responses). Looked up by primary
- * key only; `expires_at` is the retention sweep's index.
+ * its workspace (deleting it deletes its responses) and its deployment, or for a guest's
+ * response the shared model (`shared/<model-id>`): `deployment_id` therefore has no foreign
+ * key (deployments are never deleted, only marked; retention bounds what they leave). Looked
+ * up by primary key only; `expires_at` is the retention sweep's index.
  */
 export class Responses1765300000000 implements MigrationInterface {
   name = 'Responses1765300000000';
@@ -13,7 +15,7 @@ export class Responses1765300000000 implements MigrationInterface {
       CREATE TABLE responses (
         id text PRIMARY KEY,
         workspace_id text NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-        deployment_id text NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
+        deployment_id text NOT NULL,
         api_key_id text NOT NULL,
         model text NOT NULL,
         status text NOT NULL CHECK (status IN ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled')),
@@ -31,7 +33,7 @@ export class Responses1765300000000 implements MigrationInterface {
         expires_at timestamptz NOT NULL
       );
       CREATE INDEX responses_expires_at ON responses (expires_at);
-      CREATE INDEX responses_deployment ON responses (deployment_id);
+      CREATE INDEX responses_workspace ON responses (workspace_id);
     `);
   }
 

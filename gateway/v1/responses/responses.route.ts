@@ -4,7 +4,9 @@ import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.s
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import { AppError } from '../../../control-plane/errors/app-error';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
-import type { ResponsesService } from '../../../control-plane/responses/responses-service';
+import type { ResponsesRequest } from '../../../control-plane/responses/response-items';
+import { SHARED_SCOPE } from '../../../control-plane/responses/response-store';
+import type { ResponsesService, ResponseTurn, TurnLimits } from '../../../control-plane/responses/responses-service';
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
@@ -25,12 +27,27 @@ export class ResponsesRoute {
   constructor(private readonly responses: ResponsesService, private readonly options: TextRouteOptions & StreamLimits) {}
 
   async create(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget): Promise<void> {
-    const body = await readBody(request, this.options.maxBodyBytes, held);
-    const parsed = parseResponsesRequest(body);
+    const parsed = await this.read(request, held);
+    await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
+  }
+
+  /** `POST /shared/v1/responses`: a guest's turn on a shared model (`model: "shared/<model-id>"`), as `/shared/v1/chat/completions`. */
+  async createShared(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget, labelled: (label: string) => void): Promise<void> {
+    const parsed = await this.read(request, held);
+    await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
+  }
+
+  private async read(request: IncomingMessage, held: RequestBudget): Promise<ResponsesRequest> {
+    const parsed = parseResponsesRequest(await readBody(request, this.options.maxBodyBytes, held));
     if (parsed.background) throw new AppError('invalid_request', 'background responses are not served yet; send background: false', { param: 'background' });
-    const turn = await this.responses.begin(key, deployment, parsed, {
-      deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
-    });
+    return parsed;
+  }
+
+  private limits(): TurnLimits {
+    return { deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints };
+  }
+
+  private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<void> {
     const headers = rateLimitHeaders(turn.ticket.rateLimit, key.rpmLimit, key.tpdLimit);
     headers.push('x-request-id', trace.id);
     try {
@@ -46,16 +63,16 @@ export class ResponsesRoute {
 export class StoredResponsesRoute {
   constructor(private readonly responses: ResponsesService) {}
 
-  async retrieve(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+  async retrieve(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
     if (context.query.stream === 'true') throw new AppError('invalid_request', 'stream: replaying a stored response as events is not supported', { param: 'stream' });
     context.body = await this.responses.retrieve(scopeOf(deployment, key), id);
   }
 
-  async delete(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+  async delete(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
     context.body = await this.responses.delete(scopeOf(deployment, key), id);
   }
 
-  async inputItems(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
+  async inputItems(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
     const { limit, order, after } = context.query;
     if (limit !== undefined && (typeof limit !== 'string' || !/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIST_LIMIT)) {
       throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
@@ -68,6 +85,7 @@ export class StoredResponsesRoute {
   }
 }
 
-function scopeOf(deployment: Deployment, key: AuthenticatedKey) {
-  return { workspaceId: key.workspaceId, deploymentId: deployment.id };
+/** A deployment's responses, or (no deployment: `/shared/v1`) the guest's on any shared model. */
+function scopeOf(deployment: Deployment | null, key: AuthenticatedKey) {
+  return { workspaceId: key.workspaceId, deploymentId: deployment?.id ?? SHARED_SCOPE };
 }
