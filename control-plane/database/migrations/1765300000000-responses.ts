@@ -5,7 +5,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * its workspace (deleting it deletes its responses) and its deployment, or for a guest's
  * response the shared model (`shared/<model-id>`): `deployment_id` therefore has no foreign
  * key (deployments are never deleted, only marked; retention bounds what they leave). Looked
- * up by primary key only; `expires_at` is the retention sweep's index.
+ * up by primary key only; `expires_at` is the retention sweep's index. Batches may name
+ * `/v1/responses` as their endpoint.
  */
 export class Responses1765300000000 implements MigrationInterface {
   name = 'Responses1765300000000';
@@ -34,10 +35,18 @@ export class Responses1765300000000 implements MigrationInterface {
       );
       CREATE INDEX responses_expires_at ON responses (expires_at);
       CREATE INDEX responses_workspace ON responses (workspace_id);
+
+      ALTER TABLE batches DROP CONSTRAINT batches_endpoint_check;
+      ALTER TABLE batches ADD CONSTRAINT batches_endpoint_check CHECK (endpoint IN ('/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'));
     `);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query('DROP TABLE responses');
+    await queryRunner.query(`
+      DROP TABLE responses;
+      DELETE FROM batches WHERE endpoint = '/v1/responses';
+      ALTER TABLE batches DROP CONSTRAINT batches_endpoint_check;
+      ALTER TABLE batches ADD CONSTRAINT batches_endpoint_check CHECK (endpoint IN ('/v1/chat/completions', '/v1/completions', '/v1/embeddings'));
+    `);
   }
 }
