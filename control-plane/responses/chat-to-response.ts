@@ -1,5 +1,5 @@
 import { parseJsonText } from '../../common/json-nesting';
-import { newId } from '../ids';
+import { itemId as newId } from './response-ids';
 import type { FunctionCallItem, MessageItem, ResponseItem, ResponseStatus, ResponseUsage } from './response-items';
 
 /** What a finished chat answer makes of a response: its output items, status and usage. */

@@ -12,6 +12,9 @@ export interface ResponseScope {
 }
 
 export const SHARED_SCOPE = 'shared/*';
+/** Columns of one inserted row, and rows per statement (well under PostgreSQL's 65,535 parameters). */
+const COLUMNS = 18;
+const MAX_ROWS_PER_INSERT = 500;
 const SHARED_PREFIX = 'shared/%';
 
 /**
@@ -21,27 +24,63 @@ const SHARED_PREFIX = 'shared/%';
  */
 export class ResponseStore {
   private readonly rows: Repository<ResponseRecord>;
+  private readonly waiting: { record: ResponseRecord; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  private flushing = false;
 
   constructor(private readonly dataSource: DataSource) {
     this.rows = dataSource.getRepository(ResponseRecord);
   }
 
+  /** One query by primary key; the row is mapped here, without TypeORM's entity hydration (the lookup is on every chained turn). */
   async find(scope: ResponseScope, id: string): Promise<ResponseRecord | null> {
-    const [row] = await this.rows.createQueryBuilder('response')
-      .where(`response.id = :id AND response.workspace_id = :workspaceId AND response.deployment_id ${deploymentTest(scope)} AND response.expires_at > clock_timestamp()`,
-        { id, workspaceId: scope.workspaceId, deploymentId: deploymentValue(scope) })
-      .limit(1).getMany();
-    return row ?? null;
+    const rows = await this.dataSource.query(
+      `SELECT id, workspace_id, deployment_id, api_key_id, model, status, background, previous_response_id, settings, history, input, output, usage, error,
+         incomplete_details, created_at, completed_at, expires_at
+       FROM responses WHERE id = $1 AND workspace_id = $2 AND deployment_id ${deploymentTest(scope, '$3')} AND expires_at > clock_timestamp()`,
+      [id, scope.workspaceId, deploymentValue(scope)]) as Record<string, unknown>[];
+    return rows.length === 0 ? null : recordOf(rows[0]);
   }
 
-  async insert(record: ResponseRecord): Promise<void> {
+  /**
+   * Stores a response; resolves once it is committed (a chain may continue from it at once, on
+   * any server). Inserts that arrive while one is in flight go together in the next statement
+   * (group commit): at 8 concurrent turns a statement apiece cost a round trip, its syscalls and
+   * a commit each (bench/results/2026-11-29-responses.md).
+   */
+  insert(record: ResponseRecord): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ record, resolve, reject });
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    while (this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, MAX_ROWS_PER_INSERT);
+      try {
+        await this.insertRows(batch.map((entry) => entry.record));
+        for (const entry of batch) entry.resolve();
+      } catch (error) {
+        for (const entry of batch) entry.reject(error);
+      }
+    }
+    this.flushing = false;
+  }
+
+  private async insertRows(records: ResponseRecord[]): Promise<void> {
+    const values: unknown[] = [];
+    const rows: string[] = [];
+    for (const record of records) {
+      const at = values.length;
+      rows.push(`(${Array.from({ length: COLUMNS }, (_, index) => `$${at + index + 1}`).join(', ')})`);
+      values.push(record.id, record.workspaceId, record.deploymentId, record.apiKeyId, record.model, record.status, record.background, record.previousResponseId,
+        json(record.settings), json(record.history), json(record.input), json(record.output), json(record.usage), json(record.error),
+        json(record.incompleteDetails), record.createdAt, record.completedAt, record.expiresAt);
+    }
     await this.dataSource.query(
       `INSERT INTO responses (id, workspace_id, deployment_id, api_key_id, model, status, background, previous_response_id, settings, history, input, output,
-         usage, error, incomplete_details, created_at, completed_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-      [record.id, record.workspaceId, record.deploymentId, record.apiKeyId, record.model, record.status, record.background, record.previousResponseId,
-        json(record.settings), json(record.history), json(record.input), json(record.output), json(record.usage), json(record.error),
-        json(record.incompleteDetails), record.createdAt, record.completedAt, record.expiresAt]);
+         usage, error, incomplete_details, created_at, completed_at, expires_at) VALUES ${rows.join(', ')}`, values);
   }
 
   /** Writes the end of a response stored when it started (background runs); false when it is gone or already ended. */
@@ -73,8 +112,19 @@ function json(value: unknown): string | null {
   return value === null || value === undefined ? null : JSON.stringify(value);
 }
 
-function deploymentTest(scope: ResponseScope): string {
-  return scope.deploymentId === SHARED_SCOPE ? 'LIKE :deploymentId' : '= :deploymentId';
+function deploymentTest(scope: ResponseScope, parameter = ':deploymentId'): string {
+  return scope.deploymentId === SHARED_SCOPE ? `LIKE ${parameter}` : `= ${parameter}`;
+}
+
+function recordOf(row: Record<string, unknown>): ResponseRecord {
+  const record = new ResponseRecord();
+  Object.assign(record, {
+    id: row.id, workspaceId: row.workspace_id, deploymentId: row.deployment_id, apiKeyId: row.api_key_id, model: row.model, status: row.status,
+    background: row.background, previousResponseId: row.previous_response_id, settings: row.settings, history: row.history, input: row.input,
+    output: row.output, usage: row.usage, error: row.error, incompleteDetails: row.incomplete_details, createdAt: row.created_at,
+    completedAt: row.completed_at, expiresAt: row.expires_at,
+  });
+  return record;
 }
 
 function deploymentValue(scope: ResponseScope): string {

@@ -3,7 +3,7 @@ import type { CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
-import { newId } from '../ids';
+import { itemId as newId } from './response-ids';
 import type { InferencePipeline } from '../pipeline/inference-pipeline';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { ChatResult } from './chat-to-response';
@@ -60,7 +60,7 @@ export class ResponsesService {
       endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream: request.stream, includeUsage: request.stream,
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
     });
-    return { id: newId('resp', 16), createdAt: new Date(), request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
+    return { id: newId('resp'), createdAt: new Date(), request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
   }
 
   /**
@@ -77,7 +77,7 @@ export class ResponsesService {
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
     }, labelled);
     const scope = { workspaceId: key.workspaceId, deploymentId: ticket.label };
-    return { id: newId('resp', 16), createdAt: new Date(), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
+    return { id: newId('resp'), createdAt: new Date(), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
   }
 
   /** The object a turn answers while it runs (a stream's `response.created`). */

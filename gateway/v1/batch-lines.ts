@@ -16,7 +16,7 @@ import { chatAnswerToResult, usageOf } from '../../control-plane/responses/chat-
 import { settingsOf, type ResponsesRequest } from '../../control-plane/responses/response-items';
 import { responseObject } from '../../control-plane/responses/response-object';
 import { responsesToChat } from '../../control-plane/responses/responses-to-chat';
-import { newId } from '../../control-plane/ids';
+import { itemId as newId } from '../../control-plane/responses/response-ids';
 import { parseResponsesRequest } from './responses/responses-request';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
@@ -156,7 +156,7 @@ async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobS
   const result = chatAnswerToResult(parseJsonText(outcome.response.body) as Record<string, unknown>);
   result.usage ??= usageOf({ prompt_tokens: outcome.usage.promptTokens, completion_tokens: outcome.usage.completionTokens, total_tokens: outcome.usage.totalTokens });
   const object = responseObject({
-    id: newId('resp', 16), createdAt, status: result.status, model: model.id, output: result.output, usage: result.usage, error: null,
+    id: newId('resp'), createdAt, status: result.status, model: model.id, output: result.output, usage: result.usage, error: null,
     incompleteDetails: result.incompleteDetails, previousResponseId: null, settings: { ...settingsOf(request), store: false },
   });
   return { ...outcome, response: { statusCode: 200, body: JSON.stringify(object) } };

@@ -1,6 +1,6 @@
 import { AppError } from '../../../control-plane/errors/app-error';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
-import { newId } from '../../../control-plane/ids';
+import { itemId as newId } from '../../../control-plane/responses/response-ids';
 import type {
   FunctionTool, InputContentPart, ResponseItem, ResponsesRequest, TextFormat, ToolChoice,
 } from '../../../control-plane/responses/response-items';
