@@ -27,8 +27,9 @@ const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 const PROMPT = 'Summarise what a replica of a deployment does in one short paragraph.';
 const MAX_TOKENS = 16;
 
-type Kind = 'chat JSON' | 'responses JSON' | 'chat stream' | 'responses stream';
-const KINDS: Kind[] = ['chat JSON', 'responses JSON', 'chat stream', 'responses stream'];
+type Kind = 'chat JSON' | 'responses JSON' | 'responses JSON store:false' | 'chat stream' | 'responses stream';
+/** `store: false` apart: what the translation costs without the state's INSERT. */
+const KINDS: Kind[] = ['chat JSON', 'responses JSON', 'responses JSON store:false', 'chat stream', 'responses stream'];
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -93,8 +94,8 @@ async function post(url: string, key: string, body: unknown): Promise<{ status: 
 /** `count` requests of `kind`, `concurrency` at a time: the server process's CPU microseconds per request. */
 async function phase(server: ServerProcess, base: string, kind: Kind, count: number, concurrency: number): Promise<number> {
   const route = kind.startsWith('chat') ? 'chat/completions' : 'responses';
-  const stream = kind.endsWith('stream');
-  const body = kind.startsWith('chat') ? chatBody(stream) : responsesBody(stream);
+  const stream = kind.endsWith(' stream');
+  const body = kind.startsWith('chat') ? chatBody(stream) : { ...responsesBody(stream), ...(kind.endsWith('store:false') ? { store: false } : {}) };
   let next = 0;
   let failed = 0;
   const before = cpuMicros(server.pid);
