@@ -28,6 +28,8 @@ import { BatchInputsInFiles1765200000000 } from './database/migrations/176520000
 import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
 import { WorkspaceBudget } from './budgets/workspace-budget.entity';
 import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-tenant-budgets';
+import { Responses1765300000000 } from './database/migrations/1765300000000-responses';
+import { ResponseRecord } from './responses/response-record.entity';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -36,12 +38,13 @@ import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-
 export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
-  GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine, WorkspaceBudget,
+  GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine, WorkspaceBudget, ResponseRecord,
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
   RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000, BatchInputsInFiles1765200000000,
+  Responses1765300000000,
 ];
 
 export interface DatabaseOptions {

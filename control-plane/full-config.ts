@@ -3,6 +3,7 @@ import { loadBudgetLimits, type BudgetLimits } from './budgets/budget-config';
 import type { BudgetName, BudgetScope } from './budgets/budget-kinds';
 import { loadControlPlaneConfig } from './config/control-plane-config';
 import { loadRequestConfig, type RequestConfig } from './requests/request-config';
+import { loadResponsesConfig, type ResponsesConfig } from './responses/responses-config';
 import { loadSharingConfig, type SharingConfig } from './sharing/sharing-config';
 import { loadStorageConfig, type StorageConfig } from './storage/storage-config';
 import { loadWebhookConfig, type WebhookConfig } from './webhooks/webhook-config';
@@ -19,6 +20,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   requests: RequestConfig;
   /** Webhook delivery. */
   webhooks: WebhookConfig;
+  /** The Responses API's stored state (retention). */
+  responses: ResponsesConfig;
   /** Shared serving: guest admission and the pool's availability. */
   sharing: SharingConfig;
   /** Files and batches (the OpenAI Batch API). */
@@ -35,15 +38,17 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
 export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
   return {
     ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
+    responses: loadResponsesConfig(env),
     sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env),
   };
 }
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'sharing' | 'batches' | 'budgets'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'responses' | 'sharing' | 'batches' | 'budgets'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
+  responses?: Partial<ResponsesConfig>;
   sharing?: Partial<SharingConfig>;
   batches?: Partial<BatchConfig>;
   /** Some scopes of some budgets; the rest keep their defaults. */

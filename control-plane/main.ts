@@ -25,6 +25,9 @@ import { PublicUrl } from './public-url';
 import { MediaJobs } from './requests/media-jobs';
 import { OutputDestinations } from './requests/output-destinations';
 import { OutputRetention } from './requests/output-retention';
+import { ResponseRetention } from './responses/response-retention';
+import { ResponseStore } from './responses/response-store';
+import { ResponsesService } from './responses/responses-service';
 import { RequestRecords } from './requests/request-records';
 import { RequestScheduler } from './requests/request-scheduler';
 import { RequestService } from './requests/request-service';
@@ -122,6 +125,9 @@ export interface ControlPlane {
    * dispatch, settlement. The `/v1` and `/shared/v1` routes call only this for their work.
    */
   readonly pipeline: InferencePipeline;
+  /** The Responses API: turns through the pipeline, state in the `responses` table. */
+  readonly responses: ResponsesService;
+  readonly responseRetention: ResponseRetention;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
@@ -356,6 +362,11 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   await replicas.reconcile(await servers.liveServerIds());
   agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts });
+  const responseStore = new ResponseStore(dataSource);
+  const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
+  const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));
+  responseRetention.start();
+  lifecycle.add('responses retention', () => responseRetention.stop());
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, edges.batchLines, config.batches);
   const runner = new BatchRunner({
@@ -373,7 +384,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
-    sharedBilling, guestCredit, shared, pipeline,
+    sharedBilling, guestCredit, shared, pipeline, responses, responseRetention,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments, batchDeletion),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs, new SignInThrottle({
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,

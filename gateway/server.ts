@@ -35,6 +35,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     storage: { ...defaults.storage, ...overrides.storage },
     requests: { ...defaults.requests, ...overrides.requests },
     webhooks: { ...defaults.webhooks, ...overrides.webhooks },
+    responses: { ...defaults.responses, ...overrides.responses },
     sharing: { ...defaults.sharing, ...overrides.sharing },
     batches: { ...defaults.batches, ...overrides.batches },
     budgets: withLimits(defaults.budgets, overrides.budgets ?? {}),

@@ -26,7 +26,7 @@ const MAX_METADATA_VALUE = 512;
  */
 export function batchEndpointsOf(model: Pick<CatalogModel, 'task' | 'modality'> | undefined): BatchEndpoint[] {
   if (!model || model.modality !== 'text') return [];
-  if (model.task === 'chat') return ['/v1/chat/completions', '/v1/completions'];
+  if (model.task === 'chat') return ['/v1/chat/completions', '/v1/completions', '/v1/responses'];
   if (model.task === 'completion') return ['/v1/completions'];
   if (model.task === 'embedding') return ['/v1/embeddings'];
   return [];

@@ -8,7 +8,7 @@ import { parseJsonText } from '../../common/json-nesting';
 
 /** The usage record's `endpoint`, as live requests name theirs. */
 const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
-  '/v1/chat/completions': 'chat.completions', '/v1/completions': 'completions', '/v1/embeddings': 'embeddings',
+  '/v1/chat/completions': 'chat.completions', '/v1/completions': 'completions', '/v1/embeddings': 'embeddings', '/v1/responses': 'responses',
 };
 
 export interface BatchLineResultsParts {

@@ -3,7 +3,7 @@ import { nullableNumeric, numeric } from '../database/numeric-column';
 import { parseJsonText } from '../../common/json-nesting';
 
 /** The endpoints a batch may name, as OpenAI spells them (`url` of every line, `endpoint` of the batch). */
-export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 export const BATCH_STATUSES = ['validating', 'failed', 'in_progress', 'finalizing', 'completed', 'expired', 'cancelling', 'cancelled'] as const;

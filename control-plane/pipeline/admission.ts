@@ -48,7 +48,7 @@ export function checkModelField(deployment: Pick<Deployment, 'modelId'>, model: 
  * `servedBy` describes the endpoints a model does answer (the gateway's endpoint table).
  */
 export function checkTextModel(
-  deployment: Pick<Deployment, 'modelId'>, model: string | undefined, endpoint: 'chat.completions' | 'completions',
+  deployment: Pick<Deployment, 'modelId'>, model: string | undefined, endpoint: 'chat.completions' | 'completions' | 'responses',
   entry: CatalogModel | undefined, servedBy: (model: CatalogModel) => string,
 ): void {
   checkModelField(deployment, model);
@@ -59,8 +59,8 @@ export function checkTextModel(
   if (entry.task === 'embedding') {
     throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is an embedding model; this deployment serves ${servedBy(entry)} (and GET /v1/models)`);
   }
-  if (endpoint === 'chat.completions' && entry.task === 'completion') {
-    throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is a base model without a chat template; use POST /v1/completions`, { param: 'messages' });
+  if (endpoint !== 'completions' && entry.task === 'completion') {
+    throw new AppError('unsupported_endpoint', `'${deployment.modelId}' is a base model without a chat template; use POST /v1/completions`, { param: endpoint === 'responses' ? 'input' : 'messages' });
   }
 }
 

@@ -20,7 +20,8 @@ import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { WorkTicket, type Settlement } from './work-ticket';
 
-export type TextEndpoint = 'chat.completions' | 'completions';
+/** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
+export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
 
 /** What the pipeline needs of a chat or completions body the gateway parsed and validated. */
 export interface TextWork {
@@ -71,7 +72,7 @@ export interface PipelineParts {
   readonly now?: () => number;
 }
 
-const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB_KIND_CHAT_COMPLETION', completions: 'JOB_KIND_COMPLETION' };
+const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB_KIND_CHAT_COMPLETION', completions: 'JOB_KIND_COMPLETION', responses: 'JOB_KIND_CHAT_COMPLETION' };
 
 /**
  * The one path every kind of work takes, in this order: resolve the target (a deployment or a

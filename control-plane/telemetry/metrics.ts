@@ -9,7 +9,7 @@ import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histog
 export const ROUTE_LABELS = [
   'chat.completions', 'completions', 'embeddings', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
   'requests', 'models', 'v1.other', 'shared', 'graphql', 'files', 'healthz', 'readyz', 'metrics', 'other',
-  'batch.files', 'batches', 'agent_download',
+  'batch.files', 'batches', 'agent_download', 'responses',
 ] as const;
 export type RouteLabel = (typeof ROUTE_LABELS)[number];
 

@@ -13,6 +13,12 @@ import { parseEmbeddingsRequest } from './embeddings-request';
 import { parseTextRequest } from './text-request';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
 import { parseJsonText } from '../../common/json-nesting';
+import { chatAnswerToResult, usageOf } from '../../control-plane/responses/chat-to-response';
+import { settingsOf, type ResponsesRequest } from '../../control-plane/responses/response-items';
+import { responseObject } from '../../control-plane/responses/response-object';
+import { responsesToChat } from '../../control-plane/responses/responses-to-chat';
+import { itemId as newId } from '../../control-plane/responses/response-ids';
+import { parseResponsesRequest } from './responses/responses-request';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
@@ -26,6 +32,7 @@ export class GatewayBatchLines implements BatchLineHandler {
   check(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer): LineCheck {
     try {
       if (endpoint === '/v1/embeddings') return { ok: true, fields: parseEmbeddingsRequest(body, model.id, embeddingLimits(model)).fields };
+      if (endpoint === '/v1/responses') return { ok: true, fields: batchResponseLine(body, model).chat };
       const request = parseTextRequest(body, endpoint === '/v1/chat/completions' ? 'chat.completions' : 'completions');
       refuseToolsWithoutParser(model, request.fields);
       if (request.stream) {
@@ -39,6 +46,7 @@ export class GatewayBatchLines implements BatchLineHandler {
 
   async run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
     try {
+      if (endpoint === '/v1/responses') return await runResponseLine(body, model, send);
       if (endpoint !== '/v1/embeddings') return await runJob(body, send);
       return await this.runEmbeddings(model, body, send);
     } catch (error) {
@@ -124,6 +132,36 @@ function failed(failure: JobFailure, embeddings: boolean): LineRun {
 function renumbered(response: LineResponse, offset: number): LineResponse {
   if (offset === 0) return response;
   return { ...response, body: response.body.replace(/\binput\[(\d+)\]/g, (_match, index: string) => `input[${offset + Number(index)}]`) };
+}
+
+/**
+ * A `/v1/responses` line: checked by the live route's parser, run as the chat it translates to,
+ * answered with the Response object (`store: false`). A batch answers each line in its output
+ * file: such a line is not stored, so `store: true` is refused, and so is `previous_response_id`
+ * (a line stands alone), `stream` and `background`.
+ */
+function batchResponseLine(body: Buffer, model: CatalogModel): { request: ResponsesRequest; chat: Record<string, unknown> } {
+  const fields = parseJsonText(body) as Record<string, unknown>;
+  const request = parseResponsesRequest(body);
+  if (request.stream) throw new AppError('invalid_request', 'stream must be false or absent in a batch request: a batch answers each request whole, in the output file', { param: 'stream' });
+  if (request.background) throw new AppError('invalid_request', 'background must be false or absent in a batch request', { param: 'background' });
+  if (request.previousResponseId !== null) throw new AppError('invalid_request', 'previous_response_id is not allowed in a batch request: each line stands alone', { param: 'previous_response_id' });
+  if (fields.store === true) throw new AppError('invalid_request', 'store must be false or absent in a batch request: its answer is the output file\'s line, never stored', { param: 'store' });
+  return { request, chat: responsesToChat(request, [], model.id) };
+}
+
+async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobSender): Promise<LineRun> {
+  const { request, chat } = batchResponseLine(body, model);
+  const createdAt = new Date();
+  const outcome = await runJob(Buffer.from(JSON.stringify(chat)), send);
+  if (outcome.kind === 'lost' || outcome.response.statusCode !== 200) return outcome;
+  const result = chatAnswerToResult(parseJsonText(outcome.response.body) as Record<string, unknown>);
+  result.usage ??= usageOf({ prompt_tokens: outcome.usage.promptTokens, completion_tokens: outcome.usage.completionTokens, total_tokens: outcome.usage.totalTokens });
+  const object = responseObject({
+    id: newId('resp'), createdAt, status: result.status, model: model.id, output: result.output, usage: result.usage, error: null,
+    incompleteDetails: result.incompleteDetails, previousResponseId: null, settings: { ...settingsOf(request), store: false },
+  });
+  return { ...outcome, response: { statusCode: 200, body: JSON.stringify(object) } };
 }
 
 function renderAppError(error: AppError): LineResponse {

@@ -32,13 +32,19 @@ export type DeploymentEndpointName =
   | 'images.generations' | 'images.edits' | 'videos.create' | 'videos.generations' | 'videos.list'
   | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel'
   | 'files.create' | 'files.list' | 'files.retrieve' | 'files.content' | 'files.delete'
-  | 'batches.create' | 'batches.list' | 'batches.retrieve' | 'batches.cancel';
+  | 'batches.create' | 'batches.list' | 'batches.retrieve' | 'batches.cancel'
+  | 'responses.create' | 'responses.retrieve' | 'responses.delete' | 'responses.input_items';
 
 const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
 
 export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
   { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'chat.completions', fastLane: true, tasks: ['chat'], spends: 'text' },
   { name: 'completions', method: 'POST', path: '/completions', label: 'completions', fastLane: true, tasks: ['chat', 'completion'], spends: 'text' },
+  // The Responses API (control-plane/responses): turns run as chat through the same pipeline.
+  { name: 'responses.create', method: 'POST', path: '/responses', label: 'responses', fastLane: true, tasks: ['chat'], spends: 'text' },
+  { name: 'responses.retrieve', method: 'GET', path: '/responses/{id}', label: 'responses' },
+  { name: 'responses.delete', method: 'DELETE', path: '/responses/{id}', label: 'responses' },
+  { name: 'responses.input_items', method: 'GET', path: '/responses/{id}/input_items', label: 'responses' },
   { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'], spends: 'text' },
   { name: 'models.list', method: 'GET', path: '/models', label: 'models' },
   { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'models' },

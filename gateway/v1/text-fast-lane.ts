@@ -11,20 +11,24 @@ import { TextCompletionRoute, type TextRouteOptions } from './text-completion.ro
 import type { TextEndpoint } from './text-request';
 import type { StreamLimits } from './text-job-run';
 import { fastLanePaths, workspaceFastLanePaths } from './endpoint-table';
-import { authenticate } from './authenticate';
 import { readBody } from '../http/read-body';
 import { WorkspaceRouting } from './workspace-routing';
 import { bodyLeftUnread } from '../http/unread-body';
 import { SharedChatRoute, SHARED_MODEL_LABEL, type EarlyAttempt } from './shared-chat.route';
 import { GuestLane } from './guest-lane';
+import { authenticate } from './authenticate';
+import { ResponsesRoute } from './responses/responses.route';
 import type { RequestGate } from '../http/request-gate';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
 /** The same endpoints under the workspace base URL `/v1`, the deployment named by the body's `model`. */
 const WORKSPACE_TEXT_PATH = workspaceFastLanePaths();
-const WORKSPACE_TEXT_ENDPOINTS: Readonly<Record<string, TextEndpoint>> = { 'chat/completions': 'chat.completions', completions: 'completions' };
+const WORKSPACE_TEXT_ENDPOINTS: Readonly<Record<string, TextEndpoint>> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
 const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
+const SHARED_RESPONSES_PATH = /^\/shared\/v1\/responses(?:\?|$)/;
+/** The fast lane's endpoints by the path the pattern captured. */
+const FAST_LANE_ENDPOINTS: Record<string, TextEndpoint> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
 const GUEST_ATTEMPTS_PER_TURN = 16;
 
@@ -38,6 +42,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
+  const responses = new ResponsesRoute(controlPlane.responses, options);
   const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;
@@ -49,7 +54,8 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
       deploymentId = deployment.id;
       const held = gate.enter(request, response, key, deployment, 'text');
-      await text.handle(request, response, deployment, key, endpoint, trace, held);
+      if (endpoint === 'responses') await responses.create(request, response, deployment, key, trace, held);
+      else await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
@@ -74,7 +80,8 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held));
       deploymentId = deployment.id;
       gate.routed(request, key, deployment, 'text');
-      await text.handleBody(response, body, deployment, key, endpoint, trace, held);
+      if (endpoint === 'responses') await responses.createFromBody(response, body, deployment, key, trace);
+      else await text.handleBody(response, body, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
@@ -119,6 +126,25 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
   };
 
+  /**
+   * A guest's `POST /shared/v1/responses`: no in-memory screen before the parse (chat's flood
+   * defence reads chat's fields); the pipeline's guest admission decides the same refusals.
+   */
+  const serveSharedResponses = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
+    let label = SHARED_MODEL_LABEL;
+    try {
+      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      const held = gate.enter(request, response, key, null, 'text');
+      await responses.createShared(request, response, key, trace, held, (model) => (label = model));
+    } catch (error) {
+      fail(request, response, error, trace.id);
+    }
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(label, 'responses', status, seconds);
+    logRequest(logger, trace.id, 'responses', label, status, seconds);
+  };
+
   /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */
   const rendered = new WeakMap<AppError, { status: number; headers: string[]; body: Buffer }>();
   /** An AppError answered before any byte was sent; the connection stays open when the body was read whole. */
@@ -160,13 +186,18 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
           .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
+      if (SHARED_RESPONSES_PATH.test(request.url ?? '')) {
+        const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
+        serveSharedResponses(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+        return true;
+      }
       if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
       guests.run(() => serveShared(request, response, trace));
       return true;
     }
     const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-    serve(request, response, match[1], match[2] === 'completions' ? 'completions' : 'chat.completions', trace)
+    serve(request, response, match[1], FAST_LANE_ENDPOINTS[match[2]] ?? 'chat.completions', trace)
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
     return true;
   };

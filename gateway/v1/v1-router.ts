@@ -13,6 +13,7 @@ import { VideosRoute } from './media/videos.route';
 import { ModelsRoute } from './models.route';
 import { BatchesRoute } from './batches/batches.route';
 import { FilesRoute } from './batches/files.route';
+import { StoredResponsesRoute } from './responses/responses.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
@@ -47,7 +48,8 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
   const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
-  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches });
+  const responses = new StoredResponsesRoute(controlPlane.responses);
+  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
   const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests), gate, options);
 
   return async (context: Context, next: Next): Promise<void> => {
@@ -65,7 +67,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
       const shared = SHARED_PATH.exec(path);
       if (!shared) return await next();
       gate.enter(context.req, context.res, await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined));
-      return sharedRoute(context, controlPlane, shared[1] ?? '');
+      return await sharedRoute(context, controlPlane, shared[1] ?? '', responses);
     }
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
     attributeDeployment(context, deployment.id);
@@ -82,8 +84,9 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
 /** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
 function endpointHandlers(routes: {
   images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute; files: FilesRoute; batches: BatchesRoute;
+  responses: StoredResponsesRoute;
 }): Partial<Record<DeploymentEndpointName, EndpointHandler>> {
-  const { images, videos, requests, embeddings, models, files, batches } = routes;
+  const { images, videos, requests, embeddings, models, files, batches, responses } = routes;
   const id = (param: string | undefined) => decodePathSegment(param!, 'id');
   return {
     'models.list': async (context, deployment) => json(context, await models.list(deployment)),
@@ -109,6 +112,9 @@ function endpointHandlers(routes: {
     'batches.list': (context, deployment, key) => batches.list(context, deployment, key),
     'batches.retrieve': (context, deployment, key, param) => batches.retrieve(context, deployment, key, id(param)),
     'batches.cancel': (context, deployment, key, param) => batches.cancel(context, deployment, key, id(param)),
+    'responses.retrieve': (context, deployment, key, param) => responses.retrieve(context, deployment, key, id(param)),
+    'responses.delete': (context, deployment, key, param) => responses.delete(context, deployment, key, id(param)),
+    'responses.input_items': (context, deployment, key, param) => responses.inputItems(context, deployment, key, id(param)),
   };
 }
 
@@ -125,14 +131,28 @@ function recordHandlers(videos: VideosRoute, requests: RequestsRoute): Partial<R
   };
 }
 
-/** `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded). */
-function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string): void {
+const SHARED_RESPONSE_PATH = /^\/responses\/([^/]+)(\/input_items)?$/;
+
+/**
+ * `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded),
+ * and a guest's stored responses: `GET`/`DELETE /shared/v1/responses/{id}`, `GET …/input_items`.
+ */
+async function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string, responses: StoredResponsesRoute): Promise<void> {
   if (context.method === 'GET' && rest === '/models') return json(context, listSharedModels(controlPlane.shared));
   if (context.method === 'GET' && rest.startsWith('/models/')) {
     return json(context, retrieveSharedModel(controlPlane.shared, decodePathSegment(rest.slice(8), 'model')));
   }
+  const response = SHARED_RESPONSE_PATH.exec(rest);
+  if (response) {
+    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+    const id = decodePathSegment(response[1], 'id');
+    if (context.method === 'GET' && response[2]) return await responses.inputItems(context, null, key, id);
+    if (context.method === 'GET') return await responses.retrieve(context, null, key, id);
+    if (context.method === 'DELETE' && !response[2]) return await responses.delete(context, null, key, id);
+  }
   throw new AppError('not_found', `${context.method} /shared/v1${shortened(rest)} is not an endpoint of the shared endpoint; available: `
-    + 'POST /shared/v1/chat/completions, GET /shared/v1/models, GET /shared/v1/models/{id}');
+    + 'POST /shared/v1/chat/completions, POST /shared/v1/responses, GET /shared/v1/models, GET /shared/v1/models/{id}, '
+    + 'GET /shared/v1/responses/{id}, DELETE /shared/v1/responses/{id}, GET /shared/v1/responses/{id}/input_items');
 }
 
 function json(context: Context, body: unknown): void {

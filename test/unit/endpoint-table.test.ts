@@ -28,9 +28,11 @@ describe('endpoint table', () => {
     const lane = fastLanePaths();
     expect(lane.exec('/d/llama-1/v1/chat/completions?x=1')?.slice(1)).toEqual(['llama-1', 'chat/completions']);
     expect(lane.exec('/d/llama-1/v1/completions')?.slice(1)).toEqual(['llama-1', 'completions']);
+    expect(lane.exec('/d/llama-1/v1/responses')?.slice(1)).toEqual(['llama-1', 'responses']);
+    expect(lane.test('/d/llama-1/v1/responses/resp_1/cancel')).toBe(false);
     expect(lane.test('/d/llama-1/v1/embeddings')).toBe(false);
     expect(endpointList().split(', ')).toHaveLength(DEPLOYMENT_ENDPOINTS.length);
-    expect(servedEndpoints({ task: 'chat' })).toBe('POST /v1/chat/completions and POST /v1/completions');
+    expect(servedEndpoints({ task: 'chat' })).toBe('POST /v1/chat/completions and POST /v1/completions and POST /v1/responses');
     expect(servedEndpoints({ task: 'embedding' })).toBe('POST /v1/embeddings');
     expect(servedEndpoints({ task: 'video-generation' })).toBe('POST /v1/videos and POST /v1/videos/generations');
   });

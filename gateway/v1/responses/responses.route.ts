@@ -1,0 +1,100 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context } from 'koa';
+import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
+import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
+import { AppError } from '../../../control-plane/errors/app-error';
+import { quoteValue } from '../../../control-plane/errors/quote-value';
+import type { ResponsesRequest } from '../../../control-plane/responses/response-items';
+import { SHARED_SCOPE } from '../../../control-plane/responses/response-store';
+import type { ResponsesService, ResponseTurn, TurnLimits } from '../../../control-plane/responses/responses-service';
+import { readBody } from '../../http/read-body';
+import type { RequestBudget } from '../../http/request-budget';
+import type { RequestTrace } from '../../http/request-id';
+import { servedEndpoints } from '../endpoint-table';
+import { rateLimitHeaders } from '../rate-limit-headers';
+import type { StreamLimits, TextRouteOptions } from '../text-job-run';
+import { runResponseJob } from './response-job-run';
+import { parseResponsesRequest } from './responses-request';
+
+const MAX_LIST_LIMIT = 100;
+const DEFAULT_LIST_LIMIT = 20;
+
+/**
+ * `POST /v1/responses`, on the fast lane like chat. The work itself is the ResponsesService's:
+ * the route reads and validates, hands over, and writes what comes back.
+ */
+export class ResponsesRoute {
+  constructor(private readonly responses: ResponsesService, private readonly options: TextRouteOptions & StreamLimits) {}
+
+  async create(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget): Promise<void> {
+    await this.createFromBody(response, await readBody(request, this.options.maxBodyBytes, held), deployment, key, trace);
+  }
+
+  /** `create` with the body already read (the workspace base URL reads it to find the deployment). */
+  async createFromBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace): Promise<void> {
+    const parsed = this.parse(body);
+    await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
+  }
+
+  /** `POST /shared/v1/responses`: a guest's turn on a shared model (`model: "shared/<model-id>"`), as `/shared/v1/chat/completions`. */
+  async createShared(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget, labelled: (label: string) => void): Promise<void> {
+    const parsed = await this.read(request, held);
+    await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
+  }
+
+  private async read(request: IncomingMessage, held: RequestBudget): Promise<ResponsesRequest> {
+    return this.parse(await readBody(request, this.options.maxBodyBytes, held));
+  }
+
+  private parse(body: Buffer): ResponsesRequest {
+    const parsed = parseResponsesRequest(body);
+    if (parsed.background) throw new AppError('invalid_request', 'background responses are not served yet; send background: false', { param: 'background' });
+    return parsed;
+  }
+
+  private limits(): TurnLimits {
+    return { deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints };
+  }
+
+  private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<void> {
+    const headers = rateLimitHeaders(turn.ticket.rateLimit, key.rpmLimit, key.tpdLimit);
+    headers.push('x-request-id', trace.id);
+    try {
+      await runResponseJob(response, { turn, service: this.responses, headers, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options });
+    } finally {
+      turn.ticket.close();
+    }
+  }
+
+}
+
+/** The stored responses' `GET`, `DELETE` and `GET …/input_items` (on Koa). */
+export class StoredResponsesRoute {
+  constructor(private readonly responses: ResponsesService) {}
+
+  async retrieve(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    if (context.query.stream === 'true') throw new AppError('invalid_request', 'stream: replaying a stored response as events is not supported', { param: 'stream' });
+    context.body = await this.responses.retrieve(scopeOf(deployment, key), id);
+  }
+
+  async delete(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    context.body = await this.responses.delete(scopeOf(deployment, key), id);
+  }
+
+  async inputItems(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    const { limit, order, after } = context.query;
+    if (limit !== undefined && (typeof limit !== 'string' || !/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIST_LIMIT)) {
+      throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
+    }
+    if (order !== undefined && order !== 'asc' && order !== 'desc') throw new AppError('invalid_request', `order must be asc or desc, got ${quoteValue(order)}`, { param: 'order' });
+    if (after !== undefined && typeof after !== 'string') throw new AppError('invalid_request', 'after may be given once', { param: 'after' });
+    context.body = await this.responses.inputItems(scopeOf(deployment, key), id, {
+      limit: limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit), order: order ?? 'desc', after: after ?? null,
+    });
+  }
+}
+
+/** A deployment's responses, or (no deployment: `/shared/v1`) the guest's on any shared model. */
+function scopeOf(deployment: Deployment | null, key: AuthenticatedKey) {
+  return { workspaceId: key.workspaceId, deploymentId: deployment?.id ?? SHARED_SCOPE };
+}
