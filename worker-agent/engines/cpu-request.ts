@@ -14,6 +14,12 @@ import { promptTextOf } from './prompt-text';
 import { integerField, invalidRequestFailure, numberField, type CompletionHeader } from './request-fields';
 
 const DEFAULT_MAX_TOKENS = 16;
+/**
+ * Without `max_tokens`, a JSON or tool-call answer is given room to finish, as a model's would
+ * (its size is set by the schema, not by a budget): the AI SDK's generateObject and the Agents
+ * SDK send no limit, and 16 tokens cut their JSON. Text keeps the short stand-in default.
+ */
+const DEFAULT_STRUCTURED_MAX_TOKENS = 4_096;
 const MAX_MAX_TOKENS = 65_536;
 const MAX_CHOICES = 128;
 const DEFAULT_MODEL = 'cpu';
@@ -43,7 +49,7 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
   if (kind === 'completion' && typeof payload.prompt !== 'string' && !(isStringArray(payload.prompt) && payload.prompt.length > 0)) {
     throw invalidRequestFailure('prompt', '`prompt` must be a string or a non-empty array of strings', 'missing_required_parameter');
   }
-  const maxTokens = integerField(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
+  const askedMaxTokens = integerField(payload, kind === 'chat' && payload.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens', 1, MAX_MAX_TOKENS);
   const n = integerField(payload, 'n', 1, MAX_CHOICES) ?? 1;
   const seed = integerField(payload, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) ?? 0;
   if (payload.model !== undefined && typeof payload.model !== 'string') throw invalidRequestFailure('model', '`model` must be a string');
@@ -56,6 +62,7 @@ export function planCpuCompletion(payload: Record<string, unknown>, path: Engine
   const stop = stopSequences(payload.stop);
   const shape: AnswerShape = kind === 'chat' ? answerShapeOf(payload) : { kind: 'text', sentence: false };
   const topLogprobs = kind === 'chat' ? logprobsOf(payload, shape) : null;
+  const maxTokens = askedMaxTokens ?? (shape.kind === 'text' ? DEFAULT_MAX_TOKENS : DEFAULT_STRUCTURED_MAX_TOKENS);
   const choices = prompts.flatMap((promptText, promptIndex) => Array.from({ length: n }, (_, choice): ChoiceRequest => {
     const choiceIndex = promptIndex * n + choice;
     const structured = structuredAnswer(shape, seed, choiceIndex, promptText);
