@@ -83,7 +83,7 @@ export function run(cpus: string | null, command: string, args: string[], env: N
     child.stdout!.on('data', (part) => (stdout += part));
     child.stderr!.on('data', (part) => (stderr += part));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} exited ${code}: ${stderr.slice(-500)}`))));
+    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} exited ${code}: ${(stderr || stdout).slice(-500)}`))));
   });
 }
 

@@ -86,7 +86,8 @@ async function drive(target: Target, scenario: Scenario, seconds: number, cpus: 
     };
   }
   const env = { ...process.env, BENCH_KEY: target.key, BENCH_STREAM: scenario.stream ? '1' : '0', BENCH_CHUNKS: String(scenario.chunks ?? 20) };
-  const output = await run(cpus, 'wrk', ['-t1', `-c${scenario.connections}`, `-d${seconds}s`, '--latency', '-s', WRK_SCRIPT, target.url], env);
+  // wrk takes whole seconds only (an odd --first-warmup halved was "1.5s": wrk printed its usage and exited 1).
+  const output = await run(cpus, 'wrk', ['-t1', `-c${scenario.connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--latency', '-s', WRK_SCRIPT, target.url], env);
   const line = output.split('\n').find((entry) => entry.startsWith('{"requests"'));
   if (!line) throw new Error(`wrk printed no result: ${output.slice(-300)}`);
   const result = JSON.parse(line) as { requests: number; duration_us: number; non2xx: number; socket_errors: number; p50_us: number; p99_us: number };
