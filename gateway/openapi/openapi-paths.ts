@@ -22,8 +22,10 @@ const formBody = (schema: string): JsonObject => ({ required: true, content: { '
 const parameter = (name: string): JsonObject => ({ $ref: `#/components/parameters/${name}` });
 const query = (name: string, schema: JsonObject, description: string): JsonObject => ({ name, in: 'query', required: false, schema, description });
 
-const RATE_LIMIT_HEADERS = Object.fromEntries(['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-RateLimit-Limit-Tokens',
-  'X-RateLimit-Remaining-Tokens', 'X-RateLimit-Reset-Tokens'].map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+/** The rate-limit headers of an admitted text call (gateway/v1/rate-limit-headers.ts), by their names in `components.headers`. */
+export const RATE_LIMIT_HEADER_NAMES = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'x-ratelimit-limit-requests',
+  'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'X-RateLimit-Limit-Tokens', 'X-RateLimit-Remaining-Tokens', 'X-RateLimit-Reset-Tokens'] as const;
+const RATE_LIMIT_HEADERS = Object.fromEntries(RATE_LIMIT_HEADER_NAMES.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 /**
  * A text answer: JSON, or with `stream: true` server-sent events. OpenAPI 3.1 cannot type the
@@ -37,6 +39,19 @@ const textAnswer = (object: string, event: string): JsonObject => ({
     'text/event-stream': { schema: { type: 'string' }, 'x-itemSchema': ref(event) },
   },
 });
+
+/** A Responses answer: the Response object, or with `stream: true` its typed events (no `[DONE]`: the last event says it ended). */
+const responseAnswer: JsonObject = {
+  description: 'The `Response`; with `stream: true`, SSE events (`event: <type>` and `data:` holding the event), ending with '
+    + '`response.completed`, `response.incomplete`, `response.failed` or `error`.',
+  headers: RATE_LIMIT_HEADERS,
+  content: {
+    'application/json': { schema: ref('Response') },
+    'text/event-stream': { schema: { type: 'string' }, 'x-itemSchema': ref('ResponseStreamEvent'), 'x-streamEnd': ['response.completed', 'response.incomplete', 'response.failed', 'error'] },
+  },
+};
+const ITEMS_ORDER = query('order', { enum: ['asc', 'desc'] }, 'desc by default');
+const RETRIEVE_STREAM = query('stream', { type: 'string' }, '`true` (a replay as events) is refused: 400');
 
 const ASYNC = query('async', { type: 'string', enum: ['true', 'false', '1', '0'] }, '`true`: answer 202 at once with a request record');
 const LIMIT = (max: number, fallback: number) => query('limit', { type: 'integer', minimum: 1, maximum: max }, `at most ${max}; ${fallback} by default`);
@@ -52,6 +67,23 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
   completions: {
     summary: 'Create a text completion', tags: ['text'], requestBody: jsonBody('CompletionRequest'),
     responses: { 200: textAnswer('TextCompletion', 'TextCompletionStreamEvent'), ...errors(400, 401, ...SPEND, 404, 413, 502, 504) },
+  },
+  'responses.create': {
+    summary: 'Create a model response', tags: ['responses'], requestBody: jsonBody('ResponsesRequest'),
+    description: 'Runs as chat through the same pipeline (docs/api-contract.md#responses-api); stored unless `store: false`.',
+    responses: { 200: responseAnswer, ...errors(400, 401, ...SPEND, 404, 413, 502, 504) },
+  },
+  'responses.retrieve': {
+    summary: 'Retrieve a stored response', tags: ['responses'], parameters: [parameter('Id'), RETRIEVE_STREAM],
+    responses: { 200: json(ref('Response'), 'The response as stored.'), ...errors(400, 401, 404) },
+  },
+  'responses.delete': {
+    summary: 'Delete a stored response', tags: ['responses'], parameters: [parameter('Id')],
+    responses: { 200: json(ref('ResponseDeleted'), 'Deleted.'), ...errors(401, 404) },
+  },
+  'responses.input_items': {
+    summary: 'List a response\'s input items', tags: ['responses'], parameters: [parameter('Id'), LIMIT(100, 20), ITEMS_ORDER, query('after', { type: 'string' }, 'an item id: the page after it')],
+    responses: { 200: json(ref('ResponseInputItemList'), 'This response\'s own input items (not its chain\'s).'), ...errors(400, 401, 404) },
   },
   embeddings: {
     summary: 'Create embeddings', tags: ['text'], requestBody: jsonBody('EmbeddingRequest'),
@@ -150,28 +182,87 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
   },
 };
 
-/** The shared (guest) endpoint, keyed by its path under `/shared/v1`. */
-export const SHARED_OPERATIONS: Record<string, { method: 'get' | 'post'; operationId: string; operation: Operation }> = {
-  '/chat/completions': {
-    method: 'post', operationId: 'shared.chat.completions',
+/** An operation outside a deployment's URL: its path under its base, method and operationId. */
+export interface PlacedOperation {
+  readonly path: string;
+  readonly method: 'get' | 'post' | 'delete';
+  readonly operationId: string;
+  readonly operation: Operation;
+}
+
+/** The shared (guest) endpoint, by its path under `/shared/v1` (gateway/v1/v1-router.ts sharedRoute, text-fast-lane.ts). */
+export const SHARED_OPERATIONS: readonly PlacedOperation[] = [
+  {
+    path: '/chat/completions', method: 'post', operationId: 'shared.chat.completions',
     operation: {
       summary: 'Create a chat completion on a shared model', tags: ['shared'], requestBody: jsonBody('SharedChatCompletionRequest'),
       description: 'Paid per 1M input and output tokens from the guest workspace\'s credit (docs/api-contract.md#shared-endpoint).',
       responses: { 200: textAnswer('ChatCompletion', 'ChatCompletionStreamEvent'), ...errors(400, 401, 402, 404, 413, 429, 503) },
     },
   },
-  '/models': {
-    method: 'get', operationId: 'shared.models.list',
+  {
+    path: '/responses', method: 'post', operationId: 'shared.responses.create',
+    operation: {
+      summary: 'Create a model response on a shared model', tags: ['shared'], requestBody: jsonBody('SharedResponsesRequest'),
+      description: 'A guest\'s turn, paid per token as shared chat; stored under the guest\'s workspace and the shared model.',
+      responses: { 200: responseAnswer, ...errors(400, 401, 402, 404, 413, 429, 502, 503, 504) },
+    },
+  },
+  {
+    path: '/responses/{id}', method: 'get', operationId: 'shared.responses.retrieve',
+    operation: { ...DEPLOYMENT_OPERATIONS['responses.retrieve'], tags: ['shared'], summary: 'Retrieve a guest\'s stored response' },
+  },
+  {
+    path: '/responses/{id}', method: 'delete', operationId: 'shared.responses.delete',
+    operation: { ...DEPLOYMENT_OPERATIONS['responses.delete'], tags: ['shared'], summary: 'Delete a guest\'s stored response' },
+  },
+  {
+    path: '/responses/{id}/input_items', method: 'get', operationId: 'shared.responses.input_items',
+    operation: { ...DEPLOYMENT_OPERATIONS['responses.input_items'], tags: ['shared'], summary: 'List a guest\'s response\'s input items' },
+  },
+  {
+    path: '/models', method: 'get', operationId: 'shared.models.list',
     operation: { summary: 'List the shared models', tags: ['shared'], responses: { 200: json(ref('SharedModelList'), 'Every shared model, with prices and availability.'), ...errors(401) } },
   },
-  '/models/{model}': {
-    method: 'get', operationId: 'shared.models.retrieve',
+  {
+    path: '/models/{model}', method: 'get', operationId: 'shared.models.retrieve',
     operation: {
       summary: 'Retrieve a shared model', tags: ['shared'], parameters: [parameter('Model')],
       responses: { 200: json(ref('SharedModel'), 'The shared model.'), ...errors(400, 401, 404) },
     },
   },
-};
+];
+
+/**
+ * The by-id endpoints the workspace base URL answers from the key's workspace and the id alone
+ * (gateway/v1/v1-router.ts recordHandlers), so a client that submitted on `/v1` polls there.
+ */
+export const WORKSPACE_RECORD_ENDPOINTS: readonly DeploymentEndpointName[] = ['videos.retrieve', 'videos.content', 'videos.cancel', 'requests.retrieve', 'requests.cancel'];
+
+const ROUTED_BY_MODEL = 'On the workspace base URL the body\'s `model` (required here) picks the deployment: its slug, or the model id of '
+  + 'exactly one of the workspace\'s deployments; then it runs as on `/d/{slug}/v1` (docs/api-contract.md#base-urls).';
+
+/** The workspace base URL's own listing: the key's workspace's deployments, each named by its slug. */
+export const WORKSPACE_MODEL_OPERATIONS: readonly PlacedOperation[] = [
+  {
+    path: '/models', method: 'get', operationId: 'workspace.models.list',
+    operation: { summary: 'List the workspace\'s deployments as models', tags: ['models'], responses: { 200: json(ref('WorkspaceModelList'), 'One per deployment.'), ...errors(401) } },
+  },
+  {
+    path: '/models/{model}', method: 'get', operationId: 'workspace.models.retrieve',
+    operation: {
+      summary: 'Retrieve a deployment as a model', tags: ['models'], parameters: [{ ...parameter('Model'), description: 'a deployment\'s slug or its model id' }],
+      responses: { 200: json(ref('WorkspaceModel'), 'The deployment.'), ...errors(400, 401, 404) },
+    },
+  },
+];
+
+/** A deployment endpoint's operation as the workspace base URL serves it. */
+export function workspaceOperation(name: DeploymentEndpointName, routedByModel: boolean): Operation {
+  const operation = DEPLOYMENT_OPERATIONS[name];
+  if (!routedByModel) return operation;
+  return { ...operation, description: operation.description ? `${operation.description} ${ROUTED_BY_MODEL}` : ROUTED_BY_MODEL };
+}
 
 /** This document. */
 export const DOCUMENT_OPERATION: Operation = {

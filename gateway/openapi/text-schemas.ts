@@ -13,11 +13,47 @@ const SAMPLING: Record<string, JsonObject> = {
   stream: boolean('`true`: an SSE stream of chunks ending in `data: [DONE]`'),
   stream_options: openObject({ include_usage: boolean('a last chunk with `choices: []` and the usage') }, []),
   temperature: number(), top_p: number(), max_tokens: integer(), frequency_penalty: number(), presence_penalty: number(),
-  stop: STOP, n: integer('choices per call (default 1)'), seed: integer(), logprobs: {}, user: string(),
+  stop: STOP, n: integer('choices per call (default 1)'), seed: integer(), user: string(),
 };
 
 const CACHE_SALT_NOTE = 'Every other standard field goes to the engine untouched; `cache_salt` is refused (400, `param: "cache_salt"`): '
   + 'the platform salts each workspace\'s prefix cache itself.';
+
+const TOOL_NAME = { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' };
+const SCHEMA_OBJECT = { type: 'object', description: 'a JSON Schema object in the supported subset (docs/api-contract.md#tools-and-structured-outputs)' };
+
+/** Chat's tools and structured-output fields, as gateway/v1/tool-fields.ts checks them: unknown keys inside are refused (400 naming them). */
+const TOOL_FIELDS: Record<string, JsonObject> = {
+  tools: {
+    ...array(closedObject({
+      type: constant('function'),
+      function: closedObject({ name: TOOL_NAME, description: string(), parameters: SCHEMA_OBJECT, strict: nullable(boolean()) }, ['name']),
+    }), 'function tools, names unique'),
+    maxItems: 128,
+  },
+  tool_choice: {
+    anyOf: [oneOfStrings(['none', 'auto', 'required']), closedObject({ type: constant('function'), function: closedObject({ name: TOOL_NAME }) })],
+    description: '`required` or a named function needs `tools`; a named one must be listed',
+  },
+  parallel_tool_calls: boolean(),
+  response_format: {
+    anyOf: [
+      closedObject({ type: constant('text') }), closedObject({ type: constant('json_object') }),
+      closedObject({
+        type: constant('json_schema'),
+        json_schema: closedObject({ name: TOOL_NAME, schema: SCHEMA_OBJECT, strict: nullable(boolean()), description: string() }, ['name', 'schema']),
+      }),
+    ],
+  },
+  logprobs: boolean(), top_logprobs: { type: 'integer', minimum: 0, maximum: 20, description: 'only with `logprobs: true`' },
+};
+
+/** A choice's `logprobs` (OpenAI's shape; engines may add fields). */
+const TOKEN_LOGPROB = openObject({ token: string(), logprob: number(), bytes: nullable(array(integer())) }, ['token', 'logprob']);
+const CHOICE_LOGPROBS = nullable(openObject({
+  content: nullable(array(openObject({ token: string(), logprob: number(), bytes: nullable(array(integer())), top_logprobs: array(TOKEN_LOGPROB) }, ['token', 'logprob']))),
+  refusal: nullable(array(TOKEN_LOGPROB)),
+}, []));
 
 const TOOL_CALL = openObject({
   index: integer('in stream deltas'), id: string(), type: constant('function'),
@@ -33,15 +69,14 @@ export const TEXT_SCHEMAS: Record<string, JsonObject> = {
   ChatCompletionRequest: openObject({
     ...SAMPLING,
     messages: { ...array(ref('ChatMessage')), minItems: 1 },
-    tools: array({ type: 'object' }, 'passed to the engine'), tool_choice: {}, response_format: { type: 'object' },
-    max_completion_tokens: integer(),
+    ...TOOL_FIELDS, max_completion_tokens: integer(),
   }, ['messages'], CACHE_SALT_NOTE),
   ChatCompletion: openObject({
     id: string(), object: constant('chat.completion'), created: integer(), model: string(),
     choices: array(openObject({
       index: integer(),
       message: openObject({ role: constant('assistant'), content: nullable(string()), tool_calls: array(TOOL_CALL), refusal: nullable(string()) }, ['role', 'content']),
-      logprobs: nullable({ type: 'object' }), finish_reason: FINISH_REASON,
+      logprobs: CHOICE_LOGPROBS, finish_reason: FINISH_REASON,
     }, ['index', 'message', 'finish_reason'])),
     usage: ref('CompletionUsage'),
   }, ['id', 'object', 'created', 'model', 'choices', 'usage']),
@@ -50,7 +85,7 @@ export const TEXT_SCHEMAS: Record<string, JsonObject> = {
     choices: array(openObject({
       index: integer(),
       delta: openObject({ role: constant('assistant'), content: nullable(string()), tool_calls: array(TOOL_CALL), refusal: nullable(string()) }, []),
-      logprobs: nullable({ type: 'object' }), finish_reason: nullable(FINISH_REASON),
+      logprobs: CHOICE_LOGPROBS, finish_reason: nullable(FINISH_REASON),
     }, ['index', 'delta', 'finish_reason'])),
     usage: nullable(ref('CompletionUsage')),
   }, ['id', 'object', 'created', 'model', 'choices'], 'One `data:` event of a chat stream; with `stream_options.include_usage` the last one has `choices: []` and the usage.'),
@@ -61,7 +96,7 @@ export const TEXT_SCHEMAS: Record<string, JsonObject> = {
   CompletionRequest: openObject({
     ...SAMPLING,
     prompt: { anyOf: [string(), array(string()), TOKEN_LIST, array(TOKEN_LIST)] },
-    echo: boolean(), suffix: string(), best_of: integer(),
+    logprobs: integer('top log-probabilities per token'), echo: boolean(), suffix: string(), best_of: integer(),
   }, ['prompt'], CACHE_SALT_NOTE),
   TextCompletion: openObject({
     id: string(), object: constant('text_completion'), created: integer(), model: string(),
@@ -98,6 +133,14 @@ export const TEXT_SCHEMAS: Record<string, JsonObject> = {
     engine: constant(STAND_IN_ENGINE_LABEL), note: string('why the answers are placeholder words'),
   }, ['id', 'object', 'created', 'owned_by'], 'The endpoint\'s one model. `engine` and `note` are present only when the built-in CPU stand-in answers for it.'),
   ModelList: closedObject({ object: constant('list'), data: array(ref('Model')) }),
+  WorkspaceModel: closedObject({
+    id: string('the deployment\'s slug'), object: constant('model'), created: integer(), owned_by: string('the workspace\'s id'),
+    root: string('the catalog model it serves'), engine: constant(STAND_IN_ENGINE_LABEL), note: string(),
+  }, ['id', 'object', 'created', 'owned_by', 'root'], 'A deployment of the workspace, on the workspace base URL.'),
+  WorkspaceModelList: closedObject({ object: constant('list'), data: array(ref('WorkspaceModel')) }),
+  SharedResponsesRequest: {
+    allOf: [ref('ResponsesRequest'), { type: 'object', required: ['model'], properties: { model: { type: 'string', pattern: '^shared/', description: '`shared/<model-id>`' } } }],
+  },
   SharedChatCompletionRequest: {
     allOf: [ref('ChatCompletionRequest'), { type: 'object', required: ['model'], properties: { model: { type: 'string', pattern: '^shared/', description: '`shared/<model-id>`' } } }],
   },

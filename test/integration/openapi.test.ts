@@ -91,6 +91,26 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     let chunks = 0;
     for await (const chunk of stream) chunks += chunk.object === 'chat.completion.chunk' ? 1 : 0;
     expect(chunks).toBeGreaterThan(1);
+    const tools: OpenAI.Chat.ChatCompletionTool[] = [{
+      type: 'function', function: { name: 'get_weather', description: 'a city\'s weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: true },
+    }];
+    const called = await chat.chat.completions.create({ messages: [{ role: 'user', content: 'weather in Paris?' }], tools, tool_choice: 'required', max_tokens: 32 });
+    expect(called.choices[0].message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'get_weather' } });
+    const calledStream = await chat.chat.completions.create({ messages: [{ role: 'user', content: 'weather?' }], tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 32, stream: true });
+    let toolDeltas = 0;
+    for await (const chunk of calledStream) toolDeltas += chunk.choices[0]?.delta.tool_calls?.length ?? 0;
+    expect(toolDeltas).toBeGreaterThan(0);
+    const structured = await chat.chat.completions.create({
+      messages: [{ role: 'user', content: 'a city' }], max_tokens: 32,
+      response_format: { type: 'json_schema', json_schema: { name: 'city', schema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }, strict: true } },
+    });
+    expect(typeof JSON.parse(structured.choices[0].message.content!).name).toBe('string');
+    const scored = await chat.chat.completions.create({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, logprobs: true, top_logprobs: 2 });
+    expect(scored.choices[0].logprobs?.content?.length).toBeGreaterThan(0);
+    const logprobStream = await chat.chat.completions.create({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, logprobs: true, top_logprobs: 1, stream: true });
+    for await (const chunk of logprobStream) expect(chunk.object).toBe('chat.completion.chunk');
+    const badTool = await call('POST', `${base.chat}/chat/completions`, { body: { messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'bad name' } }] } });
+    expect(badTool.json.error).toMatchObject({ param: 'tools[0].function.name' });
     const cut = await call('POST', `${base.chat}/chat/completions`, { body: { messages: [{ role: 'user', content: 'hello' }], max_tokens: 8, stream: true, cpu_engine: { fail_after_tokens: 2 } } });
     expect(cut.text).toContain('data: {"error":');
     await expect(chat.chat.completions.create({ model: 'another/model', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 400 });
@@ -102,6 +122,68 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     const limited = client(base.chat, plaintext);
     await limited.chat.completions.create({ messages: [{ role: 'user', content: 'one' }], max_tokens: 2 });
     await expect(limited.chat.completions.create({ messages: [{ role: 'user', content: 'two' }], max_tokens: 2 })).rejects.toMatchObject({ status: 429 });
+  });
+
+  it('responses: created as JSON and as typed events (text and function calls), retrieved, listed, deleted; a bad field is a 400, an unknown id a 404', async () => {
+    const responses = client(base.chat).responses;
+    const answer = await responses.create({ input: 'hello there', max_output_tokens: 8, metadata: { case: 'openapi' } });
+    expect(answer.object).toBe('response');
+    const tools: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: 'get_weather', description: null, strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } } } }];
+    const called = await responses.create({ input: 'weather in Paris?', tools, tool_choice: 'required', max_output_tokens: 32 });
+    expect(called.output.map((item) => item.type)).toContain('function_call');
+    const streamed = await responses.create({ input: [{ role: 'user', content: 'tell me more' }], previous_response_id: answer.id, max_output_tokens: 8, stream: true });
+    const types: string[] = [];
+    for await (const event of streamed) types.push(event.type);
+    expect(types).toContain('response.output_text.delta');
+    const helper = responses.stream({ input: 'weather?', tools, tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 32 });
+    const final = await helper.finalResponse();
+    expect(final.output.map((item) => item.type)).toContain('function_call');
+    expect((await responses.retrieve(answer.id)).id).toBe(answer.id);
+    const items = await responses.inputItems.list(final.id, { order: 'asc', limit: 5 });
+    expect(items.data.length).toBeGreaterThan(0);
+    expect((await call('GET', `${base.chat}/responses/${answer.id}?stream=true`)).status).toBe(400);
+    expect((await call('GET', `${base.chat}/responses/${answer.id}/input_items?limit=0`)).status).toBe(400);
+    expect((await responses.delete(called.id) as unknown as { deleted: boolean }).deleted).toBe(true);
+    await expect(responses.retrieve(called.id)).rejects.toMatchObject({ status: 404 });
+    await expect(responses.create({ input: 'x', truncation: 'auto' })).rejects.toMatchObject({ status: 400, param: 'truncation' });
+    await expect(responses.delete('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
+    await expect(responses.inputItems.list('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('the workspace base URL /v1: its deployments as models, each endpoint routed by model, records by id', async () => {
+    const root = client(`${url}/v1`);
+    const slug = /\/d\/([^/]+)\/v1$/.exec(base.chat)![1];
+    expect((await root.models.list()).data.map((model) => model.id)).toContain(slug);
+    expect((await root.models.retrieve(slug)).id).toBe(slug);
+    await expect(root.models.retrieve('nobody/nothing')).rejects.toMatchObject({ status: 404 });
+    expect((await root.chat.completions.create({ model: SHARED_MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 })).object).toBe('chat.completion');
+    const chatStream = await root.chat.completions.create({ model: slug, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true });
+    for await (const chunk of chatStream) expect(chunk.object).toBe('chat.completion.chunk');
+    await expect(root.chat.completions.create({ model: 'nobody/nothing', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 404 });
+    expect((await call('POST', `${url}/v1/chat/completions`, { body: { messages: [{ role: 'user', content: 'hi' }] } })).json.error).toMatchObject({ param: 'model' });
+    expect((await root.completions.create({ model: slug, prompt: 'Once upon', max_tokens: 4 })).object).toBe('text_completion');
+    expect((await root.responses.create({ model: slug, input: 'hello', max_output_tokens: 4 })).object).toBe('response');
+    const responseStream = await root.responses.create({ model: SHARED_MODEL, input: 'hello', max_output_tokens: 4, stream: true });
+    for await (const event of responseStream) expect(typeof event.sequence_number).toBe('number');
+    expect((await root.embeddings.create({ model: EMBEDDING_MODEL, input: 'one' })).data).toHaveLength(1);
+    expect((await root.images.generate({ model: IMAGE_MODEL, prompt: 'a lighthouse', size: '512x512' })).data).toHaveLength(1);
+    const edited = await root.images.edit({ model: IMAGE_MODEL, prompt: 'at dusk', size: '512x512', response_format: 'b64_json', image: await toFile(await png(64, 64), 'in.png', { type: 'image/png' }) });
+    expect(edited.data).toHaveLength(1);
+
+    const slow = await call('POST', `${url}/v1/images/generations?async=true`, { body: { model: IMAGE_MODEL, prompt: 'slow [cpu-engine:delay=1500]', size: '512x512' } });
+    await waitFor(async () => (await call('GET', `${url}/v1/requests/${slow.json.id}`)).json.status === 'running', 20_000, 'the slow image to run');
+    const queued = await call('POST', `${url}/v1/images/generations?async=true`, { body: { model: IMAGE_MODEL, prompt: 'waits', size: '512x512' } });
+    expect((await call('POST', `${url}/v1/requests/${queued.json.id}/cancel`)).status).toBe(200);
+    expect((await call('GET', `${url}/v1/requests/req_000000000000000000000000`)).status).toBe(404);
+
+    const video = await root.videos.create({ model: VIDEO_MODEL, prompt: 'waves', seconds: '1', size: '704x480', fps: 8 } as never);
+    await waitFor(async () => (await root.videos.retrieve(video.id)).status === 'in_progress', 20_000, 'the video to run');
+    const waiting = await call('POST', `${url}/v1/videos/generations`, { body: { model: VIDEO_MODEL, prompt: 'clouds', resolution: '704x480', duration: 1, fps: 8 } });
+    expect(waiting.status).toBe(202);
+    expect((await call('POST', `${url}/v1/videos/${waiting.json.id}/cancel`)).status).toBe(204);
+    await waitFor(async () => (await root.videos.retrieve(video.id)).status === 'completed', 30_000, 'the video');
+    expect((await call('GET', `${url}/v1/videos/${video.id}/content`)).status).toBe(302);
+    await waitFor(async () => (await call('GET', `${url}/v1/requests/${slow.json.id}`)).json.status === 'succeeded', 20_000, 'the slow image');
   });
 
   it('completions: JSON and SSE answers; a body without prompt is a 400', async () => {
@@ -217,6 +299,22 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     await expect(client(`${url}/shared/v1`, broke.apiKey).chat.completions.create({ model: SHARED_ID, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }))
       .rejects.toMatchObject({ status: 402 });
     await expect(client(`${url}/shared/v1`, 'mk-not-a-key').models.list()).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('the shared endpoint\'s responses: created as JSON and events, retrieved, listed, deleted; refusals', async () => {
+    const responses = client(`${url}/shared/v1`, guest.apiKey).responses;
+    const answer = await responses.create({ model: SHARED_ID, input: 'hello', max_output_tokens: 5 });
+    expect(answer.object).toBe('response');
+    const final = await responses.stream({ model: SHARED_ID, input: 'and again', previous_response_id: answer.id, max_output_tokens: 5 }).finalResponse();
+    expect((await responses.retrieve(final.id)).id).toBe(final.id);
+    expect((await responses.inputItems.list(final.id)).data).toHaveLength(1);
+    expect((await responses.delete(answer.id) as unknown as { deleted: boolean }).deleted).toBe(true);
+    await expect(responses.retrieve(answer.id)).rejects.toMatchObject({ status: 404 });
+    await expect(responses.create({ model: 'shared/nobody/nothing', input: 'hi' })).rejects.toMatchObject({ status: 404 });
+    await expect(responses.create({ model: SHARED_ID, input: [] })).rejects.toMatchObject({ status: 400, param: 'input' });
+    expect((await call('GET', `${url}/shared/v1/responses/${final.id}/input_items?order=up`, { key: guest.apiKey })).status).toBe(400);
+    await expect(responses.inputItems.list('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
+    await expect(responses.delete('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
   });
 
   it('called every path and method of the document', () => {

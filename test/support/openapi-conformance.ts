@@ -107,10 +107,17 @@ export class OpenApiConformance {
     if (contentType === 'application/json') this.validate(where, media.schema, parse(text));
     else if (contentType === 'text/event-stream') {
       const events = sseData(text);
-      // A stream ends with `[DONE]`, or, when it failed after it started, with one error event.
+      // A stream ends with `[DONE]`, or, when it failed after it started, with one error event; a
+      // stream of typed events (`x-streamEnd`: the Responses API's) ends with one of the listed types.
       const last = events.length > 0 ? parse(events[events.length - 1]) : undefined;
-      const failed = last !== null && typeof last === 'object' && 'error' in last;
-      if (last !== '[DONE]' && !failed) this.failures.push(`${where}: the stream ends with neither data: [DONE] nor an error`);
+      const ends: string[] | undefined = media['x-streamEnd'];
+      if (ends) {
+        const type = last !== null && typeof last === 'object' ? (last as { type?: unknown }).type : undefined;
+        if (typeof type !== 'string' || !ends.includes(type)) this.failures.push(`${where}: the stream ends with ${String(type)}, not one of ${ends.join(', ')}`);
+      } else {
+        const failed = last !== null && typeof last === 'object' && 'error' in last;
+        if (last !== '[DONE]' && !failed) this.failures.push(`${where}: the stream ends with neither data: [DONE] nor an error`);
+      }
       for (const data of events.filter((event) => event !== '[DONE]')) this.validate(`${where} (event)`, media['x-itemSchema'], parse(data));
     } else this.validate(where, media.schema, text);
 

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import Ajv2020 from 'ajv/dist/2020';
-import { DEPLOYMENT_BASE, OPENAPI_FILE, buildOpenApiDocument, printOpenApiDocument } from '../../gateway/openapi/openapi-document';
-import { DEPLOYMENT_ENDPOINTS } from '../../gateway/v1/endpoint-table';
+import { DEPLOYMENT_BASE, OPENAPI_FILE, WORKSPACE_BASE, buildOpenApiDocument, printOpenApiDocument } from '../../gateway/openapi/openapi-document';
+import { WORKSPACE_RECORD_ENDPOINTS } from '../../gateway/openapi/openapi-paths';
+import { DEPLOYMENT_ENDPOINTS, routesByModel } from '../../gateway/v1/endpoint-table';
 import { documentAjv } from '../support/openapi-conformance';
 import { OPENAPI_31_STRUCTURE } from '../support/openapi-structure';
 
@@ -82,6 +83,27 @@ describe('the OpenAPI document', () => {
     const inDocument = Object.entries<Json>(document.paths).filter(([template]) => template.startsWith(`${DEPLOYMENT_BASE}/`))
       .flatMap(([template, item]) => Object.entries<Json>(item).map(([method, operation]) => `${method} ${template} ${operation.operationId}`)).sort();
     expect(inDocument).toEqual(inTable);
+  });
+
+  it('has on the workspace base URL /v1 its models, every endpoint routed by model and the by-id records, as workspace.<name>', () => {
+    const expected = [
+      `get ${WORKSPACE_BASE}/models workspace.models.list`, `get ${WORKSPACE_BASE}/models/{model} workspace.models.retrieve`,
+      ...DEPLOYMENT_ENDPOINTS.filter((endpoint) => routesByModel(endpoint) || WORKSPACE_RECORD_ENDPOINTS.includes(endpoint.name))
+        .map((endpoint) => `${endpoint.method.toLowerCase()} ${WORKSPACE_BASE}${endpoint.path} workspace.${endpoint.name}`),
+    ].sort();
+    expect(expected).toContain(`post ${WORKSPACE_BASE}/responses workspace.responses.create`);
+    const inDocument = Object.entries<Json>(document.paths).filter(([template]) => template.startsWith(`${WORKSPACE_BASE}/`) && template !== '/v1/openapi.json')
+      .flatMap(([template, item]) => Object.entries<Json>(item).map(([method, operation]) => `${method} ${template} ${operation.operationId}`)).sort();
+    expect(inDocument).toEqual(expected);
+  });
+
+  it('types every event of a Responses stream with its type and sequence number, closed', () => {
+    const events = resolve(document, document.components.schemas.ResponseStreamEvent).anyOf as Json[];
+    const types = events.map((event) => event.properties.type.const);
+    expect(types).toEqual(expect.arrayContaining(['response.created', 'response.output_text.delta', 'response.function_call_arguments.done', 'response.completed', 'error']));
+    for (const event of events) expect(event).toMatchObject({ additionalProperties: false, required: expect.arrayContaining(['type', 'sequence_number']) });
+    const media = document.paths[`${DEPLOYMENT_BASE}/responses`].post.responses['200'].content['text/event-stream'];
+    expect(media['x-streamEnd']).toEqual(['response.completed', 'response.incomplete', 'response.failed', 'error']);
   });
 
   it('asks for the bearer key everywhere but on the document itself', () => {
