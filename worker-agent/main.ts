@@ -31,7 +31,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     return 0;
   }
   if (argv.includes('--version')) {
-    process.stdout.write(`worker-agent ${readAgentVersion()} (worker protocol ${PROTOCOL_VERSION})\n`);
+    process.stdout.write(`worker-agent ${readAgentVersion()} (worker protocol ${PROTOCOL_VERSION}, Node ${process.version})\n`);
     return 0;
   }
   let options: AgentOptions;

@@ -65,7 +65,9 @@ describe('the single binary', () => {
     expect(fs.statSync(BINARY).mode & 0o111).not.toBe(0);
     const version = run({}, ['--version']);
     expect(await version.exited).toBe(0);
-    expect(version.stdout()).toBe(`worker-agent ${VERSION} (worker protocol 1)\n`);
+    // The binary is the Node that built it, and builds refuse anything older than 24 (.nvmrc).
+    expect(version.stdout()).toBe(`worker-agent ${VERSION} (worker protocol 1, Node ${process.version})\n`);
+    expect(Number(/Node v(\d+)\./.exec(version.stdout())![1])).toBeGreaterThanOrEqual(24);
     const help = run({}, ['--help']);
     expect(await help.exited).toBe(0);
     expect(help.stdout()).toMatch(/--control-plane \/ WORKER_CONTROL_PLANE/);
@@ -216,7 +218,7 @@ describe('the npm package', () => {
       const bin = path.join(installed, 'node_modules', 'inference-worker-agent', 'bin', 'worker-agent.js');
       const version = run({}, ['--version'], bin);
       expect(await version.exited).toBe(0);
-      expect(version.stdout()).toBe(`worker-agent ${VERSION} (worker protocol 1)\n`);
+      expect(version.stdout()).toBe(`worker-agent ${VERSION} (worker protocol 1, Node ${process.version})\n`);
       const plane = await FakeControlPlane.start();
       try {
         const agent = run({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_AGENT_ID: 'agt_from_npm' }, [], process.execPath, [bin]);
