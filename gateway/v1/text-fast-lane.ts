@@ -48,6 +48,14 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   const metrics = controlPlane.metrics;
   const routing = new WorkspaceRouting(controlPlane.deploymentStore);
 
+  /** Metrics and the access log of an owner's call, once it ended (a client that left before any header: 499). */
+  const recordAnswer = (response: ServerResponse, endpoint: TextEndpoint, deploymentId: string, trace: RequestTrace): void => {
+    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    const seconds = (performance.now() - trace.receivedAt) / 1000;
+    metrics.recordRequest(deploymentId, endpoint, status, seconds);
+    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
+  };
+
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
     try {
@@ -59,10 +67,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     } catch (error) {
       fail(request, response, error, trace.id);
     }
-    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
-    const seconds = (performance.now() - trace.receivedAt) / 1000;
-    metrics.recordRequest(deploymentId, endpoint, status, seconds);
-    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
+    recordAnswer(response, endpoint, deploymentId, trace);
   };
 
   /**
@@ -85,10 +90,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
     } catch (error) {
       fail(request, response, error, trace.id);
     }
-    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
-    const seconds = (performance.now() - trace.receivedAt) / 1000;
-    metrics.recordRequest(deploymentId, endpoint, status, seconds);
-    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
+    recordAnswer(response, endpoint, deploymentId, trace);
   };
 
   /**
