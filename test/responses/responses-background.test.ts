@@ -143,6 +143,29 @@ describe('background responses', () => {
     expect(JSON.parse(receiver.at('/ok/responses')[1].rawBody.toString('utf8'))).toMatchObject({ type: 'response.cancelled', data: { id: cancelled.id, status: 'cancelled' } });
   });
 
+  it('runs again a response whose server died mid-turn, and fails one that already took its last run', async () => {
+    const rows = test.server.controlPlane.dataSource;
+    // As a server that died leaves them: in progress, leased to it, the lease run out.
+    const orphan = async (id: string, attempts: number) => rows.query(`UPDATE responses SET status = 'in_progress', output = '[]', usage = NULL,
+      incomplete_details = NULL, completed_at = NULL, lease_owner = 'a-dead-server', lease_expires_at = clock_timestamp() - interval '1 second', attempts = $2
+      WHERE id = $1`, [id, attempts]);
+    const rerun = await settled(client, (await client.responses.create({ input: 'run me twice', max_output_tokens: 4, background: true })).id);
+    const doomed = await settled(client, (await client.responses.create({ input: 'run me once', max_output_tokens: 4, background: true })).id);
+    await orphan(rerun.id, 1);
+    await orphan(doomed.id, 2);
+
+    const again = await settled(client, rerun.id);
+    expect(again).toMatchObject({ status: rerun.status, output_text: rerun.output_text, usage: rerun.usage });
+    const failed = await settled(client, doomed.id);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatchObject({ code: 'server_error', message: expect.stringContaining('stopped before it finished') });
+    // Each end is an event: its first run's, then the failure.
+    const events = () => receiver.at('/ok/responses').map((delivery) => JSON.parse(delivery.rawBody.toString('utf8'))).filter((body) => body.data.id === doomed.id);
+    await waitFor(() => events().length === 2, 10_000, 'response.failed');
+    expect(events().map((event) => event.type)).toEqual([`response.${doomed.status}`, 'response.failed']);
+    expect(events()[1]).toMatchObject({ data: { status: 'failed', error: failed.error, usage: null } });
+  });
+
   it('hides a background response from another workspace: retrieve and cancel answer 404', async () => {
     const created = await client.responses.create({ input: 'mine', max_output_tokens: 3, background: true });
     const other = await test.createWorkspace();
