@@ -159,6 +159,12 @@ export class BackgroundResponses {
         await this.fail(id, 'server_error', `the server running this response stopped before it finished, ${this.options.maxAttempts} times`);
         return;
       }
+      if (Date.now() >= this.deadlineOf(record)) {
+        // Left in the queue past its time (every server was down, say): not started at all.
+        admitted?.ticket.close();
+        await this.fail(id, 'server_error', this.timedOut());
+        return;
+      }
       let turn: ResponseTurn;
       try {
         turn = admitted ?? await this.admit(record);
@@ -252,11 +258,13 @@ export class BackgroundResponses {
       await queue.recordCancelled(record.id, { output: [], usage: end.usage });
       return;
     }
-    const message = running.reason === 'deadline'
-      ? `the response did not finish within ${Math.round(this.options.timeoutMs / 1000)} s of its creation`
-      : end.failure.message || end.failure.code;
+    const message = running.reason === 'deadline' ? this.timedOut() : end.failure.message || end.failure.code;
     const ended = await queue.finish(record.id, failed('server_error', message, end.usage), ['in_progress']);
     if (!ended) await queue.recordCancelled(record.id, { output: [], usage: end.usage });
+  }
+
+  private timedOut(): string {
+    return `the response did not finish within ${Math.round(this.options.timeoutMs / 1000)} s of its creation (RESPONSES_BACKGROUND_TIMEOUT_MS)`;
   }
 
   private async fail(id: string, code: string, message: string): Promise<void> {

@@ -159,6 +159,13 @@ describe('background responses', () => {
     const failed = await settled(client, doomed.id);
     expect(failed.status).toBe('failed');
     expect(failed.error).toMatchObject({ code: 'server_error', message: expect.stringContaining('stopped before it finished') });
+    // One left in the queue past its time (every server down for an hour) is not started, and fails saying why.
+    const late = await settled(client, (await client.responses.create({ input: 'too late', max_output_tokens: 4, background: true })).id);
+    await rows.query(`UPDATE responses SET created_at = clock_timestamp() - interval '1 hour' WHERE id = $1`, [late.id]);
+    await orphan(late.id, 0);
+    const expired = await settled(client, late.id);
+    expect(expired).toMatchObject({ status: 'failed', output: [], usage: null, error: { code: 'server_error', message: expect.stringContaining('did not finish within 600 s') } });
+
     // Each end is an event: its first run's, then the failure.
     const events = () => receiver.at('/ok/responses').map((delivery) => JSON.parse(delivery.rawBody.toString('utf8'))).filter((body) => body.data.id === doomed.id);
     await waitFor(() => events().length === 2, 10_000, 'response.failed');
