@@ -238,3 +238,37 @@ describe('background responses across a restart', () => {
     expect(ended.output_text).toBe(foreground.output_text);
   });
 });
+
+/** Two servers on one database: a cancel sent to the server that does not run the turn reaches the one that does. */
+describe('background responses on several servers', () => {
+  let serverA: TestServer;
+  let serverB: TestServer;
+
+  afterAll(async () => {
+    await serverB?.stop();
+    await serverA?.stop();
+  });
+
+  it('cancels at the engine a turn running on the other server', async () => {
+    serverA = await startTestServer({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
+    serverB = await startTestServer({ databaseUrl: serverA.databaseUrl, controlPlane: { localAgents: false, responses: BACKGROUND } });
+    const workspace = await serverA.createWorkspace();
+    const deployment = await serverA.createDeployment(workspace);
+    await serverA.waitForReplicas(deployment.id, 1);
+    const onA = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const onB = new OpenAI({ baseURL: `${serverB.url}/d/${deployment.slug}/v1`, apiKey: workspace.apiKey, maxRetries: 0 });
+    const created = await onA.responses.create({ input: 'A long essay on two servers', max_output_tokens: 400, background: true });
+    await waitFor(async () => (await onB.responses.retrieve(created.id)).status === 'in_progress', 10_000, 'the turn to start on A');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+
+    expect(await onB.responses.cancel(created.id)).toMatchObject({ status: 'cancelled' });
+    let stored: Response | null = null;
+    await waitFor(async () => (stored = await onB.responses.retrieve(created.id)).usage !== null, 10_000, 'server A to cancel the engine job');
+    expect(stored!.usage!.output_tokens).toBeGreaterThan(0);
+    expect(stored!.usage!.output_tokens).toBeLessThan(400);
+    const records = () => serverA.server.controlPlane.dataSource.query(
+      `SELECT status, completion_tokens FROM usage_records WHERE workspace_id = $1 AND endpoint = 'responses'`, [workspace.workspaceId]);
+    await waitFor(async () => (await records()).length > 0, 5_000, 'the usage record');
+    expect(await records()).toEqual([{ status: 'canceled', completion_tokens: stored!.usage!.output_tokens }]);
+  });
+});
