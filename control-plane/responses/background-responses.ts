@@ -200,6 +200,8 @@ export class BackgroundResponses {
     const appError = error instanceof AppError ? error : new AppError('internal_error', 'the response could not be started', { cause: error });
     if (RETRIABLE.has(appError.code) && Date.now() + this.options.retryDelayMs < this.deadlineOf(record)) {
       await this.parts.queue.requeue(record.id, this.parts.notifier.instanceId, this.options.retryDelayMs, true);
+      // Looked at again when due, not at the next sweep (any server's sweep may take it first).
+      setTimeout(() => void this.sweep(), this.options.retryDelayMs + 10).unref();
       return;
     }
     const code = appError.code === 'rate_limit_error' || appError.code === 'budget_exceeded' ? 'rate_limit_exceeded'
