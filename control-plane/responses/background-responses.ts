@@ -132,6 +132,18 @@ export class BackgroundResponses {
     return objectOf(ended);
   }
 
+  /**
+   * Before `DELETE /responses/{id}`: a background response still queued or running is cancelled
+   * first (its `response.cancelled` event sent, its engine job stopped wherever it runs), so no
+   * engine works, and nobody pays, for a response that is gone.
+   */
+  async beforeDelete(scope: ResponseScope, id: string): Promise<void> {
+    const record = await this.parts.queue.find(scope, id);
+    if (!record?.background || (record.status !== 'queued' && record.status !== 'in_progress')) return;
+    // It may end meanwhile (the cancel then answers 400): deleting it is all that is left to do.
+    await this.cancel(scope, id).catch(() => undefined);
+  }
+
   /** Cancels the turn's engine job if it runs here (true), or stops it before it is dispatched here. */
   private cancelHere(id: string): boolean {
     const running = this.running.get(id);

@@ -103,6 +103,18 @@ describe('background responses', () => {
     expect(await client.responses.cancel(created.id)).toMatchObject({ id: created.id, status: 'cancelled', usage: stored!.usage });
   });
 
+  it('stops at the engine a running response that is deleted', async () => {
+    const created = await client.responses.create({ input: 'An essay nobody will read', max_output_tokens: 400, background: true });
+    await waitFor(async () => (await client.responses.retrieve(created.id)).status === 'in_progress', 10_000, 'the turn to start');
+    const before = (await usageRecords()).length;
+    expect(await client.responses.delete(created.id)).toEqual({ id: created.id, object: 'response', deleted: true });
+    await expect(client.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    await waitFor(async () => (await usageRecords()).length > before, 10_000, 'the stopped turn\'s usage record');
+    const [record] = (await usageRecords()).slice(before);
+    expect(record.status).toBe('canceled');
+    expect(record.completionTokens).toBeLessThan(400);
+  });
+
   it('cancels a queued response before it runs: it never runs and is never billed', async () => {
     // A new deployment has no ready replica yet: its background turn waits in the queue.
     const waiting = await test.createDeployment(workspace);

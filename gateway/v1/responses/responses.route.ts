@@ -90,7 +90,7 @@ export class ResponsesRoute {
 
 /** The stored responses' `GET`, `DELETE` and `GET …/input_items` (on Koa). */
 export class StoredResponsesRoute {
-  constructor(private readonly responses: ResponsesService, private readonly background: Pick<BackgroundResponses, 'cancel'>) {}
+  constructor(private readonly responses: ResponsesService, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
 
   /** `POST /responses/{id}/cancel` (background responses). */
   async cancel(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
@@ -103,6 +103,7 @@ export class StoredResponsesRoute {
   }
 
   async delete(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    if (deployment) await this.background.beforeDelete(scopeOf(deployment, key), id);
     context.body = await this.responses.delete(scopeOf(deployment, key), id);
   }
 
