@@ -29,6 +29,7 @@ import { Batch, BatchFile, BatchLine } from './batches/batch.entities';
 import { WorkspaceBudget } from './budgets/workspace-budget.entity';
 import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-tenant-budgets';
 import { Responses1765300000000 } from './database/migrations/1765300000000-responses';
+import { BackgroundResponses1765400000000 } from './database/migrations/1765400000000-background-responses';
 import { ResponseRecord } from './responses/response-record.entity';
 
 /**
@@ -45,6 +46,7 @@ export const MIGRATIONS = [
   CapacityAndBilling1764200000000, SharedServing1764400000000, WorkspacesAndLedger1764500000000, ClusterServers1764600000000, ConsoleSignInLinks1764700000000,
   RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000, BatchInputsInFiles1765200000000,
   Responses1765300000000,
+  BackgroundResponses1765400000000,
 ];
 
 export interface DatabaseOptions {

@@ -28,6 +28,9 @@ import { OutputRetention } from './requests/output-retention';
 import { ResponseRetention } from './responses/response-retention';
 import { ResponseStore } from './responses/response-store';
 import { ResponsesService } from './responses/responses-service';
+import { BackgroundQueue } from './responses/background-queue';
+import { BackgroundResponses } from './responses/background-responses';
+import type { CatalogModel } from './catalog/catalog';
 import { RequestRecords } from './requests/request-records';
 import { RequestScheduler } from './requests/request-scheduler';
 import { RequestService } from './requests/request-service';
@@ -127,6 +130,8 @@ export interface ControlPlane {
   readonly pipeline: InferencePipeline;
   /** The Responses API: turns through the pipeline, state in the `responses` table. */
   readonly responses: ResponsesService;
+  /** `background: true` responses: queued in the responses table, run by any server, cancellable. */
+  readonly backgroundResponses: BackgroundResponses;
   readonly responseRetention: ResponseRetention;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
@@ -179,6 +184,8 @@ export interface ControlPlane {
  */
 export interface ControlPlaneEdges {
   readonly batchLines: BatchLineHandler;
+  /** The endpoints a model's deployment answers (the gateway's endpoint table), for admission's messages. */
+  readonly servedBy: (model: CatalogModel) => string;
 }
 
 /** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
@@ -367,6 +374,17 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));
   responseRetention.start();
   lifecycle.add('responses retention', () => responseRetention.stop());
+  const backgroundQueue = new BackgroundQueue(dataSource);
+  backgroundQueue.onTerminal(webhooks.outbox.onResponseTerminal);
+  const backgroundResponses = new BackgroundResponses({
+    queue: backgroundQueue, service: responses, keys: (id) => apiKeys.byId(id), deployments: (id) => deploymentStore.find(id), notifier,
+    servedBy: edges.servedBy,
+  }, {
+    leaseMs: config.responses.backgroundLeaseMs, sweepIntervalMs: config.responses.backgroundSweepIntervalMs, timeoutMs: config.responses.backgroundTimeoutMs,
+    maxAttempts: config.responses.backgroundAttempts, retryDelayMs: config.responses.backgroundRetryDelayMs,
+  }, logger.child({ component: 'background-responses' }));
+  backgroundResponses.start();
+  lifecycle.add('background responses', () => backgroundResponses.stop());
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, edges.batchLines, config.batches);
   const runner = new BatchRunner({
@@ -384,7 +402,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
-    sharedBilling, guestCredit, shared, pipeline, responses, responseRetention,
+    sharedBilling, guestCredit, shared, pipeline, responses, responseRetention, backgroundResponses,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments, batchDeletion),
     signInLinks: new SignInLinks(dataSource, apiKeys, config.consoleSignInTtlMs, new SignInThrottle({
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
@@ -395,6 +413,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();
       await runner.stop();
+      // Background turns are cancelled and put back while their agents still answer (billed for what ran).
+      await backgroundResponses.stop();
       await capacityLoop.stop();
       await capacity.stopAgents();
     },

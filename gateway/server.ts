@@ -7,6 +7,7 @@ import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
 import { GatewayBatchLines } from './v1/batch-lines';
+import { servedEndpoints } from './v1/endpoint-table';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
 export interface ServerOptions {
@@ -58,7 +59,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
     // Batch lines are checked, run and answered as the live endpoints do it: the gateway's knowledge, handed down.
-    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, { batchLines: new GatewayBatchLines() });
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, { batchLines: new GatewayBatchLines(), servedBy: servedEndpoints });
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;

@@ -144,6 +144,16 @@ export class ApiKeyService {
     return this.cache.peek(hashSecret(plaintext))?.value;
   }
 
+  /**
+   * The key by id, as `authenticate` would answer it (null once revoked, or its workspace is
+   * gone), uncached: work started earlier under the key and run later (a background response
+   * resumed by another server) is admitted with its limits and credit as they are now.
+   */
+  async byId(id: string): Promise<AuthenticatedKey | null> {
+    const row = await this.keys.findOne({ where: { id, revokedAt: IsNull() } });
+    return row ? await this.lookup(row.keyHash) : null;
+  }
+
   private async lookup(hash: string): Promise<AuthenticatedKey | null> {
     const row = await this.keys.findOne({ where: { keyHash: hash, revokedAt: IsNull() } });
     const workspace = row ? await this.workspaces.findOne({ where: { id: row.workspaceId } }) : null;

@@ -11,11 +11,12 @@ import type { Logger } from 'pino';
  * (the report as JSON), for subscribers on every server; a batch changed (by id: its subscribers,
  * and the batch runners, which start, stop or finalize its lines); a guest workspace's available
  * credit changed (`<workspace id>|<balance minus holds>`, billing/guest-credit.ts); the operator
- * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts).
+ * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts); a background
+ * response was cancelled (by id: the server running it cancels its engine job).
  */
 export type ClusterTopic =
   | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch'
-  | 'guest-credit' | 'budget';
+  | 'guest-credit' | 'budget' | 'response-cancel';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import type { ResponseItem, ResponseSettings, ResponseStatus, ResponseUsage } from './response-items';
+import type { ResponseItem, ResponseSettings, ResponseStatus, ResponseUsage, ResponsesRequest } from './response-items';
 
 /**
  * One stored response (`resp_<hex>`) of the Responses API, scoped to its workspace and
@@ -28,4 +28,11 @@ export class ResponseRecord {
   @Column('timestamptz', { name: 'completed_at', nullable: true }) completedAt: Date | null;
   /** When the retention sweep deletes it (RESPONSES_RETENTION_DAYS after creation). */
   @Column('timestamptz', { name: 'expires_at' }) expiresAt: Date;
+  /** A background response's create request as parsed (a server that never saw it runs it from this); null otherwise. */
+  @Column('jsonb', { nullable: true }) request: ResponsesRequest | null;
+  /** The server running a background response; it renews the lease while the turn runs. */
+  @Column('text', { name: 'lease_owner', nullable: true }) leaseOwner: string | null;
+  @Column('timestamptz', { name: 'lease_expires_at', nullable: true }) leaseExpiresAt: Date | null;
+  /** How many times a background response was started (a server that died mid-turn leaves it to be run again). */
+  @Column('integer') attempts: number;
 }

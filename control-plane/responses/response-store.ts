@@ -83,15 +83,6 @@ export class ResponseStore {
          usage, error, incomplete_details, created_at, completed_at, expires_at) VALUES ${rows.join(', ')}`, values);
   }
 
-  /** Writes the end of a response stored when it started (background runs); false when it is gone or already ended. */
-  async finish(id: string, end: Pick<ResponseRecord, 'status' | 'output' | 'usage' | 'error' | 'incompleteDetails'>): Promise<boolean> {
-    const result = await this.dataSource.query(
-      `UPDATE responses SET status = $2, output = $3, usage = $4, error = $5, incomplete_details = $6, completed_at = clock_timestamp()
-       WHERE id = $1 AND status IN ('queued', 'in_progress')`,
-      [id, end.status, json(end.output), json(end.usage), json(end.error), json(end.incompleteDetails)]);
-    return Array.isArray(result) && typeof result[1] === 'number' && result[1] > 0;
-  }
-
   async delete(scope: ResponseScope, id: string): Promise<boolean> {
     const result = await this.rows.createQueryBuilder().delete().from(ResponseRecord)
       .where(`id = :id AND workspace_id = :workspaceId AND deployment_id ${deploymentTest(scope)}`, { id, workspaceId: scope.workspaceId, deploymentId: deploymentValue(scope) })

@@ -55,12 +55,31 @@ export class ResponsesService {
   async begin(key: AuthenticatedKey, deployment: Deployment, request: ResponsesRequest, limits: TurnLimits): Promise<ResponseTurn> {
     const scope = { workspaceId: key.workspaceId, deploymentId: deployment.id };
     const history = request.previousResponseId ? await this.chainOf(scope, request.previousResponseId) : [];
-    const chat = responsesToChat(request, history, deployment.modelId);
+    return await this.admit(key, deployment, request, history, limits, newId('resp'), new Date());
+  }
+
+  /**
+   * A stored background response admitted again to run (by a server that did not create it, or
+   * after its first run was put back): the same request and chain, the same id.
+   */
+  async resume(key: AuthenticatedKey, deployment: Deployment, record: ResponseRecord, limits: TurnLimits): Promise<ResponseTurn> {
+    if (!record.request) throw new AppError('internal_error', `background response ${record.id} has no stored request`);
+    return await this.admit(key, deployment, record.request, record.history, limits, record.id, record.createdAt);
+  }
+
+  private async admit(
+    key: AuthenticatedKey, deployment: Deployment, request: ResponsesRequest, history: ResponseItem[], limits: TurnLimits, id: string, createdAt: Date,
+  ): Promise<ResponseTurn> {
+    const scope = { workspaceId: key.workspaceId, deploymentId: deployment.id };
+    // A background turn streams from the engine (nobody reads it): a cancel then keeps what was
+    // generated, and the agent relays its token count, so it is billed for exactly that.
+    const stream = request.stream || request.background;
+    const chat = responsesToChat({ ...request, stream }, history, deployment.modelId);
     const ticket = await this.pipeline.admitText(key, deployment, {
-      endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream: request.stream, includeUsage: request.stream,
+      endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream, includeUsage: stream,
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
     });
-    return { id: newId('resp'), createdAt: new Date(), request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
+    return { id, createdAt, request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
   }
 
   /**
@@ -83,6 +102,16 @@ export class ResponsesService {
   /** The object a turn answers while it runs (a stream's `response.created`). */
   running(turn: ResponseTurn): Record<string, unknown> {
     return responseObject(this.state(turn, { status: 'in_progress', output: [], usage: null, error: null, incompleteDetails: null }));
+  }
+
+  /**
+   * A background turn's row, `queued` (the create answers it at once; the background runner
+   * moves it on). Its request is kept whole so any server can run it.
+   */
+  queuedRecord(turn: ResponseTurn, owner: string, leaseMs: number): ResponseRecord {
+    const record = this.record(turn, this.state(turn, { status: 'queued', output: [], usage: null, error: null, incompleteDetails: null }));
+    Object.assign(record, { completedAt: null, request: turn.request, leaseOwner: owner, leaseExpiresAt: new Date(Date.now() + leaseMs), attempts: 0 });
+    return record;
   }
 
   /** Stores a turn's end (when `store`) and returns its final object. */
@@ -153,6 +182,11 @@ export class ResponsesService {
   }
 }
 
+/** A stored response as the API shows it. */
+export function objectOf(record: ResponseRecord): Record<string, unknown> {
+  return responseObject(stateOf(record));
+}
+
 function stateOf(record: ResponseRecord): ResponseState {
   return {
     id: record.id, createdAt: record.createdAt, status: record.status, model: record.model, output: record.output, usage: record.usage,
@@ -160,6 +194,6 @@ function stateOf(record: ResponseRecord): ResponseState {
   };
 }
 
-function notFound(id: string): AppError {
+export function notFound(id: string): AppError {
   return new AppError('not_found', `no response '${shortened(id)}' on this deployment for this API key`);
 }

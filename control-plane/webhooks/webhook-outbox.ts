@@ -3,6 +3,8 @@ import { CLUSTER_CHANNEL, clusterMessage } from '../events/cluster-notifier';
 import { newId } from '../ids';
 import type { Batch, BatchStatus } from '../batches/batch.entities';
 import type { RequestRecord, RequestStatus } from '../requests/request-record.entity';
+import type { ResponseStatus } from '../responses/response-items';
+import type { ResponseRecord } from '../responses/response-record.entity';
 import { WebhookDelivery, WebhookEndpoint, WebhookEvent, type WebhookEventType } from './webhook.entities';
 
 const EVENT_TYPES: Partial<Record<RequestStatus, WebhookEventType>> = {
@@ -16,6 +18,13 @@ const BATCH_EVENT_TYPES: Partial<Record<BatchStatus, WebhookEventType>> = {
   failed: 'batch.failed',
   expired: 'batch.expired',
   cancelled: 'batch.cancelled',
+};
+
+const RESPONSE_EVENT_TYPES: Partial<Record<ResponseStatus, WebhookEventType>> = {
+  completed: 'response.completed',
+  failed: 'response.failed',
+  cancelled: 'response.cancelled',
+  incomplete: 'response.incomplete',
 };
 
 /**
@@ -53,6 +62,23 @@ export class WebhookOutbox {
       id: batch.id, object: 'batch', status: batch.status, deployment_id: batch.deploymentId, endpoint: batch.endpoint,
       request_counts: { total: batch.totalCount, completed: batch.completedCount, failed: batch.failedCount },
       input_file_id: batch.inputFileId, output_file_id: batch.outputFileId, error_file_id: batch.errorFileId,
+    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })));
+  };
+
+  /**
+   * The terminal hook of background responses (BackgroundQueue.onTerminal): `response.completed`,
+   * `response.failed`, `response.cancelled` or `response.incomplete` to the workspace's endpoints,
+   * in the transaction that ends the response. The body names it and how it ended; its output is
+   * fetched with `GET /v1/responses/{id}` (as OpenAI's webhooks do).
+   */
+  readonly onResponseTerminal = async (manager: EntityManager, response: ResponseRecord): Promise<void> => {
+    const type = RESPONSE_EVENT_TYPES[response.status];
+    if (!type) return;
+    const endpoints = await manager.find(WebhookEndpoint, { where: { workspaceId: response.workspaceId, enabled: true, deletedAt: IsNull() } });
+    if (endpoints.length === 0) return;
+    await this.enqueue(manager, response.workspaceId, type, response.id, {
+      id: response.id, object: 'response', status: response.status, model: response.model, error: response.error,
+      incomplete_details: response.incompleteDetails, usage: response.usage,
     }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })));
   };
 

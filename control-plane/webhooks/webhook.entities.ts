@@ -3,6 +3,7 @@ import { Column, CreateDateColumn, Entity, PrimaryColumn, PrimaryGeneratedColumn
 export const WEBHOOK_EVENT_TYPES = [
   'request.completed', 'request.failed', 'request.canceled', 'webhook.test',
   'batch.completed', 'batch.failed', 'batch.expired', 'batch.cancelled',
+  'response.completed', 'response.failed', 'response.cancelled', 'response.incomplete',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

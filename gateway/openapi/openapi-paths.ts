@@ -180,6 +180,10 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
     summary: 'Cancel a batch', tags: ['batches'], parameters: [parameter('Id')],
     responses: { 200: json(ref('Batch'), 'The batch, cancelling or cancelled.'), ...errors(401, 404, 409) },
   },
+  'responses.cancel': {
+    summary: 'Cancel a background response', tags: ['responses'], parameters: [parameter('Id')],
+    responses: { 200: json(ref('Response'), 'The response, cancelled.'), ...errors(400, 401, 404) },
+  },
 };
 
 /** An operation outside a deployment's URL: its path under its base, method and operationId. */

@@ -33,7 +33,7 @@ export type DeploymentEndpointName =
   | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel'
   | 'files.create' | 'files.list' | 'files.retrieve' | 'files.content' | 'files.delete'
   | 'batches.create' | 'batches.list' | 'batches.retrieve' | 'batches.cancel'
-  | 'responses.create' | 'responses.retrieve' | 'responses.delete' | 'responses.input_items';
+  | 'responses.create' | 'responses.retrieve' | 'responses.delete' | 'responses.input_items' | 'responses.cancel';
 
 const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
 
@@ -45,6 +45,7 @@ export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
   { name: 'responses.retrieve', method: 'GET', path: '/responses/{id}', label: 'responses' },
   { name: 'responses.delete', method: 'DELETE', path: '/responses/{id}', label: 'responses' },
   { name: 'responses.input_items', method: 'GET', path: '/responses/{id}/input_items', label: 'responses' },
+  { name: 'responses.cancel', method: 'POST', path: '/responses/{id}/cancel', label: 'responses' },
   { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'], spends: 'text' },
   { name: 'models.list', method: 'GET', path: '/models', label: 'models' },
   { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'models' },

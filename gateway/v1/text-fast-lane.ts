@@ -42,7 +42,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  */
 export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
   const text = new TextCompletionRoute(controlPlane.pipeline, options);
-  const responses = new ResponsesRoute(controlPlane.responses, options);
+  const responses = new ResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses, options);
   const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = controlPlane.metrics;

@@ -48,7 +48,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
   const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
-  const responses = new StoredResponsesRoute(controlPlane.responses);
+  const responses = new StoredResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses);
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
   const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests), gate, options);
 
@@ -115,6 +115,7 @@ function endpointHandlers(routes: {
     'responses.retrieve': (context, deployment, key, param) => responses.retrieve(context, deployment, key, id(param)),
     'responses.delete': (context, deployment, key, param) => responses.delete(context, deployment, key, id(param)),
     'responses.input_items': (context, deployment, key, param) => responses.inputItems(context, deployment, key, id(param)),
+    'responses.cancel': (context, deployment, key, param) => responses.cancel(context, deployment, key, id(param)),
   };
 }
 

@@ -50,6 +50,8 @@ describe('Responses API for guests on /shared/v1', () => {
 
   it('refuses a bad field or an unknown shared model', async () => {
     await expect(client.responses.create({ model: SHARED_ID, input: 'x', temperature: 9 })).rejects.toMatchObject({ status: 400, param: 'temperature' });
+    // A guest's turns run in the foreground only.
+    await expect(client.responses.create({ model: SHARED_ID, input: 'x', background: true })).rejects.toMatchObject({ status: 400, param: 'background' });
     await expect(client.responses.create({ model: 'shared/nope', input: 'x' })).rejects.toMatchObject({ status: 404 });
   });
 });

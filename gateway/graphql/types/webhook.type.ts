@@ -44,7 +44,7 @@ export class WebhookAttemptType {
 export class WebhookDeliveryType {
   @Field(() => ID) id: string;
   @Field(() => ID) eventId: string;
-  @Field({ description: 'request.completed, request.failed, request.canceled, batch.completed, batch.failed, batch.expired, batch.cancelled or webhook.test' }) eventType: string;
+  @Field({ description: 'request.completed, request.failed, request.canceled, batch.completed, batch.failed, batch.expired, batch.cancelled, response.completed, response.incomplete, response.failed, response.cancelled or webhook.test' }) eventType: string;
   @Field({ description: 'request_url (the request\'s webhook_url), endpoint, or test' }) target: string;
   @Field(() => ID, { nullable: true }) endpointId: string | null;
   @Field() url: string;

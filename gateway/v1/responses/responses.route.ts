@@ -7,6 +7,7 @@ import { quoteValue } from '../../../control-plane/errors/quote-value';
 import type { ResponsesRequest } from '../../../control-plane/responses/response-items';
 import { SHARED_SCOPE } from '../../../control-plane/responses/response-store';
 import type { ResponsesService, ResponseTurn, TurnLimits } from '../../../control-plane/responses/responses-service';
+import type { BackgroundResponses } from '../../../control-plane/responses/background-responses';
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
@@ -24,7 +25,11 @@ const DEFAULT_LIST_LIMIT = 20;
  * the route reads and validates, hands over, and writes what comes back.
  */
 export class ResponsesRoute {
-  constructor(private readonly responses: ResponsesService, private readonly options: TextRouteOptions & StreamLimits) {}
+  constructor(
+    private readonly responses: ResponsesService,
+    private readonly background: Pick<BackgroundResponses, 'create' | 'options'>,
+    private readonly options: TextRouteOptions & StreamLimits,
+  ) {}
 
   async create(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget): Promise<void> {
     await this.createFromBody(response, await readBody(request, this.options.maxBodyBytes, held), deployment, key, trace);
@@ -33,12 +38,25 @@ export class ResponsesRoute {
   /** `create` with the body already read (the workspace base URL reads it to find the deployment). */
   async createFromBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace): Promise<void> {
     const parsed = this.parse(body);
+    if (parsed.background) {
+      // Admitted now (its refusals answer the create), run by the background runner: the create answers `queued` at once.
+      const turn = await this.responses.begin(key, deployment, parsed, { ...this.limits(), deadlineUnixMs: Date.now() + this.background.options.timeoutMs });
+      const object = await this.background.create(turn);
+      const headers = rateLimitHeaders(turn.ticket.rateLimit, key.rpmLimit, key.tpdLimit);
+      const answer = Buffer.from(JSON.stringify(object));
+      response.writeHead(200, [...headers, 'x-request-id', trace.id, 'content-type', 'application/json', 'content-length', String(answer.length)]);
+      response.end(answer);
+      return;
+    }
     await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
   }
 
   /** `POST /shared/v1/responses`: a guest's turn on a shared model (`model: "shared/<model-id>"`), as `/shared/v1/chat/completions`. */
   async createShared(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget, labelled: (label: string) => void): Promise<void> {
     const parsed = await this.read(request, held);
+    if (parsed.background) {
+      throw new AppError('invalid_request', 'background: guests\' responses on /shared/v1 run in the foreground only; send background: false', { param: 'background' });
+    }
     await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
   }
 
@@ -48,7 +66,9 @@ export class ResponsesRoute {
 
   private parse(body: Buffer): ResponsesRequest {
     const parsed = parseResponsesRequest(body);
-    if (parsed.background) throw new AppError('invalid_request', 'background responses are not served yet; send background: false', { param: 'background' });
+    if (parsed.background && parsed.stream) {
+      throw new AppError('invalid_request', 'stream: a background response is not streamed; poll GET /v1/responses/{id}, or send background: false', { param: 'stream' });
+    }
     return parsed;
   }
 
@@ -70,7 +90,12 @@ export class ResponsesRoute {
 
 /** The stored responses' `GET`, `DELETE` and `GET …/input_items` (on Koa). */
 export class StoredResponsesRoute {
-  constructor(private readonly responses: ResponsesService) {}
+  constructor(private readonly responses: ResponsesService, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
+
+  /** `POST /responses/{id}/cancel` (background responses). */
+  async cancel(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    context.body = await this.background.cancel(scopeOf(deployment, key), id);
+  }
 
   async retrieve(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
     if (context.query.stream === 'true') throw new AppError('invalid_request', 'stream: replaying a stored response as events is not supported', { param: 'stream' });
@@ -78,6 +103,7 @@ export class StoredResponsesRoute {
   }
 
   async delete(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+    if (deployment) await this.background.beforeDelete(scopeOf(deployment, key), id);
     context.body = await this.responses.delete(scopeOf(deployment, key), id);
   }
 
