@@ -148,6 +148,13 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     await expect(responses.create({ input: 'x', truncation: 'auto' })).rejects.toMatchObject({ status: 400, param: 'truncation' });
     await expect(responses.delete('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
     await expect(responses.inputItems.list('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
+    // Background: answered queued at once, then cancelled (or, if the CPU engine was faster, a 400 for a finished one: both are documented).
+    const queued = await responses.create({ input: 'a long story', max_output_tokens: 2_000, background: true });
+    expect(queued.status).toBe('queued');
+    const cancel = await call('POST', `${base.chat}/responses/${queued.id}/cancel`);
+    expect([200, 400]).toContain(cancel.status);
+    await expect(responses.cancel(answer.id)).rejects.toMatchObject({ status: 400 });
+    await expect(responses.cancel('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
   });
 
   it('the workspace base URL /v1: its deployments as models, each endpoint routed by model, records by id', async () => {
