@@ -106,9 +106,15 @@ describe('clients that never read their stream', () => {
       return performance.now() - startedAt;
     };
     const peaks = { gateway: 0, agent: 0 };
+    /** The peaks of the measured (second) round alone, from its warmed start. */
+    const measuredPeaks = { gateway: 0, agent: 0 };
     const samplePeaks = () => {
-      peaks.gateway = Math.max(peaks.gateway, process.memoryUsage().rss);
-      peaks.agent = Math.max(peaks.agent, rssBytes(agentPid));
+      const gateway = process.memoryUsage().rss;
+      const agent = rssBytes(agentPid);
+      peaks.gateway = Math.max(peaks.gateway, gateway);
+      peaks.agent = Math.max(peaks.agent, agent);
+      measuredPeaks.gateway = Math.max(measuredPeaks.gateway, gateway);
+      measuredPeaks.agent = Math.max(measuredPeaks.agent, agent);
     };
 
     /** 30 unread streams, the other client's chats while they are held, until all 30 are metered as canceled. */
@@ -149,6 +155,7 @@ describe('clients that never read their stream', () => {
     collectGarbage();
     await sleep(500);
     const start = { gateway: process.memoryUsage().rss, agent: rssBytes(agentPid) };
+    Object.assign(measuredPeaks, start);
 
     const measured = await round();
     collectGarbage();
@@ -187,9 +194,16 @@ describe('clients that never read their stream', () => {
     // for the stalled streams to end (that takes STALL_TIMEOUT_MS).
     expect(percentile(latencies, 0.5)).toBeLessThan(100);
     expect(Math.max(...latencies)).toBeLessThan(STALL_TIMEOUT_MS / 2);
-    // Bounded: 30 requests may hold a window (1 MiB) each in the gateway, and the agent only what is in flight.
-    expect(peaks.gateway - coldStart.gateway).toBeLessThan(150 * MIB);
-    expect(peaks.agent - coldStart.agent).toBeLessThan(150 * MIB);
+    // Bounded: 30 stalled requests may hold a window (1 MiB) each in the gateway, and the agent
+    // only what is in flight: issue 19's 150 MiB, for the measured round over its warmed start.
+    expect(measuredPeaks.gateway - start.gateway).toBeLessThan(150 * MIB);
+    expect(measuredPeaks.agent - start.agent).toBeLessThan(150 * MIB);
+    // From the cold start, the first round's warm-up comes on top: on Node 24 the same code
+    // (f8e0f23, measured 2026-11-29) grows by +133-162 MiB (gateway) and +154-210 MiB (agent) over
+    // both rounds, +52 and +101 MiB on Node 20; runtime and allocator pages, not what a stalled
+    // request keeps (the second round adds 3-30 MiB). Before flow control the agent reached +1.3 GiB.
+    expect(peaks.gateway - coldStart.gateway).toBeLessThan(300 * MIB);
+    expect(peaks.agent - coldStart.agent).toBeLessThan(300 * MIB);
     expect(end.gateway).toBeLessThan(start.gateway * 1.2);
     // The agent is a child process this test cannot ask for a full collection, so its RSS still
     // carries garbage and malloc's arenas (+39 MiB over the warmed start once beside the whole

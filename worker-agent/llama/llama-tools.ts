@@ -15,6 +15,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { GbnfJsonSchema } from 'node-llama-cpp';
+import { parseJsonText } from '../../common/json-nesting';
 import { isObject } from '../engines/engine-request';
 import { invalidRequestFailure } from '../engines/request-fields';
 import { toGrammarSchema, type GrammarSchema } from './grammar-schema';
@@ -81,7 +82,7 @@ export function toolPrompt(plan: ToolPlan): string {
 /** The calls in a finished answer the grammar held to the calls' shape; null when it is a plain-text answer. */
 export function parseToolCalls(text: string): ToolCall[] | null {
   if (!text.startsWith('[')) return null;
-  const calls = JSON.parse(text) as Array<{ name: string; arguments: unknown }>;
+  const calls = parseJsonText(text) as Array<{ name: string; arguments: unknown }>;
   return calls.map((call) => ({ id: toolCallId(), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } }));
 }
 
@@ -90,9 +91,10 @@ export function renderToolCalls(calls: ReadonlyArray<{ name: string; arguments: 
   return JSON.stringify(calls.map((call) => ({ name: call.name, arguments: parsedOrText(call.arguments) })));
 }
 
+/** A client's earlier `arguments` text: tenant data, so through the nesting scan; text that is not JSON (or nests too deep) stays text. */
 function parsedOrText(text: string): unknown {
   try {
-    return JSON.parse(text);
+    return parseJsonText(text);
   } catch {
     return text;
   }
