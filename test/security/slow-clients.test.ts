@@ -207,8 +207,8 @@ describe('clients that never read their stream', () => {
     expect(end.gateway).toBeLessThan(start.gateway * 1.2);
     // The agent is a child process this test cannot ask for a full collection, so its RSS still
     // carries garbage and malloc's arenas (+39 MiB over the warmed start once beside the whole
-    // suite): the bound is absolute. A kept stalled request is far more: before flow control the
-    // agent ended at 1.36 GiB (bench/results/2026-11-26-slow-clients.md).
-    expect(end.agent - start.agent).toBeLessThan(64 * MIB);
+    // suite on Node 20, +83 MiB on Node 24): the bound is absolute. Kept stalled requests are far
+    // more: before flow control the agent ended at 1.36 GiB (bench/results/2026-11-26-slow-clients.md).
+    expect(end.agent - start.agent).toBeLessThan(128 * MIB);
   });
 });
