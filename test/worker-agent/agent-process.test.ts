@@ -40,7 +40,9 @@ describe('worker agent process', () => {
     const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_AGENT_ID: 'agt_proc', WORKER_CPU_TEST_CONTROLS: '1' });
     const stream = await plane.stream(0, 10_000);
     expect(stream.hello).toMatchObject({ agentId: 'agt_proc', engine: { kind: 'cpu' }, maxConcurrency: 64, agentVersion: expect.stringMatching(/^\d+\.\d+\.\d+/) });
-    stream.send(assignFrame('job_slow', { stream: true, max_tokens: 5, cpu_engine: { ttft_ms: 400 } }));
+    // In flight long enough for a 200 ms heartbeat to report it on a loaded machine (at 400 ms it
+    // once finished before any heartbeat did, beside the whole suite).
+    stream.send(assignFrame('job_slow', { stream: true, max_tokens: 5, cpu_engine: { ttft_ms: 1_500 } }));
     await stream.until(() => stream.frames.find((candidate) => (candidate.heartbeat?.inFlight ?? 0) > 0));
     agent.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 100));
