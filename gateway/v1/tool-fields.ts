@@ -52,7 +52,14 @@ export function checkFunctionDefinition(definition: Fields, param: string, allow
   refuseUnknownKeys(definition, ['name', 'description', 'parameters', 'strict', ...allowed], param);
   const name = checkToolName(definition.name, `${param}.name`);
   checkOptionalString(definition.description, `${param}.description`);
-  if (definition.parameters !== undefined && definition.parameters !== null) checkSchemaField(definition.parameters, `${param}.parameters`);
+  if (definition.parameters !== undefined && definition.parameters !== null) {
+    // A function's arguments are an object: OpenAI's rule, and what every engine's tool parser reads.
+    const parameters = definition.parameters as Fields;
+    if (typeof parameters !== 'object' || Array.isArray(parameters) || (parameters.type !== undefined && parameters.type !== 'object')) {
+      throw invalid(`${param}.parameters must be a JSON Schema object ({"type": "object", …})`, `${param}.parameters`);
+    }
+    checkSchemaField(parameters, `${param}.parameters`);
+  }
   checkBoolean(definition.strict, `${param}.strict`);
   return name;
 }

@@ -162,10 +162,14 @@ describe('the Responses API', () => {
     expect(response.usage!.input_tokens).toBe(chat.usage!.prompt_tokens);
     expect(response.usage!.output_tokens).toBe(chat.usage!.completion_tokens);
     expect(response.output_text).toBe(chat.choices[0].message.content);
-    await waitFor(async () => (await usageRecords('responses')).length > responsesBefore && (await usageRecords('chat.completions')).length > chatsBefore,
+    // The records of these two calls, found by their tokens among the new ones: usage is written in
+    // batches, so an earlier test's record may land after them (and take a higher id).
+    const ours = async (endpoint: string, before: number) => (await usageRecords(endpoint)).slice(before)
+      .find((record) => record.promptTokens === chat.usage!.prompt_tokens && record.completionTokens === chat.usage!.completion_tokens);
+    await waitFor(async () => (await ours('responses', responsesBefore)) !== undefined && (await ours('chat.completions', chatsBefore)) !== undefined,
       5_000, 'both usage records');
-    const [chatRecord] = (await usageRecords('chat.completions')).slice(-1);
-    const [responseRecord] = (await usageRecords('responses')).slice(-1);
+    const chatRecord = (await ours('chat.completions', chatsBefore))!;
+    const responseRecord = (await ours('responses', responsesBefore))!;
     expect({ ...responseRecord, id: 0, endpoint: '', latencyMs: 0, createdAt: null }).toEqual({ ...chatRecord, id: 0, endpoint: '', latencyMs: 0, createdAt: null });
     expect(responseRecord.status).toBe('succeeded');
   });
@@ -195,6 +199,9 @@ describe('the Responses API', () => {
       [{ input: 'x', text: { format: { type: 'yaml' } } }, 'text.format.type'],
       [{ input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: 'no' } } }, 'text.format.schema'],
       [{ input: 'x', text: { format: { type: 'json_schema', name: 'bad name', schema: {} } } }, 'text.format.name'],
+      [{ input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object', not: {} } }] }, 'tools[0].parameters.not'],
+      [{ input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object', if: {} } } } }, 'text.format.schema.if'],
+      [{ input: 'x', stream: true, stream_options: { include_obfuscation: true } }, 'stream_options.include_obfuscation'],
       [{ input: 'x', metadata: Object.fromEntries(Array.from({ length: 17 }, (_, index) => [`k${index}`, 'v'])) }, 'metadata'],
       [{ input: 'x', metadata: { key: 1 } }, 'metadata.key'],
       [{ input: 'x', truncation: 'sometimes' }, 'truncation'],

@@ -5,14 +5,13 @@ import type {
   FunctionTool, InputContentPart, ResponseItem, ResponsesRequest, TextFormat, ToolChoice,
 } from '../../../control-plane/responses/response-items';
 import { parseJsonObject } from '../../http/request-parsing';
+import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from '../tool-fields';
 
 /** The fields a create request may carry; any other is refused by name (nothing is silently dropped). */
 const KNOWN_FIELDS = new Set([
   'model', 'input', 'instructions', 'previous_response_id', 'store', 'stream', 'background', 'max_output_tokens', 'temperature', 'top_p',
   'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'metadata', 'truncation', 'user', 'include', 'reasoning', 'stream_options', 'service_tier',
 ]);
-const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-const SCHEMA_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const METADATA_PAIRS = 16;
 const METADATA_KEY_CHARS = 64;
 const METADATA_VALUE_CHARS = 512;
@@ -74,6 +73,10 @@ function refuseUnsupported(fields: Record<string, unknown>): void {
   if (fields.stream_options != null && !(isObject(fields.stream_options) && Object.keys(fields.stream_options).every((name) => name === 'include_obfuscation'))) {
     throw invalid('stream_options may only hold include_obfuscation', 'stream_options');
   }
+  // Our events carry no obfuscation padding: asking for it would be a field we accept and ignore.
+  if (isObject(fields.stream_options) && fields.stream_options.include_obfuscation === true) {
+    throw invalid('stream_options.include_obfuscation: events are not padded here; send false or leave it out', 'stream_options.include_obfuscation');
+  }
 }
 
 function parseInput(input: unknown): ResponseItem[] {
@@ -96,8 +99,7 @@ function parseItem(item: unknown, path: string): ResponseItem {
   }
   if (type === 'function_call') {
     const callId = requiredString(item, 'call_id', path);
-    const name = requiredString(item, 'name', path);
-    if (!TOOL_NAME.test(name)) throw invalid(`${path}.name must match ^[a-zA-Z0-9_-]{1,64}$, got ${quoteValue(name)}`, `${path}.name`);
+    const name = checkToolName(item.name, `${path}.name`);
     if (typeof item.arguments !== 'string') throw invalid(`${path}.arguments must be a string of JSON`, `${path}.arguments`);
     return { id: id ?? newId('fc'), type: 'function_call', call_id: callId, name, arguments: item.arguments, status: 'completed' };
   }
@@ -138,19 +140,14 @@ function parseTools(tools: unknown): FunctionTool[] {
   return tools.map((tool, index) => {
     const path = `tools[${index}]`;
     if (!isObject(tool)) throw invalid(`${path} must be a tool object`, path);
-    if (tool.type !== 'function') throw invalid(`${path}.type must be "function" (the only tool type served), got ${quoteValue(tool.type)}`, `${path}.type`);
-    if (typeof tool.name !== 'string' || !TOOL_NAME.test(tool.name)) {
-      throw invalid(`${path}.name must match ^[a-zA-Z0-9_-]{1,64}$, got ${quoteValue(tool.name)}`, `${path}.name`);
-    }
-    if (seen.has(tool.name)) throw invalid(`${path}.name: the tool '${tool.name}' is listed twice`, `${path}.name`);
-    seen.add(tool.name);
-    if (tool.description != null && typeof tool.description !== 'string') throw invalid(`${path}.description must be a string`, `${path}.description`);
-    if (tool.parameters != null && !isSchemaObject(tool.parameters)) {
-      throw invalid(`${path}.parameters must be a JSON Schema object ({"type": "object", …})`, `${path}.parameters`);
-    }
-    if (tool.strict != null && typeof tool.strict !== 'boolean') throw invalid(`${path}.strict must be a boolean`, `${path}.strict`);
+    // The chat checks on Responses' flat shape: the name, and `parameters` in the schema subset
+    // every engine honours (an unsupported keyword is a 400 naming it, as on chat).
+    checkToolType(tool.type, `${path}.type`);
+    checkFunctionDefinition(tool, path, ['type']);
+    if (seen.has(tool.name as string)) throw invalid(`${path}.name: the tool '${tool.name as string}' is listed twice`, `${path}.name`);
+    seen.add(tool.name as string);
     return {
-      type: 'function', name: tool.name, description: (tool.description as string | undefined) ?? null,
+      type: 'function', name: tool.name as string, description: (tool.description as string | undefined) ?? null,
       parameters: (tool.parameters as Record<string, unknown> | undefined) ?? null, strict: (tool.strict as boolean | undefined) ?? null,
     };
   });
@@ -183,14 +180,9 @@ function parseText(text: unknown): TextFormat {
   if (format.type === 'text') return { type: 'text' };
   if (format.type === 'json_object') return { type: 'json_object' };
   if (format.type !== 'json_schema') throw invalid(`text.format.type must be text, json_object or json_schema, got ${quoteValue(format.type)}`, 'text.format.type');
-  if (typeof format.name !== 'string' || !SCHEMA_NAME.test(format.name)) {
-    throw invalid(`text.format.name must match ^[a-zA-Z0-9_-]{1,64}$, got ${quoteValue(format.name)}`, 'text.format.name');
-  }
-  if (!isSchemaObject(format.schema)) throw invalid('text.format.schema must be a JSON Schema object', 'text.format.schema');
-  if (format.strict != null && typeof format.strict !== 'boolean') throw invalid('text.format.strict must be a boolean', 'text.format.strict');
-  if (format.description != null && typeof format.description !== 'string') throw invalid('text.format.description must be a string', 'text.format.description');
+  checkJsonSchemaFormat(format, 'text.format', ['type']);
   return {
-    type: 'json_schema', name: format.name, schema: format.schema, strict: (format.strict as boolean | undefined) ?? null,
+    type: 'json_schema', name: format.name as string, schema: format.schema as Record<string, unknown>, strict: (format.strict as boolean | undefined) ?? null,
     ...(typeof format.description === 'string' ? { description: format.description } : {}),
   };
 }
@@ -242,10 +234,6 @@ function optional(fields: Record<string, unknown>, name: string, expected: strin
 
 function nullable(fields: Record<string, unknown>, name: string, expected: string, valid: (value: unknown) => boolean): unknown {
   return optional(fields, name, expected, valid) ?? null;
-}
-
-function isSchemaObject(value: unknown): value is Record<string, unknown> {
-  return isObject(value) && (value.type === undefined || value.type === 'object');
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
