@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { ResponseStatus } from './response-items';
 import { ResponseRecord } from './response-record.entity';
-import type { ResponseScope } from './response-store';
+import { deploymentCondition, type ResponseScope } from './response-scope';
 
 /** Runs inside the transaction that ended a background response (the webhook outbox writes its event here). */
 export type ResponseTerminalHook = (manager: EntityManager, record: ResponseRecord) => Promise<void>;
@@ -100,9 +100,10 @@ export class BackgroundQueue {
 
   /** The row as its owner sees it (scoped like every read of the Responses API), or null. */
   async find(scope: ResponseScope, id: string): Promise<ResponseRecord | null> {
+    const deployment = deploymentCondition(scope, 'response.deployment_id', ':deploymentId');
     return await this.dataSource.getRepository(ResponseRecord).createQueryBuilder('response')
-      .where('response.id = :id AND response.workspace_id = :workspaceId AND response.deployment_id = :deploymentId AND response.expires_at > clock_timestamp()',
-        { id, workspaceId: scope.workspaceId, deploymentId: scope.deploymentId })
+      .where(`response.id = :id AND response.workspace_id = :workspaceId AND ${deployment.sql} AND response.expires_at > clock_timestamp()`,
+        { id, workspaceId: scope.workspaceId, deploymentId: deployment.value })
       .getOne();
   }
 }

@@ -8,7 +8,7 @@ import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { BackgroundEnd, BackgroundQueue } from './background-queue';
 import { BackgroundTurnListener, type BackgroundJobEnd } from './background-turn';
 import type { ResponseRecord } from './response-record.entity';
-import type { ResponseScope } from './response-store';
+import type { ResponseScope } from './response-scope';
 import { notFound, objectOf, type ResponsesService, type ResponseTurn } from './responses-service';
 
 export interface BackgroundOptions {

@@ -1,21 +1,10 @@
-import type { DataSource, Repository } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { ResponseRecord } from './response-record.entity';
+import { deploymentCondition, type ResponseScope } from './response-scope';
 
-/**
- * Whose responses a call may see: its workspace's, on the deployment it called (or, a guest's,
- * on the shared model: `shared/<model-id>`). `SHARED_SCOPE` is any of the guest's shared models
- * (`/shared/v1/responses/{id}` names none).
- */
-export interface ResponseScope {
-  readonly workspaceId: string;
-  readonly deploymentId: string;
-}
-
-export const SHARED_SCOPE = 'shared/*';
 /** Columns of one inserted row, and rows per statement (well under PostgreSQL's 65,535 parameters). */
 const COLUMNS = 18;
 const MAX_ROWS_PER_INSERT = 500;
-const SHARED_PREFIX = 'shared/%';
 
 /**
  * The responses table. Every read and delete is scoped: a response of another workspace or
@@ -23,21 +12,19 @@ const SHARED_PREFIX = 'shared/%';
  * that never existed, so ids cannot be probed).
  */
 export class ResponseStore {
-  private readonly rows: Repository<ResponseRecord>;
   private readonly waiting: { record: ResponseRecord; resolve: () => void; reject: (error: unknown) => void }[] = [];
   private flushing = false;
 
-  constructor(private readonly dataSource: DataSource) {
-    this.rows = dataSource.getRepository(ResponseRecord);
-  }
+  constructor(private readonly dataSource: DataSource) {}
 
   /** One query by primary key; the row is mapped here, without TypeORM's entity hydration (the lookup is on every chained turn). */
   async find(scope: ResponseScope, id: string): Promise<ResponseRecord | null> {
+    const deployment = deploymentCondition(scope, 'deployment_id', '$3');
     const rows = await this.dataSource.query(
       `SELECT id, workspace_id, deployment_id, api_key_id, model, status, background, previous_response_id, settings, history, input, output, usage, error,
          incomplete_details, created_at, completed_at, expires_at
-       FROM responses WHERE id = $1 AND workspace_id = $2 AND deployment_id ${deploymentTest(scope, '$3')} AND expires_at > clock_timestamp()`,
-      [id, scope.workspaceId, deploymentValue(scope)]) as Record<string, unknown>[];
+       FROM responses WHERE id = $1 AND workspace_id = $2 AND ${deployment.sql} AND expires_at > clock_timestamp()`,
+      [id, scope.workspaceId, deployment.value]) as Record<string, unknown>[];
     return rows.length === 0 ? null : recordOf(rows[0]);
   }
 
@@ -84,27 +71,26 @@ export class ResponseStore {
   }
 
   async delete(scope: ResponseScope, id: string): Promise<boolean> {
-    const result = await this.rows.createQueryBuilder().delete().from(ResponseRecord)
-      .where(`id = :id AND workspace_id = :workspaceId AND deployment_id ${deploymentTest(scope)}`, { id, workspaceId: scope.workspaceId, deploymentId: deploymentValue(scope) })
-      .execute();
-    return (result.affected ?? 0) > 0;
+    const deployment = deploymentCondition(scope, 'deployment_id', '$3');
+    const result = await this.dataSource.query(`DELETE FROM responses WHERE id = $1 AND workspace_id = $2 AND ${deployment.sql}`, [id, scope.workspaceId, deployment.value]);
+    return affected(result) > 0;
   }
 
   /** Deletes up to `limit` responses past their retention; resolves with how many. */
   async deleteExpired(limit: number): Promise<number> {
     const result = await this.dataSource.query(
       'DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)', [limit]);
-    return Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0;
+    return affected(result);
   }
+}
+
+function affected(result: unknown): number {
+  return Array.isArray(result) && typeof result[1] === 'number' ? result[1] : 0;
 }
 
 /** A jsonb parameter (null stays SQL NULL). */
 function json(value: unknown): string | null {
   return value === null || value === undefined ? null : JSON.stringify(value);
-}
-
-function deploymentTest(scope: ResponseScope, parameter = ':deploymentId'): string {
-  return scope.deploymentId === SHARED_SCOPE ? `LIKE ${parameter}` : `= ${parameter}`;
 }
 
 function recordOf(row: Record<string, unknown>): ResponseRecord {
@@ -118,6 +104,3 @@ function recordOf(row: Record<string, unknown>): ResponseRecord {
   return record;
 }
 
-function deploymentValue(scope: ResponseScope): string {
-  return scope.deploymentId === SHARED_SCOPE ? SHARED_PREFIX : scope.deploymentId;
-}

@@ -10,7 +10,8 @@ import type { ChatResult } from './chat-to-response';
 import { settingsOf, type ResponseItem, type ResponsesRequest } from './response-items';
 import { responseObject, type ResponseState } from './response-object';
 import { ResponseRecord } from './response-record.entity';
-import type { ResponseScope, ResponseStore } from './response-store';
+import type { ResponseScope } from './response-scope';
+import type { ResponseStore } from './response-store';
 import { responsesToChat } from './responses-to-chat';
 
 const DAY_MS = 86_400_000;

@@ -241,7 +241,10 @@ export const SHARED_OPERATIONS: readonly PlacedOperation[] = [
  * The by-id endpoints the workspace base URL answers from the key's workspace and the id alone
  * (gateway/v1/v1-router.ts recordHandlers), so a client that submitted on `/v1` polls there.
  */
-export const WORKSPACE_RECORD_ENDPOINTS: readonly DeploymentEndpointName[] = ['videos.retrieve', 'videos.content', 'videos.cancel', 'requests.retrieve', 'requests.cancel'];
+export const WORKSPACE_RECORD_ENDPOINTS: readonly DeploymentEndpointName[] = [
+  'videos.retrieve', 'videos.content', 'videos.cancel', 'requests.retrieve', 'requests.cancel',
+  'responses.retrieve', 'responses.delete', 'responses.input_items', 'responses.cancel',
+];
 
 const ROUTED_BY_MODEL = 'On the workspace base URL the body\'s `model` (required here) picks the deployment: its slug, or the model id of '
   + 'exactly one of the workspace\'s deployments; then it runs as on `/d/{slug}/v1` (docs/api-contract.md#base-urls).';

@@ -50,7 +50,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const responses = new StoredResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses);
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
-  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests), gate, options);
+  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests, responses), gate, options);
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -121,7 +121,7 @@ function endpointHandlers(routes: {
 
 
 /** The table's by-id endpoints whose handlers need only the key and the id: the workspace base URL answers them too. */
-function recordHandlers(videos: VideosRoute, requests: RequestsRoute): Partial<Record<DeploymentEndpointName, RecordHandler>> {
+function recordHandlers(videos: VideosRoute, requests: RequestsRoute, responses: StoredResponsesRoute): Partial<Record<DeploymentEndpointName, RecordHandler>> {
   const id = (param: string) => decodePathSegment(param, 'id');
   return {
     'videos.retrieve': (context, key, param) => videos.retrieve(context, key, id(param)),
@@ -129,6 +129,10 @@ function recordHandlers(videos: VideosRoute, requests: RequestsRoute): Partial<R
     'videos.cancel': (context, key, param) => videos.cancel(context, key, id(param)),
     'requests.retrieve': (context, key, param) => requests.retrieve(context, key, id(param)),
     'requests.cancel': (context, key, param) => requests.cancel(context, key, id(param)),
+    'responses.retrieve': (context, key, param) => responses.retrieve(context, 'workspace', key, id(param)),
+    'responses.delete': (context, key, param) => responses.delete(context, 'workspace', key, id(param)),
+    'responses.input_items': (context, key, param) => responses.inputItems(context, 'workspace', key, id(param)),
+    'responses.cancel': (context, key, param) => responses.cancel(context, 'workspace', key, id(param)),
   };
 }
 
@@ -147,9 +151,9 @@ async function sharedRoute(context: Context, controlPlane: ControlPlane, rest: s
   if (response) {
     const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
     const id = decodePathSegment(response[1], 'id');
-    if (context.method === 'GET' && response[2]) return await responses.inputItems(context, null, key, id);
-    if (context.method === 'GET') return await responses.retrieve(context, null, key, id);
-    if (context.method === 'DELETE' && !response[2]) return await responses.delete(context, null, key, id);
+    if (context.method === 'GET' && response[2]) return await responses.inputItems(context, 'shared', key, id);
+    if (context.method === 'GET') return await responses.retrieve(context, 'shared', key, id);
+    if (context.method === 'DELETE' && !response[2]) return await responses.delete(context, 'shared', key, id);
   }
   throw new AppError('not_found', `${context.method} /shared/v1${shortened(rest)} is not an endpoint of the shared endpoint; available: `
     + 'POST /shared/v1/chat/completions, POST /shared/v1/responses, GET /shared/v1/models, GET /shared/v1/models/{id}, '

@@ -237,6 +237,47 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     expect(sampleValue(samples, 'inference_requests_total', { deployment: chat.id, route: 'completions', status: '200' })).toBe(1);
   });
 
+  it('answers a stored response by id on /v1 as on its deployment\'s URL, and never another workspace\'s or a guest\'s', async () => {
+    const created = await client.responses.create({ model: chat.slug, input: 'remember the word teal', max_output_tokens: 8 });
+    expect(created.status).toBe('completed');
+    const retrieved = await client.responses.retrieve(created.id);
+    expect(retrieved).toMatchObject({ id: created.id, status: 'completed', model: chatModel });
+    expect(retrieved.output).toEqual(created.output);
+    const onDeployment = new OpenAI({ baseURL: chat.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    expect((await onDeployment.responses.retrieve(created.id)).output).toEqual(created.output);
+    const items = await client.responses.inputItems.list(created.id);
+    expect(items.data).toHaveLength(1);
+    expect(items.data[0]).toMatchObject({ type: 'message', role: 'user' });
+
+    // A chain continued on /v1 by id alone, then cancel: only background responses can be.
+    const next = await client.responses.create({ model: chat.slug, input: 'and now?', previous_response_id: created.id, max_output_tokens: 8 });
+    expect((await client.responses.inputItems.list(next.id)).data).toHaveLength(1);
+    await expect(client.responses.cancel(created.id)).rejects.toMatchObject({ status: 400, param: 'response_id' });
+
+    const stranger = new OpenAI({ baseURL: `${test.url}/v1`, apiKey: other.apiKey, maxRetries: 0 });
+    await expect(stranger.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(stranger.responses.delete(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(stranger.responses.cancel(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(stranger.responses.inputItems.list(created.id)).rejects.toMatchObject({ status: 404 });
+
+    await client.responses.delete(created.id);
+    await expect(client.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    await expect(onDeployment.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
+    // The chain's later turn keeps its own copy of what came before (docs/api-contract.md#responses).
+    expect((await client.responses.retrieve(next.id)).status).toBe('completed');
+  });
+
+  it('cancels a background response on /v1', async () => {
+    const queued = await client.responses.create({ model: chat.slug, input: 'a long story', background: true, max_output_tokens: 4096 });
+    expect(['queued', 'in_progress', 'completed']).toContain(queued.status);
+    const answer = await fetch(`${test.url}/v1/responses/${queued.id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    const body = await answer.json();
+    // It may have finished first on a fast machine: then the cancel is the 400 that says so.
+    if (answer.status === 200) expect(body).toMatchObject({ id: queued.id, status: 'cancelled' });
+    else expect(body.error.message).toContain('already completed');
+    expect((await client.responses.retrieve(queued.id)).status).toBe(answer.status === 200 ? 'cancelled' : 'completed');
+  });
+
   it('refuses a paused deployment on /v1 as on its own URL', async () => {
     await test.server.controlPlane.deployments.pause(workspace.workspaceId, idleChat.id);
     for (const url of [`${test.url}/v1/chat/completions`, `${idleChat.baseUrl}/chat/completions`]) {

@@ -5,7 +5,7 @@ import type { Deployment } from '../../../control-plane/deployments/deployment.e
 import { AppError } from '../../../control-plane/errors/app-error';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
 import type { ResponsesRequest } from '../../../control-plane/responses/response-items';
-import { SHARED_SCOPE } from '../../../control-plane/responses/response-store';
+import { SHARED_SCOPE, WORKSPACE_SCOPE, type ResponseScope } from '../../../control-plane/responses/response-scope';
 import type { ResponsesService, ResponseTurn, TurnLimits } from '../../../control-plane/responses/responses-service';
 import type { BackgroundResponses } from '../../../control-plane/responses/background-responses';
 import { readBody } from '../../http/read-body';
@@ -93,34 +93,42 @@ export class StoredResponsesRoute {
   constructor(private readonly responses: ResponsesService, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
 
   /** `POST /responses/{id}/cancel` (background responses). */
-  async cancel(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
-    context.body = await this.background.cancel(scopeOf(deployment, key), id);
+  async cancel(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {
+    context.body = await this.background.cancel(scopeOf(at, key), id);
   }
 
-  async retrieve(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+  async retrieve(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {
     if (context.query.stream === 'true') throw new AppError('invalid_request', 'stream: replaying a stored response as events is not supported', { param: 'stream' });
-    context.body = await this.responses.retrieve(scopeOf(deployment, key), id);
+    context.body = await this.responses.retrieve(scopeOf(at, key), id);
   }
 
-  async delete(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
-    if (deployment) await this.background.beforeDelete(scopeOf(deployment, key), id);
-    context.body = await this.responses.delete(scopeOf(deployment, key), id);
+  async delete(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {
+    const scope = scopeOf(at, key);
+    // Guests' responses are never background ones (createShared refuses them).
+    if (at !== 'shared') await this.background.beforeDelete(scope, id);
+    context.body = await this.responses.delete(scope, id);
   }
 
-  async inputItems(context: Context, deployment: Deployment | null, key: AuthenticatedKey, id: string): Promise<void> {
+  async inputItems(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {
     const { limit, order, after } = context.query;
     if (limit !== undefined && (typeof limit !== 'string' || !/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIST_LIMIT)) {
       throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
     }
     if (order !== undefined && order !== 'asc' && order !== 'desc') throw new AppError('invalid_request', `order must be asc or desc, got ${quoteValue(order)}`, { param: 'order' });
     if (after !== undefined && typeof after !== 'string') throw new AppError('invalid_request', 'after may be given once', { param: 'after' });
-    context.body = await this.responses.inputItems(scopeOf(deployment, key), id, {
+    context.body = await this.responses.inputItems(scopeOf(at, key), id, {
       limit: limit === undefined ? DEFAULT_LIST_LIMIT : Number(limit), order: order ?? 'desc', after: after ?? null,
     });
   }
 }
 
-/** A deployment's responses, or (no deployment: `/shared/v1`) the guest's on any shared model. */
-function scopeOf(deployment: Deployment | null, key: AuthenticatedKey) {
-  return { workspaceId: key.workspaceId, deploymentId: deployment?.id ?? SHARED_SCOPE };
+/**
+ * Where a stored response is asked for: on a deployment's URL (its responses), on the workspace
+ * base URL `/v1` (any of the workspace's own deployments'), or on `/shared/v1` (the guest's, on any shared model).
+ */
+export type ResponsesAt = Deployment | 'workspace' | 'shared';
+
+function scopeOf(at: ResponsesAt, key: AuthenticatedKey): ResponseScope {
+  const deploymentId = at === 'workspace' ? WORKSPACE_SCOPE : at === 'shared' ? SHARED_SCOPE : at.id;
+  return { workspaceId: key.workspaceId, deploymentId };
 }
