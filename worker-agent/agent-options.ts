@@ -27,7 +27,10 @@ export const agentOptionFields = {
   engineKind: optionField(z.enum(AGENT_ENGINE_KINDS).default('cpu'), 'WORKER_ENGINE', 'engine'),
   /** Engine base URL, with or without `/v1` (e.g. http://gpu-host:8000). Required for `openai`. */
   engineUrl: optionField(z.url({ protocol: /^https?$/ }).optional(), 'WORKER_ENGINE_URL', 'engine-url'),
-  /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). @default the job's model */
+  /**
+   * Model name sent to the openai engine instead of the job's catalog model (vLLM's
+   * served-model-name); answers carry the catalog model all the same. @default the job's model
+   */
   engineModel: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_MODEL', 'engine-model'),
   /** Bearer token for the engine; env only, so it never shows in `ps`. @default none */
   engineApiKey: optionField(z.string().min(1).optional(), 'WORKER_ENGINE_API_KEY'),

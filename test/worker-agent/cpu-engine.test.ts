@@ -157,4 +157,27 @@ describe('CpuEngine', () => {
     // The whole generation would take 5 s; a loaded machine still stops it far sooner.
     expect(Date.now() - startedAt).toBeLessThan(2_000);
   });
+
+  test('with an engine model name it still answers with the catalog model (issue 35)', async () => {
+    const engine = new CpuEngine(DEFAULT_CPU_ENGINE_OPTIONS, 'served-name');
+    const model = (run: Awaited<ReturnType<typeof runEngine>>) => {
+      expect(run.error).toBeUndefined();
+      return JSON.parse(run.outputs[0].data.toString('utf8')).model;
+    };
+    const streamModels = (run: Awaited<ReturnType<typeof runEngine>>) => {
+      expect(run.error).toBeUndefined();
+      return new Set((sseEvents(run.text) as Array<Record<string, any>>).map((event) => event.model));
+    };
+    expect(model(await runEngine(engine, engineJob({ messages, max_tokens: 2 })))).toBe('test-model');
+    expect(streamModels(await runEngine(engine, engineJob({ messages, max_tokens: 3, stream: true, stream_options: { include_usage: true } })))).toEqual(new Set(['test-model']));
+    const completion = { kind: 'JOB_KIND_COMPLETION' } as const;
+    expect(model(await runEngine(engine, engineJob({ prompt: 'abc', max_tokens: 2 }, completion)))).toBe('test-model');
+    expect(streamModels(await runEngine(engine, engineJob({ prompt: 'abc', max_tokens: 3, stream: true }, completion)))).toEqual(new Set(['test-model']));
+    const embedding = { kind: 'JOB_KIND_EMBEDDING' } as const;
+    const vectors = await runEngine(engine, engineJob({ input: 'x' }, embedding));
+    expect(model(vectors)).toBe('test-model');
+    // The vectors stay those of the engine's model: the name it serves is what they are drawn from.
+    const direct = await runEngine(new CpuEngine(), engineJob({ input: 'x' }, { ...embedding, model: 'served-name' }));
+    expect(JSON.parse(vectors.outputs[0].data.toString('utf8')).data).toEqual(JSON.parse(direct.outputs[0].data.toString('utf8')).data);
+  });
 });

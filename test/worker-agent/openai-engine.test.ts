@@ -40,7 +40,8 @@ describe('OpenAiEngine against the CPU engine server', () => {
     expect(seen[0].path).toBe('/v1/chat/completions');
     expect(seen[0].body).toEqual({ messages, max_tokens: 5, custom_field: { nested: [1, 2] }, model: 'served-name', stream: false });
     const body = JSON.parse(run.outputs[0].data.toString('utf8'));
-    expect(body).toMatchObject({ object: 'chat.completion', model: 'served-name' });
+    // The engine answered with its own name; the client gets the catalog model it asked for.
+    expect(body).toMatchObject({ object: 'chat.completion', model: 'test-model' });
     expect(run.result).toEqual({
       usage: { promptTokens: countTokens(messages[0].content), completionTokens: 5, totalTokens: countTokens(messages[0].content) + 5 },
       finishReason: 'length', usageEstimated: false,
@@ -124,6 +125,97 @@ describe('OpenAiEngine against the CPU engine server', () => {
     const deadline = Date.now() + 1_000;
     while (server.activeRequests() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(server.activeRequests()).toBe(0);
+  });
+});
+
+describe('OpenAiEngine with an engine model name (WORKER_ENGINE_MODEL, issue 35)', () => {
+  // The catalog id has a slash (written as-is by JSON.stringify); the engine knows the model by another name.
+  const catalog = 'acme/catalog-model';
+  const job = (body: Record<string, unknown>, kind?: 'JOB_KIND_COMPLETION' | 'JOB_KIND_EMBEDDING') =>
+    engineJob(body, { model: catalog, ...(kind ? { kind } : {}) });
+
+  async function servedAs(name: string) {
+    const { server, seen } = await cpuServer();
+    return { engine: await openAiEngine(server.url, { engineModel: name }), seen };
+  }
+
+  function jsonModel(run: Awaited<ReturnType<typeof runEngine>>): unknown {
+    expect(run.error).toBeUndefined();
+    return JSON.parse(run.outputs[0].data.toString('utf8')).model;
+  }
+
+  function streamModels(run: Awaited<ReturnType<typeof runEngine>>): unknown[] {
+    expect(run.error).toBeUndefined();
+    const events = sseEvents(run.text) as Array<Record<string, any>>;
+    expect(events.length).toBeGreaterThan(2);
+    return events.map((event) => event.model);
+  }
+
+  test('chat: the JSON answer and every stream chunk (the usage chunk included) carry the catalog model', async () => {
+    const { engine, seen } = await servedAs('served-name');
+    expect(jsonModel(await runEngine(engine, job({ messages, max_tokens: 3 })))).toBe(catalog);
+    const streamed = await runEngine(engine, job({ messages, max_tokens: 4, stream: true, stream_options: { include_usage: true } }));
+    const models = streamModels(streamed);
+    expect(new Set(models)).toEqual(new Set([catalog]));
+    expect(streamed.text).not.toContain('served-name');
+    expect(seen.map((request) => request.body.model)).toEqual(['served-name', 'served-name']);
+  });
+
+  test('completions: the JSON answer and every stream chunk carry the catalog model', async () => {
+    const { engine } = await servedAs('served-name');
+    expect(jsonModel(await runEngine(engine, job({ prompt: 'one two', max_tokens: 2 }, 'JOB_KIND_COMPLETION')))).toBe(catalog);
+    const streamed = await runEngine(engine, job({ prompt: 'one two', max_tokens: 4, stream: true }, 'JOB_KIND_COMPLETION'));
+    expect(new Set(streamModels(streamed))).toEqual(new Set([catalog]));
+  });
+
+  test('embeddings: the answer carries the catalog model, its vectors unchanged', async () => {
+    const { engine, seen } = await servedAs('served-name');
+    const run = await runEngine(engine, job({ input: ['a b', 'c'] }, 'JOB_KIND_EMBEDDING'));
+    expect(jsonModel(run)).toBe(catalog);
+    expect(seen[0]).toMatchObject({ path: '/v1/embeddings', body: { model: 'served-name' } });
+    const direct = (await runEngine(await openAiEngine((await cpuServer()).server.url), engineJob({ input: ['a b', 'c'] }, { model: 'served-name', kind: 'JOB_KIND_EMBEDDING' }))).outputs[0].data;
+    expect(JSON.parse(run.outputs[0].data.toString('utf8')).data).toEqual(JSON.parse(direct.toString('utf8')).data);
+    expect(run.result?.usage.promptTokens).toBe(3);
+  });
+
+  test('a name split across reads is still replaced; the same text inside content is not', async () => {
+    const model = '"model":"served-name"';
+    const event = (content: string, finish: string | null) =>
+      `data: {"id":"c1","object":"chat.completion.chunk","created":1,${model},"choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":${JSON.stringify(finish)}}]}\n\n`;
+    const stream = event('say {"model":"served-name"}', null) + event('!', 'stop')
+      + `data: {"id":"c1","object":"chat.completion.chunk","created":1,${model},"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\ndata: [DONE]\n\n`;
+    // Cut inside the first event's key and value, inside the second event's value, and just before the usage chunk's.
+    const first = stream.indexOf(model);
+    const second = stream.indexOf(model, stream.indexOf('\n\n'));
+    const cuts = [first + 3, first + 14, second + 12, stream.lastIndexOf(model) - 1];
+    const server = http.createServer(async (request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      let from = 0;
+      for (const cut of [...cuts, stream.length]) {
+        response.write(stream.slice(from, cut));
+        from = cut;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      response.end();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    disposables.push(async () => { server.close(); });
+    const engine = await openAiEngine(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { engineModel: 'served-name' });
+    const run = await runEngine(engine, job({ messages, stream: true }));
+    expect(run.chunks.length).toBeGreaterThan(1);
+    const events = sseEvents(run.text) as Array<Record<string, any>>;
+    expect(events.map((chunk) => chunk.model)).toEqual([catalog, catalog]);
+    expect(events[0].choices[0].delta.content).toBe('say {"model":"served-name"}');
+    expect(run.result).toEqual({ usage: { promptTokens: 3, completionTokens: 2, totalTokens: 5 }, finishReason: 'stop', usageEstimated: false });
+  });
+
+  test('an engine model equal to the catalog id changes nothing', async () => {
+    const { engine, seen } = await servedAs('acme/catalog-model');
+    const run = await runEngine(engine, job({ messages, max_tokens: 2 }));
+    expect(seen[0].body.model).toBe(catalog);
+    expect(jsonModel(run)).toBe(catalog);
   });
 });
 

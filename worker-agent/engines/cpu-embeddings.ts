@@ -13,8 +13,12 @@ import { seededRandom } from './seeded-random';
 /** The vector size when a job carries no `Assign.embedding` (an older control plane). */
 export const DEFAULT_CPU_EMBEDDING_DIMENSIONS = 1024;
 
-/** Answers one `/v1/embeddings` body as OpenAI does; an input over the limit fails with `invalid_job`. */
-export function cpuEmbeddings(payload: Record<string, unknown>, spec: EmbeddingSpec | null | undefined, model: string): EmbeddingAnswer {
+/**
+ * Answers one `/v1/embeddings` body as OpenAI does; an input over the limit fails with `invalid_job`.
+ * @param model what the vectors are drawn from (the engine's model)
+ * @param answerModel the answer's `model` (the catalog model, when the engine knows it by another name)
+ */
+export function cpuEmbeddings(payload: Record<string, unknown>, spec: EmbeddingSpec | null | undefined, model: string, answerModel = model): EmbeddingAnswer {
   const inputs = embeddingInputs(payload.input);
   const dimensions = requestedDimensions(payload.dimensions, spec?.dimensions || DEFAULT_CPU_EMBEDDING_DIMENSIONS);
   const maxInputTokens = spec?.maxInputTokens || Number.MAX_SAFE_INTEGER;
@@ -25,7 +29,7 @@ export function cpuEmbeddings(payload: Record<string, unknown>, spec: EmbeddingS
     promptTokens += tokens;
     return randomUnitVector(model, input, dimensions);
   });
-  return embeddingAnswer(vectors, promptTokens, model, payload.encoding_format === 'base64');
+  return embeddingAnswer(vectors, promptTokens, answerModel, payload.encoding_format === 'base64');
 }
 
 function randomUnitVector(model: string, input: EmbeddingInput, dimensions: number): Float32Array {

@@ -36,7 +36,11 @@ export class CpuEngine implements Engine {
   /** The simulated prefix cache and prefill lane; none unless prefillMicrosPerToken or prefixCacheTokens is set. */
   private readonly prefix: CpuPrefixSimulator | undefined;
 
-  /** @param engineModel model name to answer with instead of the job's catalog model */
+  /**
+   * @param engineModel the name the engine knows its model by (WORKER_ENGINE_MODEL): what its
+   * embeddings are drawn from, as a real engine's come from its weights. Answers carry the job's
+   * catalog model whatever it is, as the openai engine's do (issue 35).
+   */
   constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {
     this.prefix = cpuPrefixSimulator(options);
   }
@@ -90,9 +94,10 @@ export class CpuEngine implements Engine {
 
   private async runText(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, preemption?: JobPreemption): Promise<EngineResult> {
     const signal = cancellation.signal;
-    const request = prepareEngineRequest(job, this.engineModel);
+    // The catalog model goes into the plan, so the answers are written with it: nothing to rename.
+    const request = prepareEngineRequest(job, undefined);
     if (request.path === '/v1/embeddings') {
-      const answer = cpuEmbeddings(request.payload, job.embedding, this.engineModel ?? job.model);
+      const answer = cpuEmbeddings(request.payload, job.embedding, this.engineModel ?? job.model, job.model);
       await sink.output(answer.body, 'application/json');
       return { usage: answer.usage, finishReason: '', usageEstimated: false };
     }

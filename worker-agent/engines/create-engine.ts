@@ -33,7 +33,6 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       parallel: options.llamaParallel,
       cachedSequences: options.llamaCachedSequences,
       prefixCache: options.llamaPrefixCache,
-      engineModel: options.engineModel,
     }, logger);
   }
   return new CpuEngine(cpuEngineOptionsFrom(options), options.engineModel);

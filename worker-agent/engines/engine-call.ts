@@ -9,6 +9,7 @@ import type { JobCancellation } from '../job-cancellation';
 import type { EngineResult, EngineSink } from './engine';
 import { EngineFailure, withUsage } from './engine-failure';
 import type { StreamForwarder } from './engine-response';
+import type { ModelRename } from './model-rename';
 import { estimateUsage } from './usage-estimate';
 
 export class EngineCall implements Dispatcher.DispatchHandler {
@@ -25,9 +26,11 @@ export class EngineCall implements Dispatcher.DispatchHandler {
     private readonly promptText: () => string,
     private readonly engineUrl: string,
     /** Reads a whole (not streamed) answer for its usage and passes it on: forwardJsonBody or forwardEmbeddingsBody. */
-    private readonly forwardBody: (body: Buffer, sink: EngineSink, promptText: () => string) => Promise<EngineResult>,
+    private readonly forwardBody: (body: Buffer, sink: EngineSink, promptText: () => string, rename?: ModelRename) => Promise<EngineResult>,
     private readonly resolve: (result: EngineResult) => void,
     private readonly reject: (error: unknown) => void,
+    /** The engine's model name to answer as the catalog model in a whole body (a stream's forwarder has its own). */
+    private readonly rename?: ModelRename,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -65,7 +68,7 @@ export class EngineCall implements Dispatcher.DispatchHandler {
     } else if (this.forwarder) {
       this.settle(this.forwarder.finish());
     } else {
-      this.settle(this.forwardBody(body, this.sink, this.promptText));
+      this.settle(this.forwardBody(body, this.sink, this.promptText, this.rename));
     }
   }
 

@@ -9,6 +9,7 @@ import { NotJsonHere, topLevelMembers } from '../../common/json-spans';
 import { SseEventFilter } from './sse-event-filter';
 import { estimateTokensOfText, estimateUsage, usageFromOpenAi } from './usage-estimate';
 import { parseJsonText } from '../../common/json-nesting';
+import { renameBodyModel, renameMemberModel, type ModelRename } from './model-rename';
 
 /**
  * Forwards an engine's SSE bytes as whole events and keeps what billing needs (usage, the
@@ -18,8 +19,9 @@ import { parseJsonText } from '../../common/json-nesting';
 export class StreamForwarder {
   private readonly filter: SseEventFilter;
 
-  constructor(private readonly sink: EngineSink, includeUsage: boolean, private readonly promptText: () => string) {
-    this.filter = new SseEventFilter(includeUsage);
+  /** @param rename the engine's model name to answer as the catalog model (WORKER_ENGINE_MODEL): done in the filter's byte scan, see model-rename.ts */
+  constructor(private readonly sink: EngineSink, includeUsage: boolean, private readonly promptText: () => string, rename?: ModelRename) {
+    this.filter = new SseEventFilter(includeUsage, rename);
   }
 
   /** A promise means the sink is saturated: read no more until it settles. */
@@ -57,15 +59,19 @@ export async function forwardEventStream(
   return await forwarder.finish();
 }
 
-/** Passes a whole JSON body on unchanged; parses it once for usage and the finish reason. */
-export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText: () => string): Promise<EngineResult> {
-  let parsed: { usage?: unknown; choices?: Array<{ finish_reason?: unknown; text?: unknown; message?: { content?: unknown } }> };
+/**
+ * Passes a whole JSON body on unchanged, but for `model` when `rename` says the engine answers
+ * under another name than the catalog's (spliced into the bytes, not re-serialised: the numbers
+ * and text stay the engine's); parses it once for usage and the finish reason.
+ */
+export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText: () => string, rename?: ModelRename): Promise<EngineResult> {
+  let parsed: { model?: unknown; usage?: unknown; choices?: Array<{ finish_reason?: unknown; text?: unknown; message?: { content?: unknown } }> };
   try {
     parsed = parseJsonText(body) as typeof parsed;
   } catch (error) {
     throw new EngineFailure('engine_error', 'engine answered with a body that is not JSON', { cause: error, engineBody: body });
   }
-  await sink.output(body, 'application/json');
+  await sink.output(rename && parsed.model === rename.engineModel ? renamedBody(body, parsed, rename) : body, 'application/json');
   const choices = Array.isArray(parsed.choices) ? parsed.choices : [];
   const finishReason = typeof choices[0]?.finish_reason === 'string' ? choices[0].finish_reason : '';
   return resultOf(usageFromOpenAi(parsed.usage), finishReason, () => {
@@ -75,21 +81,30 @@ export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText
 }
 
 /**
- * An embeddings answer, passed on unchanged. Its `usage` is read from the body's spans, not by
- * parsing it: the body is mostly numbers (see json-spans.ts). A body the spans cannot read goes
- * the JSON.parse way, which also refuses one that is not JSON.
+ * An embeddings answer, passed on unchanged but for a renamed `model` (as forwardJsonBody). Its
+ * `usage` and `model` are read from the body's spans, not by parsing it: the body is mostly
+ * numbers (see json-spans.ts). A body the spans cannot read goes the JSON.parse way, which also
+ * refuses one that is not JSON.
  */
-export async function forwardEmbeddingsBody(body: Buffer, sink: EngineSink, promptText: () => string): Promise<EngineResult> {
+export async function forwardEmbeddingsBody(body: Buffer, sink: EngineSink, promptText: () => string, rename?: ModelRename): Promise<EngineResult> {
   let usage: Usage | undefined;
+  let answer = body;
   try {
-    const span = topLevelMembers(body).get('usage');
+    const members = topLevelMembers(body);
+    const span = members.get('usage');
     usage = span ? usageFromOpenAi(parseJsonText(body.subarray(span.start, span.end))) : undefined;
+    if (usage && rename) answer = renameMemberModel(body, members, rename);
   } catch (error) {
     if (!(error instanceof NotJsonHere) && !(error instanceof SyntaxError)) throw error;
   }
-  if (!usage) return await forwardJsonBody(body, sink, promptText);
-  await sink.output(body, 'application/json');
+  if (!usage) return await forwardJsonBody(body, sink, promptText, rename);
+  await sink.output(answer, 'application/json');
   return { usage, finishReason: '', usageEstimated: false };
+}
+
+/** The body with the catalog model in `model`: spliced into the engine's bytes, or (spans that cannot read them, rare) written anew from the parse. */
+function renamedBody(body: Buffer, parsed: object, rename: ModelRename): Buffer {
+  return renameBodyModel(body, rename) ?? Buffer.from(JSON.stringify({ ...parsed, model: rename.catalogModel }));
 }
 
 function resultOf(usage: Usage | undefined, finishReason: string, estimate: () => Usage): EngineResult {

@@ -18,7 +18,10 @@ export interface EngineJob {
   readonly stream: boolean;
   /** The client asked for `stream_options.include_usage`; otherwise the usage chunk is dropped. */
   readonly includeUsage: boolean;
-  /** Catalog model id; adapters send their configured engine model name instead when set. */
+  /**
+   * Catalog model id; adapters send their configured engine model name instead when set, and
+   * every answer carries this id in `model` all the same (model-rename.ts).
+   */
   readonly model: string;
   /**
    * A shared-serving guest's job: sent at the engine's low priority, and nothing of its body,

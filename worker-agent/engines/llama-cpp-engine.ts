@@ -34,8 +34,6 @@ export interface LlamaCppEngineOptions {
   readonly parallel: number;
   /** Sequences the context keeps for prefix reuse (at least `parallel`). @default parallel */
   readonly cachedSequences?: number;
-  /** Model name to answer with instead of the job's catalog model. */
-  readonly engineModel?: string;
   /**
    * Reuse the longest prompt prefix a sequence still holds from an earlier request (reported
    * as `usage.prompt_tokens_details.cached_tokens`). @default true
@@ -125,10 +123,11 @@ export class LlamaCppEngine implements Engine {
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
     const runtime = this.runtime;
     if (!runtime) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
-    const request = prepareEngineRequest(job, this.options.engineModel);
+    // In process, no engine is sent a name: the answers are written with the job's catalog model.
+    const request = prepareEngineRequest(job, undefined);
     if (request.path === '/v1/embeddings') {
       this.embedder ??= new LlamaEmbedder(runtime.model, runtime.contextSize, this.options.threads);
-      const answer = await this.embedder.embed(request.payload, job.embedding, this.options.engineModel ?? job.model, cancellation.signal);
+      const answer = await this.embedder.embed(request.payload, job.embedding, job.model, cancellation.signal);
       await sink.output(answer.body, 'application/json');
       return { usage: answer.usage, finishReason: '', usageEstimated: false };
     }

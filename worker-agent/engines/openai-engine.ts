@@ -11,6 +11,7 @@ import { EngineHealthProbe } from './engine-health-probe';
 import { prepareEngineRequest } from './engine-request';
 import { EngineCall, ReleasingHandler } from './engine-call';
 import { forwardEmbeddingsBody, forwardJsonBody, StreamForwarder } from './engine-response';
+import { modelRename, type ModelRename } from './model-rename';
 import type { JobCancellation } from '../job-cancellation';
 import { promptTextOf } from './prompt-text';
 import { cacheTenantOf } from './cache-tenant';
@@ -21,7 +22,10 @@ import { parseJsonText } from '../../common/json-nesting';
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
   readonly url: string;
-  /** Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name). */
+  /**
+   * Model name sent to the engine instead of the job's catalog model (vLLM's served-model-name).
+   * Answers still carry the catalog model: the engine's name in their `model` is replaced.
+   */
   readonly engineModel?: string;
   /** Bearer token for engines started with an API key. */
   readonly apiKey?: string;
@@ -88,6 +92,8 @@ export class OpenAiEngine implements Engine {
    * so it never serves a guest, whatever the agent was told (it has no priority scheduling either).
    */
   private llamaServer = false;
+  /** The last job's rename, kept: a replica serves one catalog model, so this is built once. */
+  private rename: ModelRename | undefined;
 
   constructor(private readonly options: OpenAiEngineOptions) {
     const url = new URL(options.url);
@@ -139,12 +145,16 @@ export class OpenAiEngine implements Engine {
     const priority = job.guest ? GUEST_PRIORITY : job.batch && this.priorityCapable ? BATCH_PRIORITY : undefined;
     const request = prepareEngineRequest(job, this.options.engineModel, priority, this.salts ? cacheTenantOf(job) || undefined : undefined);
     const promptText = () => promptTextOf(request.payload, request.path);
-    const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText) : null;
+    // The engine answers with the name it was sent; the client must see the catalog model it
+    // asked for. Renamed in the bytes the agent reads anyway (the stream filter's scan, the
+    // whole body's parse or spans), so a stream is not parsed per chunk for it: model-rename.ts.
+    const rename = this.renameFor(job.model);
+    const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText, rename) : null;
     return await new Promise<EngineResult>((resolve, reject) => {
       this.pool.dispatch(
         { method: 'POST', path: this.basePath + request.path, headers: this.headers, body: request.bytes },
         new ReleasingHandler(new EngineCall(forwarder, sink, cancellation, promptText, this.url,
-          request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject)),
+          request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject, rename)),
       );
     });
   }
@@ -160,6 +170,14 @@ export class OpenAiEngine implements Engine {
   async close(): Promise<void> {
     this.probe.stop();
     await this.pool.destroy();
+  }
+
+  /** What a job's answers need renamed: none when the engine is sent the catalog id itself. */
+  private renameFor(catalogModel: string): ModelRename | undefined {
+    const engineModel = this.options.engineModel;
+    if (engineModel === undefined || engineModel === catalogModel) return undefined;
+    if (this.rename?.catalogModel !== catalogModel) this.rename = modelRename(engineModel, catalogModel);
+    return this.rename;
   }
 
   private async send(method: 'GET' | 'POST', path: string, body: Buffer | undefined, signal: AbortSignal): Promise<Dispatcher.ResponseData> {

@@ -2,15 +2,18 @@
  * Splits an engine's SSE byte stream into whole events and passes them through as bytes.
  * Events are only peeked at (no JSON parse per token): the usage chunk is the one event that
  * gets parsed. Engines serialise compactly (vLLM, SGLang, llama.cpp, TGI) but Python's default
- * `json.dumps` spacing (`"key": value`) is accepted too.
+ * `json.dumps` spacing (`"key": value`) is accepted too. With a ModelRename, the engine's name
+ * in `"model"` is replaced by the catalog model's in the same scan (model-rename.ts).
  */
 import type { Usage } from '../../proto/worker/v1/index';
 import { EngineFailure } from './engine-failure';
 import { usageFromOpenAi } from './usage-estimate';
 import { parseJsonText } from '../../common/json-nesting';
+import type { ModelRename } from './model-rename';
 
 const NEWLINE = 0x0a;
 const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
 const SPACE = 0x20;
 const OPEN_BRACE = 0x7b;
 const OPEN_BRACKET = 0x5b;
@@ -22,6 +25,7 @@ const TEXT_KEY = Buffer.from('text":');
 const USAGE_KEY = Buffer.from('usage":');
 const CHOICES_KEY = Buffer.from('choices":');
 const FINISH_KEY = Buffer.from('finish_reason":');
+const MODEL_KEY = Buffer.from('model":');
 const DATA = Buffer.from('data:');
 const DONE = Buffer.from('[DONE]');
 const ERROR_OPEN = Buffer.from('{"error"');
@@ -42,15 +46,25 @@ export class SseEventFilter {
   sawDone = false;
   private remainder: Buffer | undefined;
 
-  constructor(private readonly includeUsage: boolean) {}
+  /** @param rename the engine's model name to replace with the catalog model's in every event; none when they are the same */
+  constructor(private readonly includeUsage: boolean, private readonly rename?: ModelRename) {}
 
-  /** Returns the complete events in `bytes` to forward; zero-copy unless an event is dropped. */
+  /**
+   * Returns the complete events in `bytes` to forward; zero-copy unless an event is dropped or
+   * a model renamed (then one copy of the pushed bytes, in the Buffer.concat that joins them).
+   */
   push(bytes: Buffer): Buffer | undefined {
     const buffer = this.remainder ? Buffer.concat([this.remainder, bytes]) : bytes;
     const length = buffer.length;
+    const rename = this.rename;
+    /** The parts to forward, when not one span of `buffer`: spans and renamed models. */
     let kept: Buffer[] | undefined;
+    /** Where the bytes not yet in `kept` start. */
     let keptFrom = 0;
     let eventStart = 0;
+    // `kept` and `keptFrom` as the current event began: a dropped or unfinished event undoes its renames.
+    let eventKept = 0;
+    let eventKeptFrom = 0;
     let hasContent = false;
     let usageAt = -1;
     let emptyChoices = false;
@@ -70,11 +84,19 @@ export class SseEventFilter {
         } else if (key === 0x66 /* f */ && (value = valueAfter(buffer, index + 1, FINISH_KEY)) !== -1 && buffer[value] === QUOTE) {
           const end = buffer.indexOf(QUOTE, value + 1);
           if (end !== -1) this.finishReason = buffer.toString('latin1', value + 1, end);
+        } else if (key === 0x6d /* m */ && rename && buffer[index - 1] !== BACKSLASH && (value = valueAfter(buffer, index + 1, MODEL_KEY)) !== -1
+          && startsWith(buffer, value, rename.from)) {
+          // A key's opening quote never follows a backslash (an escaped quote is text in a string).
+          (kept ??= []).push(buffer.subarray(keptFrom, value), rename.to);
+          keptFrom = value + rename.from.length;
+          value = keptFrom;
         }
         if (value > index) index = value - 1;
       } else if (byte === NEWLINE && buffer[index + 1] === NEWLINE) {
         const eventEnd = index + 2;
         if (!this.keep(buffer, eventStart, eventEnd, usageAt, emptyChoices)) {
+          if (kept) kept.length = eventKept;
+          keptFrom = eventKeptFrom;
           if (eventStart > keptFrom) (kept ??= []).push(buffer.subarray(keptFrom, eventStart));
           keptFrom = eventEnd;
         }
@@ -83,15 +105,20 @@ export class SseEventFilter {
         usageAt = -1;
         emptyChoices = false;
         eventStart = eventEnd;
+        eventKept = kept ? kept.length : 0;
+        eventKeptFrom = keptFrom;
         index = eventEnd - 1;
       }
     }
+    // The unfinished event is scanned again, whole, with the next push: its renames are undone here.
+    if (kept) kept.length = eventKept;
+    keptFrom = eventKeptFrom;
     this.remainder = eventStart < length ? buffer.subarray(eventStart) : undefined;
     if (eventStart > keptFrom) {
       if (!kept) return keptFrom === 0 && eventStart === length ? buffer : buffer.subarray(keptFrom, eventStart);
       kept.push(buffer.subarray(keptFrom, eventStart));
     }
-    if (!kept) return undefined;
+    if (!kept || kept.length === 0) return undefined;
     return kept.length === 1 ? kept[0] : Buffer.concat(kept);
   }
 
