@@ -21,6 +21,7 @@ const TRUSTED: Record<string, string> = {
   'control-plane/cluster/event-bridge.ts': "a peer server's NOTIFY payload (replica load it rendered itself)",
   'worker-agent/packaging/embedded-modules.ts': "the agent binary's own manifest",
   'worker-agent/packaging/build-agent.ts': 'package files read when the agent binary is built',
+  'worker-agent/engines/model-rename.ts': "one JSON string token (the engine's model value, checked to start with a quote): a string cannot nest",
   'worker-agent/gpu-inventory.ts': "the host's GPU list (nvidia-smi or the operator's WORKER_GPUS)",
 };
 
