@@ -2,7 +2,7 @@ import { AppError } from '../errors/app-error';
 import type { DeploymentStatus } from './deployment.entity';
 
 /**
- * Legal deployment status changes (docs/api-contract.md#deployments leaves them out; README documents this table).
+ * Legal deployment status changes (docs/api-contract.md#deployments leaves them out; docs/api-contract.md#deployment-states documents this table).
  * `Creating → Running` happens when the first replica's agent says Hello; resume goes back
  * through `Creating` because replicas are placed and started again.
  */

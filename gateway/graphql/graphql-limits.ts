@@ -3,7 +3,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import { OPERATOR, readBody, UNCOUNTED, type BodyMemory } from '../http/read-body';
 import { parseJson } from '../http/request-parsing';
 
-/** What one GraphQL request may cost before it is refused (gateway config, README table). */
+/** What one GraphQL request may cost before it is refused (gateway config, docs/configuration.md). */
 export interface GraphQLLimits {
   /** Largest body (HTTP) or message (WebSocket) of a caller with a key. */
   maxBodyBytes: number;

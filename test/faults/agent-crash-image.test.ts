@@ -70,7 +70,8 @@ describe('kill -9 of an agent mid-image (async job with a webhook)', () => {
 
     // Costs nothing: the record bills 0 GPU seconds, no usage record (token billing) and no ledger
     // row other than gpu_time exists for the workspace. gpu_time rows meter the replica's hours
-    // whatever it runs (README, "Money"), not this request, so they are not part of the check.
+    // whatever it runs (docs/api-contract.md, "Money, credit and the ledger"), not this request,
+    // so they are not part of the check.
     const stored = await records.findOneByOrFail({ id: submitted.body.id });
     expect(stored.billedGpuSeconds).toBe(0);
     expect(await dataSource.getRepository(UsageRecord).countBy({ workspaceId: workspace.workspaceId })).toBe(0);

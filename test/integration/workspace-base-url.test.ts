@@ -263,7 +263,7 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     await client.responses.delete(created.id);
     await expect(client.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
     await expect(onDeployment.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
-    // The chain's later turn keeps its own copy of what came before (docs/api-contract.md#responses).
+    // The chain's later turn keeps its own copy of what came before (docs/api-contract.md#responses-api).
     expect((await client.responses.retrieve(next.id)).status).toBe('completed');
   });
 

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../support/test-server';
 /**
  * One request cannot take a key's day far past its TPD (issue 33: TPD 50 served 64,001 tokens in
  * one call): a request whose worst case passes what is left has its completion bound clamped to
- * it (README: "clamped, not refused"), with the official SDK as the client.
+ * it (docs/tenant-budget.md: "TPD: clamped, not refused"), with the official SDK as the client.
  */
 describe('TPD: the worst case of one request', () => {
   let test: TestServer;

@@ -10,7 +10,7 @@ import { startTestServer, type TestServer, type TestServerOptions } from '../../
  */
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-/** Where each page's screenshot is written (a CI artifact; the README shows a few, copied to docs/console/). */
+/** Where each page's screenshot is written (a CI artifact; docs/console.md shows a few, copied to docs/console/). */
 export const SCREENSHOT_DIR = path.resolve(__dirname, '../../../test-artifacts/console');
 
 export async function launchBrowser(): Promise<Browser> {
@@ -60,7 +60,7 @@ export async function seriousAccessibilityViolations(page: Page): Promise<AxeVio
   return violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
 }
 
-/** A full-page screenshot saved as `<name>.png` in SCREENSHOT_DIR, and the visible part as a small `<name>.jpg` (what the README shows). */
+/** A full-page screenshot saved as `<name>.png` in SCREENSHOT_DIR, and the visible part as a small `<name>.jpg` (what docs/console.md shows). */
 export async function screenshot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });

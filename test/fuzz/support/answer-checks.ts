@@ -14,7 +14,7 @@ const INTERNALS = [/\n\s+at [^\n]+[(:]\d+/, /\bat (?:async )?[\w.<>]+ \([^)]*:\d
 /**
  * Node's HTTP parser answers some requests before any route sees them (431 for a request line
  * or headers past its limit, 400 for a malformed one), with no body and the connection closed:
- * the README's "the HTTP server answers 400". Those are accepted as they are.
+ * docs/api-contract.md's "the HTTP server answers 400" (Errors). Those are accepted as they are.
  */
 export function refusedByHttpServer(answer: HttpAnswer): boolean {
   return answer.text === '' && [400, 414, 431].includes(answer.status);
