@@ -7,7 +7,7 @@
 import OpenAI from 'openai';
 import { percentile } from './paced-client';
 import { round, scrape } from './routing-stats';
-import { seededRandom } from './routing-trace';
+import { seededRandom } from '../common/seeded-random';
 
 export interface LiveSample {
   /** Milliseconds from the start of the run, as scheduled (open loop: whether or not the client kept up). */

@@ -18,6 +18,8 @@
  * the run, so the cache one policy's run warmed never serves another's.
  */
 
+import { seededRandom } from '../common/seeded-random';
+
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant';
   readonly content: string;
@@ -51,18 +53,6 @@ export interface ConversationShape {
   readonly seconds: number;
   readonly unit: TokenUnit;
   readonly seed: number;
-}
-
-/** mulberry32: small, seeded, good enough for traces. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let value = state;
-    value = Math.imul(value ^ (value >>> 15), value | 1);
-    value ^= value + Math.imul(value ^ (value >>> 7), value | 61);
-    return ((value ^ (value >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const SYLLABLES = ['ka', 'ro', 'mi', 'ten', 'sul', 'dor', 'vi', 'an', 'pel', 'quo', 'ri', 'sta', 'no', 'gar', 'lu', 'me', 'tis', 'bra', 'fen', 'os', 'cu', 'ly', 'zan', 'hep'];

@@ -45,8 +45,9 @@ import { closeClient, replay, type Endpoint, type ReplaySample } from './routing
 import { BenchServer, onStop, sleep, spawnAgent, stopEverything, until } from './routing-processes';
 import { outstandingJobs, round, routingDecisions, runStats, scrape, type RunStats } from './routing-stats';
 import {
-  conversationTrace, newTokensPerRequest, noPrefixTrace, randomText, seededRandom, type ConversationShape, type Trace, type TraceRequest,
+  conversationTrace, newTokensPerRequest, noPrefixTrace, randomText, type ConversationShape, type Trace, type TraceRequest,
 } from './routing-trace';
+import { seededRandom } from '../common/seeded-random';
 import { freePort, PROJECT_ROOT } from './targets';
 
 const POLICIES = ['prefix-aware', 'least-loaded', 'round-robin'] as const;

@@ -5,18 +5,8 @@ import { toJsonSchema } from '@langchain/core/utils/json_schema';
 import { checkJsonSchema, generateInstance, isValidInstance, SchemaGenerationError, validateInstance } from './index';
 import { formatPath } from './schema-path';
 import { sampleRegex } from './regex-sample';
+import { seededRandom } from '../seeded-random';
 
-/** mulberry32, as the CPU engine seeds it. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let mixed = state;
-    mixed = Math.imul(mixed ^ (mixed >>> 15), mixed | 1);
-    mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), mixed | 61);
-    return ((mixed ^ (mixed >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const Item = z.object({ name: z.string().min(1).max(20), qty: z.number().int().min(0), tags: z.array(z.string()).max(3) });
 const Order = z.object({
@@ -125,7 +115,7 @@ describe('generateInstance', () => {
   it('makes values the clients\' own zod schemas parse', async () => {
     for (const [name, schema, zodType] of await clientSchemas()) {
       for (let seed = 0; seed < 40; seed += 1) {
-        const value = generateInstance(schema, seeded(seed));
+        const value = generateInstance(schema, seededRandom(seed));
         expect({ name, problem: validateInstance(schema, value) }).toEqual({ name, problem: null });
         expect({ name, success: zodType.safeParse(value).success }).toEqual({ name, success: true });
       }
@@ -134,25 +124,25 @@ describe('generateInstance', () => {
 
   it('is deterministic for a seed and varies across seeds', async () => {
     const schema = zodResponseFormat(Order, 'order').json_schema.schema;
-    expect(generateInstance(schema, seeded(7))).toEqual(generateInstance(schema, seeded(7)));
-    const values = new Set(Array.from({ length: 10 }, (_, seed) => JSON.stringify(generateInstance(schema, seeded(seed)))));
+    expect(generateInstance(schema, seededRandom(7))).toEqual(generateInstance(schema, seededRandom(7)));
+    const values = new Set(Array.from({ length: 10 }, (_, seed) => JSON.stringify(generateInstance(schema, seededRandom(seed)))));
     expect(values.size).toBeGreaterThan(1);
   });
 
   it('refuses unsatisfiable schemas with the reason', () => {
-    expect(() => generateInstance({ type: 'integer', minimum: 5, maximum: 4 }, seeded(1))).toThrow(SchemaGenerationError);
-    expect(() => generateInstance({ type: 'string', enum: [1, 2] }, seeded(1))).toThrow('enum');
-    expect(() => generateInstance({ type: 'object', properties: { a: { $ref: '#' } }, required: ['a'] }, seeded(1))).toThrow('deeper');
+    expect(() => generateInstance({ type: 'integer', minimum: 5, maximum: 4 }, seededRandom(1))).toThrow(SchemaGenerationError);
+    expect(() => generateInstance({ type: 'string', enum: [1, 2] }, seededRandom(1))).toThrow('enum');
+    expect(() => generateInstance({ type: 'object', properties: { a: { $ref: '#' } }, required: ['a'] }, seededRandom(1))).toThrow('deeper');
     const wide = { type: 'array', minItems: 1024, items: { type: 'array', minItems: 1024, items: { type: 'integer' } } };
-    expect(() => generateInstance(wide, seeded(1))).toThrow('more than 50000 values');
+    expect(() => generateInstance(wide, seededRandom(1))).toThrow('more than 50000 values');
     const long = { type: 'array', minItems: 100, items: { type: 'string', minLength: 60_000 } };
-    expect(() => generateInstance(long, seeded(1))).toThrow('characters');
-    expect(() => generateInstance({ type: 'string', pattern: '^((a{1000}){1000}){1000}$' }, seeded(1))).toThrow('exceed');
+    expect(() => generateInstance(long, seededRandom(1))).toThrow('characters');
+    expect(() => generateInstance({ type: 'string', pattern: '^((a{1000}){1000}){1000}$' }, seededRandom(1))).toThrow('exceed');
   });
 
   it('samples strings that match common patterns', () => {
     for (const pattern of ['^[A-Z]{3}-\\d{2}$', '^(foo|bar)[0-9]+$', '^\\w+@\\w+\\.com$', '^[^\\s]{4,8}$', '^\\u0041\\x42?c*$']) {
-      for (let seed = 0; seed < 20; seed += 1) expect(new RegExp(pattern, 'u').test(sampleRegex(pattern, seeded(seed)))).toBe(true);
+      for (let seed = 0; seed < 20; seed += 1) expect(new RegExp(pattern, 'u').test(sampleRegex(pattern, seededRandom(seed)))).toBe(true);
     }
   });
 });
@@ -195,7 +185,7 @@ describe('generateInstance (property)', () => {
     fc.assert(fc.property(anySchema, leafSchema, fc.integer(), (schema, inner, seed) => {
       const root = { $defs: { Inner: { type: 'object', properties: { leaf: inner }, required: ['leaf'] } }, type: 'object', properties: { value: schema }, required: ['value'] };
       expect(checkJsonSchema(root)).toBeNull();
-      const value = generateInstance(root, seeded(seed));
+      const value = generateInstance(root, seededRandom(seed));
       expect(validateInstance(root, value)).toBeNull();
     }), { numRuns: 500 });
   });

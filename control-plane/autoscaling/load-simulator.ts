@@ -4,7 +4,8 @@ import { shouldRecord } from './decision-recording';
 import type { ArrivalTrace } from './load-traces';
 import type { ScalingDecision } from './scaling-decision';
 import { newScalingState } from './scaling-state';
-import { poisson, seededRandom } from './seeded-random';
+import { seededRandom } from '../../common/seeded-random';
+import { poisson } from './poisson';
 
 export interface LoadSimulationOptions {
   /** Mean arrivals per second, one entry per simulated second. */

@@ -1,4 +1,4 @@
-import { seededRandom } from './seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 
 /** Mean arrivals per second for each simulated second (index 0 is the first second). */
 export type ArrivalTrace = readonly number[];

@@ -1,4 +1,4 @@
-import { seededRandom } from '../autoscaling/seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 import type { GpuOffer } from '../replicas/gpu-offer';
 
 /** One kind of machine on the simulated marketplace. */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { seededRandom } from '../autoscaling/seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 import { AppError } from '../errors/app-error';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { CapacityProvider, HostLostListener } from '../replicas/capacity-provider';

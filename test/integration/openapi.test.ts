@@ -169,7 +169,13 @@ describe('the /v1 answers conform to the OpenAPI document', () => {
     await expect(root.chat.completions.create({ model: 'nobody/nothing', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 404 });
     expect((await call('POST', `${url}/v1/chat/completions`, { body: { messages: [{ role: 'user', content: 'hi' }] } })).json.error).toMatchObject({ param: 'model' });
     expect((await root.completions.create({ model: slug, prompt: 'Once upon', max_tokens: 4 })).object).toBe('text_completion');
-    expect((await root.responses.create({ model: slug, input: 'hello', max_output_tokens: 4 })).object).toBe('response');
+    const rootAnswer = await root.responses.create({ model: slug, input: 'hello', max_output_tokens: 4 });
+    expect(rootAnswer.object).toBe('response');
+    expect((await root.responses.retrieve(rootAnswer.id)).id).toBe(rootAnswer.id);
+    expect((await root.responses.inputItems.list(rootAnswer.id)).data).toHaveLength(1);
+    await expect(root.responses.cancel(rootAnswer.id)).rejects.toMatchObject({ status: 400 });
+    await expect(root.responses.retrieve('resp_000000000000000000000000')).rejects.toMatchObject({ status: 404 });
+    expect((await root.responses.delete(rootAnswer.id) as unknown as { deleted: boolean }).deleted).toBe(true);
     const responseStream = await root.responses.create({ model: SHARED_MODEL, input: 'hello', max_output_tokens: 4, stream: true });
     for await (const event of responseStream) expect(typeof event.sequence_number).toBe('number');
     expect((await root.embeddings.create({ model: EMBEDDING_MODEL, input: 'one' })).data).toHaveLength(1);

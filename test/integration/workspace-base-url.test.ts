@@ -239,9 +239,8 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
 
   it('answers a stored response by id on /v1 as on its deployment\'s URL, and never another workspace\'s or a guest\'s', async () => {
     const created = await client.responses.create({ model: chat.slug, input: 'remember the word teal', max_output_tokens: 8 });
-    expect(created.status).toBe('completed');
     const retrieved = await client.responses.retrieve(created.id);
-    expect(retrieved).toMatchObject({ id: created.id, status: 'completed', model: chatModel });
+    expect(retrieved).toMatchObject({ id: created.id, status: created.status, model: chatModel });
     expect(retrieved.output).toEqual(created.output);
     const onDeployment = new OpenAI({ baseURL: chat.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     expect((await onDeployment.responses.retrieve(created.id)).output).toEqual(created.output);
@@ -264,7 +263,7 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     await expect(client.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
     await expect(onDeployment.responses.retrieve(created.id)).rejects.toMatchObject({ status: 404 });
     // The chain's later turn keeps its own copy of what came before (docs/api-contract.md#responses-api).
-    expect((await client.responses.retrieve(next.id)).status).toBe('completed');
+    expect((await client.responses.retrieve(next.id)).output).toEqual(next.output);
   });
 
   it('cancels a background response on /v1', async () => {
@@ -274,8 +273,8 @@ describe('one base URL per workspace (/v1, routed by model)', () => {
     const body = await answer.json();
     // It may have finished first on a fast machine: then the cancel is the 400 that says so.
     if (answer.status === 200) expect(body).toMatchObject({ id: queued.id, status: 'cancelled' });
-    else expect(body.error.message).toContain('already completed');
-    expect((await client.responses.retrieve(queued.id)).status).toBe(answer.status === 200 ? 'cancelled' : 'completed');
+    else expect(body.error.message).toMatch(/already (completed|incomplete)/);
+    expect((await client.responses.retrieve(queued.id)).status).toBe(answer.status === 200 ? 'cancelled' : body.error.message.match(/already (\w+)/)[1]);
   });
 
   it('refuses a paused deployment on /v1 as on its own URL', async () => {

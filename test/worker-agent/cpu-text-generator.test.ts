@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { countTokens } from '../../worker-agent/engines/cpu-tokenizer';
 import { ChoiceGenerator, generateAnswer, type GenerationRequest } from '../../worker-agent/engines/cpu-text-generator';
-import { hashText, seededRandom } from '../../worker-agent/engines/seeded-random';
+import { hashText, seededRandom } from '../../common/seeded-random';
 
 const WORDS = [
   'the', 'model', 'serves', 'tokens', 'quickly', 'and', 'a', 'replica', 'answers', 'every', 'request',

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { EmbeddingSpec } from '../../proto/worker/v1/index';
 import { countTokens } from './cpu-tokenizer';
 import { embeddingAnswer, embeddingInputs, requestedDimensions, tooLong, unitLength, type EmbeddingAnswer, type EmbeddingInput } from './embedding-answer';
-import { seededRandom } from './seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 
 /** The vector size when a job carries no `Assign.embedding` (an older control plane). */
 export const DEFAULT_CPU_EMBEDDING_DIMENSIONS = 1024;

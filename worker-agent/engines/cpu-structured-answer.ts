@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { generateInstance, SchemaGenerationError } from '../../common/json-schema';
 import type { AnswerShape } from './cpu-answer-shape';
-import { hashText, seededRandom } from './seeded-random';
+import { hashText, seededRandom } from '../../common/seeded-random';
 import { invalidRequestFailure } from './request-fields';
 
 export interface PlannedToolCall {

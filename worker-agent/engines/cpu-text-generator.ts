@@ -5,7 +5,7 @@
  */
 import { countTokens } from './cpu-tokenizer';
 import { COMMA_PROBABILITY, FULL_STOP_PROBABILITY, PUNCTUATION_PROBABILITY, wordProbability, type PieceOdds } from './cpu-logprobs';
-import { hashText, seededRandom } from './seeded-random';
+import { hashText, seededRandom } from '../../common/seeded-random';
 
 export const WORDS: readonly string[] = [
   'the', 'model', 'serves', 'tokens', 'quickly', 'and', 'a', 'replica', 'answers', 'every', 'request',

@@ -9,7 +9,7 @@
  * control tokens (EOS included) away, so generations run to `max_tokens` unless stopped.
  */
 import fs from 'node:fs';
-import { seededRandom } from '../engines/seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 import { encodeGguf, type GgufTensor, type GgufValue } from './gguf-writer';
 
 export interface TinyGgufOptions {

@@ -1,4 +1,4 @@
-import { hashText } from '../engines/seeded-random';
+import { hashText } from '../../common/seeded-random';
 
 /**
  * The 32-bit seed a renderer draws its pattern from. Every option that would change a real

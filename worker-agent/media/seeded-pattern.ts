@@ -3,7 +3,7 @@
  * picture, costs a few table lookups per pixel (1024x1024 in ~25 ms) and only uses
  * arithmetic that V8 evaluates identically everywhere, so renders are byte-repeatable.
  */
-import { seededRandom } from '../engines/seeded-random';
+import { seededRandom } from '../../common/seeded-random';
 
 const TAU = Math.PI * 2;
 /**

@@ -3,7 +3,7 @@ import {
   type GraphQLArgument, type GraphQLField, type GraphQLInputType, type GraphQLSchema, type IntrospectionQuery,
 } from 'graphql';
 import { overWebSocket } from '../../support/graphql-websocket';
-import { seededRandom } from '../../../control-plane/autoscaling/seeded-random';
+import { seededRandom } from '../../../common/seeded-random';
 
 export interface NulFuzzOptions {
   url: string;

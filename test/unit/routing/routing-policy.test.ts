@@ -8,6 +8,7 @@
  * only its own keys. Keys are fixed (no randomness): every number below is deterministic.
  */
 import { promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
+import { seededRandom } from '../../../common/seeded-random';
 import {
   choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, MIN_LOAD_BOUND, rankedOrder, score, type PrefixRoutingOptions, type RouteCandidate,
 } from '../../../control-plane/routing/routing-policy';
@@ -59,16 +60,6 @@ function keyRanking(candidates: readonly Replica[], first: string[], homeReplica
   return key;
 }
 
-/** A deterministic pseudo-random sequence (mulberry32), for load patterns. */
-function sequence(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('choosePrefixAware: affinity', () => {
   it('sends the same key to the same replica every time under no load', () => {
@@ -120,7 +111,7 @@ describe('choosePrefixAware: affinity', () => {
   });
 
   it('leaves an application\'s home replicas only when each of them is past the bound (load simulation)', () => {
-    const random = sequence(7);
+    const random = seededRandom(7);
     const candidates = replicas(8, 4);
     const running: Replica[] = [];
     let leftHome = 0;
@@ -172,7 +163,7 @@ describe('choosePrefixAware: bounded load', () => {
 
   it('never finds every replica past the bound (loadFactor >= 0): some replica is always under it', () => {
     // Why the least-loaded fallback is reached only through the capacity rule (next test).
-    const random = sequence(11);
+    const random = seededRandom(11);
     for (let trial = 0; trial < 2000; trial++) {
       const candidates = replicas(2 + (trial % 7));
       for (const replica of candidates) replica.load = Math.floor(random() * 50);
@@ -260,7 +251,7 @@ describe('choosePrefixAware: replicas joining and leaving', () => {
 
 describe('choosePrefixAware: servers agree', () => {
   it('chooses the same replica for the same key whatever order each server lists the candidates in', () => {
-    const random = sequence(3);
+    const random = seededRandom(3);
     const loads = replicas(6).map((replica) => ({ ...replica, load: Math.floor(random() * 4) }));
     for (const key of KEYS) {
       const serverA = loads.map((replica) => ({ ...replica }));
