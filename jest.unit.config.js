@@ -1,11 +1,3 @@
-/** `npm run test:unit`: the unit tests (test/unit and tests beside their source), in seconds.
- *  They start no PostgreSQL and no process: no global setup. `npm test` runs them too. */
-const base = require('./jest.config');
-
-module.exports = {
-  ...base,
-  roots: ['<rootDir>/test/unit', '<rootDir>/common', '<rootDir>/control-plane', '<rootDir>/gateway', '<rootDir>/worker-agent'],
-  testPathIgnorePatterns: ['/node_modules/'],
-  globalSetup: undefined,
-  globalTeardown: undefined,
-};
+/** `npm run test:unit`: the unit tests alone (jest.config.js's `unit` project), in seconds,
+ *  with no PostgreSQL and no process started. `npm test` runs them too. */
+module.exports = { ...require('./jest.config'), projects: [require('./jest.config').projects[0]] };

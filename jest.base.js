@@ -1,0 +1,25 @@
+/** What every jest configuration here shares (jest.config.js's projects, the fault, console,
+ *  unit and cluster suites). Tests run from TypeScript sources through swc (decorator metadata
+ *  on, for type-graphql and TypeORM); processes that tests spawn (worker agents) run from
+ *  `dist/`, which `npm test` builds first. */
+module.exports = {
+  testEnvironment: 'node',
+  testMatch: ['**/*.test.ts'],
+  testPathIgnorePatterns: ['/node_modules/'],
+  // Some packages are ES modules only (@kubernetes/client-node and a few of its dependencies; the
+  // AI SDK, ai and @ai-sdk/*, and what it imports, for the stock-client tests): Node 24 requires
+  // them natively (the server in dist/), jest's module runtime only with --experimental-vm-modules,
+  // so swc turns them into CommonJS for tests.
+  transformIgnorePatterns: ['/node_modules/(?!(@kubernetes/client-node|openid-client|oauth4webapi|jose|socks-proxy-agent|agent-base|ai|@ai-sdk|@vercel|eventsource-parser|@standard-schema|zod|@workflow)/)'],
+  transform: {
+    '/node_modules/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs', ignoreDynamic: true } }],
+    '^.+\\.ts$': ['@swc/jest', {
+      jsc: {
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+        target: 'es2022',
+      },
+      module: { type: 'commonjs', ignoreDynamic: true },
+    }],
+  },
+};
