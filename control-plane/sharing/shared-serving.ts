@@ -23,7 +23,7 @@ export function sharedModelName(model: PricedModel): string {
   return name;
 }
 
-/** A hold on the guest's prepaid credit (none for a postpaid guest); see SharedBilling. */
+/** A hold on the guest's prepaid credit (none for a postpaid guest); see billing/guest-credit.ts. */
 export interface Reservation {
   id: string;
   workspaceId: string;
