@@ -122,7 +122,9 @@ export class InferencePipeline {
     const { decision, work: admitted } = await this.admitTokens(key, work);
     work = admitted;
     const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
+    }, {
       send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
@@ -177,8 +179,12 @@ export class InferencePipeline {
     const guest = admission;
     // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
     const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
-    // The guest's own record (TPD, the guest's usage) names the shared model, never the owner's deployment or replica.
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label, endpoint: work.endpoint, stream: work.stream, recordsReplica: false }, {
+    // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
+    // which the guest's usage answers never show) and the shared model it called; never the replica.
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
+      recordsReplica: false,
+    }, {
       send: (listener) => shared.dispatch(guest, job, listener),
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
       firstToken: (ms) => shared.firstToken(guest, ms),
@@ -224,7 +230,9 @@ export class InferencePipeline {
       deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
       deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
     };
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: 'embeddings', stream: false, recordsReplica: true }, {
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
+    }, {
       send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
     }, this.settlement, startedAt);
   }

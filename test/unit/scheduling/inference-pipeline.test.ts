@@ -208,7 +208,7 @@ describe('InferencePipeline owner ticket', () => {
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 42 }]);
     expect(rate.settles[0].hold).toBe(rate.issued[0]);
     expect(usage.records).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
       stream: true, promptTokens: 12, completionTokens: 30, totalTokens: 42, latencyMs: 250, createdAt: new Date(1_000),
     }]);
     expect(metrics.tokens).toEqual([['dep_owner', 12, 30]]);
@@ -340,13 +340,15 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
   });
 
-  test('settle records the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
+  test('settle records the owner\'s deployment and the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
     const { pipeline, rate, shared, admission, usage, metrics } = world();
     const ticket = await pipeline.admitShared(KEY, guestWork(), () => {});
     ticket.dispatch(new RecordingListener());
     const used = { promptTokens: 5, completionTokens: 20, totalTokens: 25 };
     ticket.settle('succeeded', used, 'rep_provider');
-    expect(usage.records).toMatchObject([{ deploymentId: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
+    // deployment_id is the deployment that served it (the guest's usage answers show the shared model instead).
+    expect(usage.records).toMatchObject([{ deploymentId: 'dep_provider', sharedModel: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
+    expect(ticket.label).toBe(`shared/${SHARED_MODEL}`);
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 25 }]);
     expect(metrics.tokens).toEqual([[`shared/${SHARED_MODEL}`, 5, 20]]);
     expect(shared.calls.filter((call) => call[0] === 'finish')).toEqual([['finish', admission, 'succeeded', used]]);
