@@ -30,6 +30,7 @@ import { WorkspaceBudget } from './budgets/workspace-budget.entity';
 import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-tenant-budgets';
 import { Responses1765300000000 } from './database/migrations/1765300000000-responses';
 import { BackgroundResponses1765400000000 } from './database/migrations/1765400000000-background-responses';
+import { UsageSharedModel1765500000000 } from './database/migrations/1765500000000-usage-shared-model';
 import { ResponseRecord } from './responses/response-record.entity';
 
 /**
@@ -47,6 +48,7 @@ export const MIGRATIONS = [
   RoutingPolicy1764800000000, Batches1764900000000, KubernetesProvider1765000000000, TenantBudgets1765100000000, BatchInputsInFiles1765200000000,
   Responses1765300000000,
   BackgroundResponses1765400000000,
+  UsageSharedModel1765500000000,
 ];
 
 export interface DatabaseOptions {

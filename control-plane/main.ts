@@ -117,7 +117,7 @@ export interface ControlPlane {
   readonly capacity: Capacity;
   /** Costs, usage, ledger, earnings and credit of workspaces. */
   readonly billing: BillingQueries;
-  /** Per-token billing of guest requests: reserve credit, settle (debit guest, credit owner), release; leases and batches. */
+  /** The ledger side of guest billing: leases of a guest's credit, settlements in batches (debit guest, credit owner); guestCredit uses it. */
   readonly sharedBilling: SharedBilling;
   /** Guest credit in memory against per-server leases, settlements written in batches (what shared serving uses). */
   readonly guestCredit: GuestCredit;

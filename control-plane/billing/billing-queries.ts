@@ -17,6 +17,7 @@ export interface CostRow {
 }
 
 export interface UsageRow {
+  /** The day (YYYY-MM-DD, UTC), API key id, or deployment id; a guest's calls are grouped by the shared model they called (`shared/<model-id>`). */
   key: string;
   requests: number;
   promptTokens: number;
@@ -69,7 +70,8 @@ const COST_KEYS: Record<CostGrouping, string> = {
 };
 const USAGE_KEYS: Record<UsageGrouping, string> = {
   day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
-  deployment: 'deployment_id',
+  // A guest's record names the owner's deployment that served it: its workspace sees the shared model it called instead.
+  deployment: 'coalesce(shared_model, deployment_id)',
   api_key: 'api_key_id',
 };
 const EARNINGS_KEYS: Record<EarningsGrouping, string> = {

@@ -2,7 +2,6 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { retryTransaction } from '../database/retry-transaction';
 import { AppError } from '../errors/app-error';
 import { CLUSTER_CHANNEL, clusterMessage } from '../events/cluster-notifier';
-import { newId } from '../ids';
 import { moneyOf, unitsOf } from './credit-units';
 import { canonicalMoney, isPositive, parseDecimal, type Money } from './money';
 
@@ -63,15 +62,15 @@ export type LeaseOutcome =
 export const MAX_TOKENS = 1_000_000_000;
 const MAX_PRICE_PER_MILLION: Money = '1000000';
 const MAX_TTL_MS = 86_400_000;
-/** `(prompt × input + completion × output) / 1e6`, by multiplication (exact in `numeric`; division picks its own scale), rounded once to the ledger's 10 places. */
-const COST = 'round(($1::numeric * $2::numeric + $3::numeric * $4::numeric) * 0.000001, 10)';
 
 /**
  * A batch of settlements in one statement: each request's debit, then the owner's credit for
  * the debits actually inserted (a request settled before inserts nothing and is credited
  * nothing again), then each workspace's balance moved once by the net of its new rows (a guest
- * on its own deployment nets zero; NULL + x keeps a postpaid balance NULL). The same cost
- * expression as COST. Returns the new debits (`debit`, id, amount) and balances (`balance`, id, balance).
+ * on its own deployment nets zero; NULL + x keeps a postpaid balance NULL). A cost is
+ * `(prompt × input + completion × output) × 0.000001` (multiplied: exact in `numeric`, where a
+ * division picks its own scale), rounded once to the ledger's 10 places, as credit-units.ts
+ * computes it in memory. Returns the new debits (`debit`, id, amount) and balances (`balance`, id, balance).
  */
 const SETTLE_MANY = `
   WITH input AS (
@@ -104,16 +103,13 @@ const SETTLE_MANY = `
   UNION ALL SELECT 'balance', id, credit_balance::text FROM moved`;
 
 /**
- * Per-token billing of guest (shared) requests against workspace credit. `reserve` holds the
- * most a request can cost before it runs, `settle` debits the guest and credits the owner what
- * it did cost (one transaction, idempotent per shared request), `release` drops the hold of a
- * request that failed. Every movement is a ledger row; every balance change is in the same
- * transaction as its row. All arithmetic is PostgreSQL `numeric`.
- *
- * The request path does not call these per request: guest-credit.ts holds credit in memory
- * against a lease (`leaseCredit`, a hold of this table sized for many requests) and settles in
- * batches (`settleMany`, of which `settle` is the one-request case), so the ledger is written
- * by the same statements either way.
+ * The database side of per-token billing of guest (shared) requests against workspace credit,
+ * as guest-credit.ts uses it: a server's lease of a guest's credit (`leaseCredit`, one hold row
+ * sized for many requests, which the server admits requests against in memory) and the
+ * settlement of finished requests in batches (`settleMany`: the guest debited, the owner
+ * credited what each request did cost, idempotent per shared request). Every movement is a
+ * ledger row; every balance change is in the same transaction as its row. All arithmetic is
+ * PostgreSQL `numeric`.
  *
  * Costs are exact when prices have at most 4 decimal places (the catalog's do): tokens × price
  * / 1e6 then has at most 10. Finer prices are rounded once, half away from zero, to 10 places.
@@ -123,77 +119,24 @@ export class SharedBilling {
   constructor(private readonly dataSource: DataSource, private readonly creditChanged: () => void = () => {}) {}
 
   /**
-   * Holds `maxPromptTokens × input + maxCompletionTokens × output` (per 1M) of the guest's
-   * prepaid credit. Returns null when the available credit (balance minus unexpired holds)
-   * cannot cover it or is not above zero (the caller answers 402). A postpaid guest gets a
-   * reservation with `prepaid: false` and no hold. Holds expire after `ttlMs`, so a crashed
-   * server's holds stop counting: choose it above the longest request.
-   */
-  async reserve(guestWorkspaceId: string, maxPromptTokens: number, maxCompletionTokens: number, prices: TokenPrices, ttlMs: number): Promise<Reservation | null> {
-    const tokens = [checkTokens(maxPromptTokens, 'maxPromptTokens'), checkTokens(maxCompletionTokens, 'maxCompletionTokens')];
-    const [input, output] = checkPrices(prices);
-    checkTtl(ttlMs);
-    const cost = [tokens[0], input, tokens[1], output];
-    const [guest] = await this.dataSource.query(
-      `SELECT credit_balance, ${COST} AS amount FROM workspaces WHERE id = $5 AND deleted_at IS NULL`, [...cost, guestWorkspaceId]);
-    if (!guest) throw new AppError('not_found', `no workspace '${guestWorkspaceId}'`, { param: 'guestWorkspaceId' });
-    const id = newId('hold');
-    if (guest.credit_balance === null) return { id, workspaceId: guestWorkspaceId, amount: canonicalMoney(guest.amount), prepaid: false };
-
-    const amount = await retryTransaction(this.dataSource, async (manager) => {
-      // Holds of one workspace are taken one at a time: each sees every hold before it.
-      const [locked] = await manager.query('SELECT credit_balance FROM workspaces WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE', [guestWorkspaceId]);
-      if (!locked) throw new AppError('not_found', `no workspace '${guestWorkspaceId}'`, { param: 'guestWorkspaceId' });
-      if (locked.credit_balance === null) return null;
-      await manager.query('DELETE FROM credit_reservations WHERE workspace_id = $1 AND expires_at <= clock_timestamp()', [guestWorkspaceId]);
-      const [held] = await manager.query(`
-        INSERT INTO credit_reservations (id, workspace_id, amount, expires_at)
-        SELECT $6, w.id, hold.amount, clock_timestamp() + $7 * interval '1 millisecond'
-        FROM workspaces w, (SELECT ${COST} AS amount) hold
-        WHERE w.id = $5 AND w.credit_balance - coalesce((SELECT sum(amount) FROM credit_reservations WHERE workspace_id = $5), 0) >= greatest(hold.amount, 0.0000000001)
-        RETURNING amount`, [...cost, guestWorkspaceId, id, ttlMs]);
-      return held ? canonicalMoney(held.amount) : false;
-    });
-    if (amount === false) return null;
-    // Became postpaid between the two reads (an operator cannot do that today; stay correct anyway).
-    if (amount === null) return { id, workspaceId: guestWorkspaceId, amount: canonicalMoney(guest.amount), prepaid: false };
-    return { id, workspaceId: guestWorkspaceId, amount, prepaid: true };
-  }
-
-  /**
-   * In one transaction: drops the hold, writes the `guest_debit` (−cost) and `owner_credit`
-   * (+cost) rows with the same shared request id, and moves both prepaid balances (a postpaid
-   * side keeps a null balance; its row is still written). Idempotent per `sharedRequestId`:
-   * settling again returns the cost first settled. Returns the cost.
-   *
-   * The charge is what the request did cost, even past the hold: pass upper bounds to
-   * `reserve`, or a prepaid balance can end below zero by the difference.
-   */
-  async settle(reservation: Reservation, usage: SharedUsage, prices: TokenPrices): Promise<Money> {
-    const { costs } = await this.settleMany([{ ...usage, guestWorkspaceId: reservation.workspaceId, prices }], { dropHolds: [reservation.id] });
-    return costs[0];
-  }
-
-  /**
    * Settles many guest requests in one transaction: for each, the `guest_debit` and
    * `owner_credit` rows, and every balance moved once by the sum of its new rows. Each request
    * is settled at most once, ever: rows go in with `ON CONFLICT DO NOTHING` on (kind, shared
    * request id) and balances move only by the rows this statement inserted, so a batch retried
    * after an unknown outcome (the connection broke during COMMIT) changes nothing the first
    * attempt already did. The workspaces are locked first, in id order (as metering, top-ups and
-   * reserves lock them), with `lockAlso` too. `dropHolds` are deleted in the same transaction;
-   * `within` runs last in it, with what each guest was charged by this call (guest-credit.ts
-   * shrinks its leases by exactly that there). Returns each request's cost (the one first
-   * settled, for a repeat) and what `within` returned.
+   * leases lock them), with `lockAlso` too. `within` runs last in the transaction, with what
+   * each guest was charged by this call (guest-credit.ts shrinks its leases by exactly that
+   * there). Returns each request's cost (the one first settled, for a repeat) and what `within`
+   * returned.
    */
   async settleMany<T = undefined>(
     items: readonly SettlementItem[],
-    options: { dropHolds?: readonly string[]; lockAlso?: readonly string[]; within?: (manager: EntityManager, charged: ReadonlyMap<string, Money>) => Promise<T> } = {},
+    options: { lockAlso?: readonly string[]; within?: (manager: EntityManager, charged: ReadonlyMap<string, Money>) => Promise<T> } = {},
   ): Promise<{ costs: Money[]; result: T | undefined }> {
     const rows = items.map(checkSettlement);
     const { costs, crossed, result } = await retryTransaction(this.dataSource, async (manager) => {
       const before = await lockBalances(manager, [...rows.flatMap((row) => [row.guest, row.owner]), ...(options.lockAlso ?? [])]);
-      if (options.dropHolds?.length) await manager.query('DELETE FROM credit_reservations WHERE id = ANY($1)', [options.dropHolds]);
       const written: Array<{ what: 'debit' | 'balance'; id: string; amount: string | null }> = rows.length === 0 ? [] : await manager.query(SETTLE_MANY, [
         rows.map((row) => row.id), rows.map((row) => row.guest), rows.map((row) => row.owner), rows.map((row) => row.deployment),
         rows.map((row) => row.model), rows.map((row) => row.prompt), rows.map((row) => row.completion), rows.map((row) => row.input), rows.map((row) => row.output),
@@ -225,12 +168,6 @@ export class SharedBilling {
     });
     if (crossed) this.creditChanged();
     return { costs, result };
-  }
-
-  /** A failed or canceled request: drops the hold and charges nothing. */
-  async release(reservation: Reservation): Promise<void> {
-    if (!reservation.prepaid) return;
-    await this.dataSource.query('DELETE FROM credit_reservations WHERE id = $1', [reservation.id]);
   }
 
   /**

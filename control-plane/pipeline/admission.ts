@@ -3,6 +3,7 @@ import type { CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
+import { completionBound } from './completion-bound';
 
 /**
  * Admission rules every kind of work shares, decided here once so that no endpoint can forget
@@ -65,30 +66,12 @@ export function checkTextModel(
 }
 
 /**
- * Completion tokens assumed for a request that sets no bound, when holding its tokens against
- * TPD (the engine would otherwise stop only at the context length). One request that runs past
- * it overshoots the day's budget by the rest, once.
- */
-export const DEFAULT_COMPLETION_HOLD = 1024;
-
-/**
  * The most tokens a text request may use, held against its key's TPD from admission until it
  * is settled to its real usage: its body's bytes (no prompt has more tokens than bytes) plus its
- * completion bound (`max_completion_tokens` or `max_tokens`, else the default) times `n`, times
- * the prompts of a completions request with a prompt array.
+ * completion bound (completion-bound.ts: for a request without one, DEFAULT_COMPLETION_HOLD).
  */
 export function textTokenHold(bodyBytes: number, fields: Record<string, unknown>): number {
-  const { perChoice, completions } = completionBound(fields);
-  return bodyBytes + perChoice * completions;
-}
-
-/** The completion bound per choice (given, else the default) and how many completions share it (`n` × prompts of a prompt array). */
-function completionBound(fields: Record<string, unknown>): { perChoice: number; completions: number; given: boolean } {
-  const given = fields.max_completion_tokens ?? fields.max_tokens;
-  const isGiven = typeof given === 'number' && Number.isFinite(given) && given >= 0;
-  const choices = typeof fields.n === 'number' && fields.n >= 1 ? fields.n : 1;
-  const prompts = Array.isArray(fields.prompt) && fields.prompt.length > 0 && typeof fields.prompt[0] === 'string' ? fields.prompt.length : 1;
-  return { perChoice: isGiven ? given : DEFAULT_COMPLETION_HOLD, completions: choices * prompts, given: isGiven };
+  return bodyBytes + completionBound(fields).total;
 }
 
 /**
@@ -101,10 +84,9 @@ function completionBound(fields: Record<string, unknown>): { perChoice: number; 
  * requests that fit. Null when there is nothing to lower.
  */
 export function clampCompletion(fields: Record<string, unknown>, overLimitTokens: number): { fields: Record<string, unknown>; body: Buffer; freedTokens: number } | null {
-  const { perChoice, completions } = completionBound(fields);
+  const { perChoice, completions, field } = completionBound(fields);
   const lowered = Math.max(1, perChoice - Math.ceil(overLimitTokens / completions));
   if (lowered >= perChoice) return null;
-  const field = fields.max_completion_tokens !== undefined && fields.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
   const clamped = { ...fields, [field]: lowered };
   return { fields: clamped, body: Buffer.from(JSON.stringify(clamped)), freedTokens: (perChoice - lowered) * completions };
 }

@@ -18,6 +18,7 @@ import type { UsageInput } from '../usage/usage-recorder';
 import type { JobKind } from '../../proto/worker/v1';
 import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
+import { completionBound, withCompletionBound } from './completion-bound';
 import { WorkTicket, type Settlement } from './work-ticket';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
@@ -63,7 +64,7 @@ export interface PipelineParts {
   readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle' | 'refusalNow' | 'resize'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
-  readonly shared: Pick<SharedServing, 'resolve' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'defaultMaxTokens' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
@@ -121,7 +122,9 @@ export class InferencePipeline {
     const { decision, work: admitted } = await this.admitTokens(key, work);
     work = admitted;
     const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: work.endpoint, stream: work.stream, recordsReplica: true }, {
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
+    }, {
       send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
     }, this.settlement, startedAt);
@@ -142,7 +145,8 @@ export class InferencePipeline {
     const model = shared.resolve(scanned.model);
     labelled(sharedModelName(model));
     // The credit's "no credit left" is refuseWithoutCredit's rule for every endpoint, checked after the pool.
-    return { model, refusal: shared.refusalNow(key, model, scanned.fields, scanned.bodyBytes) };
+    const maxCompletionTokens = completionBound(scanned.fields, shared.defaultMaxTokens).total;
+    return { model, refusal: shared.refusalNow(key, model, maxCompletionTokens, scanned.bodyBytes) };
   }
 
   /**
@@ -150,7 +154,9 @@ export class InferencePipeline {
    * shares the model has an idle guest slot the guest's fair share allows, and the guest's
    * credit holds the worst-case cost. `labelled` learns the shared model as soon as it is known
    * (the metrics and log label). `screened`: the model `screenShared` passed for this request
-   * (its screen is not repeated when the parsed body names the same model).
+   * (its screen is not repeated when the parsed body names the same model). A body without a
+   * completion bound gets the guest's default first, so the TPD hold, its clamp and the credit
+   * hold all count the bound the engine keeps to.
    */
   async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened?: PricedModel): Promise<WorkTicket> {
     const startedAt = this.now();
@@ -159,12 +165,13 @@ export class InferencePipeline {
     // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
     const label = sharedModelName(model);
     refuseToolsWithoutParser(this.parts.catalog.find(model.modelId), work.fields);
+    work = { ...work, ...withCompletionBound(work.fields, work.body, shared.defaultMaxTokens) };
     const tokens = await this.admitTokens(key, work);
     const decision = tokens.decision;
     work = tokens.work;
     let admission;
     try {
-      admission = await shared.admit(key, model, work.fields, work.body);
+      admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
     } catch (error) {
       rateLimiter.settle(decision.hold, 0);
       throw error;
@@ -172,8 +179,12 @@ export class InferencePipeline {
     const guest = admission;
     // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
     const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
-    // The guest's own record (TPD, the guest's usage) names the shared model, never the owner's deployment or replica.
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label, endpoint: work.endpoint, stream: work.stream, recordsReplica: false }, {
+    // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
+    // which the guest's usage answers never show) and the shared model it called; never the replica.
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
+      recordsReplica: false,
+    }, {
       send: (listener) => shared.dispatch(guest, job, listener),
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
       firstToken: (ms) => shared.firstToken(guest, ms),
@@ -219,7 +230,9 @@ export class InferencePipeline {
       deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
       deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
     };
-    return new WorkTicket(decision, { workspaceId: key.workspaceId, apiKeyId: key.id, label: deployment.id, endpoint: 'embeddings', stream: false, recordsReplica: true }, {
+    return new WorkTicket(decision, {
+      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
+    }, {
       send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
     }, this.settlement, startedAt);
   }

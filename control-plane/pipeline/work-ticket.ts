@@ -18,8 +18,14 @@ export interface Settlement {
 export interface TicketOwner {
   readonly workspaceId: string;
   readonly apiKeyId: string;
-  /** The deployment id, or `shared/<model-id>` for a guest (never the owner's deployment). */
-  readonly label: string;
+  /** The deployment that runs the request: the caller's own, or for a guest the owner's deployment it was placed on. */
+  readonly deploymentId: string;
+  /**
+   * A guest's: the shared model it called (`shared/<model-id>`), its record's `shared_model`
+   * and the request's label, so nothing the guest sees names the owner's deployment. Null for
+   * an owner's request.
+   */
+  readonly sharedModel: string | null;
   readonly endpoint: string;
   readonly stream: boolean;
   /** Whether the record names the replica that ran it (a guest's never does). */
@@ -56,9 +62,9 @@ export class WorkTicket {
     private readonly startedAt: number,
   ) {}
 
-  /** The metrics and log label: the deployment id or `shared/<model-id>`. */
+  /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
   get label(): string {
-    return this.owner.label;
+    return this.owner.sharedModel ?? this.owner.deploymentId;
   }
 
   /** Sends a job of this request; throws (nothing sent, nothing to settle for it) when it cannot be placed. */
@@ -81,11 +87,12 @@ export class WorkTicket {
     rateLimiter.settle(this.rateLimit.hold, total);
     const { owner } = this;
     records.record({
-      workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.label, replicaId: owner.recordsReplica ? replicaId : null,
+      workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,
+      replicaId: owner.recordsReplica ? replicaId : null,
       endpoint: owner.endpoint, status: outcome, stream: owner.stream, promptTokens: usage?.promptTokens ?? 0,
       completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: now() - this.startedAt, createdAt: new Date(this.startedAt),
     });
-    if (usage && total > 0) metrics.recordTokens(owner.label, usage.promptTokens, usage.completionTokens);
+    if (usage && total > 0) metrics.recordTokens(this.label, usage.promptTokens, usage.completionTokens);
     this.parts.finish?.(outcome, usage);
   }
 

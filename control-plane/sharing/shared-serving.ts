@@ -23,7 +23,7 @@ export function sharedModelName(model: PricedModel): string {
   return name;
 }
 
-/** A hold on the guest's prepaid credit (none for a postpaid guest); see SharedBilling. */
+/** A hold on the guest's prepaid credit (none for a postpaid guest); see billing/guest-credit.ts. */
 export interface Reservation {
   id: string;
   workspaceId: string;
@@ -58,7 +58,7 @@ export interface GuestAdmission {
   readonly deploymentId: string;
   readonly ownerWorkspaceId: string;
   readonly reservation: Reservation;
-  /** The client's body, with `max_tokens` added when it sent no bound (the reservation needs one). */
+  /** The body the engine gets: bounded (the pipeline wrote `defaultMaxTokens` into one that set no bound). */
   readonly body: Buffer;
   /** The local slot, held from admission until the job is on the agent (or never will be). */
   readonly slot: SlotHold | null;
@@ -78,9 +78,10 @@ type Refusal = 'unavailable' | 'busy' | 'fair' | 'credit' | 'exhausted';
 /**
  * The guest side of shared serving: admission (model, pool, fair share, credit), dispatch at
  * guest priority, and settlement. A refusal costs no database round trip and no body parse:
- * `refusalNow` decides in memory what `admit` would refuse (the gateway calls it with the few
- * fields a scan of the raw body found), and its errors are built once per model. `admit` decides again after the body was parsed (the pool moves meanwhile) and holds
- * the credit, in memory while the guest's lease has room (billing/guest-credit.ts).
+ * `refusalNow` decides in memory what `admit` would refuse (the pipeline calls it with the
+ * completion bound of the few fields a scan of the raw body found), and its errors are built
+ * once per model. `admit` decides again after the body was parsed (the pool moves meanwhile) and
+ * holds the credit, in memory while the guest's lease has room (billing/guest-credit.ts).
  */
 export class SharedServing {
   /** By the model's identity (SharedPool.priced keeps one per catalog model), so a refusal builds no key. */
@@ -104,6 +105,15 @@ export class SharedServing {
     return this.pool.models();
   }
 
+  /**
+   * `max_tokens` a guest request gets when it sets no bound (`SHARED_DEFAULT_MAX_TOKENS`): its
+   * credit hold needs a bound the engine keeps to. The pipeline writes it into the body before
+   * any hold is taken (pipeline/completion-bound.ts), so every hold counts the same bound.
+   */
+  get defaultMaxTokens(): number {
+    return this.config.defaultGuestMaxTokens;
+  }
+
   /** `shared/<model-id>` → the shareable model and its prices; 400 or 404 naming the field otherwise. */
   resolve(id: unknown, param = 'model'): PricedModel {
     if (typeof id !== 'string' || !id.startsWith(SHARED_MODEL_PREFIX)) {
@@ -124,34 +134,35 @@ export class SharedServing {
    * when no provider is left, 429 when no replica has an idle guest slot or the guest holds its
    * fair share while others wait (guest-fairness.ts), 402 when the guest's workspace has no
    * credit left (the key cache's flag) or its credit surely cannot hold the request's worst case
-   * (`fields` needs only `max_tokens`, `max_completion_tokens` and `n`; a scan of the raw body
-   * finds them). Returned, not thrown: a flood is mostly refusals, and a throw cost more than
-   * the rest of the screen.
+   * (`bodyBytes` of prompt and `maxCompletionTokens`, the pipeline's completion bound of the few
+   * fields a scan of the raw body found). Returned, not thrown: a flood is mostly refusals, and a
+   * throw cost more than the rest of the screen.
    */
-  refusalNow(key: Pick<AuthenticatedKey, 'workspaceId' | 'creditExhausted'>, model: PricedModel, fields: Record<string, unknown>, bodyBytes: number): AppError | null {
+  refusalNow(key: Pick<AuthenticatedKey, 'workspaceId' | 'creditExhausted'>, model: PricedModel, maxCompletionTokens: number, bodyBytes: number): AppError | null {
     const placement = this.placeOrRefuse(key.workspaceId, model);
     if (placement instanceof AppError) return placement;
     if (key.creditExhausted) return this.refusal('exhausted', model);
-    if (!this.billing.screen(key.workspaceId, bodyBytes, this.completionTokens(fields), model.prices)) return this.refusal('credit', model);
+    if (!this.billing.screen(key.workspaceId, bodyBytes, maxCompletionTokens, model.prices)) return this.refusal('credit', model);
     return null;
   }
 
   /**
    * Admits a guest's chat request or throws: 503 when no provider is left, 429 when no replica
    * has an idle guest slot (or the guest holds its fair share while others wait), 402 when the
-   * guest's credit cannot hold the worst-case cost. The rules every request shares (a workspace
-   * without credit, rate limits) the pipeline applied. The local slot stays held until
-   * `dispatch` (or `finish`, for a request that never ran), so no other guest takes it meanwhile.
+   * guest's credit cannot hold the worst-case cost: the body's bytes of prompt and
+   * `maxCompletionTokens` (the pipeline's completion bound of the bounded body). The rules every
+   * request shares (a workspace without credit, rate limits) the pipeline applied. The local slot
+   * stays held until `dispatch` (or `finish`, for a request that never ran), so no other guest
+   * takes it meanwhile.
    */
-  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, fields: Record<string, unknown>, body: Buffer): Promise<GuestAdmission> {
+  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, maxCompletionTokens: number, body: Buffer): Promise<GuestAdmission> {
     const placement = this.place(key.workspaceId, model);
-    const { maxCompletionTokens, rewritten } = this.completionBound(fields, body);
     // A peer's slot is checked again by the peer when the job arrives (429 if it is gone).
     const connection = placement.kind === 'replica' ? placement.connection : null;
     const slot = connection?.reserveSlot() ?? null;
     let reservation: Reservation | null;
     try {
-      const held = this.billing.reserve(key.workspaceId, rewritten.length, maxCompletionTokens, model.prices, this.config.reservationTtlMs);
+      const held = this.billing.reserve(key.workspaceId, body.length, maxCompletionTokens, model.prices, this.config.reservationTtlMs);
       reservation = held instanceof Promise ? await held : held;
     } catch (error) {
       slot?.release();
@@ -173,7 +184,7 @@ export class SharedServing {
       ? { deploymentId: placement.connection.deploymentId, ownerWorkspaceId: placement.connection.workspaceId }
       : { deploymentId: placement.deploymentId, ownerWorkspaceId: placement.ownerWorkspaceId };
     const id = `${this.idPrefix}${(this.sequence++).toString(36)}`;
-    return { id, model, workspaceId: key.workspaceId, target: placement, ...owner, reservation, body: rewritten, slot };
+    return { id, model, workspaceId: key.workspaceId, target: placement, ...owner, reservation, body, slot };
   }
 
   dispatch(admission: GuestAdmission, request: Omit<DispatchRequest, 'deploymentId' | 'body' | 'guest' | 'model'>, listener: JobListener): Job {
@@ -264,26 +275,5 @@ export class SharedServing {
       built[reason] = error;
     }
     return error;
-  }
-
-  /** The most completion tokens the request can produce (max_completion_tokens or max_tokens, else the default, times n); 1 per choice for a value the parse will refuse. */
-  private completionTokens(fields: Record<string, unknown>): number {
-    const n = Number.isInteger(fields.n) && (fields.n as number) >= 1 ? fields.n as number : 1;
-    const given = fields.max_completion_tokens ?? fields.max_tokens;
-    if (given === undefined || given === null) return this.config.defaultGuestMaxTokens * n;
-    return (Number.isInteger(given) && (given as number) >= 1 ? given as number : 1) * n;
-  }
-
-  /**
-   * The most completion tokens the request can produce: `max_completion_tokens` or
-   * `max_tokens`, times `n`. Without either, `max_tokens` is set to the configured default so
-   * the reservation bounds the cost (the engine would otherwise run to the context length).
-   */
-  private completionBound(fields: Record<string, unknown>, body: Buffer): { maxCompletionTokens: number; rewritten: Buffer } {
-    const n = typeof fields.n === 'number' ? fields.n : 1;
-    const given = (fields.max_completion_tokens ?? fields.max_tokens) as number | undefined | null;
-    if (typeof given === 'number') return { maxCompletionTokens: given * n, rewritten: body };
-    const bound = this.config.defaultGuestMaxTokens;
-    return { maxCompletionTokens: bound * n, rewritten: Buffer.from(JSON.stringify({ ...fields, max_tokens: bound })) };
   }
 }

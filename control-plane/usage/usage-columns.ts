@@ -1,6 +1,7 @@
 import type { UsageRecord } from './usage-record.entity';
 
-export type UsageInput = Omit<UsageRecord, 'id'>;
+/** A record to write: a new one always names the deployment that ran it. */
+export type UsageInput = Omit<UsageRecord, 'id' | 'deploymentId'> & { deploymentId: string };
 
 /**
  * Usage records waiting for their batch INSERT, kept column by column. A record object (and
@@ -14,6 +15,7 @@ export class UsageColumns {
   private workspaceId: string[] = [];
   private apiKeyId: string[] = [];
   private deploymentId: string[] = [];
+  private sharedModel: Array<string | null> = [];
   private replicaId: Array<string | null> = [];
   private endpoint: string[] = [];
   private status: string[] = [];
@@ -33,6 +35,7 @@ export class UsageColumns {
     this.workspaceId.push(input.workspaceId);
     this.apiKeyId.push(input.apiKeyId);
     this.deploymentId.push(input.deploymentId);
+    this.sharedModel.push(input.sharedModel ?? null);
     this.replicaId.push(input.replicaId);
     this.endpoint.push(input.endpoint);
     this.status.push(input.status);
@@ -50,7 +53,7 @@ export class UsageColumns {
     const records: UsageInput[] = [];
     for (let index = 0; index < this.length; index++) {
       records.push({
-        workspaceId: this.workspaceId[index], apiKeyId: this.apiKeyId[index], deploymentId: this.deploymentId[index],
+        workspaceId: this.workspaceId[index], apiKeyId: this.apiKeyId[index], deploymentId: this.deploymentId[index], sharedModel: this.sharedModel[index],
         replicaId: this.replicaId[index], endpoint: this.endpoint[index], status: this.status[index], stream: this.stream[index],
         promptTokens: this.promptTokens[index], completionTokens: this.completionTokens[index], totalTokens: this.totalTokens[index],
         latencyMs: this.latencyMs[index], createdAt: new Date(this.createdAtMs[index]), batchId: this.batchId[index],
@@ -64,6 +67,7 @@ export class UsageColumns {
     this.workspaceId = [];
     this.apiKeyId = [];
     this.deploymentId = [];
+    this.sharedModel = [];
     this.replicaId = [];
     this.endpoint = [];
     this.status = [];

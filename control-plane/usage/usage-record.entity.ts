@@ -7,7 +7,15 @@ export class UsageRecord {
   @PrimaryGeneratedColumn('identity', { type: 'bigint' }) id: string;
   @Index() @Column('text', { name: 'workspace_id' }) workspaceId: string;
   @Column('text', { name: 'api_key_id' }) apiKeyId: string;
-  @Column('text', { name: 'deployment_id' }) deploymentId: string;
+  /**
+   * The deployment that ran the request: the caller's own, or for a guest the owner's deployment
+   * that served it from the shared pool (never shown to the guest: its usage answers name
+   * `sharedModel`). Null only on guest records written before it was recorded (migration
+   * 1765500000000).
+   */
+  @Column('text', { name: 'deployment_id', nullable: true }) deploymentId: string | null;
+  /** A guest's record: the shared model it called, `shared/<model-id>`; null on an owner's own. */
+  @Column('text', { name: 'shared_model', nullable: true }) sharedModel?: string | null;
   @Column('text', { name: 'replica_id', nullable: true }) replicaId: string | null;
   @Column('text') endpoint: string;
   /** succeeded | failed | canceled */

@@ -133,8 +133,10 @@ describe('workspaces and the ledger over GraphQL', () => {
     const shared = test.server.controlPlane.sharedBilling;
     const prices = { inputPerMillion: '0.18', outputPerMillion: '0.6' };
     for (const [sharedRequestId, promptTokens, completionTokens] of [['shr_a', 1, 0], ['shr_b', 1_000, 2_000]] as const) {
-      const reservation = (await shared.reserve(guest.workspace.id, 5_000, 5_000, prices, 60_000))!;
-      await shared.settle(reservation, { sharedRequestId, ownerWorkspaceId: owner.workspace.id, deploymentId: 'dep_owners_shared', modelId: 'org/model', promptTokens, completionTokens }, prices);
+      await shared.settleMany([{
+        sharedRequestId, guestWorkspaceId: guest.workspace.id, ownerWorkspaceId: owner.workspace.id, deploymentId: 'dep_owners_shared', modelId: 'org/model',
+        promptTokens, completionTokens, prices,
+      }]);
     }
     const asGuest = graphqlClient(test.url, guest.plaintext);
     const spending = (await asGuest(LEDGER, { ...range(), kind: 'guest_debit' })).data.ledgerEntries;

@@ -6,13 +6,14 @@ import { SHARED_ID, startSharingFixture, type SharingFixture } from '../sharing/
 describe('Responses API for guests on /shared/v1', () => {
   let fixture: SharingFixture;
   let guest: { id: string; apiKey: string };
+  let shared: { id: string };
   let client: OpenAI;
 
   beforeAll(async () => {
     fixture = await startSharingFixture();
     const owner = await fixture.workspace('owner');
     guest = await fixture.workspace('guest', '5');
-    const shared = await fixture.sharedDeployment(owner.apiKey);
+    shared = await fixture.sharedDeployment(owner.apiKey);
     await fixture.test.waitForReplicas(shared.id, 1);
     client = fixture.guestClient(guest.apiKey);
   });
@@ -35,8 +36,10 @@ describe('Responses API for guests on /shared/v1', () => {
     const dataSource = fixture.test.server.controlPlane.dataSource;
     await waitFor(async () => Number((await dataSource.query(
       `SELECT count(*) AS n FROM billing_ledger WHERE workspace_id = $1 AND kind = 'guest_debit'`, [guest.id]))[0].n) >= 2, 10_000, 'the guest debits');
-    const [usage] = await dataSource.query(`SELECT deployment_id, endpoint FROM usage_records WHERE workspace_id = $1 ORDER BY created_at LIMIT 1`, [guest.id]);
-    expect(usage).toEqual({ deployment_id: SHARED_ID, endpoint: 'responses' });
+    const [usage] = await dataSource.query(`SELECT deployment_id, shared_model, endpoint FROM usage_records WHERE workspace_id = $1 ORDER BY created_at LIMIT 1`, [guest.id]);
+    expect(usage).toEqual({ deployment_id: shared.id, shared_model: SHARED_ID, endpoint: 'responses' });
+    // The guest's responses name the shared model, never the owner's deployment.
+    expect(JSON.stringify([first, second, await client.responses.retrieve(second.id)])).not.toContain(shared.id);
 
     // Another guest sees none of it.
     const other = await fixture.workspace('other guest', '5');

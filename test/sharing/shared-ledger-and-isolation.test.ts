@@ -77,6 +77,23 @@ describe('shared serving: the ledger after a burst, and isolation of guest conte
     expect(ok).toBe(true);
   });
 
+  it('a guest\'s usage record names the owner\'s deployment that served it and the shared model; the guest\'s own answers name only the shared model', async () => {
+    const guest = await fixture.workspace('counted guest', '1');
+    const client = fixture.guestClient(guest.apiKey);
+    const answer = await client.chat.completions.create({ model: SHARED_ID, messages: [{ role: 'user', content: 'count me' }], max_tokens: 4 });
+    await waitFor(async () => (await query('SELECT count(*)::int AS n FROM usage_records WHERE workspace_id = $1', [guest.id]))[0].n === 1, 5_000, 'the usage record');
+    expect(await query('SELECT deployment_id, shared_model, replica_id, total_tokens FROM usage_records WHERE workspace_id = $1', [guest.id]))
+      .toEqual([{ deployment_id: shared.id, shared_model: SHARED_ID, replica_id: null, total_tokens: answer.usage!.total_tokens }]);
+
+    const window = { from: new Date(Date.now() - 86_400_000).toISOString(), to: new Date(Date.now() + 86_400_000).toISOString() };
+    const usage = async (groupBy: string) => (await fixture.graphql(`query($from: DateTimeISO!, $to: DateTimeISO!, $groupBy: String!) {
+      usage(from: $from, to: $to, groupBy: $groupBy) { key requests totalTokens } }`, { ...window, groupBy }, guest.apiKey)).data.usage;
+    expect(await usage('deployment')).toEqual([{ key: SHARED_ID, requests: 1, totalTokens: answer.usage!.total_tokens }]);
+    const answers = JSON.stringify([answer, await usage('day'), await usage('api_key'), await fixture.graphql(
+      `query($from: DateTimeISO!, $to: DateTimeISO!) { ledgerEntries(from: $from, to: $to) { kind modelId deploymentId replicaId } }`, window, guest.apiKey)]);
+    expect(answers).not.toContain(shared.id);
+  });
+
   it('never writes a guest\'s prompt or output to any log, even at trace, nor shows it to the owner', async () => {
     const guest = await fixture.workspace('private guest', '1');
     const client = fixture.guestClient(guest.apiKey);

@@ -23,7 +23,7 @@ describe('usage records written in a batch', () => {
 
   it('keeps ids, nulls, booleans, counts and the millisecond of created_at for each of 500 records', async () => {
     const inputs: UsageInput[] = Array.from({ length: 500 }, (_, index) => ({
-      workspaceId: `ws_${index % 3}`, apiKeyId: `key_${index}`, deploymentId: `dep_${index % 5}`,
+      workspaceId: `ws_${index % 3}`, apiKeyId: `key_${index}`, deploymentId: `dep_${index % 5}`, sharedModel: index % 6 === 0 ? 'shared/acme/chat-8b' : null,
       replicaId: index % 2 ? `rep_${index}` : null, endpoint: index % 2 ? 'chat.completions' : 'embeddings',
       status: index % 7 === 0 ? 'canceled' : 'succeeded', stream: index % 2 === 0,
       promptTokens: index, completionTokens: 2 * index, totalTokens: 3 * index, latencyMs: 1_000 + index,

@@ -58,7 +58,8 @@ export class CostRowType {
 
 @ObjectType('UsageRow', { description: 'Text requests and tokens of a day, deployment or API key' })
 export class UsageRowType {
-  @Field() key: string;
+  @Field({ description: 'YYYY-MM-DD (UTC), deployment id or API key id; by deployment, calls on shared models (as a guest) are keyed by the shared model, shared/<model-id>' })
+  key: string;
   @Field(() => Int) requests: number;
   @Field(() => Float) promptTokens: number;
   @Field(() => Float) completionTokens: number;

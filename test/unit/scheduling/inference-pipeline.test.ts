@@ -9,7 +9,8 @@ import type { CatalogModel } from '../../../control-plane/catalog/catalog';
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import type { DispatchRequest, Job, JobListener } from '../../../control-plane/dispatch/job';
 import { AppError } from '../../../control-plane/errors/app-error';
-import { DEFAULT_COMPLETION_HOLD, textTokenHold } from '../../../control-plane/pipeline/admission';
+import { textTokenHold } from '../../../control-plane/pipeline/admission';
+import { DEFAULT_COMPLETION_HOLD } from '../../../control-plane/pipeline/completion-bound';
 import { InferencePipeline, type PipelineParts, type TextWork } from '../../../control-plane/pipeline/inference-pipeline';
 import type { RateLimitDecision, TokenHold } from '../../../control-plane/rate-limits/rate-limit-decision';
 import type { MediaOutcome } from '../../../control-plane/requests/media-jobs';
@@ -63,6 +64,7 @@ function world() {
   const shared = {
     calls: [] as unknown[][],
     admitError: null as AppError | null,
+    defaultMaxTokens: 64,
     resolve(id: unknown) {
       log.push('shared.resolve');
       if (id !== `shared/${SHARED_MODEL}`) throw new AppError('model_not_found', 'no such shared model');
@@ -70,17 +72,17 @@ function world() {
     },
     poolError: null as AppError | null,
     creditError: null as AppError | null,
-    refusalNow(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, bodyBytes: number) {
+    refusalNow(key: AuthenticatedKey, model: { modelId: string }, maxCompletionTokens: number, bodyBytes: number) {
       log.push('shared.refusalNow');
-      shared.calls.push(['refusalNow', key.id, model.modelId, fields, bodyBytes]);
+      shared.calls.push(['refusalNow', key.id, model.modelId, maxCompletionTokens, bodyBytes]);
       // As SharedServing does: the pool, then a workspace without credit, then the worst case (test/unit/scheduling/shared-serving.test.ts checks the real one).
       if (shared.poolError) return shared.poolError;
       if (key.creditExhausted) return new AppError('insufficient_quota', 'the workspace has no credit left; add credit to continue');
       return shared.creditError;
     },
-    async admit(key: AuthenticatedKey, model: { modelId: string }, fields: Record<string, unknown>, body: Buffer) {
+    async admit(key: AuthenticatedKey, model: { modelId: string }, maxCompletionTokens: number, body: Buffer) {
       log.push('shared.admit');
-      shared.calls.push(['admit', key.id, model.modelId, fields, body]);
+      shared.calls.push(['admit', key.id, model.modelId, maxCompletionTokens, body]);
       if (shared.admitError) throw shared.admitError;
       return admission;
     },
@@ -206,7 +208,7 @@ describe('InferencePipeline owner ticket', () => {
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 42 }]);
     expect(rate.settles[0].hold).toBe(rate.issued[0]);
     expect(usage.records).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
       stream: true, promptTokens: 12, completionTokens: 30, totalTokens: 42, latencyMs: 250, createdAt: new Date(1_000),
     }]);
     expect(metrics.tokens).toEqual([['dep_owner', 12, 30]]);
@@ -269,8 +271,9 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(log).toEqual(['shared.resolve', `labelled:shared/${SHARED_MODEL}`, 'shared.refusalNow', 'rate.admit', 'shared.admit']);
     expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 130 }]);
     const admits = shared.calls.filter((call) => call[0] !== 'refusalNow');
-    expect(shared.calls[0]).toEqual(['refusalNow', 'key_1', SHARED_MODEL, work.fields, work.body.length]);
-    expect(admits[0]).toEqual(['admit', 'key_1', SHARED_MODEL, work.fields, work.body]);
+    // The worst case of the body: max_tokens 100 of one choice, and its bytes as the prompt.
+    expect(shared.calls[0]).toEqual(['refusalNow', 'key_1', SHARED_MODEL, 100, work.body.length]);
+    expect(admits[0]).toEqual(['admit', 'key_1', SHARED_MODEL, 100, work.body]);
     const listener = new RecordingListener();
     expect(ticket.dispatch(listener)).toBe(job);
     expect(jobs.sent).toEqual([]);
@@ -309,9 +312,11 @@ describe('InferencePipeline shared (guest) requests', () => {
     shared.poolError = null;
     shared.creditError = new AppError('insufficient_quota', 'no credit');
     expect(pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 9 }, bodyBytes: 77 }, () => {}).refusal?.code).toBe('insufficient_quota');
-    expect(shared.calls.at(-1)).toEqual(['refusalNow', 'key_1', SHARED_MODEL, { max_tokens: 9 }, 77]);
+    expect(shared.calls.at(-1)).toEqual(['refusalNow', 'key_1', SHARED_MODEL, 9, 77]);
     shared.creditError = null;
-    expect(pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: {}, bodyBytes: 2 }, () => {}).refusal).toBeNull();
+    // Without a bound the screen counts the guest default (the body gets it at admission), times n.
+    expect(pipeline.screenShared(KEY, { model: `shared/${SHARED_MODEL}`, fields: { n: 2 }, bodyBytes: 2 }, () => {}).refusal).toBeNull();
+    expect(shared.calls.at(-1)).toEqual(['refusalNow', 'key_1', SHARED_MODEL, 128, 2]);
     expect(thrownCode(() => pipeline.screenShared(KEY, { model: 'shared/acme/none', fields: {}, bodyBytes: 2 }, () => {}))).toBe('model_not_found');
     expect(rate.admits).toEqual([]);
   });
@@ -335,13 +340,15 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
   });
 
-  test('settle records the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
+  test('settle records the owner\'s deployment and the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
     const { pipeline, rate, shared, admission, usage, metrics } = world();
     const ticket = await pipeline.admitShared(KEY, guestWork(), () => {});
     ticket.dispatch(new RecordingListener());
     const used = { promptTokens: 5, completionTokens: 20, totalTokens: 25 };
     ticket.settle('succeeded', used, 'rep_provider');
-    expect(usage.records).toMatchObject([{ deploymentId: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
+    // deployment_id is the deployment that served it (the guest's usage answers show the shared model instead).
+    expect(usage.records).toMatchObject([{ deploymentId: 'dep_provider', sharedModel: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
+    expect(ticket.label).toBe(`shared/${SHARED_MODEL}`);
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 25 }]);
     expect(metrics.tokens).toEqual([[`shared/${SHARED_MODEL}`, 5, 20]]);
     expect(shared.calls.filter((call) => call[0] === 'finish')).toEqual([['finish', admission, 'succeeded', used]]);
@@ -459,7 +466,7 @@ describe('textTokenHold', () => {
     ['a prompt array of strings multiplies', { max_tokens: 10, prompt: ['a', 'b', 'c'] }, 60],
     ['prompts and n together', { max_tokens: 10, n: 2, prompt: ['a', 'b', 'c'] }, 90],
     ['a single tokenized prompt counts once', { max_tokens: 10, prompt: [1, 2, 3] }, 40],
-    ['max_tokens 0', { max_tokens: 0 }, 30],
+    ['max_tokens 0 (the parse refuses it): 1', { max_tokens: 0 }, 31],
   ])('%s', (_name, fields, expected) => {
     expect(DEFAULT_COMPLETION_HOLD).toBe(1024);
     expect(textTokenHold(30, fields)).toBe(expected);

@@ -1,8 +1,8 @@
 /**
  * SharedServing: a guest's request is admitted in a fixed order (credit flag, then the pool in
  * memory, then the credit hold in billing) so refusals stay cheap; a local slot is held while
- * credit is reserved so two guests never both take the last one; the worst-case cost is
- * bounded by `max_tokens` (added when absent); a hold is released on every path the guest does
+ * credit is reserved so two guests never both take the last one; the worst-case cost held is
+ * the bound the pipeline computed (completion-bound-callers.test.ts); a hold is released on every path the guest does
  * not pay for (refused after reserving, never dispatched, failed on the platform's side, no
  * tokens) and settled for what was used otherwise (succeeded, or canceled after tokens were sent). Billing is an in-memory fake; the pool is the real SharedPool (sharing-fixtures).
  */
@@ -76,7 +76,8 @@ function serving(options: { peers?: Peer[]; relay?: boolean } = {}) {
   const shared = new SharedServing(world.pool, world.dispatcher, billing, world.config, world.log.logger, options.relay === false ? null : relay);
   const model = shared.resolve(`shared/${SHARED_MODEL}`);
   const body = (fields: Record<string, unknown>) => Buffer.from(JSON.stringify(fields));
-  const admit = (fields: Record<string, unknown> = { max_tokens: 100 }, key: AuthenticatedKey = GUEST) => shared.admit(key, model, fields, body(fields));
+  /** A guest's request bounded by `maxTokens` (the pipeline computed that bound and wrote it into the body). */
+  const admit = (maxTokens = 100, key: AuthenticatedKey = GUEST) => shared.admit(key, model, maxTokens, body({ messages: [], max_tokens: maxTokens }));
   return { ...world, billing, relay, shared, model, admit };
 }
 
@@ -157,7 +158,7 @@ describe('SharedServing admission', () => {
   ])('refuses without reserving credit when %s', async (_name, key, setUp, code, refused) => {
     const world = serving();
     setUp(world);
-    expect((await rejectedWith(world.admit({ max_tokens: 10 }, key))).code).toBe(code);
+    expect((await rejectedWith(world.admit(10, key))).code).toBe(code);
     expect(world.billing.reserved).toEqual([]);
     expect(world.pool.trafficOf(SHARED_MODEL).measures().refused).toBe(refused);
   });
@@ -200,22 +201,18 @@ describe('SharedServing admission', () => {
     expect(world.pool.trafficOf(SHARED_MODEL).measures()).toMatchObject({ admitted: 0, refused: 1 });
   });
 
-  test.each<[string, Record<string, unknown>, number, number | null]>([
-    ['max_tokens bounds the completion', { max_tokens: 100 }, 100, null],
-    ['max_completion_tokens wins over max_tokens', { max_completion_tokens: 40, max_tokens: 100 }, 40, null],
-    ['n completions multiply the bound', { max_tokens: 10, n: 3 }, 30, null],
-    ['no bound: the default max_tokens is added to the body', { messages: [] }, 256, 256],
-    ['no bound and n = 2: twice the default', { n: 2 }, 512, 256],
-    ['a null bound counts as none', { max_tokens: null }, 256, 256],
-  ])('worst case: %s', async (_name, fields, maxCompletionTokens, addedMaxTokens) => {
+  test('holds the worst case it is given (the body\'s bytes of prompt, the completion bound) for the reservation TTL, and sends the body as it is', async () => {
     const world = serving();
-    world.replica({ max: 8 });
-    const admission = await world.admit(fields);
-    expect(world.billing.reserved[0]).toMatchObject({ workspaceId: 'ws_guest', maxCompletionTokens, ttlMs: 180_000 });
-    expect(world.billing.reserved[0].promptBytes).toBe(admission.body.length);
-    const sent = JSON.parse(admission.body.toString());
-    if (addedMaxTokens === null) expect(admission.body.equals(Buffer.from(JSON.stringify(fields)))).toBe(true);
-    else expect(sent).toEqual({ ...fields, max_tokens: addedMaxTokens });
+    const connection = world.replica({ max: 8 });
+    const body = Buffer.from('{"messages":[],"max_tokens":7,"n":3}');
+    const admission = await world.shared.admit(GUEST, world.model, 21, body);
+    expect(world.billing.reserved).toEqual([{ workspaceId: 'ws_guest', promptBytes: body.length, maxCompletionTokens: 21, ttlMs: 180_000 }]);
+    expect(admission.body).toBe(body);
+    const job = world.shared.dispatch(admission, JOB, new RecordingListener());
+    expect(job.request.body).toBe(body);
+    expect(connection.guestInFlight).toBe(1);
+    // What the pipeline writes into a body that sets no bound (pipeline/completion-bound.ts).
+    expect(world.shared.defaultMaxTokens).toBe(256);
   });
 
   test('admits onto a peer\'s replica when none here has a slot, without holding a local slot', async () => {
@@ -231,7 +228,7 @@ describe('SharedServing dispatch', () => {
   test('a guest job runs on the admitted replica, at guest priority, with the admitted body and model', async () => {
     const world = serving();
     const connection = world.replica({ max: 8 });
-    const admission = await world.admit({});
+    const admission = await world.admit();
     const job = world.shared.dispatch(admission, JOB, new RecordingListener());
     expect(job.carrier).toBe(connection);
     expect(job.request).toMatchObject({ guest: true, deploymentId: 'dep_a', model: SHARED_MODEL, stream: true });
@@ -336,11 +333,11 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
 
   test('no provider: 503; no idle slot: 429 counted as refused; neither asks billing; each refusal is one error object per model', () => {
     const world = serving();
-    const unavailable = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10));
+    const unavailable = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, 1, 10));
     expect(unavailable.map((error) => error?.code)).toEqual(['shared_model_unavailable', 'shared_model_unavailable']);
     expect(unavailable[0]).toBe(unavailable[1]);
     world.replica({ max: 8, owners: 6 });
-    const busy = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10));
+    const busy = [0, 1].map(() => world.shared.refusalNow(GUEST, world.model, 1, 10));
     expect(busy.map((error) => [error?.code, error?.retryAfterSeconds])).toEqual([['shared_pool_busy', 3], ['shared_pool_busy', 3]]);
     expect(busy[0]).toBe(busy[1]);
     expect(world.pool.trafficOf(SHARED_MODEL).measures().refused).toBe(2);
@@ -351,26 +348,21 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
   test('an idle slot passes the pool screen', () => {
     const world = serving();
     world.replica({ max: 8 });
-    expect(world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10)).toBeNull();
+    expect(world.shared.refusalNow(GUEST, world.model, 1, 10)).toBeNull();
   });
 
-  test.each<[string, Record<string, unknown>, number]>([
-    ['max_tokens', { max_tokens: 7 }, 7],
-    ['max_completion_tokens over max_tokens, times n', { max_completion_tokens: 5, max_tokens: 100, n: 2 }, 10],
-    ['no bound: the default', {}, 256],
-    ['a bound the parse will refuse counts as 1 (the parse answers 400 after)', { max_tokens: 'many' }, 1],
-  ])('credit screen asks billing in memory with the worst case: %s', (_name, fields, maxCompletionTokens) => {
+  test('credit screen asks billing in memory with the worst case it is given', () => {
     const world = serving();
     world.replica({ max: 8 });
-    expect(world.shared.refusalNow(GUEST, world.model, fields, 321)).toBeNull();
-    expect(world.billing.screened).toEqual([{ workspaceId: 'ws_guest', promptBytes: 321, maxCompletionTokens }]);
+    expect(world.shared.refusalNow(GUEST, world.model, 10, 321)).toBeNull();
+    expect(world.billing.screened).toEqual([{ workspaceId: 'ws_guest', promptBytes: 321, maxCompletionTokens: 10 }]);
   });
 
   test('credit screen: a workspace without credit left (the key cache\'s flag) is 402 without asking billing, one error object per model', () => {
     const world = serving();
     world.replica({ max: 8 });
     const broke = { ...GUEST, creditExhausted: true };
-    const errors = [0, 1].map(() => world.shared.refusalNow(broke, world.model, { max_tokens: 1 }, 10));
+    const errors = [0, 1].map(() => world.shared.refusalNow(broke, world.model, 1, 10));
     expect(errors[0]).toMatchObject({ code: 'insufficient_quota', message: 'the workspace has no credit left; add credit to continue' });
     expect(errors[1]).toBe(errors[0]);
     expect(world.billing.screened).toEqual([]);
@@ -380,14 +372,14 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
     const world = serving();
     world.replica({ max: 8 });
     world.billing.screenAnswer = false;
-    expect(world.shared.refusalNow(GUEST, world.model, { max_tokens: 1 }, 10)).toMatchObject({ code: 'insufficient_quota' });
+    expect(world.shared.refusalNow(GUEST, world.model, 1, 10)).toMatchObject({ code: 'insufficient_quota' });
   });
 
   test('the pool is screened before the credit: no idle slot is a 429 even for a workspace without credit, and billing is not asked', () => {
     const world = serving();
     world.replica({ max: 8, owners: 6 });
     world.billing.screenAnswer = false;
-    expect(world.shared.refusalNow({ ...GUEST, creditExhausted: true }, world.model, { max_tokens: 1 }, 10)).toMatchObject({ code: 'shared_pool_busy' });
+    expect(world.shared.refusalNow({ ...GUEST, creditExhausted: true }, world.model, 1, 10)).toMatchObject({ code: 'shared_pool_busy' });
     expect(world.billing.screened).toEqual([]);
   });
 
@@ -395,21 +387,21 @@ describe('SharedServing screens (in memory, before the body is parsed)', () => {
     const world = serving();
     world.replica({ max: 8 }); // 6 guest slots
     const flooder = [];
-    for (let index = 0; index < 6; index++) flooder.push(await world.admit({ max_tokens: 1 }, OTHER));
+    for (let index = 0; index < 6; index++) flooder.push(await world.admit(1, OTHER));
     // The pool is full: the small guest is refused for want of a slot, so it contends for the next one.
-    expect((await rejectedWith(world.admit({ max_tokens: 1 }, GUEST))).code).toBe('shared_pool_busy');
+    expect((await rejectedWith(world.admit(1, GUEST))).code).toBe('shared_pool_busy');
     await world.shared.finish(flooder.pop()!, 'failed', undefined);
-    const refused = world.shared.refusalNow(OTHER, world.model, { max_tokens: 1 }, 10);
+    const refused = world.shared.refusalNow(OTHER, world.model, 1, 10);
     expect(refused).toMatchObject({ code: 'shared_pool_busy', message: expect.stringMatching(/fair share/) });
-    expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/fair share/);
-    const small = await world.admit({ max_tokens: 1 }, GUEST);
+    expect((await rejectedWith(world.admit(1, OTHER))).message).toMatch(/fair share/);
+    const small = await world.admit(1, GUEST);
     expect(small.workspaceId).toBe('ws_guest');
   });
 
   test('fair share holds nothing back when no other guest is asking: a lone guest takes every idle slot', async () => {
     const world = serving();
     world.replica({ max: 8 });
-    for (let index = 0; index < 6; index++) await world.admit({ max_tokens: 1 }, OTHER);
-    expect((await rejectedWith(world.admit({ max_tokens: 1 }, OTHER))).message).toMatch(/no idle capacity now/);
+    for (let index = 0; index < 6; index++) await world.admit(1, OTHER);
+    expect((await rejectedWith(world.admit(1, OTHER))).message).toMatch(/no idle capacity now/);
   });
 });

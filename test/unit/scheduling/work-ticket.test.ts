@@ -13,7 +13,7 @@ import { RecordingListener, thrownCode } from './fakes';
 
 const HOLD = { apiKeyId: 'key_1', day: 20_000, tokens: 1_030, shared: false } as TokenHold;
 const DECISION: RateLimitDecision = { remainingRequests: 59, resetRequestsSeconds: 60, remainingTokens: 900, resetTokensSeconds: 3_600, hold: HOLD };
-const OWNER: TicketOwner = { workspaceId: 'ws_owner', apiKeyId: 'key_1', label: 'dep_owner', endpoint: 'chat.completions', stream: true, recordsReplica: true };
+const OWNER: TicketOwner = { workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, endpoint: 'chat.completions', stream: true, recordsReplica: true };
 const USED: Usage = { promptTokens: 10, completionTokens: 30, totalTokens: 40 };
 
 function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSend?: AppError } = {}) {
@@ -54,7 +54,7 @@ describe('WorkTicket settlement', () => {
     expect(settles).toEqual([{ hold: HOLD, used: 40 }]);
     expect(settles[0].hold).toBe(HOLD);
     expect(records).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', replicaId: 'rep_3', endpoint: 'chat.completions', status: 'succeeded',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_3', endpoint: 'chat.completions', status: 'succeeded',
       stream: true, promptTokens: 10, completionTokens: 30, totalTokens: 40, latencyMs: 1_000, createdAt: new Date(4_000),
     }]);
     expect(tokens).toEqual([['dep_owner', 10, 30]]);
@@ -69,11 +69,13 @@ describe('WorkTicket settlement', () => {
     expect(tokens).toEqual([]);
   });
 
-  test('a guest\'s record never names the replica; the guest is finished with the outcome and usage after the record', () => {
-    const { work, records, finished } = ticket({ owner: { label: 'shared/acme/chat-8b', recordsReplica: false }, guest: true });
+  test('a guest\'s record names the owner\'s deployment and the shared model, never the replica; its label is the shared model; the guest is finished after the record', () => {
+    const { work, records, tokens, finished } = ticket({ owner: { deploymentId: 'dep_provider', sharedModel: 'shared/acme/chat-8b', recordsReplica: false }, guest: true });
+    expect(work.label).toBe('shared/acme/chat-8b');
     work.dispatch(new RecordingListener());
     work.settle('canceled', USED, 'rep_provider');
-    expect(records).toMatchObject([{ deploymentId: 'shared/acme/chat-8b', replicaId: null, status: 'canceled', totalTokens: 40 }]);
+    expect(records).toMatchObject([{ deploymentId: 'dep_provider', sharedModel: 'shared/acme/chat-8b', replicaId: null, status: 'canceled', totalTokens: 40 }]);
+    expect(tokens).toEqual([['shared/acme/chat-8b', 10, 30]]);
     expect(finished).toEqual([['canceled', USED]]);
   });
 
