@@ -1,5 +1,5 @@
 import type { RouteLabel } from '../../control-plane/telemetry/metrics';
-import { deploymentRouteLabel } from '../v1/endpoint-table';
+import { deploymentRouteLabel, SHARED_BASE, sharedRouteLabel } from '../v1/endpoint-table';
 
 /** A deployment's base URL `/d/<slug>/v1`, or the workspace's `/v1` (the same endpoints, routed by `model`). */
 const DEPLOYMENT_PREFIX = /^(?:\/d\/[^/]+)?\/v1(?=\/|$)/;
@@ -14,6 +14,6 @@ export function routeLabel(method: string, path: string): RouteLabel {
   if (path === '/readyz') return 'readyz';
   if (path === '/metrics') return 'metrics';
   if (path.startsWith('/agent/')) return 'agent_download';
-  if (path === '/shared/v1' || path.startsWith('/shared/v1/')) return 'shared';
+  if (path === SHARED_BASE || path.startsWith(`${SHARED_BASE}/`)) return sharedRouteLabel(method, path.slice(SHARED_BASE.length));
   return 'other';
 }

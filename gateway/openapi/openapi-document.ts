@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../control-plane/project-root';
-import { DEPLOYMENT_ENDPOINTS, routesByModel } from '../v1/endpoint-table';
+import { DEPLOYMENT_ENDPOINTS, routesByModel, SHARED_BASE, SHARED_ENDPOINTS } from '../v1/endpoint-table';
 import { BATCH_SCHEMAS } from './batch-schemas';
 import { ERROR_SCHEMA, errorResponses } from './error-responses';
 import { MEDIA_SCHEMAS } from './media-schemas';
@@ -17,7 +17,6 @@ export const OPENAPI_FILE = path.join(PROJECT_ROOT, 'gateway', 'openapi', 'opena
 export const OPENAPI_PATH = '/v1/openapi.json';
 /** Where a deployment's endpoints live; the document's paths are from the server's origin. */
 export const DEPLOYMENT_BASE = '/d/{slug}/v1';
-export const SHARED_BASE = '/shared/v1';
 /** The workspace base URL: `model` picks the deployment (docs/api-contract.md#base-urls). */
 export const WORKSPACE_BASE = '/v1';
 
@@ -39,7 +38,7 @@ const RATE_LIMIT_HEADERS: Record<(typeof RATE_LIMIT_HEADER_NAMES)[number], { des
 /**
  * The OpenAPI 3.1 document of `/v1`: every deployment endpoint, the workspace base URL's, the shared endpoint's and this document.
  * A new endpoint: its row in endpoint-table.ts, its operation under the same name in
- * DEPLOYMENT_OPERATIONS (schemas it shares in the *-schemas.ts files, errors by status), then
+ * DEPLOYMENT_OPERATIONS or SHARED_OPERATIONS (schemas it shares in the *-schemas.ts files, errors by status), then
  * `npm run openapi`, and a call of it in test/integration/openapi.test.ts; the tests name each
  * step that is missing.
  */
@@ -53,7 +52,7 @@ export function buildOpenApiDocument(): JsonObject {
     const operation = DEPLOYMENT_OPERATIONS[endpoint.name];
     add(`${DEPLOYMENT_BASE}${endpoint.path}`, endpoint.method.toLowerCase(), endpoint.name, { ...operation, parameters: [{ $ref: '#/components/parameters/Slug' }, ...(operation.parameters ?? [])] });
   }
-  for (const { path: route, method, operationId, operation } of SHARED_OPERATIONS) add(`${SHARED_BASE}${route}`, method, operationId, operation);
+  for (const endpoint of SHARED_ENDPOINTS) add(`${SHARED_BASE}${endpoint.path}`, endpoint.method.toLowerCase(), `shared.${endpoint.name}`, SHARED_OPERATIONS[endpoint.name]);
   for (const { path: route, method, operationId, operation } of WORKSPACE_MODEL_OPERATIONS) add(`${WORKSPACE_BASE}${route}`, method, operationId, operation);
   for (const endpoint of DEPLOYMENT_ENDPOINTS) {
     const routed = routesByModel(endpoint);

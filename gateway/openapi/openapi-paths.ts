@@ -1,5 +1,5 @@
 import { MAX_LIST_LIMIT } from '../../control-plane/batches/batch-files';
-import type { DeploymentEndpointName } from '../v1/endpoint-table';
+import type { DeploymentEndpointName, SharedEndpointName } from '../v1/endpoint-table';
 import { errors } from './error-responses';
 import { ref, type JsonObject } from './schema-helpers';
 
@@ -186,7 +186,7 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
   },
 };
 
-/** An operation outside a deployment's URL: its path under its base, method and operationId. */
+/** An operation of no endpoint table (the workspace's own listing): its path under its base, method and operationId. */
 export interface PlacedOperation {
   readonly path: string;
   readonly method: 'get' | 'post' | 'delete';
@@ -194,48 +194,27 @@ export interface PlacedOperation {
   readonly operation: Operation;
 }
 
-/** The shared (guest) endpoint, by its path under `/shared/v1` (gateway/v1/v1-router.ts sharedRoute, text-fast-lane.ts). */
-export const SHARED_OPERATIONS: readonly PlacedOperation[] = [
-  {
-    path: '/chat/completions', method: 'post', operationId: 'shared.chat.completions',
-    operation: {
-      summary: 'Create a chat completion on a shared model', tags: ['shared'], requestBody: jsonBody('SharedChatCompletionRequest'),
-      description: 'Paid per 1M input and output tokens from the guest workspace\'s credit (docs/api-contract.md#shared-endpoint).',
-      responses: { 200: textAnswer('ChatCompletion', 'ChatCompletionStreamEvent'), ...errors(400, 401, 402, 404, 413, 429, 503) },
-    },
+/** Every endpoint of the shared (guest) endpoint, by its name in endpoint-table.ts SHARED_ENDPOINTS; its operationId is `shared.<name>`. */
+export const SHARED_OPERATIONS: Record<SharedEndpointName, Operation> = {
+  'chat.completions': {
+    summary: 'Create a chat completion on a shared model', tags: ['shared'], requestBody: jsonBody('SharedChatCompletionRequest'),
+    description: 'Paid per 1M input and output tokens from the guest workspace\'s credit (docs/api-contract.md#shared-endpoint).',
+    responses: { 200: textAnswer('ChatCompletion', 'ChatCompletionStreamEvent'), ...errors(400, 401, 402, 404, 413, 429, 503) },
   },
-  {
-    path: '/responses', method: 'post', operationId: 'shared.responses.create',
-    operation: {
-      summary: 'Create a model response on a shared model', tags: ['shared'], requestBody: jsonBody('SharedResponsesRequest'),
-      description: 'A guest\'s turn, paid per token as shared chat; stored under the guest\'s workspace and the shared model.',
-      responses: { 200: responseAnswer, ...errors(400, 401, 402, 404, 413, 429, 502, 503, 504) },
-    },
+  'responses.create': {
+    summary: 'Create a model response on a shared model', tags: ['shared'], requestBody: jsonBody('SharedResponsesRequest'),
+    description: 'A guest\'s turn, paid per token as shared chat; stored under the guest\'s workspace and the shared model.',
+    responses: { 200: responseAnswer, ...errors(400, 401, 402, 404, 413, 429, 502, 503, 504) },
   },
-  {
-    path: '/responses/{id}', method: 'get', operationId: 'shared.responses.retrieve',
-    operation: { ...DEPLOYMENT_OPERATIONS['responses.retrieve'], tags: ['shared'], summary: 'Retrieve a guest\'s stored response' },
+  'responses.retrieve': { ...DEPLOYMENT_OPERATIONS['responses.retrieve'], tags: ['shared'], summary: 'Retrieve a guest\'s stored response' },
+  'responses.delete': { ...DEPLOYMENT_OPERATIONS['responses.delete'], tags: ['shared'], summary: 'Delete a guest\'s stored response' },
+  'responses.input_items': { ...DEPLOYMENT_OPERATIONS['responses.input_items'], tags: ['shared'], summary: 'List a guest\'s response\'s input items' },
+  'models.list': { summary: 'List the shared models', tags: ['shared'], responses: { 200: json(ref('SharedModelList'), 'Every shared model, with prices and availability.'), ...errors(401) } },
+  'models.retrieve': {
+    summary: 'Retrieve a shared model', tags: ['shared'], parameters: [parameter('Model')],
+    responses: { 200: json(ref('SharedModel'), 'The shared model.'), ...errors(400, 401, 404) },
   },
-  {
-    path: '/responses/{id}', method: 'delete', operationId: 'shared.responses.delete',
-    operation: { ...DEPLOYMENT_OPERATIONS['responses.delete'], tags: ['shared'], summary: 'Delete a guest\'s stored response' },
-  },
-  {
-    path: '/responses/{id}/input_items', method: 'get', operationId: 'shared.responses.input_items',
-    operation: { ...DEPLOYMENT_OPERATIONS['responses.input_items'], tags: ['shared'], summary: 'List a guest\'s response\'s input items' },
-  },
-  {
-    path: '/models', method: 'get', operationId: 'shared.models.list',
-    operation: { summary: 'List the shared models', tags: ['shared'], responses: { 200: json(ref('SharedModelList'), 'Every shared model, with prices and availability.'), ...errors(401) } },
-  },
-  {
-    path: '/models/{model}', method: 'get', operationId: 'shared.models.retrieve',
-    operation: {
-      summary: 'Retrieve a shared model', tags: ['shared'], parameters: [parameter('Model')],
-      responses: { 200: json(ref('SharedModel'), 'The shared model.'), ...errors(400, 401, 404) },
-    },
-  },
-];
+};
 
 /**
  * The by-id endpoints the workspace base URL answers from the key's workspace and the id alone

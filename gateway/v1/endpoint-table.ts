@@ -2,20 +2,24 @@ import type { CatalogModel } from '../../control-plane/catalog/catalog';
 import type { RouteLabel } from '../../control-plane/telemetry/metrics';
 
 /**
- * Every endpoint of a deployment's `/v1`, declared once. The router, the fast lane, metric
- * labels, the 404 message and the "this deployment serves …" messages all read this table, so
- * adding an endpoint is one row here and its handler (route knowledge used to live in four
- * files that had to agree).
+ * Every endpoint of a deployment's `/v1`, and of the shared endpoint's `/shared/v1`, declared
+ * once. The routers, the fast lane, metric labels, the 404 messages, the OpenAPI document and
+ * the "this deployment serves …" messages all read these tables, so adding an endpoint is one
+ * row here and its handler (route knowledge used to live in four files that had to agree).
  */
-export interface DeploymentEndpoint {
-  readonly name: DeploymentEndpointName;
+export interface Endpoint<Name extends string> {
+  readonly name: Name;
   readonly method: 'GET' | 'POST' | 'DELETE';
-  /** Under the deployment's `/v1`; `{id}` is one path segment, `{model}` the rest of the path (ids hold slashes). */
+  /** Under its base URL; `{id}` is one path segment, `{model}` the rest of the path (ids hold slashes). */
   readonly path: string;
   /** The metrics `route` label (a closed set: dashboards depend on it). */
   readonly label: RouteLabel;
   /** Answered on node:http in front of Koa (text-fast-lane.ts). */
   readonly fastLane?: boolean;
+}
+
+/** An endpoint of a deployment's `/v1` (`/d/<slug>/v1`, and the workspace's `/v1` where routed by `model`). */
+export interface DeploymentEndpoint extends Endpoint<DeploymentEndpointName> {
   /** Catalog tasks whose deployments answer it; absent: every deployment (listing, records). */
   readonly tasks?: readonly CatalogModel['task'][];
   /** It runs work the workspace pays for: credit, a paused deployment and (text) rate limits are checked before its body is read. */
@@ -73,53 +77,110 @@ export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
   { name: 'batches.cancel', method: 'POST', path: '/batches/{id}/cancel', label: 'batches' },
 ];
 
-interface CompiledEndpoint {
-  readonly endpoint: DeploymentEndpoint;
+/**
+ * The shared (guest) endpoint, `/shared/v1`: shared models paid per token
+ * (docs/shared-serving.md). Its Koa requests are all one `route` label, `shared` (the fast
+ * lane labels its chat and responses calls by their text endpoint and the shared model, as it
+ * does an owner's); by-id responses are the guest's own (StoredResponsesRoute, scope `shared`).
+ */
+export const SHARED_BASE = '/shared/v1';
+
+export type SharedEndpointName =
+  | 'chat.completions' | 'responses.create' | 'responses.retrieve' | 'responses.delete' | 'responses.input_items'
+  | 'models.list' | 'models.retrieve';
+
+export const SHARED_ENDPOINTS: readonly Endpoint<SharedEndpointName>[] = [
+  { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'shared', fastLane: true },
+  { name: 'responses.create', method: 'POST', path: '/responses', label: 'shared', fastLane: true },
+  { name: 'responses.retrieve', method: 'GET', path: '/responses/{id}', label: 'shared' },
+  { name: 'responses.delete', method: 'DELETE', path: '/responses/{id}', label: 'shared' },
+  { name: 'responses.input_items', method: 'GET', path: '/responses/{id}/input_items', label: 'shared' },
+  { name: 'models.list', method: 'GET', path: '/models', label: 'shared' },
+  // The id is `shared/<model-id>`: the rest of the path, slashes raw or percent-encoded.
+  { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'shared' },
+];
+
+interface CompiledEndpoint<E extends Endpoint<string>> {
+  readonly endpoint: E;
   readonly pattern: RegExp;
 }
 
-const COMPILED: readonly CompiledEndpoint[] = DEPLOYMENT_ENDPOINTS.map((endpoint) => ({
-  endpoint,
-  pattern: new RegExp(`^${endpoint.path.replace(/\//g, '\\/').replace('{id}', '([^/]+)').replace('{model}', '(.+)')}$`),
-}));
+function compile<E extends Endpoint<string>>(endpoints: readonly E[]): readonly CompiledEndpoint<E>[] {
+  return endpoints.map((endpoint) => ({
+    endpoint,
+    pattern: new RegExp(`^${endpoint.path.replace(/\//g, '\\/').replace('{id}', '([^/]+)').replace('{model}', '(.+)')}$`),
+  }));
+}
 
-export interface EndpointMatch {
-  readonly endpoint: DeploymentEndpoint;
+const DEPLOYMENT_COMPILED = compile(DEPLOYMENT_ENDPOINTS);
+const SHARED_COMPILED = compile(SHARED_ENDPOINTS);
+
+export interface EndpointMatch<E extends Endpoint<string> = DeploymentEndpoint> {
+  readonly endpoint: E;
   /** The `{id}` or `{model}` of the path, still percent-encoded. */
   readonly param: string | undefined;
 }
 
-/** The endpoint `method` + `rest` (the path after `/v1`) names, or null. */
-export function matchDeploymentEndpoint(method: string, rest: string): EndpointMatch | null {
-  for (const { endpoint, pattern } of COMPILED) {
+function match<E extends Endpoint<string>>(compiled: readonly CompiledEndpoint<E>[], method: string, rest: string): EndpointMatch<E> | null {
+  for (const { endpoint, pattern } of compiled) {
     if (endpoint.method !== method) continue;
-    const match = pattern.exec(rest);
-    if (match) return { endpoint, param: match[1] };
+    const found = pattern.exec(rest);
+    if (found) return { endpoint, param: found[1] };
   }
   return null;
 }
 
-/** The metrics label of a path under `/v1`: the endpoint's with that method, else any endpoint's at that path, else `v1.other`. */
-export function deploymentRouteLabel(method: string, rest: string): RouteLabel {
-  let label: RouteLabel | null = null;
-  for (const { endpoint, pattern } of COMPILED) {
+/** The label of `rest`: the endpoint's with that method, else any endpoint's at that path, else `fallback`. */
+function label(compiled: readonly CompiledEndpoint<Endpoint<string>>[], method: string, rest: string, fallback: RouteLabel): RouteLabel {
+  let found: RouteLabel | null = null;
+  for (const { endpoint, pattern } of compiled) {
     if (!pattern.test(rest)) continue;
     if (endpoint.method === method) return endpoint.label;
-    label ??= endpoint.label;
+    found ??= endpoint.label;
   }
-  return label ?? 'v1.other';
+  return found ?? fallback;
 }
+
+/** The endpoint `method` + `rest` (the path after `/v1`) names, or null. */
+export function matchDeploymentEndpoint(method: string, rest: string): EndpointMatch | null {
+  return match(DEPLOYMENT_COMPILED, method, rest);
+}
+
+/** The shared endpoint `method` + `rest` (the path after `/shared/v1`) names, or null. */
+export function matchSharedEndpoint(method: string, rest: string): EndpointMatch<Endpoint<SharedEndpointName>> | null {
+  return match(SHARED_COMPILED, method, rest);
+}
+
+/** The metrics label of a path under `/v1`: the endpoint's with that method, else any endpoint's at that path, else `v1.other`. */
+export function deploymentRouteLabel(method: string, rest: string): RouteLabel {
+  return label(DEPLOYMENT_COMPILED, method, rest, 'v1.other');
+}
+
+/** The metrics label of a path under `/shared/v1`, chosen as deploymentRouteLabel's; anything else there is `shared` too. */
+export function sharedRouteLabel(method: string, rest: string): RouteLabel {
+  return label(SHARED_COMPILED, method, rest, 'shared');
+}
+
+const fastLaneAlternatives = (endpoints: readonly Endpoint<string>[]): string =>
+  endpoints.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/')).join('|');
 
 /** The fast lane's path under `/d/<slug>/v1`: its endpoints' paths, captured. */
 export function fastLanePaths(): RegExp {
-  const paths = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/'));
-  return new RegExp(`^\\/d\\/([a-z0-9-]{1,64})\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
+  return new RegExp(`^\\/d\\/([a-z0-9-]{1,64})\\/v1\\/(${fastLaneAlternatives(DEPLOYMENT_ENDPOINTS)})(?:\\?|$)`);
 }
 
 /** The fast lane's path under the workspace base URL `/v1`: its endpoints' paths, captured. */
 export function workspaceFastLanePaths(): RegExp {
-  const paths = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => endpoint.path.slice(1).replace(/\//g, '\\/'));
-  return new RegExp(`^\\/v1\\/(${paths.join('|')})(?:\\?|$)`);
+  return new RegExp(`^\\/v1\\/(${fastLaneAlternatives(DEPLOYMENT_ENDPOINTS)})(?:\\?|$)`);
+}
+
+const SHARED_FAST_LANE_PATH = new RegExp(`^${SHARED_BASE.replace(/\//g, '\\/')}\\/(${fastLaneAlternatives(SHARED_ENDPOINTS)})(?:\\?|$)`);
+const SHARED_FAST_LANE_NAMES = new Map(SHARED_ENDPOINTS.filter((endpoint) => endpoint.fastLane).map((endpoint) => [endpoint.path.slice(1), endpoint.name]));
+
+/** The shared fast-lane endpoint a request URL (path and query) names, or undefined. */
+export function sharedFastLaneEndpoint(url: string): SharedEndpointName | undefined {
+  const found = SHARED_FAST_LANE_PATH.exec(url);
+  return found ? SHARED_FAST_LANE_NAMES.get(found[1]) : undefined;
 }
 
 /**
@@ -133,10 +194,14 @@ export function routesByModel(endpoint: DeploymentEndpoint): boolean {
   return endpoint.method === 'POST' && endpoint.tasks !== undefined && !endpoint.path.includes('{');
 }
 
-
 /** Every endpoint, for a 404's message. */
 export function endpointList(): string {
   return DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(', ');
+}
+
+/** Every shared endpoint, for a 404's message. */
+export function sharedEndpointList(): string {
+  return SHARED_ENDPOINTS.map((endpoint) => `${endpoint.method} ${SHARED_BASE}${endpoint.path}`).join(', ');
 }
 
 /**

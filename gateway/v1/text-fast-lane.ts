@@ -10,7 +10,7 @@ import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { TextEndpoint } from './text-request';
 import type { StreamLimits } from './text-job-run';
-import { fastLanePaths, workspaceFastLanePaths } from './endpoint-table';
+import { fastLanePaths, sharedFastLaneEndpoint, workspaceFastLanePaths } from './endpoint-table';
 import { readBody } from '../http/read-body';
 import { WorkspaceRouting } from './workspace-routing';
 import { bodyLeftUnread } from '../http/unread-body';
@@ -25,8 +25,6 @@ const TEXT_PATH = fastLanePaths();
 /** The same endpoints under the workspace base URL `/v1`, the deployment named by the body's `model`. */
 const WORKSPACE_TEXT_PATH = workspaceFastLanePaths();
 const WORKSPACE_TEXT_ENDPOINTS: Readonly<Record<string, TextEndpoint>> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
-const SHARED_CHAT_PATH = /^\/shared\/v1\/chat\/completions(?:\?|$)/;
-const SHARED_RESPONSES_PATH = /^\/shared\/v1\/responses(?:\?|$)/;
 /** The fast lane's endpoints by the path the pattern captured. */
 const FAST_LANE_ENDPOINTS: Record<string, TextEndpoint> = { 'chat/completions': 'chat.completions', completions: 'completions', responses: 'responses' };
 /** Guest attempts started per event-loop turn (guest-lane.ts): ~16 × 40 µs, well under a millisecond between the owners' I/O. */
@@ -188,12 +186,14 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
           .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
-      if (SHARED_RESPONSES_PATH.test(request.url ?? '')) {
+      // The shared table's fast-lane rows; as above, one this lane was not taught goes to Koa.
+      const shared = sharedFastLaneEndpoint(request.url ?? '');
+      if (shared === 'responses.create') {
         const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
         serveSharedResponses(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
-      if (!SHARED_CHAT_PATH.test(request.url ?? '')) return false;
+      if (shared !== 'chat.completions') return false;
       const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
       guests.run(() => serveShared(request, response, trace));
       return true;

@@ -2,6 +2,7 @@ import type { Context, Next } from 'koa';
 import type { Deployment } from '../../control-plane/deployments/deployment.entity';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
+import type { SharedServing } from '../../control-plane/sharing/shared-serving';
 import { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
 import { authenticate } from './authenticate';
 import { attributeDeployment } from '../http/request-telemetry';
@@ -17,7 +18,9 @@ import { StoredResponsesRoute } from './responses/responses.route';
 import type { TextRouteOptions } from './text-completion.route';
 import { decodePathSegment } from '../http/request-parsing';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
-import { endpointList, matchDeploymentEndpoint, type DeploymentEndpointName } from './endpoint-table';
+import {
+  endpointList, matchDeploymentEndpoint, matchSharedEndpoint, SHARED_BASE, sharedEndpointList, type DeploymentEndpointName, type SharedEndpointName,
+} from './endpoint-table';
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import { shortened } from '../../control-plane/errors/quote-value';
 import type { RequestGate } from '../http/request-gate';
@@ -33,12 +36,10 @@ const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
 const ANY_DEPLOYMENT_PATH = /^\/d\/([^/]+)\/v1\//;
 /** The workspace base URL, `/v1/<rest>`: the deployment is the body's `model` (workspace-root.route.ts). */
 const WORKSPACE_PATH = /^\/v1(\/.*)?$/;
-/** The shared (per-token) endpoint; its chat/completions is answered by the fast lane. */
-const SHARED_PATH = /^\/shared\/v1(\/.*)?$/;
 
 /**
- * The `/d/<slug>/v1` and `/v1` surfaces but for chat/completions and completions, which the fast lane (text-fast-lane.ts) answers
- * before Koa. A plain match instead of a router table; auth runs before the deployment lookup.
+ * The `/d/<slug>/v1`, `/v1` and `/shared/v1` surfaces but for the endpoints the fast lane (text-fast-lane.ts) answers
+ * before Koa. Endpoints are matched against endpoint-table.ts; auth runs before the deployment lookup.
  */
 export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & { downloads: ObjectDownloadOptions }, gate: RequestGate) {
   const images = new ImagesRoute(controlPlane, options);
@@ -50,7 +51,20 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
   const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
   const responses = new StoredResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses);
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
+  const shared = sharedHandlers(controlPlane.shared, responses);
   const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests, responses), gate, options);
+
+  /** The shared (per-token) endpoint, `/shared/v1<rest>`; its chat/completions and responses take the fast lane. */
+  const sharedRoute = async (context: Context, rest: string): Promise<void> => {
+    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+    gate.enter(context.req, context.res, key);
+    const found = matchSharedEndpoint(context.method, rest);
+    const handler = found ? shared[found.endpoint.name] : undefined;
+    if (!found || !handler) {
+      throw new AppError('not_found', `${context.method} ${SHARED_BASE}${shortened(rest)} is not an endpoint of the shared endpoint; available: ${sharedEndpointList()}`);
+    }
+    return await handler(context, key, found.param);
+  };
 
   return async (context: Context, next: Next): Promise<void> => {
     const path = context.path;
@@ -64,10 +78,8 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
       }
       const workspace = WORKSPACE_PATH.exec(path);
       if (workspace) return await workspaceRoot(context, workspace[1] ?? '');
-      const shared = SHARED_PATH.exec(path);
-      if (!shared) return await next();
-      gate.enter(context.req, context.res, await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined));
-      return await sharedRoute(context, controlPlane, shared[1] ?? '', responses);
+      if (path === SHARED_BASE || path.startsWith(`${SHARED_BASE}/`)) return await sharedRoute(context, path.slice(SHARED_BASE.length));
+      return await next();
     }
     const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
     attributeDeployment(context, deployment.id);
@@ -136,28 +148,22 @@ function recordHandlers(videos: VideosRoute, requests: RequestsRoute, responses:
   };
 }
 
-const SHARED_RESPONSE_PATH = /^\/responses\/([^/]+)(\/input_items)?$/;
+/** A shared-table endpoint's handler: the guest's key and the path's `{id}` or `{model}`, still percent-encoded. */
+type SharedHandler = (context: Context, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
 
 /**
- * `GET /shared/v1/models[/{id}]` (the id `shared/<model-id>`, slashes raw or percent-encoded),
- * and a guest's stored responses: `GET`/`DELETE /shared/v1/responses/{id}`, `GET …/input_items`.
+ * The handler of every shared-table endpoint Koa serves (chat and responses take the fast
+ * lane): the shared models (the id `shared/<model-id>`), and a guest's stored responses.
  */
-async function sharedRoute(context: Context, controlPlane: ControlPlane, rest: string, responses: StoredResponsesRoute): Promise<void> {
-  if (context.method === 'GET' && rest === '/models') return json(context, listSharedModels(controlPlane.shared));
-  if (context.method === 'GET' && rest.startsWith('/models/')) {
-    return json(context, retrieveSharedModel(controlPlane.shared, decodePathSegment(rest.slice(8), 'model')));
-  }
-  const response = SHARED_RESPONSE_PATH.exec(rest);
-  if (response) {
-    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
-    const id = decodePathSegment(response[1], 'id');
-    if (context.method === 'GET' && response[2]) return await responses.inputItems(context, 'shared', key, id);
-    if (context.method === 'GET') return await responses.retrieve(context, 'shared', key, id);
-    if (context.method === 'DELETE' && !response[2]) return await responses.delete(context, 'shared', key, id);
-  }
-  throw new AppError('not_found', `${context.method} /shared/v1${shortened(rest)} is not an endpoint of the shared endpoint; available: `
-    + 'POST /shared/v1/chat/completions, POST /shared/v1/responses, GET /shared/v1/models, GET /shared/v1/models/{id}, '
-    + 'GET /shared/v1/responses/{id}, DELETE /shared/v1/responses/{id}, GET /shared/v1/responses/{id}/input_items');
+function sharedHandlers(shared: SharedServing, responses: StoredResponsesRoute): Partial<Record<SharedEndpointName, SharedHandler>> {
+  const id = (param: string | undefined) => decodePathSegment(param!, 'id');
+  return {
+    'models.list': (context) => json(context, listSharedModels(shared)),
+    'models.retrieve': (context, _key, param) => json(context, retrieveSharedModel(shared, decodePathSegment(param!, 'model'))),
+    'responses.retrieve': (context, key, param) => responses.retrieve(context, 'shared', key, id(param)),
+    'responses.delete': (context, key, param) => responses.delete(context, 'shared', key, id(param)),
+    'responses.input_items': (context, key, param) => responses.inputItems(context, 'shared', key, id(param)),
+  };
 }
 
 function json(context: Context, body: unknown): void {

@@ -1,5 +1,6 @@
 import {
-  DEPLOYMENT_ENDPOINTS, deploymentRouteLabel, endpointList, fastLanePaths, matchDeploymentEndpoint, servedEndpoints,
+  DEPLOYMENT_ENDPOINTS, deploymentRouteLabel, endpointList, fastLanePaths, matchDeploymentEndpoint, matchSharedEndpoint, servedEndpoints,
+  SHARED_ENDPOINTS, sharedEndpointList, sharedFastLaneEndpoint, sharedRouteLabel,
 } from '../../gateway/v1/endpoint-table';
 
 /** The one table every piece of route knowledge reads: each derived view must agree with it. */
@@ -35,5 +36,25 @@ describe('endpoint table', () => {
     expect(servedEndpoints({ task: 'chat' })).toBe('POST /v1/chat/completions and POST /v1/completions and POST /v1/responses');
     expect(servedEndpoints({ task: 'embedding' })).toBe('POST /v1/embeddings');
     expect(servedEndpoints({ task: 'video-generation' })).toBe('POST /v1/videos and POST /v1/videos/generations');
+  });
+
+  it('matches the shared endpoint\'s rows the same way, labels every path under it `shared`, and gives its fast lane chat and responses', () => {
+    expect(matchSharedEndpoint('GET', '/models/shared/meta-llama/Llama-3.1-8B')).toMatchObject({ endpoint: { name: 'models.retrieve' }, param: 'shared/meta-llama/Llama-3.1-8B' });
+    expect(matchSharedEndpoint('GET', '/responses/resp_1/input_items')).toMatchObject({ endpoint: { name: 'responses.input_items' }, param: 'resp_1' });
+    expect(matchSharedEndpoint('DELETE', '/responses/resp_1/input_items')).toBeNull();
+    expect(matchSharedEndpoint('POST', '/embeddings')).toBeNull();
+    for (const endpoint of SHARED_ENDPOINTS) {
+      const path = endpoint.path.replace('{id}', 'resp_1').replace('{model}', 'shared/org/model');
+      expect(matchSharedEndpoint(endpoint.method, path)?.endpoint.name).toBe(endpoint.name);
+    }
+    for (const [method, rest] of [['POST', '/chat/completions'], ['GET', '/models'], ['DELETE', '/responses/resp_1'], ['POST', '/audio/speech'], ['GET', '']]) {
+      expect(sharedRouteLabel(method, rest)).toBe('shared');
+    }
+    expect(sharedFastLaneEndpoint('/shared/v1/chat/completions?x=1')).toBe('chat.completions');
+    expect(sharedFastLaneEndpoint('/shared/v1/responses')).toBe('responses.create');
+    expect(sharedFastLaneEndpoint('/shared/v1/responses/resp_1')).toBeUndefined();
+    expect(sharedFastLaneEndpoint('/shared/v1/models')).toBeUndefined();
+    expect(sharedEndpointList()).toBe('POST /shared/v1/chat/completions, POST /shared/v1/responses, GET /shared/v1/responses/{id}, '
+      + 'DELETE /shared/v1/responses/{id}, GET /shared/v1/responses/{id}/input_items, GET /shared/v1/models, GET /shared/v1/models/{model}');
   });
 });

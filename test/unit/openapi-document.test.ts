@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import Ajv2020 from 'ajv/dist/2020';
 import { DEPLOYMENT_BASE, OPENAPI_FILE, WORKSPACE_BASE, buildOpenApiDocument, printOpenApiDocument } from '../../gateway/openapi/openapi-document';
 import { WORKSPACE_RECORD_ENDPOINTS } from '../../gateway/openapi/openapi-paths';
-import { DEPLOYMENT_ENDPOINTS, routesByModel } from '../../gateway/v1/endpoint-table';
+import { DEPLOYMENT_ENDPOINTS, routesByModel, SHARED_BASE, SHARED_ENDPOINTS } from '../../gateway/v1/endpoint-table';
 import { documentAjv } from '../support/openapi-conformance';
 import { OPENAPI_31_STRUCTURE } from '../support/openapi-structure';
 
@@ -81,6 +81,13 @@ describe('the OpenAPI document', () => {
   it('has every endpoint of endpoint-table.ts under /d/{slug}/v1, by its name, and no other deployment path', () => {
     const inTable = DEPLOYMENT_ENDPOINTS.map((endpoint) => `${endpoint.method.toLowerCase()} ${DEPLOYMENT_BASE}${endpoint.path} ${endpoint.name}`).sort();
     const inDocument = Object.entries<Json>(document.paths).filter(([template]) => template.startsWith(`${DEPLOYMENT_BASE}/`))
+      .flatMap(([template, item]) => Object.entries<Json>(item).map(([method, operation]) => `${method} ${template} ${operation.operationId}`)).sort();
+    expect(inDocument).toEqual(inTable);
+  });
+
+  it('has every endpoint of the shared table under /shared/v1, as shared.<name>, and no other shared path', () => {
+    const inTable = SHARED_ENDPOINTS.map((endpoint) => `${endpoint.method.toLowerCase()} ${SHARED_BASE}${endpoint.path} shared.${endpoint.name}`).sort();
+    const inDocument = Object.entries<Json>(document.paths).filter(([template]) => template.startsWith(`${SHARED_BASE}/`))
       .flatMap(([template, item]) => Object.entries<Json>(item).map(([method, operation]) => `${method} ${template} ${operation.operationId}`)).sort();
     expect(inDocument).toEqual(inTable);
   });
