@@ -186,6 +186,8 @@ export interface ControlPlaneEdges {
   readonly batchLines: BatchLineHandler;
   /** The endpoints a model's deployment answers (the gateway's endpoint table), for admission's messages. */
   readonly servedBy: (model: CatalogModel) => string;
+  /** The values of the metrics' `route` label (the gateway's closed set of route labels). */
+  readonly routeLabels: readonly string[];
 }
 
 /** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
@@ -218,7 +220,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const deploymentStore = new DeploymentStore(dataSource, events, notifier);
   const dispatcher = new Dispatcher();
   const metrics = new Metrics({
-    ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
+    routes: edges.routeLabels, ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
     budgetHeld: () => HELD_BUDGETS.map((name) => ({ budget: name, held: budget.used(name, 'server') })),
   });
   lifecycle.add('metrics', () => metrics.close());

@@ -8,6 +8,7 @@ import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
 import { GatewayBatchLines } from './v1/batch-lines';
 import { servedEndpoints } from './v1/endpoint-table';
+import { ROUTE_LABELS } from './http/route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
 export interface ServerOptions {
@@ -58,8 +59,11 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
       embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
-    // Batch lines are checked, run and answered as the live endpoints do it: the gateway's knowledge, handed down.
-    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, { batchLines: new GatewayBatchLines(), servedBy: servedEndpoints });
+    // The gateway's knowledge, handed down: batch lines are checked, run and answered as the live endpoints do it;
+    // admission names the endpoints a model serves; metrics label requests by the gateway's routes.
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, {
+      batchLines: new GatewayBatchLines(), servedBy: servedEndpoints, routeLabels: ROUTE_LABELS,
+    });
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;

@@ -2,17 +2,6 @@ import type { Logger } from 'pino';
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histogram';
 
-/**
- * The `route` label: a closed set the gateway maps each request to, so neither a raw path nor
- * user input ever becomes a label value (each value is a time series kept forever).
- */
-export const ROUTE_LABELS = [
-  'chat.completions', 'completions', 'embeddings', 'images.generations', 'images.edits', 'videos', 'videos.retrieve',
-  'requests', 'models', 'v1.other', 'shared', 'graphql', 'files', 'healthz', 'readyz', 'metrics', 'other',
-  'batch.files', 'batches', 'agent_download', 'responses',
-] as const;
-export type RouteLabel = (typeof ROUTE_LABELS)[number];
-
 /** The `deployment` label of requests answered before their deployment was resolved (bad key, unknown slug, …). */
 export const NO_DEPLOYMENT = 'none';
 
@@ -47,6 +36,12 @@ export interface ReplicaEngineLoad {
 }
 
 export interface MetricsOptions {
+  /**
+   * The values the `route` label may take: a closed set the caller maps each request to (the
+   * gateway's route labels), so neither a raw path nor user input ever becomes a label value
+   * (each value is a time series kept forever). Any other value is counted as `other`.
+   */
+  routes: readonly string[];
   /** Read at scrape time: text and media jobs running on this server's agents, by priority class. */
   inFlight?: () => Promise<InFlight[]>;
   /** Read at scrape time: work waiting per deployment. Without it the gauge has no series. */
@@ -67,12 +62,12 @@ export interface MetricsOptions {
 /** Text requests run up to the 120 s budget; media sync calls up to 30 s; async submissions take milliseconds. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
-const ROUTE_INDEX = new Map<string, number>(ROUTE_LABELS.map((route, index) => [route, index]));
-const OTHER_ROUTE = ROUTE_INDEX.get('other')!;
+/** The `route` of a value outside MetricsOptions.routes. */
+const OTHER_ROUTE = 'other';
 const SCALING_ACTION = /^[a-z][a-z_]{0,31}$/;
 
 interface RequestCell {
-  readonly labels: { deployment: string; route: RouteLabel; status: string };
+  readonly labels: { deployment: string; route: string; status: string };
   value: number;
 }
 
@@ -110,8 +105,15 @@ export class Metrics {
   /** budget → scope → refusals. */
   private readonly budgetRefusals = new Map<string, Map<string, number>>();
   private readonly logger: Logger | undefined;
+  /** The `route` values by index (MetricsOptions.routes, then `other`): a request's cell is keyed by the index. */
+  private readonly routes: readonly string[];
+  private readonly routeIndex: ReadonlyMap<string, number>;
+  private readonly otherRoute: number;
 
-  constructor(options: MetricsOptions = {}) {
+  constructor(options: MetricsOptions) {
+    this.routes = [...new Set([...options.routes, OTHER_ROUTE])];
+    this.routeIndex = new Map(this.routes.map((route, index) => [route, index]));
+    this.otherRoute = this.routeIndex.get(OTHER_ROUTE)!;
     this.sources = { queueDepth: options.queueDepth, replicas: options.replicas, inFlight: options.inFlight, replicaEngines: options.replicaEngines };
     this.logger = options.logger;
     const registers = [this.registry];
@@ -220,8 +222,8 @@ export class Metrics {
   }
 
   /** One answered HTTP request. `deploymentId` must be a resolved deployment's id, or NO_DEPLOYMENT. */
-  recordRequest(deploymentId: string, route: RouteLabel, status: number, durationSeconds: number): void {
-    const routeIndex = ROUTE_INDEX.get(route) ?? OTHER_ROUTE;
+  recordRequest(deploymentId: string, route: string, status: number, durationSeconds: number): void {
+    const routeIndex = this.routeIndex.get(route) ?? this.otherRoute;
     const code = status >= 100 && status <= 599 ? status : 0;
     const requests = this.series(deploymentId).requests;
     const key = routeIndex * 1000 + code;
@@ -229,18 +231,18 @@ export class Metrics {
     if (cell) {
       cell.value++;
     } else {
-      requests.set(key, { labels: { deployment: deploymentId, route: ROUTE_LABELS[routeIndex], status: code === 0 ? 'other' : String(code) }, value: 1 });
+      requests.set(key, { labels: { deployment: deploymentId, route: this.routes[routeIndex], status: code === 0 ? 'other' : String(code) }, value: 1 });
     }
     if (durationSeconds >= 0) {
-      (this.durationByRoute[routeIndex] ??= this.durations.series(ROUTE_LABELS[routeIndex])).observe(durationSeconds);
+      (this.durationByRoute[routeIndex] ??= this.durations.series(this.routes[routeIndex])).observe(durationSeconds);
     }
   }
 
   /** A stream's first byte went out `seconds` after the request arrived. */
-  recordTimeToFirstToken(route: RouteLabel, seconds: number): void {
+  recordTimeToFirstToken(route: string, seconds: number): void {
     if (!(seconds >= 0)) return;
-    const routeIndex = ROUTE_INDEX.get(route) ?? OTHER_ROUTE;
-    (this.ttftByRoute[routeIndex] ??= this.timesToFirstToken.series(ROUTE_LABELS[routeIndex])).observe(seconds);
+    const routeIndex = this.routeIndex.get(route) ?? this.otherRoute;
+    (this.ttftByRoute[routeIndex] ??= this.timesToFirstToken.series(this.routes[routeIndex])).observe(seconds);
   }
 
   recordTokens(deploymentId: string, promptTokens: number, completionTokens: number): void {

@@ -1,8 +1,8 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import { NO_DEPLOYMENT, type Metrics, type RouteLabel } from '../../control-plane/telemetry/metrics';
+import { NO_DEPLOYMENT, type Metrics } from '../../control-plane/telemetry/metrics';
 import type { RequestIds } from './request-id';
-import { routeLabel } from './route-label';
+import { routeLabel, type RouteLabel } from './route-label';
 
 /** The answer to a request that went away before any byte was sent (nginx's convention). */
 export const CLIENT_CLOSED_REQUEST = 499;

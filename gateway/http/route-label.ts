@@ -1,5 +1,16 @@
-import type { RouteLabel } from '../../control-plane/telemetry/metrics';
-import { deploymentRouteLabel, SHARED_BASE, sharedRouteLabel } from '../v1/endpoint-table';
+import { deploymentRouteLabel, ENDPOINT_LABELS, SHARED_BASE, sharedRouteLabel, type EndpointLabel } from '../v1/endpoint-table';
+
+/** The labels of the surfaces outside the endpoint tables, and `other` for any path of none. */
+const SURFACE_LABELS = ['graphql', 'files', 'healthz', 'readyz', 'metrics', 'agent_download', 'other'] as const;
+
+export type RouteLabel = EndpointLabel | (typeof SURFACE_LABELS)[number];
+
+/**
+ * The metrics `route` label's values: a closed set each request is mapped to (routeLabel), so
+ * neither a raw path nor user input ever becomes a label value (each value is a time series
+ * kept forever, and dashboards depend on them). The control plane's Metrics is given this set.
+ */
+export const ROUTE_LABELS: readonly RouteLabel[] = [...ENDPOINT_LABELS, ...SURFACE_LABELS];
 
 /** A deployment's base URL `/d/<slug>/v1`, or the workspace's `/v1` (the same endpoints, routed by `model`). */
 const DEPLOYMENT_PREFIX = /^(?:\/d\/[^/]+)?\/v1(?=\/|$)/;

@@ -1,5 +1,4 @@
 import type { CatalogModel } from '../../control-plane/catalog/catalog';
-import type { RouteLabel } from '../../control-plane/telemetry/metrics';
 
 /**
  * Every endpoint of a deployment's `/v1`, and of the shared endpoint's `/shared/v1`, declared
@@ -13,10 +12,18 @@ export interface Endpoint<Name extends string> {
   /** Under its base URL; `{id}` is one path segment, `{model}` the rest of the path (ids hold slashes). */
   readonly path: string;
   /** The metrics `route` label (a closed set: dashboards depend on it). */
-  readonly label: RouteLabel;
+  readonly label: EndpointLabel;
   /** Answered on node:http in front of Koa (text-fast-lane.ts). */
   readonly fastLane?: boolean;
 }
+
+/**
+ * The metrics `route` labels the tables give: their rows' and `v1.other` (any other path under
+ * `/v1`). gateway/http/route-label.ts adds those of the other surfaces to make ROUTE_LABELS.
+ */
+export type EndpointLabel =
+  | 'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'models' | 'images.generations' | 'images.edits'
+  | 'videos' | 'videos.retrieve' | 'requests' | 'batch.files' | 'batches' | 'shared' | 'v1.other';
 
 /** An endpoint of a deployment's `/v1` (`/d/<slug>/v1`, and the workspace's `/v1` where routed by `model`). */
 export interface DeploymentEndpoint extends Endpoint<DeploymentEndpointName> {
@@ -112,6 +119,15 @@ function compile<E extends Endpoint<string>>(endpoints: readonly E[]): readonly 
   }));
 }
 
+/** The label of a path under `/v1` that no row has, and of one under `/shared/v1` (every shared row's too). */
+const OTHER_V1_LABEL = 'v1.other';
+const SHARED_LABEL = 'shared';
+
+/** Every label the tables give, for the metrics' closed set (gateway/http/route-label.ts ROUTE_LABELS). */
+export const ENDPOINT_LABELS: readonly EndpointLabel[] = [
+  ...new Set<EndpointLabel>([...[...DEPLOYMENT_ENDPOINTS, ...SHARED_ENDPOINTS].map((endpoint) => endpoint.label), OTHER_V1_LABEL, SHARED_LABEL]),
+];
+
 const DEPLOYMENT_COMPILED = compile(DEPLOYMENT_ENDPOINTS);
 const SHARED_COMPILED = compile(SHARED_ENDPOINTS);
 
@@ -131,8 +147,8 @@ function match<E extends Endpoint<string>>(compiled: readonly CompiledEndpoint<E
 }
 
 /** The label of `rest`: the endpoint's with that method, else any endpoint's at that path, else `fallback`. */
-function label(compiled: readonly CompiledEndpoint<Endpoint<string>>[], method: string, rest: string, fallback: RouteLabel): RouteLabel {
-  let found: RouteLabel | null = null;
+function label(compiled: readonly CompiledEndpoint<Endpoint<string>>[], method: string, rest: string, fallback: EndpointLabel): EndpointLabel {
+  let found: EndpointLabel | null = null;
   for (const { endpoint, pattern } of compiled) {
     if (!pattern.test(rest)) continue;
     if (endpoint.method === method) return endpoint.label;
@@ -152,13 +168,13 @@ export function matchSharedEndpoint(method: string, rest: string): EndpointMatch
 }
 
 /** The metrics label of a path under `/v1`: the endpoint's with that method, else any endpoint's at that path, else `v1.other`. */
-export function deploymentRouteLabel(method: string, rest: string): RouteLabel {
-  return label(DEPLOYMENT_COMPILED, method, rest, 'v1.other');
+export function deploymentRouteLabel(method: string, rest: string): EndpointLabel {
+  return label(DEPLOYMENT_COMPILED, method, rest, OTHER_V1_LABEL);
 }
 
 /** The metrics label of a path under `/shared/v1`, chosen as deploymentRouteLabel's; anything else there is `shared` too. */
-export function sharedRouteLabel(method: string, rest: string): RouteLabel {
-  return label(SHARED_COMPILED, method, rest, 'shared');
+export function sharedRouteLabel(method: string, rest: string): EndpointLabel {
+  return label(SHARED_COMPILED, method, rest, SHARED_LABEL);
 }
 
 const fastLaneAlternatives = (endpoints: readonly Endpoint<string>[]): string =>

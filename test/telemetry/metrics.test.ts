@@ -1,13 +1,13 @@
 import { Metrics, NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
 import { isLoopbackAddress } from '../../gateway/http/metrics.route';
 import { RequestIds } from '../../gateway/http/request-id';
-import { routeLabel } from '../../gateway/http/route-label';
+import { ROUTE_LABELS, routeLabel } from '../../gateway/http/route-label';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
 
 describe('Metrics', () => {
   const metricsInTest: Metrics[] = [];
-  const create = (options?: ConstructorParameters<typeof Metrics>[0]) => {
-    const metrics = new Metrics(options);
+  const create = (options?: Partial<ConstructorParameters<typeof Metrics>[0]>) => {
+    const metrics = new Metrics({ routes: ROUTE_LABELS, ...options });
     metricsInTest.push(metrics);
     return metrics;
   };
@@ -71,6 +71,18 @@ describe('Metrics', () => {
     samples = await scrape(metrics);
     expect(sampleValue(samples, 'inference_queue_depth', { deployment: 'dep_a' })).toBeUndefined();
     expect(sampleValue(samples, 'inference_queue_depth', { deployment: 'dep_b' })).toBe(4);
+  });
+
+  it('counts a route outside the closed set it was given as other', async () => {
+    const metrics = create({ routes: ['chat.completions'] });
+    metrics.recordRequest('dep_a', 'chat.completions', 200, 0.001);
+    metrics.recordRequest('dep_a', '/wp-admin/<script>', 404, 0.001);
+    metrics.recordTimeToFirstToken('made-up', 0.01);
+    const samples = await scrape(metrics);
+    expect(sampleValue(samples, 'inference_requests_total', { deployment: 'dep_a', route: 'chat.completions', status: '200' })).toBe(1);
+    expect(sampleValue(samples, 'inference_requests_total', { deployment: 'dep_a', route: 'other', status: '404' })).toBe(1);
+    expect(sampleValue(samples, 'inference_requests_total', { route: '/wp-admin/<script>' })).toBeUndefined();
+    expect(sampleValue(samples, 'inference_time_to_first_token_seconds_count', { route: 'other' })).toBe(1);
   });
 
   it('still answers a scrape when a gauge source fails, and logs it', async () => {
@@ -164,6 +176,14 @@ describe('Metrics', () => {
 });
 
 describe('route labels', () => {
+  it('are the closed set dashboards know: the endpoint tables\' labels and the other surfaces\'', () => {
+    expect([...ROUTE_LABELS].sort()).toEqual([
+      'agent_download', 'batch.files', 'batches', 'chat.completions', 'completions', 'embeddings', 'files', 'graphql', 'healthz',
+      'images.edits', 'images.generations', 'metrics', 'models', 'other', 'readyz', 'requests', 'responses', 'shared', 'v1.other',
+      'videos', 'videos.retrieve',
+    ]);
+  });
+
   it.each([
     ['POST', '/d/llama-3fa9c2/v1/chat/completions', 'chat.completions'],
     ['POST', '/d/llama-3fa9c2/v1/completions', 'completions'],

@@ -10,6 +10,7 @@ import { Metrics } from '../../control-plane/telemetry/metrics';
 import { errorMiddleware } from '../../gateway/http/error-middleware';
 import { RequestIds } from '../../gateway/http/request-id';
 import { requestTelemetry } from '../../gateway/http/request-telemetry';
+import { ROUTE_LABELS } from '../../gateway/http/route-label';
 import { startServer, type Server } from '../../gateway/server';
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
@@ -75,7 +76,7 @@ describe('request ids in the error middleware', () => {
   beforeAll(async () => {
     const captured = capturingLogger('info');
     lines = captured.lines;
-    metrics = new Metrics();
+    metrics = new Metrics({ routes: ROUTE_LABELS });
     const app = new Koa();
     app.silent = true;
     app.use(requestTelemetry(metrics, new RequestIds(), captured.logger));
