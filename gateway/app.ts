@@ -9,7 +9,7 @@ import type { SubscriptionHub } from './graphql/subscription-hub';
 import { LocalObjectStore } from '../control-plane/storage/local-object-store';
 import { fileLinkRoute } from './files/file-link.route';
 import { controlPlaneProbes } from '../control-plane/telemetry/readiness-probes';
-import { errorMiddleware } from './http/error-middleware';
+import { errorMiddleware } from './errors/error-middleware';
 import { metricsRoute } from './http/metrics.route';
 import { agentDownloadRoute } from './http/agent-download.route';
 import { platformVersion } from '../common/agent-binary';
@@ -18,6 +18,7 @@ import { consoleRoute } from './http/console.route';
 import { Readiness, readinessRoute } from './http/readiness.route';
 import { RequestIds } from './http/request-id';
 import { requestTelemetry } from './http/request-telemetry';
+import { routeLabel } from './route-label';
 import { textFastLane } from './v1/text-fast-lane';
 import { openApiRoute } from './openapi/openapi.route';
 import { v1Router } from './v1/v1-router';
@@ -67,7 +68,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   }), logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
-  app.use(requestTelemetry(controlPlane.metrics, requestIds, logger));
+  app.use(requestTelemetry(controlPlane.metrics, requestIds, logger, routeLabel));
   app.use(errorMiddleware(logger));
   app.use(async (context, next) => {
     if (context.path !== '/healthz') return await next();

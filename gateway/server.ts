@@ -8,7 +8,7 @@ import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
 import { GatewayBatchLines } from './v1/batch-lines';
 import { servedEndpoints } from './v1/endpoint-table';
-import { ROUTE_LABELS } from './http/route-label';
+import { ROUTE_LABELS } from './route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
 export interface ServerOptions {

@@ -4,7 +4,7 @@ import type { JobFailure } from '../../control-plane/dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
 import { parseJsonText } from '../../common/json-nesting';
 import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
-import { refusalRateLimitHeaders } from '../v1/rate-limit-headers';
+import { refusalRateLimitHeaders } from '../http/rate-limit-headers';
 
 export interface RenderedError {
   status: number;

@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import type { OpenedObject } from '../../control-plane/storage/object-store';
-import { ResponseFlow } from '../v1/response-flow';
+import { ResponseFlow } from '../http/response-flow';
 
 export interface ObjectDownloadOptions {
   /** A client that takes no byte for this long is cut (STREAM_STALL_TIMEOUT_MS). */

@@ -2,7 +2,6 @@ import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { NO_DEPLOYMENT, type Metrics } from '../../control-plane/telemetry/metrics';
 import type { RequestIds } from './request-id';
-import { routeLabel, type RouteLabel } from './route-label';
 
 /** The answer to a request that went away before any byte was sent (nginx's convention). */
 export const CLIENT_CLOSED_REQUEST = 499;
@@ -23,11 +22,17 @@ export function attributeDeployment(context: Context, deploymentId: string): voi
 }
 
 /**
+ * The metrics `route` of a request, from a closed set whatever the path holds (gateway/route-label.ts,
+ * which knows every surface: passed in, so this plumbing imports none of them).
+ */
+export type RouteLabelOf = (method: string, path: string) => string;
+
+/**
  * Outermost Koa middleware: gives the request its id (echoed as `X-Request-Id` on every
  * answer, errors included) and, once the error middleware inside it has rendered any error,
  * counts the request by deployment, route and status.
  */
-export function requestTelemetry(metrics: Metrics, ids: RequestIds, logger: Logger) {
+export function requestTelemetry(metrics: Metrics, ids: RequestIds, logger: Logger, routeLabel: RouteLabelOf) {
   return async (context: Context, next: Next): Promise<void> => {
     const receivedAt = performance.now();
     const state = context.state as TelemetryState;
@@ -47,7 +52,7 @@ export function requestTelemetry(metrics: Metrics, ids: RequestIds, logger: Logg
 }
 
 /** With LOG_LEVEL=debug, one line per request; otherwise nothing is built. */
-export function logRequest(logger: Logger, requestId: string, route: RouteLabel, deployment: string, status: number, seconds: number): void {
+export function logRequest(logger: Logger, requestId: string, route: string, deployment: string, status: number, seconds: number): void {
   if (!logger.isLevelEnabled('debug')) return;
   logger.debug({ requestId, route, deployment, status, durationMs: Math.round(seconds * 1e4) / 10 }, 'request');
 }

@@ -22,7 +22,7 @@ const formBody = (schema: string): JsonObject => ({ required: true, content: { '
 const parameter = (name: string): JsonObject => ({ $ref: `#/components/parameters/${name}` });
 const query = (name: string, schema: JsonObject, description: string): JsonObject => ({ name, in: 'query', required: false, schema, description });
 
-/** The rate-limit headers of an admitted text call (gateway/v1/rate-limit-headers.ts), by their names in `components.headers`. */
+/** The rate-limit headers of an admitted text call (gateway/http/rate-limit-headers.ts), by their names in `components.headers`. */
 export const RATE_LIMIT_HEADER_NAMES = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'x-ratelimit-limit-requests',
   'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'X-RateLimit-Limit-Tokens', 'X-RateLimit-Remaining-Tokens', 'X-RateLimit-Reset-Tokens'] as const;
 const RATE_LIMIT_HEADERS = Object.fromEntries(RATE_LIMIT_HEADER_NAMES.map((name) => [name, { $ref: `#/components/headers/${name}` }]));

@@ -7,7 +7,7 @@ import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings-request';
 import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
-import { rateLimitHeaders } from './rate-limit-headers';
+import { rateLimitHeaders } from '../http/rate-limit-headers';
 import { servedEndpoints } from './endpoint-table';
 import type { TextRouteOptions } from './text-completion.route';
 

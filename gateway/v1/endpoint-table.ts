@@ -19,7 +19,7 @@ export interface Endpoint<Name extends string> {
 
 /**
  * The metrics `route` labels the tables give: their rows' and `v1.other` (any other path under
- * `/v1`). gateway/http/route-label.ts adds those of the other surfaces to make ROUTE_LABELS.
+ * `/v1`). gateway/route-label.ts adds those of the other surfaces to make ROUTE_LABELS.
  */
 export type EndpointLabel =
   | 'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'models' | 'images.generations' | 'images.edits'
@@ -123,7 +123,7 @@ function compile<E extends Endpoint<string>>(endpoints: readonly E[]): readonly 
 const OTHER_V1_LABEL = 'v1.other';
 const SHARED_LABEL = 'shared';
 
-/** Every label the tables give, for the metrics' closed set (gateway/http/route-label.ts ROUTE_LABELS). */
+/** Every label the tables give, for the metrics' closed set (gateway/route-label.ts ROUTE_LABELS). */
 export const ENDPOINT_LABELS: readonly EndpointLabel[] = [
   ...new Set<EndpointLabel>([...[...DEPLOYMENT_ENDPOINTS, ...SHARED_ENDPOINTS].map((endpoint) => endpoint.label), OTHER_V1_LABEL, SHARED_LABEL]),
 ];

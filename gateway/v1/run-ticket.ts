@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
 import type { WorkTicket } from '../../control-plane/pipeline/work-ticket';
 import type { RequestTrace } from '../http/request-id';
-import { rateLimitHeaders } from './rate-limit-headers';
+import { rateLimitHeaders } from '../http/rate-limit-headers';
 import { runTextJob, type StreamLimits, type TextJobRun, type TextRouteOptions } from './text-job-run';
 
 /**

@@ -3,7 +3,7 @@ import type { Usage } from '../../proto/worker/v1';
 import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
 import type { AppError } from '../../control-plane/errors/app-error';
 import { errorBody, jobFailureError } from '../errors/openai-error';
-import { ResponseFlow, type ResponseFlowOptions } from './response-flow';
+import { ResponseFlow, type ResponseFlowOptions } from '../http/response-flow';
 
 export type JobOutcome = 'succeeded' | 'failed' | 'canceled';
 

@@ -3,7 +3,7 @@ import type { Job, JobListener } from '../../control-plane/dispatch/job';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
 import { TextJobResponse, type JobOutcome } from './text-job-response';
-import type { ResponseFlowOptions } from './response-flow';
+import type { ResponseFlowOptions } from '../http/response-flow';
 
 export interface TextRouteOptions {
   maxBodyBytes: number;

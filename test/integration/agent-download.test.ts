@@ -12,7 +12,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { loadControlPlaneConfig } from '../../control-plane/config/control-plane-config';
-import { routeLabel } from '../../gateway/http/route-label';
+import { routeLabel } from '../../gateway/route-label';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
 
 const ROOT = path.join(__dirname, '../..');

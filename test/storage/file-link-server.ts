@@ -2,7 +2,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import Koa from 'koa';
 import pino from 'pino';
-import { errorMiddleware } from '../../gateway/http/error-middleware';
+import { errorMiddleware } from '../../gateway/errors/error-middleware';
 import { fileLinkRoute, type FileLinkRouteOptions } from '../../gateway/files/file-link.route';
 import { DownloadTally } from '../../gateway/files/object-download';
 

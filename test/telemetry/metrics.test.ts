@@ -1,7 +1,7 @@
 import { Metrics, NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
 import { isLoopbackAddress } from '../../gateway/http/metrics.route';
 import { RequestIds } from '../../gateway/http/request-id';
-import { ROUTE_LABELS, routeLabel } from '../../gateway/http/route-label';
+import { ROUTE_LABELS, routeLabel } from '../../gateway/route-label';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
 
 describe('Metrics', () => {

@@ -7,10 +7,10 @@ import { Writable } from 'node:stream';
 import Koa from 'koa';
 import pino, { type Logger } from 'pino';
 import { Metrics } from '../../control-plane/telemetry/metrics';
-import { errorMiddleware } from '../../gateway/http/error-middleware';
+import { errorMiddleware } from '../../gateway/errors/error-middleware';
 import { RequestIds } from '../../gateway/http/request-id';
 import { requestTelemetry } from '../../gateway/http/request-telemetry';
-import { ROUTE_LABELS } from '../../gateway/http/route-label';
+import { ROUTE_LABELS, routeLabel } from '../../gateway/route-label';
 import { startServer, type Server } from '../../gateway/server';
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
@@ -79,7 +79,7 @@ describe('request ids in the error middleware', () => {
     metrics = new Metrics({ routes: ROUTE_LABELS });
     const app = new Koa();
     app.silent = true;
-    app.use(requestTelemetry(metrics, new RequestIds(), captured.logger));
+    app.use(requestTelemetry(metrics, new RequestIds(), captured.logger, routeLabel));
     app.use(errorMiddleware(captured.logger));
     app.use(async () => {
       throw new Error('a bug, not an AppError');

@@ -1,4 +1,4 @@
-import { durationString, rateLimitHeaders, refusalRateLimitHeaders } from '../../gateway/v1/rate-limit-headers';
+import { durationString, rateLimitHeaders, refusalRateLimitHeaders } from '../../gateway/http/rate-limit-headers';
 import { RateLimitRefusal, requestsPerMinuteExceeded, tokensPerDayExceeded } from '../../control-plane/rate-limits/rate-limit-decision';
 import { renderError } from '../../gateway/errors/openai-error';
 

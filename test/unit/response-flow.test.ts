@@ -1,5 +1,5 @@
 /**
- * The gateway's half of flow control (gateway/v1/response-flow.ts): bytes count as consumed
+ * The gateway's half of flow control (gateway/http/response-flow.ts): bytes count as consumed
  * when the response took them below its high-water mark, or once it drained; a client whose
  * buffered bytes stop leaving is stalled after the timeout, one that reads slowly is not; a
  * producer that ignores its window is stopped at the buffer limit; a written-out body is
@@ -7,7 +7,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { ResponseFlow } from '../../gateway/v1/response-flow';
+import { ResponseFlow } from '../../gateway/http/response-flow';
 
 const STALL_MS = 1_000;
 const LIMIT = 10_000;

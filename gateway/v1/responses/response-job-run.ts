@@ -7,7 +7,7 @@ import type { ResponseUsage } from '../../../control-plane/responses/response-it
 import type { ResponsesService, ResponseTurn, TurnEnd } from '../../../control-plane/responses/responses-service';
 import type { Usage } from '../../../proto/worker/v1';
 import { errorBody, jobFailureError } from '../../errors/openai-error';
-import { ResponseFlow } from '../response-flow';
+import { ResponseFlow } from '../../http/response-flow';
 import type { StreamLimits } from '../text-job-run';
 
 const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];

@@ -12,7 +12,7 @@ import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
 import { servedEndpoints } from '../endpoint-table';
-import { rateLimitHeaders } from '../rate-limit-headers';
+import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { StreamLimits, TextRouteOptions } from '../text-job-run';
 import { runResponseJob } from './response-job-run';
 import { parseResponsesRequest } from './responses-request';

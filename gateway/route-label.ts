@@ -1,4 +1,4 @@
-import { deploymentRouteLabel, ENDPOINT_LABELS, SHARED_BASE, sharedRouteLabel, type EndpointLabel } from '../v1/endpoint-table';
+import { deploymentRouteLabel, ENDPOINT_LABELS, SHARED_BASE, sharedRouteLabel, type EndpointLabel } from './v1/endpoint-table';
 
 /** The labels of the surfaces outside the endpoint tables, and `other` for any path of none. */
 const SURFACE_LABELS = ['graphql', 'files', 'healthz', 'readyz', 'metrics', 'agent_download', 'other'] as const;
