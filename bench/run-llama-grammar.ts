@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '../worker-agent/agent-logger';
-import { LlamaCppEngine } from '../worker-agent/engines/llama-cpp-engine';
+import { LlamaCppEngine } from '../worker-agent/llama/llama-cpp-engine';
 import { JobCancellation } from '../worker-agent/job-cancellation';
 import { TINY_SPECIAL_TOKENS, writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
 import { describeMachine } from './machine';

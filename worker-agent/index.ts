@@ -6,7 +6,7 @@ export type { Engine, EngineJob, EngineSink, EngineResult, EngineHealthReport } 
 export { EngineFailure } from './engines/engine-failure';
 export { CpuEngine } from './engines/cpu-engine';
 export { OpenAiEngine, type OpenAiEngineOptions } from './engines/openai-engine';
-export { createEngine } from './engines/create-engine';
+export { createEngine } from './create-engine';
 export { countTokens, tokenize } from './engines/cpu-tokenizer';
 export {
   loadCpuEngineOptions, DEFAULT_CPU_ENGINE_OPTIONS, type CpuEngineOptions, type CpuEngineBehaviour,

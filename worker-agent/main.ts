@@ -11,7 +11,7 @@ import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
 import { AgentSession, type AgentExit } from './agent-session';
 import { readAgentVersion } from './agent-version';
-import { createEngine } from './engines/create-engine';
+import { createEngine } from './create-engine';
 import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';

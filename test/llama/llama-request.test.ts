@@ -1,5 +1,5 @@
 import { EngineFailure } from '../../worker-agent/engines/engine-failure';
-import { defaultLlamaThreads } from '../../worker-agent/engines/llama-cpp-options';
+import { defaultLlamaThreads } from '../../worker-agent/llama/llama-cpp-options';
 import { choiceSeed, planLlamaRequest } from '../../worker-agent/llama/llama-request';
 import { SequencePool } from '../../worker-agent/llama/sequence-pool';
 import { StopMatcher } from '../../worker-agent/llama/stop-matcher';

@@ -11,7 +11,7 @@ import { loadAgentOptions } from '../../worker-agent/agent-options';
 import { AgentSession } from '../../worker-agent/agent-session';
 import { CpuEngine } from '../../worker-agent/engines/cpu-engine';
 import { DEFAULT_CPU_ENGINE_OPTIONS } from '../../worker-agent/engines/cpu-engine-options';
-import { createEngine } from '../../worker-agent/engines/create-engine';
+import { createEngine } from '../../worker-agent/create-engine';
 import type { Engine } from '../../worker-agent/engines/engine';
 import { OpenAiEngine } from '../../worker-agent/engines/openai-engine';
 import { JobCancellation } from '../../worker-agent/job-cancellation';

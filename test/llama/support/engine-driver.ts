@@ -46,7 +46,7 @@ export interface DriverResult {
 }
 
 const SCRIPT = `
-const { LlamaCppEngine } = require(${JSON.stringify(`${DIST}/engines/llama-cpp-engine.js`)});
+const { LlamaCppEngine } = require(${JSON.stringify(`${DIST}/llama/llama-cpp-engine.js`)});
 const { JobCancellation } = require(${JSON.stringify(`${DIST}/job-cancellation.js`)});
 const { silentLogger } = require(${JSON.stringify(`${DIST}/agent-logger.js`)});
 const readline = require('node:readline');
@@ -113,7 +113,7 @@ export interface EngineDriver {
 
 /** Starts a Node process with the given engines loaded (named as in `engines`). */
 export async function startEngineDriver(engines: Record<string, DriverEngine>): Promise<EngineDriver> {
-  if (!fs.existsSync(`${DIST}/engines/llama-cpp-engine.js`)) throw new Error(`${DIST} is missing: run npx tsc -p tsconfig.json first`);
+  if (!fs.existsSync(`${DIST}/llama/llama-cpp-engine.js`)) throw new Error(`${DIST} is missing: run npx tsc -p tsconfig.json first`);
   const child = spawn(process.execPath, ['-e', SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   let buffered = '';

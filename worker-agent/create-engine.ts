@@ -1,12 +1,12 @@
-import type { AgentLogger } from '../agent-logger';
-import { silentLogger } from '../agent-logger';
-import type { AgentOptions } from '../agent-options';
-import { cpuEngineOptionsFrom } from './cpu-engine-options';
-import { CpuEngine } from './cpu-engine';
-import type { Engine } from './engine';
-import { LlamaCppEngine } from './llama-cpp-engine';
-import { defaultLlamaThreads } from './llama-cpp-options';
-import { OpenAiEngine } from './openai-engine';
+import type { AgentLogger } from './agent-logger';
+import { silentLogger } from './agent-logger';
+import type { AgentOptions } from './agent-options';
+import { cpuEngineOptionsFrom } from './engines/cpu-engine-options';
+import { CpuEngine } from './engines/cpu-engine';
+import type { Engine } from './engines/engine';
+import { LlamaCppEngine } from './llama/llama-cpp-engine';
+import { defaultLlamaThreads } from './llama/llama-cpp-options';
+import { OpenAiEngine } from './engines/openai-engine';
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
 export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {
