@@ -26,9 +26,9 @@
  *               delivery, telemetry, and the composition root (main.ts, which builds
  *               everything; the entity list; the full configuration).
  * A control-plane folder or top-level file in no layer is an error too (`layer-unassigned`):
- * a new one is given a layer here, and in docs/layers.md. Circles among control-plane folders
- * (which these file rules cannot see) are checked by `.ci/dep-report.cjs --check-folders`,
- * also part of `npm run check:deps`.
+ * a new one is given a layer here, and in docs/layers.md. Circles among the folders (and
+ * top-level files) of control-plane/, of gateway/ and of worker-agent/, which these file rules
+ * cannot see, are checked by `.ci/dep-report.cjs --check-folders`, also part of `npm run check:deps`.
  */
 const LAYERS = {
   core: [
