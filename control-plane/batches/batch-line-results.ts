@@ -15,6 +15,8 @@ export interface BatchLineResultsParts {
   readonly store: BatchStore;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics?: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
+  /** The clock in milliseconds lines are timed by (BatchRunner's too: a line's start comes from it). @default Date.now */
+  readonly now?: () => number;
 }
 
 /**
@@ -23,7 +25,11 @@ export interface BatchLineResultsParts {
  * metrics. No per-token charge: batch lines cost only the deployment's GPU-hours.
  */
 export class BatchLineResults {
-  constructor(private readonly parts: BatchLineResultsParts, private readonly owner: string, private readonly logger: Logger) {}
+  private readonly now: () => number;
+
+  constructor(private readonly parts: BatchLineResultsParts, private readonly owner: string, private readonly logger: Logger) {
+    this.now = parts.now ?? Date.now;
+  }
 
   /**
    * Writes what the line got: its answer; with no answer, the reason the batch stopped it
@@ -58,7 +64,7 @@ export class BatchLineResults {
     this.parts.usage.record({
       workspaceId: batch.workspaceId, apiKeyId: batch.apiKeyId, deploymentId: batch.deploymentId, replicaId: null,
       endpoint: USAGE_ENDPOINTS[batch.endpoint], status, stream: false, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens,
-      totalTokens: usage.totalTokens, latencyMs: Date.now() - startedAt, createdAt: new Date(startedAt), batchId: batch.id,
+      totalTokens: usage.totalTokens, latencyMs: this.now() - startedAt, createdAt: new Date(startedAt), batchId: batch.id,
     });
     if (usage.totalTokens > 0) this.parts.metrics?.recordTokens(batch.deploymentId, usage.promptTokens, usage.completionTokens);
   }

@@ -118,8 +118,10 @@ export class BatchRunner {
   private readonly owner: string;
   private readonly upkeep: BatchUpkeep;
   private readonly results: BatchLineResults;
+  private readonly now: () => number;
 
   constructor(private readonly parts: BatchRunnerParts, private readonly options: BatchRunnerOptions, private readonly logger: Logger) {
+    this.now = parts.now ?? Date.now;
     this.owner = parts.notifier.instanceId;
     this.upkeep = new BatchUpkeep(parts, this.owner, options.lineLeaseMs, logger);
     this.results = new BatchLineResults(parts, this.owner, logger);
@@ -308,7 +310,7 @@ export class BatchRunner {
 
   /** Up to `count` pending lines of the deployment's batches, oldest batch first. */
   private async claim(lane: Lane, count: number): Promise<Array<{ batch: Batch; line: ClaimedLine }>> {
-    const now = Date.now();
+    const now = this.now();
     if (now - lane.batchesReadAt > this.options.pollIntervalMs) {
       lane.batches = await this.parts.store.openBatches(lane.deploymentId);
       lane.batchesReadAt = now;
@@ -331,7 +333,7 @@ export class BatchRunner {
     const id = `${line.batchId}:${line.lineIndex}`;
     lane.running.add(running);
     this.running.set(id, running);
-    const startedAt = Date.now();
+    const startedAt = this.now();
     let tokenHold: TokenHold | null = null;
     let ran = false;
     try {
@@ -361,7 +363,7 @@ export class BatchRunner {
         tokenHold = await this.parts.rateLimiter.holdWithin(key, holdTokens);
         if (!tokenHold) {
           // Not a failure: the line waits for the key's budget (the next UTC day, or tokens given back).
-          lane.waitingForBudget.set(batch.id, Date.now() + this.options.tpdRetryMs);
+          lane.waitingForBudget.set(batch.id, this.now() + this.options.tpdRetryMs);
           await this.parts.store.releaseLine(line, this.owner);
           return;
         }
@@ -403,7 +405,7 @@ export class BatchRunner {
     const { batch } = running;
     const request: DispatchRequest = {
       deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false, model: batch.model,
-      deadlineUnixMs: Date.now() + this.options.lineTimeoutMs, batch: true,
+      deadlineUnixMs: this.now() + this.options.lineTimeoutMs, batch: true,
       ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens } } : {}),
       ...(batch.endpoint === '/v1/embeddings' ? {} : { cacheSalt: this.parts.cacheSalts.of(batch.workspaceId) }),
     };
@@ -495,7 +497,7 @@ export class BatchRunner {
   }
 
   private async keyOf(apiKeyId: string): Promise<BatchKey | null> {
-    const now = Date.now();
+    const now = this.now();
     const cached = this.keyCache.get(apiKeyId);
     if (cached && cached.expiresAt > now) return cached.key;
     const key = await this.parts.keys(apiKeyId);

@@ -42,6 +42,8 @@ export interface CapacityLoopDependencies {
   /** A deployment's replicas as every server sees them (the autoscaler's signal); without it, this server's agents only. */
   loadOf?: (deploymentId: string) => DeploymentLoad;
   logger: Logger;
+  /** The clock in milliseconds the autoscaler decides by and lost replicas are timed on. @default Date.now */
+  now?: () => number;
 }
 
 /** Advisory-lock key: one server at a time runs the loop. */
@@ -61,8 +63,10 @@ export class CapacityLoop {
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
+  private readonly now: () => number;
 
   constructor(private readonly dependencies: CapacityLoopDependencies, private readonly options: CapacityLoopOptions) {
+    this.now = dependencies.now ?? Date.now;
     this.decisions = dependencies.dataSource.getRepository(ScalingDecisionRecord);
   }
 
@@ -120,7 +124,7 @@ export class CapacityLoop {
 
   private async reconcile(deployment: Deployment): Promise<void> {
     const { replicas, dispatcher } = this.dependencies;
-    const cutoff = Date.now() - this.options.replicaLostGraceMs;
+    const cutoff = this.now() - this.options.replicaLostGraceMs;
     const load = (replicaId: string) => dispatcher.connections(deployment.id).find((connection) => connection.replicaId === replicaId)?.load ?? 0;
     for (const replica of await replicas.listActive(deployment.id)) {
       if (replica.status === 'Unhealthy' && (replica.lastSeenAt?.getTime() ?? 0) < cutoff) {
@@ -155,7 +159,7 @@ export class CapacityLoop {
       targetConcurrency: model.targetConcurrency,
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),
-    }, Date.now());
+    }, this.now());
     if (shouldRecord(entry.lastRecorded, decision)) {
       entry.lastRecorded = decision;
       await this.record(deployment, decision);

@@ -29,15 +29,18 @@ export class SignInLinks {
     private readonly attempts: SignInAttempts,
   ) {}
 
-  /** A new link's token for `workspaceId`. */
+  /**
+   * A new link's token for `workspaceId`. Its expiry is set on the database's clock, which
+   * redeem() checks it against: one clock decides a link's life, whichever server issued it.
+   */
   async issue(workspaceId: string): Promise<{ token: string; expiresAt: Date }> {
     const token = newSecret(SIGN_IN_TOKEN_PREFIX);
-    const expiresAt = new Date(Date.now() + this.ttlMs);
-    await this.dataSource.query(
-      'INSERT INTO console_sign_in_links (id, workspace_id, token_hash, expires_at) VALUES ($1, $2, $3, $4)',
-      [newId('csl'), workspaceId, hashSecret(token), expiresAt],
+    const rows: Array<{ expires_at: Date }> = await this.dataSource.query(
+      `INSERT INTO console_sign_in_links (id, workspace_id, token_hash, expires_at)
+       VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond') RETURNING expires_at`,
+      [newId('csl'), workspaceId, hashSecret(token), this.ttlMs],
     );
-    return { token, expiresAt };
+    return { token, expiresAt: rows[0].expires_at };
   }
 
   /**

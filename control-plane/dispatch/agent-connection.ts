@@ -27,7 +27,8 @@ export class AgentConnection implements JobCarrier {
   closed = false;
   /** The engine reported ready: the dispatcher routes work here. */
   ready = false;
-  lastSeenAt = Date.now();
+  /** When the agent's last frame came, on AgentServer's clock (it sets this from the Welcome on). */
+  lastSeenAt = 0;
   /** The latest heartbeat, as received. */
   heartbeat: Heartbeat | null = null;
   private pendingAssigns: Assign[] = [];

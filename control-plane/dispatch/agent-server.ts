@@ -15,6 +15,8 @@ export interface AgentServerOptions {
   port: number;
   helloTimeoutMs: number;
   heartbeatIntervalMs: number;
+  /** The clock in milliseconds that agents' silence is measured by. @default Date.now */
+  now?: () => number;
 }
 
 /**
@@ -29,6 +31,7 @@ export class AgentServer {
   private readonly pendingWrites = new Set<Promise<void>>();
   private readonly writesByReplica = new Map<string, Promise<void>>();
   port = 0;
+  private readonly now: () => number;
 
   constructor(
     private readonly options: AgentServerOptions,
@@ -37,6 +40,7 @@ export class AgentServer {
     private readonly logger: Logger,
     private readonly events?: ControlPlaneEvents,
   ) {
+    this.now = options.now ?? Date.now;
     const service = loadWorkerService();
     this.server.addService(service.service, { connect: (stream: Stream) => this.onConnect(stream) });
   }
@@ -52,7 +56,7 @@ export class AgentServer {
       this.server.bindAsync(hostPort(this.options.host, this.options.port), grpc.ServerCredentials.createInsecure(),
         (error, port) => (error ? reject(error) : resolve(port)));
     });
-    this.lastSweepAt = Date.now();
+    this.lastSweepAt = this.now();
     this.sweepTimer = setInterval(() => this.sweep(), this.options.heartbeatIntervalMs);
     this.sweepTimer.unref();
     return this.port;
@@ -77,7 +81,7 @@ export class AgentServer {
 
     stream.on('data', (frame: AgentFrame) => {
       if (connection) {
-        connection.lastSeenAt = Date.now();
+        connection.lastSeenAt = this.now();
         this.onFrame(connection, frame);
         return;
       }
@@ -129,6 +133,7 @@ export class AgentServer {
     const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
       Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId, result.priorityScheduling, hello.engine?.kind ?? '', hello.flowControl === true,
       hello.preemptsBatchLines === true);
+    connection.lastSeenAt = this.now();
     this.byReplica.set(result.replica.id, connection);
     connection.send({
       frame: 'welcome',
@@ -168,7 +173,7 @@ export class AgentServer {
     connection.heartbeat = heartbeat;
     this.events?.emit('replicaLoad', {
       replicaId: connection.replicaId, deploymentId: connection.deploymentId, workspaceId: connection.workspaceId, inFlight: connection.inFlight,
-      queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(), ...connection.latency.take(),
+      queued: heartbeat.queued, engineHealth: heartbeat.engineHealth, at: new Date(this.now()), ...connection.latency.take(),
       ...engineLoadOf(heartbeat.engineSignals),
     });
     if (connection.ready || connection.closed) return;
@@ -224,12 +229,12 @@ export class AgentServer {
     }
   }
 
-  /** When the sweep last ran: a sweep much later than its interval follows a stall of this process. */
-  private lastSweepAt = Date.now();
+  /** When the sweep last ran (set by start()): a sweep much later than its interval follows a stall of this process. */
+  private lastSweepAt = 0;
 
   /** Ends streams silent for 3 heartbeat intervals: a frozen host holds no work. */
   private sweep(): void {
-    const now = Date.now();
+    const now = this.now();
     const stalled = now - this.lastSweepAt > 2 * this.options.heartbeatIntervalMs;
     this.lastSweepAt = now;
     // After a stall of this server's own loop (a long GC pause, a blocking call) the overdue

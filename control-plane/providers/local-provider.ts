@@ -33,6 +33,8 @@ export interface LocalProviderOptions {
   onAgentExit?: (replicaId: string, reason: string) => void;
   /** What this machine offers placement: one offer, as many replicas as wanted. */
   offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number };
+  /** The clock in milliseconds an agent's run is timed by (a short run counts as a crash). @default Date.now */
+  now?: () => number;
 }
 
 interface LocalAgent {
@@ -60,7 +62,11 @@ export class LocalProvider implements CapacityProvider {
   /** Models whose simulated download already happened on this machine. */
   private readonly downloaded = new Set<string>();
 
-  constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {}
+  private readonly now: () => number;
+
+  constructor(private readonly options: LocalProviderOptions, private readonly logger: Logger) {
+    this.now = options.now ?? Date.now;
+  }
 
   async offers(): Promise<GpuOffer[]> {
     const offer = this.options.offer ?? { gpuName: 'cpu', gpuMemoryGb: 80, pricePerHour: 0 };
@@ -75,12 +81,12 @@ export class LocalProvider implements CapacityProvider {
   start(deployment: Deployment, replica: Replica, joinToken: string, extraEnv: Record<string, string>): void {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
-      const startedAt = Date.now();
+      const startedAt = this.now();
       const env = { ...this.downloadEnv(deployment.modelId), ...this.options.engineEnv?.(deployment), ...extraEnv };
       agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
-        agent.crashes = Date.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
+        agent.crashes = this.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
         const delayMs = Math.min(MAX_RESTART_DELAY_MS, this.options.restartDelayMs * 2 ** Math.max(0, agent.crashes - 1));
         // SIGABRT is a native assertion (llama.cpp aborts on some malformed model files): its
         // last line is the assertion, so say what kind of death it was.

@@ -71,6 +71,11 @@ export interface RedisRateLimiterOptions {
   keyPrefix?: string;
   /** RPM window; tests shorten it. @default 60000 */
   windowMs?: number;
+  /**
+   * This server's clock in milliseconds: which day's counter a call uses, and how long a refusal
+   * is remembered (the RPM window itself runs on Redis's clock). @default Date.now
+   */
+  now?: () => number;
 }
 
 /**
@@ -88,8 +93,9 @@ export class RedisRateLimiter implements RateLimiter {
   private lastWarningAt = 0;
   /** Set while Redis fails: requests are limited by this server alone (the fallback). */
   private fallingBack = false;
-  /** Keys Redis refused lately, until when (Date.now()) and why: refusalNow answers from it without a round trip. */
+  /** Keys Redis refused lately, until when (this.now()) and why: refusalNow answers from it without a round trip. */
   private readonly refusedUntil = new Map<string, { until: number; error: () => AppError }>();
+  private readonly now: () => number;
 
   constructor(
     private readonly redis: Redis,
@@ -100,6 +106,7 @@ export class RedisRateLimiter implements RateLimiter {
   ) {
     this.keyPrefix = options.keyPrefix ?? 'rl:';
     this.windowMs = options.windowMs ?? MINUTE_MS;
+    this.now = options.now ?? Date.now;
     redis.defineCommand('admitRequest', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
     redis.defineCommand('addDayTokens', { numberOfKeys: 1, lua: ADD_TOKENS_SCRIPT });
     redis.defineCommand('holdDayTokens', { numberOfKeys: 1, lua: HOLD_WITHIN_SCRIPT });
@@ -118,12 +125,12 @@ export class RedisRateLimiter implements RateLimiter {
     const { now, day, result } = today;
     const resetTokensMs = msUntilNextUtcDay(now);
     if (result[0] === 0 && result[1] === 1) {
-      this.remember(key.id, now + resetTokensMs, () => tokensPerDayExceeded(result[2], key.tpdLimit, msUntilNextUtcDay(Date.now())));
+      this.remember(key.id, now + resetTokensMs, () => tokensPerDayExceeded(result[2], key.tpdLimit, msUntilNextUtcDay(this.now())));
       throw tokensPerDayExceeded(result[2], key.tpdLimit, resetTokensMs);
     }
     if (result[0] === 0) {
       const until = now + result[2];
-      this.remember(key.id, until, () => requestsPerMinuteExceeded(key.rpmLimit, until - Date.now()));
+      this.remember(key.id, until, () => requestsPerMinuteExceeded(key.rpmLimit, until - this.now()));
       throw requestsPerMinuteExceeded(key.rpmLimit, result[2]);
     }
     return {
@@ -153,7 +160,7 @@ export class RedisRateLimiter implements RateLimiter {
     if (this.fallingBack) return this.fallback.refusalNow(key);
     const refused = this.refusedUntil.get(key.id);
     if (!refused) return null;
-    if (Date.now() < refused.until) return refused.error();
+    if (this.now() < refused.until) return refused.error();
     this.refusedUntil.delete(key.id);
     return null;
   }
@@ -183,7 +190,7 @@ export class RedisRateLimiter implements RateLimiter {
    * usage and the script runs again. Redis being unreachable throws (the caller falls back).
    */
   private async onToday(apiKeyId: string, script: (dayKey: string) => Promise<number[]>): Promise<DayRun> {
-    const now = Date.now();
+    const now = this.now();
     const day = Math.floor(now / DAY_MS);
     const dayKey = this.dayKey(apiKeyId, day);
     let result = await script(dayKey);
@@ -219,7 +226,7 @@ export class RedisRateLimiter implements RateLimiter {
   addTokens(apiKeyId: string, tokens: number): void {
     if (tokens <= 0) return;
     this.fallback.addTokens(apiKeyId, tokens);
-    this.addDayTokens(this.dayKey(apiKeyId, Math.floor(Date.now() / DAY_MS)), tokens);
+    this.addDayTokens(this.dayKey(apiKeyId, Math.floor(this.now() / DAY_MS)), tokens);
   }
 
   private addDayTokens(dayKey: string, tokens: number): void {
@@ -266,8 +273,8 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   private warn(error: unknown): void {
-    if (Date.now() - this.lastWarningAt < 10_000) return;
-    this.lastWarningAt = Date.now();
+    if (this.now() - this.lastWarningAt < 10_000) return;
+    this.lastWarningAt = this.now();
     this.logger.warn({ err: error }, 'Redis rate-limit store unavailable; limiting in this process until it returns');
   }
 }

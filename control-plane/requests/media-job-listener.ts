@@ -36,11 +36,14 @@ export interface MediaJobListenerDependencies {
   retentionMs: number | null;
   /** Deletes the job's inputs, and the given output keys (a failed job keeps nothing). */
   cleanUp(outputKeys: string[]): Promise<void>;
+  /** The clock in milliseconds of progress writes, GPU seconds and output expiry. @default Date.now */
+  now?: () => number;
 }
 
 /** Records one media job's progress and outcome on its request record; settles exactly once. */
 export class MediaJobListener implements JobListener {
   readonly settled: Promise<RequestRecord | null>;
+  private readonly now: () => number;
   private resolveSettled!: (record: RequestRecord | null) => void;
   private readonly outputs: Array<{ objectKey: string; data: Buffer | null }> = [];
   private readonly issuedKeys: Set<string>;
@@ -56,6 +59,7 @@ export class MediaJobListener implements JobListener {
     private readonly dependencies: MediaJobListenerDependencies,
     private readonly onSettled: (outcome: MediaOutcome) => void,
   ) {
+    this.now = dependencies.now ?? Date.now;
     this.issuedKeys = new Set(uploads.map((upload) => upload.objectKey));
     this.settled = new Promise((resolve) => (this.resolveSettled = resolve));
   }
@@ -72,7 +76,7 @@ export class MediaJobListener implements JobListener {
     const progress = Math.max(0, Math.min(99, Math.floor(percent)));
     this.record.progress = progress;
     this.dependencies.events.emit('requestUpdated', this.record);
-    const now = Date.now();
+    const now = this.now();
     if (now - this.lastProgressWriteAt < this.dependencies.progressWriteIntervalMs) return;
     this.lastProgressWriteAt = now;
     this.dependencies.records.setProgress(this.record.id, progress)
@@ -120,7 +124,7 @@ export class MediaJobListener implements JobListener {
     const expected = this.record.outputCount;
     if (this.uploads.length > 0 && keys.length !== expected) return await this.fail('upstream_error', `the engine delivered ${keys.length} of ${expected} outputs`);
     if (this.uploads.length === 0 && this.inline().length !== expected) return await this.fail('upstream_error', `the engine returned ${this.inline().length} of ${expected} outputs`);
-    const now = Date.now();
+    const now = this.now();
     const stored = keys.length > 0;
     const record = await this.dependencies.records.finish(this.record.id, ['running'], 'succeeded', {
       progress: 100, outputKeys: keys, outputObjectKey: keys[0] ?? null,

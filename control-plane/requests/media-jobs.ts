@@ -51,6 +51,8 @@ export class MediaJobs {
     private readonly events: ControlPlaneEvents,
     private readonly options: MediaJobsOptions,
     private readonly logger: Logger,
+    /** The clock in milliseconds of jobs' start times (and their listeners'). */
+    private readonly now: () => number = Date.now,
   ) {}
 
   timeoutMs(record: Pick<RequestRecord, 'modality'>): number {
@@ -94,7 +96,7 @@ export class MediaJobs {
         records: this.records, events: this.events, logger: this.logger,
         progressWriteIntervalMs: this.options.progressWriteIntervalMs,
         retentionMs: destination!.managed ? (record.sync ? this.options.syncManagedRetentionMs : this.options.managedRetentionMs) : null,
-        cleanUp: (keys) => this.cleanUp(record, keys),
+        cleanUp: (keys) => this.cleanUp(record, keys), now: this.now,
       }, (outcome) => {
         this.running.delete(record.id);
         destination!.release();
@@ -125,7 +127,7 @@ export class MediaJobs {
   private async prepare(record: RequestRecord, destination: OutputDestination) {
     const { extension, contentType } = outputFormat(record);
     const timeoutMs = this.timeoutMs(record);
-    const startedAt = (record.startedAt ?? new Date()).getTime();
+    const startedAt = (record.startedAt ?? new Date(this.now())).getTime();
     // Links outlive the job by a minute so a slow final upload is not refused at the deadline.
     const linkSeconds = Math.ceil(timeoutMs / 1000) + 60;
     const inlineOutputs = record.sync && record.responseFormat === 'b64_json';

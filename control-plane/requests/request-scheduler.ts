@@ -39,6 +39,8 @@ export class RequestScheduler {
     private readonly events: ControlPlaneEvents,
     private readonly options: RequestSchedulerOptions,
     private readonly logger: Logger,
+    /** The clock in milliseconds leases are given by. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   start(): void {
@@ -84,7 +86,7 @@ export class RequestScheduler {
 
   /** The claim a job started on this server holds (sync calls start without the queue). */
   lease(): { leaseOwner: string; leaseExpiresAt: Date } {
-    return { leaseOwner: this.notifier.instanceId, leaseExpiresAt: new Date(Date.now() + this.options.leaseMs) };
+    return { leaseOwner: this.notifier.instanceId, leaseExpiresAt: new Date(this.now() + this.options.leaseMs) };
   }
 
   releaseSlot(slot: SlotHold): void {

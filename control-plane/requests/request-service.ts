@@ -64,6 +64,8 @@ export class RequestService {
     private readonly events: ControlPlaneEvents,
     private readonly options: RequestServiceOptions,
     private readonly logger: Logger,
+    /** The clock in milliseconds of records' times and the idempotency window. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   /**
@@ -111,7 +113,7 @@ export class RequestService {
     await this.admit(submission);
     const slot = this.scheduler.reserveSlot(submission.deployment.id);
     const record = this.newRecord(submission, 'running');
-    const now = new Date();
+    const now = new Date(this.now());
     Object.assign(record, {
       startedAt: now, replicaId: slot.connection.replicaId, estimatedSeconds: Math.ceil(budgetMs / 1000),
       deadlineAt: new Date(now.getTime() + this.jobs.timeoutMs(record)), ...this.scheduler.lease(),
@@ -201,7 +203,7 @@ export class RequestService {
       idempotencyKey: submission.idempotencyKey ?? null, requestHash: requestHash(submission),
       errorCode: null, errorMessage: null, progress: 0, estimatedSeconds: 0, replicaId: null,
       leaseOwner: null, leaseExpiresAt: null, deadlineAt: null, billedGpuSeconds: 0,
-      queuedAt: new Date(), startedAt: null, completedAt: null, outputsExpireAt: null, outputsDeletedAt: null,
+      queuedAt: new Date(this.now()), startedAt: null, completedAt: null, outputsExpireAt: null, outputsDeletedAt: null,
     });
     record.inputs = submission.inputs.map((input) => ({
       name: input.name, contentType: input.contentType, objectKey: this.destinations.inputKey(record, input.name),
@@ -242,7 +244,7 @@ export class RequestService {
   private async earlierSubmission(workspaceId: string, idempotencyKey: string, hash: string): Promise<RequestRecord | null> {
     const existing = await this.records.byIdempotencyKey(workspaceId, idempotencyKey);
     if (!existing) return null;
-    if (Date.now() - existing.queuedAt.getTime() > this.options.idempotencyTtlMs) {
+    if (this.now() - existing.queuedAt.getTime() > this.options.idempotencyTtlMs) {
       await this.records.releaseIdempotencyKey(existing.id, idempotencyKey);
       return null;
     }

@@ -33,6 +33,8 @@ export interface BackgroundParts {
   readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset' | 'instanceId'>;
   /** The gateway's "this deployment serves …" (admission's message for a model that changed task). */
   readonly servedBy: (model: CatalogModel) => string;
+  /** The clock in milliseconds turns' deadlines are measured by. @default Date.now */
+  readonly now?: () => number;
 }
 
 /** Refusals that pass with time (limits, a busy or starting deployment): the turn waits in the queue for them. */
@@ -71,7 +73,11 @@ export class BackgroundResponses {
   private sweeping: Promise<void> | null = null;
   private stopped = false;
 
-  constructor(private readonly parts: BackgroundParts, readonly options: BackgroundOptions, private readonly logger: Logger) {}
+  private readonly now: () => number;
+
+  constructor(private readonly parts: BackgroundParts, readonly options: BackgroundOptions, private readonly logger: Logger) {
+    this.now = parts.now ?? Date.now;
+  }
 
   start(): void {
     this.parts.notifier.on('response-cancel', (id) => this.cancelHere(id));
@@ -171,7 +177,7 @@ export class BackgroundResponses {
         await this.fail(id, 'server_error', `the server running this response stopped before it finished, ${this.options.maxAttempts} times`);
         return;
       }
-      if (Date.now() >= this.deadlineOf(record)) {
+      if (this.now() >= this.deadlineOf(record)) {
         // Left in the queue past its time (every server was down, say): not started at all.
         admitted?.ticket.close();
         await this.fail(id, 'server_error', this.timedOut());
@@ -210,7 +216,7 @@ export class BackgroundResponses {
   /** Admission or placement refused the turn: it waits for a passing refusal (until its deadline), else fails with it. */
   private async refused(record: ResponseRecord, error: unknown): Promise<void> {
     const appError = error instanceof AppError ? error : new AppError('internal_error', 'the response could not be started', { cause: error });
-    if (RETRIABLE.has(appError.code) && Date.now() + this.options.retryDelayMs < this.deadlineOf(record)) {
+    if (RETRIABLE.has(appError.code) && this.now() + this.options.retryDelayMs < this.deadlineOf(record)) {
       await this.parts.queue.requeue(record.id, this.parts.notifier.instanceId, this.options.retryDelayMs, true);
       // Looked at again when due, not at the next sweep (any server's sweep may take it first).
       setTimeout(() => void this.sweep(), this.options.retryDelayMs + 10).unref();
@@ -242,7 +248,7 @@ export class BackgroundResponses {
     const timer = setTimeout(() => {
       running.reason = 'deadline';
       job.cancel('deadline');
-    }, Math.max(0, this.deadlineOf(record) - Date.now()));
+    }, Math.max(0, this.deadlineOf(record) - this.now()));
     try {
       const end = await listener.ended;
       clearTimeout(timer);

@@ -51,12 +51,14 @@ export class ResponsesService {
     private readonly pipeline: Pick<InferencePipeline, 'admitText' | 'admitShared'>,
     private readonly store: ResponseStore,
     private readonly options: { retentionDays: number },
+    /** The clock in milliseconds of the records' times and leases. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   async begin(key: AuthenticatedKey, deployment: Deployment, request: ResponsesRequest, limits: TurnLimits): Promise<ResponseTurn> {
     const scope = { workspaceId: key.workspaceId, deploymentId: deployment.id };
     const history = request.previousResponseId ? await this.chainOf(scope, request.previousResponseId) : [];
-    return await this.admit(key, deployment, request, history, limits, newId('resp'), new Date());
+    return await this.admit(key, deployment, request, history, limits, newId('resp'), new Date(this.now()));
   }
 
   /**
@@ -97,7 +99,7 @@ export class ResponsesService {
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
     }, labelled);
     const scope = { workspaceId: key.workspaceId, deploymentId: ticket.label };
-    return { id: newId('resp'), createdAt: new Date(), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
+    return { id: newId('resp'), createdAt: new Date(this.now()), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
   }
 
   /** The object a turn answers while it runs (a stream's `response.created`). */
@@ -111,7 +113,7 @@ export class ResponsesService {
    */
   queuedRecord(turn: ResponseTurn, owner: string, leaseMs: number): ResponseRecord {
     const record = this.record(turn, this.state(turn, { status: 'queued', output: [], usage: null, error: null, incompleteDetails: null }));
-    Object.assign(record, { completedAt: null, request: turn.request, leaseOwner: owner, leaseExpiresAt: new Date(Date.now() + leaseMs), attempts: 0 });
+    Object.assign(record, { completedAt: null, request: turn.request, leaseOwner: owner, leaseExpiresAt: new Date(this.now() + leaseMs), attempts: 0 });
     return record;
   }
 
@@ -177,7 +179,7 @@ export class ResponsesService {
       id: turn.id, workspaceId: turn.scope.workspaceId, deploymentId: turn.scope.deploymentId, apiKeyId: turn.apiKeyId, model: turn.model,
       status: state.status, background: turn.request.background, previousResponseId: turn.request.previousResponseId, settings: state.settings,
       history: turn.history, input: turn.request.input, output: state.output, usage: state.usage, error: state.error, incompleteDetails: state.incompleteDetails,
-      createdAt: turn.createdAt, completedAt: new Date(), expiresAt: new Date(turn.createdAt.getTime() + this.options.retentionDays * DAY_MS),
+      createdAt: turn.createdAt, completedAt: new Date(this.now()), expiresAt: new Date(turn.createdAt.getTime() + this.options.retentionDays * DAY_MS),
     });
     return record;
   }

@@ -19,6 +19,8 @@ export interface WebhookSenderOptions {
   attemptTimeoutMs: number;
   urls: WebhookUrlPolicy;
   userAgent: string;
+  /** The clock in milliseconds a signature's timestamp is taken from. @default Date.now */
+  now?: () => number;
 }
 
 /** Of a response body only this much is read, for the attempt log: receivers answer with status codes. */
@@ -30,11 +32,15 @@ const MAX_ERROR_BODY = 300;
  * rebinding) is refused instead of reached. Redirects are not followed (a 3xx is a failure).
  */
 export class WebhookSender {
-  constructor(private readonly options: WebhookSenderOptions) {}
+  private readonly now: () => number;
+
+  constructor(private readonly options: WebhookSenderOptions) {
+    this.now = options.now ?? Date.now;
+  }
 
   async send(url: string, type: string, body: string, secrets: readonly string[]): Promise<AttemptOutcome> {
     const startedAt = performance.now();
-    const signature = signWebhookPayload(secrets, body, Math.floor(Date.now() / 1000));
+    const signature = signWebhookPayload(secrets, body, Math.floor(this.now() / 1000));
     const elapsed = () => Math.round(performance.now() - startedAt);
     let checked: { url: URL; addresses: string[] };
     try {

@@ -38,6 +38,8 @@ export interface KubernetesProviderOptions {
   readonly agentBinaryDir: string;
   readonly version: string;
   readonly events: PodEvents;
+  /** The clock in milliseconds of the offers cache and the failure back-off. @default Date.now */
+  readonly now?: () => number;
 }
 
 const OFFERS_TTL_MS = 2_000;
@@ -69,7 +71,10 @@ export class KubernetesProvider implements CapacityProvider {
   /** Per deployment, the last pod failure: the next launch waits for the back-off. */
   private readonly failures = new Map<string, { at: number; backoffMs: number; reason: string }>();
 
+  private readonly now: () => number;
+
   constructor(private readonly options: KubernetesProviderOptions, private readonly logger: Logger) {
+    this.now = options.now ?? Date.now;
     this.config = options.config;
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
   }
@@ -101,7 +106,7 @@ export class KubernetesProvider implements CapacityProvider {
   }
 
   async offers(): Promise<GpuOffer[]> {
-    const now = Date.now();
+    const now = this.now();
     if (!this.offersCache || now - this.offersCache.at > OFFERS_TTL_MS) {
       const offers = (async () => {
         const [nodes, pods] = await Promise.all([
@@ -120,7 +125,7 @@ export class KubernetesProvider implements CapacityProvider {
   holdReason(deploymentId: string): string | null {
     const failure = this.failures.get(deploymentId);
     if (!failure) return null;
-    const leftMs = failure.at + failure.backoffMs - Date.now();
+    const leftMs = failure.at + failure.backoffMs - this.now();
     if (leftMs <= 0) return null;
     return `waiting for a ${Math.round(failure.backoffMs / 1000)} s back-off before the next pod, because the last one failed: ${failure.reason}`;
   }
@@ -253,8 +258,8 @@ export class KubernetesProvider implements CapacityProvider {
     if (!deploymentId) return;
     const previous = this.failures.get(deploymentId);
     const base = this.config.failureBackoffSeconds * 1000;
-    const backoffMs = previous && Date.now() - previous.at < MAX_BACKOFF_MS ? Math.min(MAX_BACKOFF_MS, previous.backoffMs * 2) : base;
-    this.failures.set(deploymentId, { at: Date.now(), backoffMs, reason });
+    const backoffMs = previous && this.now() - previous.at < MAX_BACKOFF_MS ? Math.min(MAX_BACKOFF_MS, previous.backoffMs * 2) : base;
+    this.failures.set(deploymentId, { at: this.now(), backoffMs, reason });
   }
 
   // ---- the deployment's Secret --------------------------------------------------------------

@@ -5,7 +5,7 @@
  * refused it before anything ran; whichever event comes first wins, later ones change nothing;
  * progress is clamped, published on every report and written at most once per interval.
  * The record table is an in-memory fake with the real table's conditional transitions
- * (`finish` only from the listed statuses); the clock is `Date.now`, stubbed.
+ * (`finish` only from the listed statuses); the clock is the listener's `now` (and the fake table's `Date.now`), stubbed.
  */
 import type { UploadTarget } from '../../../proto/worker/v1';
 import type { JobFailure } from '../../../control-plane/dispatch/job';
@@ -102,6 +102,7 @@ function listen(options: { record?: Partial<RequestRecord>; uploads?: UploadTarg
     cleanUp: async (keys) => {
       cleanedUp.push(keys);
     },
+    now: () => now,
   }, (outcome) => outcomes.push(outcome));
   /** The record as stored now. */
   const stored = () => table.rows.get(record.id)!;

@@ -139,7 +139,7 @@ afterEach(async () => {
   await Promise.all(schedulers.splice(0).map((scheduler) => scheduler.stop()));
 });
 
-function world() {
+function world(now?: () => number) {
   const dispatcher = new Dispatcher();
   const records = new FakeRecords();
   const jobs = new FakeJobs(dispatcher);
@@ -148,7 +148,7 @@ function world() {
   const log = recordingLogger();
   const scheduler = new RequestScheduler(
     records as unknown as RequestRecords, dispatcher, jobs as unknown as MediaJobs,
-    notifier as unknown as Pick<ClusterNotifier, 'publish' | 'on' | 'onReset' | 'instanceId'>, controlEvents, OPTIONS, log.logger,
+    notifier as unknown as Pick<ClusterNotifier, 'publish' | 'on' | 'onReset' | 'instanceId'>, controlEvents, OPTIONS, log.logger, now,
   );
   schedulers.push(scheduler);
   const replica = (options: { replicaId?: string; deploymentId?: string; max?: number; busy?: number; draining?: boolean; closed?: boolean } = {}) => {
@@ -220,13 +220,8 @@ describe('RequestScheduler sync slots', () => {
   });
 
   test('a lease is held by this server for leaseMs', () => {
-    const { scheduler } = world();
-    const now = jest.spyOn(Date, 'now').mockReturnValue(1_700_000_000_000);
-    try {
-      expect(scheduler.lease()).toEqual({ leaseOwner: 'srv_self', leaseExpiresAt: new Date(1_700_000_000_000 + OPTIONS.leaseMs) });
-    } finally {
-      now.mockRestore();
-    }
+    const { scheduler } = world(() => 1_700_000_000_000);
+    expect(scheduler.lease()).toEqual({ leaseOwner: 'srv_self', leaseExpiresAt: new Date(1_700_000_000_000 + OPTIONS.leaseMs) });
   });
 });
 
