@@ -20,7 +20,8 @@
  *               the cluster notifier (events: each module declares its own events on the bus,
  *               so the bus names no module above it), storage, the catalog.
  *   pipeline    the request path: dispatching jobs to agents, relaying them between servers,
- *               shared serving, media requests, rate limits, usage, admission, batches, responses.
+ *               shared serving, media requests, rate limits, usage, admission, batches, responses,
+ *               and the OpenAI wire form of requests and answers (openai/).
  *   operations  what runs the platform around the request path: capacity (placement loop,
  *               market, static hosts), providers (agent launchers), autoscaling, webhook
  *               delivery, telemetry, and the composition root (main.ts, which builds
@@ -36,7 +37,7 @@ const LAYERS = {
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
     'replicas/', 'storage/', 'console/', 'routing/', 'budgets/',
   ],
-  pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/'],
+  pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
   operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts'],
 };
 

@@ -1,5 +1,5 @@
 import { AppError } from '../../control-plane/errors/app-error';
-import { parseJsonObject } from '../http/request-parsing';
+import { parseJsonObject } from '../../control-plane/openai/json-body';
 import { quoteValue } from '../../control-plane/errors/quote-value';
 import { refuseCacheSalt } from './cache-salt-field';
 import { checkChatToolFields } from './tool-fields';

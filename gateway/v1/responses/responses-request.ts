@@ -4,7 +4,7 @@ import { itemId as newId } from '../../../control-plane/responses/response-ids';
 import type {
   FunctionTool, InputContentPart, ResponseItem, ResponsesRequest, TextFormat, ToolChoice,
 } from '../../../control-plane/responses/response-items';
-import { parseJsonObject } from '../../http/request-parsing';
+import { parseJsonObject } from '../../../control-plane/openai/json-body';
 import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from '../tool-fields';
 
 /** The fields a create request may carry; any other is refused by name (nothing is silently dropped). */
