@@ -2,7 +2,7 @@ import type { CatalogModel } from '../../control-plane/catalog/catalog';
 import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../../control-plane/openai/json-body';
 import { quoteValue } from '../../control-plane/errors/quote-value';
-import { refuseCacheSalt } from './cache-salt-field';
+import { refuseCacheSalt } from '../../control-plane/openai/cache-salt-field';
 
 /** OpenAI's own cap on the inputs of one embeddings request. */
 export const MAX_EMBEDDING_INPUTS = 2048;
