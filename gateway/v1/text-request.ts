@@ -2,7 +2,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import { parseJsonObject } from '../../control-plane/openai/json-body';
 import { quoteValue } from '../../control-plane/errors/quote-value';
 import { refuseCacheSalt } from '../../control-plane/openai/cache-salt-field';
-import { checkChatToolFields } from './tool-fields';
+import { checkChatToolFields } from '../../control-plane/openai/tool-fields';
 
 import type { TextEndpoint } from '../../control-plane/pipeline/inference-pipeline';
 

@@ -5,7 +5,7 @@ import type {
   FunctionTool, InputContentPart, ResponseItem, ResponsesRequest, TextFormat, ToolChoice,
 } from '../../../control-plane/responses/response-items';
 import { parseJsonObject } from '../../../control-plane/openai/json-body';
-import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from '../tool-fields';
+import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from '../../../control-plane/openai/tool-fields';
 
 /** The fields a create request may carry; any other is refused by name (nothing is silently dropped). */
 const KNOWN_FIELDS = new Set([
