@@ -12,7 +12,7 @@ import { servedEndpoints } from './endpoint-table';
 import { runTicket } from './run-ticket';
 import type { TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './text-job-run';
-import { parseTextRequest } from './text-request';
+import { parseTextRequest } from '../../control-plane/openai/text-request';
 import type { RequestGate } from '../http/request-gate';
 
 /** The metrics and log label of a guest request before its model is known. */

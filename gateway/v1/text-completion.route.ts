@@ -8,7 +8,7 @@ import type { RequestTrace } from '../http/request-id';
 import { servedEndpoints } from './endpoint-table';
 import { runTicket } from './run-ticket';
 import type { StreamLimits, TextRouteOptions } from './text-job-run';
-import { parseTextRequest, type TextEndpoint } from './text-request';
+import { parseTextRequest, type TextEndpoint } from '../../control-plane/openai/text-request';
 
 export type { TextRouteOptions };
 
