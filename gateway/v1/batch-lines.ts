@@ -9,7 +9,7 @@ import {
 import type { Usage } from '../../proto/worker/v1';
 import { jobFailureError, renderError } from '../errors/openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
-import { parseEmbeddingsRequest } from './embeddings-request';
+import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { parseTextRequest } from '../../control-plane/openai/text-request';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
 import { parseJsonText } from '../../common/json-nesting';

@@ -5,7 +5,7 @@ import type { InferencePipeline } from '../../control-plane/pipeline/inference-p
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
-import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings-request';
+import { parseEmbeddingsRequest, type EmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import { servedEndpoints } from './endpoint-table';

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { CACHE_SALT_KEY_SETTING, CacheSalts } from '../../control-plane/dispatch/cache-salts';
 import { AppError } from '../../control-plane/errors/app-error';
-import { parseEmbeddingsRequest } from '../../gateway/v1/embeddings-request';
+import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { parseTextRequest } from '../../control-plane/openai/text-request';
 
 /** `cluster_settings` as PostgreSQL keeps it: the first INSERT of a name wins. */
