@@ -18,7 +18,7 @@ import { settingsOf, type ResponsesRequest } from '../../control-plane/responses
 import { responseObject } from '../../control-plane/responses/response-object';
 import { responsesToChat } from '../../control-plane/responses/responses-to-chat';
 import { itemId as newId } from '../../control-plane/responses/response-ids';
-import { parseResponsesRequest } from './responses/responses-request';
+import { parseResponsesRequest } from '../../control-plane/openai/responses-request';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 

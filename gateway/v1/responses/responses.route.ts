@@ -15,7 +15,7 @@ import { servedEndpoints } from '../endpoint-table';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { StreamLimits, TextRouteOptions } from '../text-job-run';
 import { runResponseJob } from './response-job-run';
-import { parseResponsesRequest } from './responses-request';
+import { parseResponsesRequest } from '../../../control-plane/openai/responses-request';
 
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 20;
