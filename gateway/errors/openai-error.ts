@@ -1,7 +1,7 @@
 import { AppError } from '../../control-plane/errors/app-error';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 import type { JobFailure } from '../../control-plane/dispatch/job';
-import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
+import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from '../../control-plane/openai/error-table';
 import { parseJsonText } from '../../common/json-nesting';
 import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
 import { refusalRateLimitHeaders } from '../http/rate-limit-headers';

@@ -2,7 +2,7 @@ import type { AppErrorCode } from '../../control-plane/errors/app-error';
 
 /**
  * Every AppError code as the GraphQL API names it (`extensions.code`), decided once; its HTTP
- * status, when a refusal sets one, is the REST API's (gateway/errors/error-table.ts).
+ * status, when a refusal sets one, is the REST API's (control-plane/openai/error-table.ts).
  */
 export const GRAPHQL_CODES: Record<AppErrorCode, string> = {
   invalid_request: 'BAD_USER_INPUT',

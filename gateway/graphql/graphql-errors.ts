@@ -3,7 +3,7 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import { capMessage } from '../../control-plane/errors/quote-value';
-import { ERROR_TABLE } from '../errors/error-table';
+import { ERROR_TABLE } from '../../control-plane/openai/error-table';
 import { GRAPHQL_CODES } from './graphql-codes';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 

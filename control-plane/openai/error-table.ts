@@ -1,4 +1,4 @@
-import type { AppErrorCode } from '../../control-plane/errors/app-error';
+import type { AppErrorCode } from '../errors/app-error';
 
 export interface WireError {
   status: number;
@@ -8,8 +8,8 @@ export interface WireError {
 
 /**
  * Every AppError code as the OpenAI API answers it, decided once: its HTTP status and OpenAI
- * `type` (the GraphQL API's codes are gateway/graphql/graphql-codes.ts; GraphQL over HTTP sets
- * the status given here).
+ * `type` (a live call's and a batch line's alike; the GraphQL API's codes are the gateway's,
+ * gateway/graphql/graphql-codes.ts, and GraphQL over HTTP sets the status given here).
  */
 export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   invalid_request: { status: 400, type: 'invalid_request_error' },
