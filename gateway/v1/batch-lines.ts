@@ -7,7 +7,7 @@ import {
   LOST_JOB_CODES, type BatchLineHandler, type LineCheck, type LineJobSender, type LineResponse, type LineRun,
 } from '../../control-plane/batches/batch-line-handler';
 import type { Usage } from '../../proto/worker/v1';
-import { jobFailureError, renderError } from '../errors/openai-error';
+import { jobFailureError, openAiErrorResponse } from '../../control-plane/openai/openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
 import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { parseTextRequest } from '../../control-plane/openai/text-request';
@@ -165,7 +165,7 @@ async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobS
 }
 
 function renderAppError(error: AppError): LineResponse {
-  const rendered = renderError(error);
+  const rendered = openAiErrorResponse(error);
   return { statusCode: rendered.status, body: rendered.body.toString('utf8') };
 }
 

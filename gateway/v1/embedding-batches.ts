@@ -1,7 +1,7 @@
 import type { Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
-import { jobFailureError } from '../errors/openai-error';
+import { jobFailureError } from '../../control-plane/openai/openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
 
 /** One engine call's share of an embeddings request: `count` inputs starting at `offset`. */

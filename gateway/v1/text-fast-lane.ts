@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
 import { NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
-import { renderError } from '../errors/openai-error';
+import { renderError } from '../errors/error-response';
 import type { RequestIds, RequestTrace } from '../http/request-id';
 import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
