@@ -8,7 +8,7 @@ import {
 } from '../../control-plane/batches/batch-line-handler';
 import type { Usage } from '../../proto/worker/v1';
 import { jobFailureError, openAiErrorResponse } from '../../control-plane/openai/openai-error';
-import { assembleEmbeddingLists } from './embedding-lists';
+import { assembleEmbeddingLists } from '../../control-plane/openai/embedding-lists';
 import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { parseTextRequest } from '../../control-plane/openai/text-request';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
