@@ -6,7 +6,7 @@ import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
 import { parseEmbeddingsRequest, type EmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
-import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
+import { EmbeddingBatches, type EmbeddingBatch } from '../../control-plane/openai/embedding-batches';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import { servedEndpoints } from './endpoint-table';
 import type { TextRouteOptions } from './text-completion.route';

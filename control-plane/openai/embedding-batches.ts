@@ -1,8 +1,8 @@
-import type { Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
-import { AppError } from '../../control-plane/errors/app-error';
+import type { Job, JobFailure, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
-import { jobFailureError } from '../../control-plane/openai/openai-error';
-import { assembleEmbeddingLists } from '../../control-plane/openai/embedding-lists';
+import { jobFailureError } from './openai-error';
+import { assembleEmbeddingLists } from './embedding-lists';
 
 /** One engine call's share of an embeddings request: `count` inputs starting at `offset`. */
 export interface EmbeddingBatch {
