@@ -9,6 +9,7 @@ import {
 import type { Usage } from '../../proto/worker/v1';
 import { jobFailureError, openAiErrorResponse } from '../../control-plane/openai/openai-error';
 import { assembleEmbeddingLists } from '../../control-plane/openai/embedding-lists';
+import { splitEmbeddingsRequest } from '../../control-plane/openai/embedding-batches';
 import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { parseTextRequest } from '../../control-plane/openai/text-request';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
@@ -66,16 +67,7 @@ export class GatewayBatchLines implements BatchLineHandler {
    */
   private async runEmbeddings(model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
     const limits = embeddingLimits(model);
-    const request = parseEmbeddingsRequest(body, model.id, limits);
-    const count = request.inputs.length;
-    const parts: Array<{ offset: number; count: number; body: Buffer }> = [];
-    if (count <= limits.maxBatchInputs) parts.push({ offset: 0, count, body });
-    else {
-      for (let offset = 0; offset < count; offset += limits.maxBatchInputs) {
-        const input = request.inputs.slice(offset, offset + limits.maxBatchInputs);
-        parts.push({ offset, count: input.length, body: Buffer.from(JSON.stringify({ ...request.fields, input })) });
-      }
-    }
+    const parts = splitEmbeddingsRequest(body, parseEmbeddingsRequest(body, model.id, limits), limits.maxBatchInputs);
     const outputs: Buffer[] = [];
     let usage: Usage = NO_USAGE;
     for (const part of parts) {
