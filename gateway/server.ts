@@ -7,7 +7,7 @@ import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
 import { GatewayBatchLines } from './v1/batch-lines';
-import { servedEndpoints } from './v1/endpoint-table';
+import { servedEndpoints } from '../control-plane/openai/inference-endpoints';
 import { ROUTE_LABELS } from './route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 

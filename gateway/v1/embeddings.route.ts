@@ -8,7 +8,7 @@ import { requestBudgetOf } from '../http/request-budget';
 import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
 import { EmbeddingBatches, splitEmbeddingsRequest } from '../../control-plane/openai/embedding-batches';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
-import { servedEndpoints } from './endpoint-table';
+import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import type { TextRouteOptions } from './text-completion.route';
 
 /**
