@@ -6,7 +6,7 @@ import { connectionCap } from './http/connection-budget';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
-import { GatewayBatchLines } from './v1/batch-lines';
+import { OpenAiBatchLines } from '../control-plane/openai/batch-lines';
 import { servedEndpoints } from '../control-plane/openai/inference-endpoints';
 import { ROUTE_LABELS } from './route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
@@ -62,7 +62,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     // The gateway's knowledge, handed down: batch lines are checked, run and answered as the live endpoints do it;
     // admission names the endpoints a model serves; metrics label requests by the gateway's routes.
     controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, {
-      batchLines: new GatewayBatchLines(), servedBy: servedEndpoints, routeLabels: ROUTE_LABELS,
+      batchLines: new OpenAiBatchLines(), servedBy: servedEndpoints, routeLabels: ROUTE_LABELS,
     });
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);
     const running = controlPlane;
