@@ -1,7 +1,7 @@
 /**
  * Prefix-cache salts (control-plane/dispatch/cache-salts.ts): one per workspace, 256 bits from
  * the cluster's key, the same on every server that reads that key; and the gateway's refusal of
- * a client's own `cache_salt` (gateway/v1/cache-salt-field.ts).
+ * a client's own `cache_salt` (control-plane/openai/cache-salt-field.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { CACHE_SALT_KEY_SETTING, CacheSalts } from '../../control-plane/dispatch/cache-salts';
