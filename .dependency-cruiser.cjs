@@ -6,7 +6,10 @@
  *   worker-agent/  imports only worker-agent/, proto/, common/ and packages (it ships alone:
  *                  worker-agent/packaging/build-agent.ts bundles it without the server).
  *   gateway/       never imports worker-agent/ (what both need lives in common/).
- *   control-plane/ never imports gateway/ or worker-agent/.
+ *   control-plane/ never imports gateway/ or worker-agent/, and runs none of their code: it
+ *                  builds its batch-line handler itself (the gateway may not import the
+ *                  batch-line contract or its implementation), and startControlPlane takes data
+ *                  from the gateway (the metrics' route labels), no code.
  *   proto/         imports nothing of ours but proto/ (the wire contract).
  *   common/        code the gateway and the agent (and the control plane) share; imports only
  *                  common/ and packages.
@@ -20,7 +23,8 @@
  *               the cluster notifier (events: each module declares its own events on the bus,
  *               so the bus names no module above it), storage, the catalog.
  *   pipeline    the request path: dispatching jobs to agents, relaying them between servers,
- *               shared serving, media requests, rate limits, usage, admission, batches, responses.
+ *               shared serving, media requests, rate limits, usage, admission, batches, responses,
+ *               and the OpenAI wire form of requests and answers (openai/).
  *   operations  what runs the platform around the request path: capacity (placement loop,
  *               market, static hosts), providers (agent launchers), autoscaling, webhook
  *               delivery, telemetry, and the composition root (main.ts, which builds
@@ -36,7 +40,7 @@ const LAYERS = {
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
     'replicas/', 'storage/', 'console/', 'routing/', 'budgets/',
   ],
-  pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/'],
+  pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
   operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts'],
 };
 
@@ -84,9 +88,18 @@ module.exports = {
     {
       name: 'control-plane-not-to-edges',
       severity: 'error',
-      comment: 'The control plane is used by the gateway and talks to agents over proto/; it imports neither.',
+      comment: 'The control plane is used by the gateway and talks to agents over proto/; it imports neither (type-only imports count).',
       from: { path: '^control-plane/' },
       to: { path: '^(gateway|worker-agent)/' },
+    },
+    {
+      name: 'batch-lines-not-from-gateway',
+      severity: 'error',
+      comment: 'What a batch line means is the control plane\'s own OpenAI request model (openai/batch-lines.ts, built by main.ts): '
+        + 'the gateway neither implements the contract the batch runner calls nor builds its handler. The rule above saw no import '
+        + 'while ControlPlaneEdges handed the gateway\'s own handler down at start, and the control plane ran gateway code.',
+      from: { path: '^gateway/' },
+      to: { path: '^control-plane/(batches/batch-line-handler|openai/batch-lines)\\.ts$' },
     },
     {
       name: 'proto-only-proto',

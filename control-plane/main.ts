@@ -30,7 +30,6 @@ import { ResponseStore } from './responses/response-store';
 import { ResponsesService } from './responses/responses-service';
 import { BackgroundQueue } from './responses/background-queue';
 import { BackgroundResponses } from './responses/background-responses';
-import type { CatalogModel } from './catalog/catalog';
 import { RequestRecords } from './requests/request-records';
 import { RequestScheduler } from './requests/request-scheduler';
 import { RequestService } from './requests/request-service';
@@ -62,6 +61,8 @@ import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
 import { InferencePipeline } from './pipeline/inference-pipeline';
+import { OpenAiBatchLines } from './openai/batch-lines';
+import { servedEndpoints } from './openai/inference-endpoints';
 import { CacheSalts } from './dispatch/cache-salts';
 import { ApiKey } from './api-keys/api-key.entity';
 import { BatchDeletion } from './batches/batch-deletion';
@@ -70,7 +71,6 @@ import { BatchFilePurge } from './batches/batch-file-purge';
 import { BatchFiles } from './batches/batch-files';
 import { BatchInputReader } from './batches/batch-input-reader';
 import { BatchFinalizer } from './batches/batch-finalizer';
-import type { BatchLineHandler } from './batches/batch-line-handler';
 import { BatchRunner } from './batches/batch-runner';
 import { BatchService } from './batches/batch-service';
 import { BatchStore } from './batches/batch-store';
@@ -179,29 +179,22 @@ export interface ControlPlane {
 }
 
 /**
- * What the control plane takes from its HTTP edge: the meaning of a request (its checks, jobs
- * and answers), which batch lines must share with the live endpoints.
+ * Builds the control plane on an open, migrated database and starts its gRPC server and replicas.
+ * It runs no gateway code: what a request means (parsing, errors, the endpoints a model serves,
+ * batch lines) is its own OpenAI request model (openai/). `routeLabels` is data, the values the
+ * metrics' `route` label may take (the gateway's closed set of route labels).
  */
-export interface ControlPlaneEdges {
-  readonly batchLines: BatchLineHandler;
-  /** The endpoints a model's deployment answers (the gateway's endpoint table), for admission's messages. */
-  readonly servedBy: (model: CatalogModel) => string;
-  /** The values of the metrics' `route` label (the gateway's closed set of route labels). */
-  readonly routeLabels: readonly string[];
-}
-
-/** Builds the control plane on an open, migrated database and starts its gRPC server and replicas. */
-export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, edges: ControlPlaneEdges): Promise<ControlPlane> {
+export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, routeLabels: readonly string[]): Promise<ControlPlane> {
   const lifecycle = new Lifecycle(logger);
   try {
-    return await compose(config, dataSource, logger, lifecycle, edges);
+    return await compose(config, dataSource, logger, lifecycle, routeLabels);
   } catch (error) {
     await lifecycle.stopAll();
     throw error;
   }
 }
 
-async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, edges: ControlPlaneEdges): Promise<ControlPlane> {
+async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, routeLabels: readonly string[]): Promise<ControlPlane> {
   const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
   const catalogAdmin = new CatalogAdmin(dataSource, catalog);
   await catalogAdmin.load();
@@ -220,7 +213,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const deploymentStore = new DeploymentStore(dataSource, events, notifier);
   const dispatcher = new Dispatcher();
   const metrics = new Metrics({
-    routes: edges.routeLabels, ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
+    routes: routeLabels, ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
     budgetHeld: () => HELD_BUDGETS.map((name) => ({ budget: name, held: budget.used(name, 'server') })),
   });
   lifecycle.add('metrics', () => metrics.close());
@@ -380,7 +373,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   backgroundQueue.onTerminal(webhooks.outbox.onResponseTerminal);
   const backgroundResponses = new BackgroundResponses({
     queue: backgroundQueue, service: responses, keys: (id) => apiKeys.byId(id), deployments: (id) => deploymentStore.find(id), notifier,
-    servedBy: edges.servedBy,
+    servedBy: servedEndpoints,
   }, {
     leaseMs: config.responses.backgroundLeaseMs, sweepIntervalMs: config.responses.backgroundSweepIntervalMs, timeoutMs: config.responses.backgroundTimeoutMs,
     maxAttempts: config.responses.backgroundAttempts, retryDelayMs: config.responses.backgroundRetryDelayMs,
@@ -388,13 +381,14 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   backgroundResponses.start();
   lifecycle.add('background responses', () => backgroundResponses.stop());
   const apiKeyRows = dataSource.getRepository(ApiKey);
-  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, edges.batchLines, config.batches);
+  const batchLines = new OpenAiBatchLines();
+  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, batchLines, config.batches);
   const runner = new BatchRunner({
     store: batchStore,
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: edges.batchLines, rateLimiter, usage, metrics, notifier, events, cacheSalts,
+    dispatcher, catalog, lines: batchLines, rateLimiter, usage, metrics, notifier, events, cacheSalts,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;

@@ -6,8 +6,6 @@ import { connectionCap } from './http/connection-budget';
 import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
 import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
-import { GatewayBatchLines } from './v1/batch-lines';
-import { servedEndpoints } from './v1/endpoint-table';
 import { ROUTE_LABELS } from './route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';
 
@@ -59,11 +57,8 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
       embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
-    // The gateway's knowledge, handed down: batch lines are checked, run and answered as the live endpoints do it;
-    // admission names the endpoints a model serves; metrics label requests by the gateway's routes.
-    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, {
-      batchLines: new GatewayBatchLines(), servedBy: servedEndpoints, routeLabels: ROUTE_LABELS,
-    });
+    // Metrics label requests by the gateway's routes: the closed set of their values.
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, ROUTE_LABELS);
     const gateway = await startGateway(controlPlane, gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;

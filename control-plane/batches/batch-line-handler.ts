@@ -33,10 +33,12 @@ export type LineRun =
   | { readonly kind: 'lost'; readonly failure: Pick<JobFailure, 'code' | 'message'>; readonly usage: Usage };
 
 /**
- * What a batch line means as an HTTP request: the checks, the jobs and the answers of the live
- * endpoint it names (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`). The gateway
- * owns those (gateway/v1/batch-lines.ts) and hands this to the control plane when it builds it,
- * so a line is checked, run and answered exactly as the same request sent live would be.
+ * What a batch line means as an OpenAI request: the checks, the jobs and the answers of the live
+ * endpoint it names (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`,
+ * `/v1/responses`). The OpenAI request model implements it with the parsers and error bodies the
+ * live routes use (control-plane/openai/batch-lines.ts), and the composition root (main.ts)
+ * gives it to the validator and the runner, so a line is checked, run and answered exactly as
+ * the same request sent live would be.
  */
 export interface BatchLineHandler {
   /** Checks a line's body against the model (the `model` field is the batch's to check). */

@@ -75,7 +75,7 @@ interface RunningLine {
 
 const JOB_KINDS: Record<BatchEndpoint, JobKind> = {
   '/v1/chat/completions': 'JOB_KIND_CHAT_COMPLETION', '/v1/completions': 'JOB_KIND_COMPLETION', '/v1/embeddings': 'JOB_KIND_EMBEDDING',
-  // A Responses line runs as the chat it translates to (gateway/v1/batch-lines.ts).
+  // A Responses line runs as the chat it translates to (control-plane/openai/batch-lines.ts).
   '/v1/responses': 'JOB_KIND_CHAT_COMPLETION',
 };
 const KEY_CACHE_MS = 5_000;

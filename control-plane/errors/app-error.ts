@@ -2,8 +2,9 @@ import { capMessage } from './quote-value';
 
 /**
  * The one error vocabulary of the platform. Domain code throws `AppError` with a code from
- * this closed union; each edge (REST, GraphQL, gRPC) maps codes to its wire form in one table
- * (gateway/errors/error-table.ts), so a status or an OpenAI `type` is decided in one place.
+ * this closed union; each wire form maps codes in one table (the OpenAI API's status and `type`,
+ * a batch line's too: control-plane/openai/error-table.ts; GraphQL's codes:
+ * gateway/graphql/graphql-codes.ts), so a status or an OpenAI `type` is decided in one place.
  */
 export type AppErrorCode =
   | 'invalid_request'          // malformed body, wrong type, missing field (400)

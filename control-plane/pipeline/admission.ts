@@ -46,7 +46,7 @@ export function checkModelField(deployment: Pick<Deployment, 'modelId'>, model: 
 /**
  * A chat or completions request fits the deployment's model: the field names it, the model is
  * a text model that generates (not an embedding model), and chat has a chat template.
- * `servedBy` describes the endpoints a model does answer (the gateway's endpoint table).
+ * `servedBy` describes the endpoints a model does answer (servedEndpoints, control-plane/openai/).
  */
 export function checkTextModel(
   deployment: Pick<Deployment, 'modelId'>, model: string | undefined, endpoint: 'chat.completions' | 'completions' | 'responses',

@@ -38,8 +38,9 @@ export interface TextWork {
   /** Streamed jobs: chunk bytes the agent may send ahead of the client (`Assign.stream_window_bytes`). */
   readonly streamWindowBytes: number;
   /**
-   * The "this deployment serves …" text for a model that does not answer `endpoint`; the
-   * gateway's endpoint table knows the endpoints.
+   * The "this deployment serves …" text for a model that does not answer `endpoint`; the OpenAI
+   * request model knows the endpoints (servedEndpoints, control-plane/openai/inference-endpoints.ts,
+   * which builds on this folder and so is passed in, not imported).
    */
   readonly servedBy: (model: CatalogModel) => string;
 }

@@ -62,7 +62,7 @@ export interface ResponseUsage {
   total_tokens: number;
 }
 
-/** A create request, validated (gateway/v1/responses/responses-request.ts): every field with its default. */
+/** A create request, validated (control-plane/openai/responses-request.ts): every field with its default. */
 export interface ResponsesRequest {
   model: string | undefined;
   /** This turn's input, as items with ids. */

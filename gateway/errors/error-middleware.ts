@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
-import { renderError } from './openai-error';
+import { renderError } from './error-response';
 import { requestIdOf } from '../http/request-telemetry';
 import { bodyLeftUnread } from '../http/unread-body';
 import { shortened } from '../../control-plane/errors/quote-value';

@@ -3,7 +3,7 @@ import { AppError } from '../../control-plane/errors/app-error';
 import type { LocalObjectStore } from '../../control-plane/storage/local-object-store';
 import { assertObjectKey } from '../../control-plane/storage/object-names';
 import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
-import { decodePathSegment } from '../http/request-parsing';
+import { decodePathSegment } from '../http/path-segment';
 import { sendObject, type ObjectDownloadOptions } from './object-download';
 import { shortened } from '../../control-plane/errors/quote-value';
 

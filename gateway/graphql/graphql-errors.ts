@@ -3,7 +3,8 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/errors/app-error';
 import { capMessage } from '../../control-plane/errors/quote-value';
-import { ERROR_TABLE } from '../errors/error-table';
+import { ERROR_TABLE } from '../../control-plane/openai/error-table';
+import { GRAPHQL_CODES } from './graphql-codes';
 import { asAppError } from '../../control-plane/database/database-unavailable';
 
 /**
@@ -20,7 +21,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
   const appError = appErrorIn(error);
   if (appError) {
     if (appError.code === 'internal_error') logger.error({ err: appError.cause ?? appError }, 'graphql operation failed');
-    return { message: appError.message, locations, path, extensions: { code: ERROR_TABLE[appError.code].graphql, param: appError.param } };
+    return { message: appError.message, locations, path, extensions: { code: GRAPHQL_CODES[appError.code], param: appError.param } };
   }
   // Apollo files every validation error under GRAPHQL_VALIDATION_FAILED; our rules (query limits, NUL bytes) keep their own code.
   const ruleExtensions = (error as { originalError?: unknown }).originalError instanceof GraphQLError
@@ -31,7 +32,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
   if (extensions && extensions.code !== 'INTERNAL_SERVER_ERROR') return { message, locations, path, extensions };
   if (isRequestRefusal(error)) return { message, locations, path, extensions: { code: 'BAD_REQUEST' } };
   const unavailable = asAppError(error instanceof GraphQLError ? error.originalError ?? error : error);
-  if (unavailable.code === 'service_unavailable') return { message: unavailable.message, locations, path, extensions: { code: ERROR_TABLE.service_unavailable.graphql } };
+  if (unavailable.code === 'service_unavailable') return { message: unavailable.message, locations, path, extensions: { code: GRAPHQL_CODES.service_unavailable } };
   logger.error({ err: error instanceof GraphQLError ? error.originalError ?? error : error }, 'graphql operation failed');
   return { message: 'internal error', locations, path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
 }
@@ -71,11 +72,11 @@ function isRequestRefusal(error: unknown): boolean {
  * 429 over HTTP); over graphql-ws only the code travels.
  */
 export function withHttpStatus(appError: AppError): GraphQLError {
-  const entry = ERROR_TABLE[appError.code];
+  const status = ERROR_TABLE[appError.code].status;
   const headers = new HeaderMap();
   if (appError.retryAfterSeconds !== undefined) headers.set('retry-after', String(appError.retryAfterSeconds));
   return new GraphQLError(appError.message, {
     originalError: appError,
-    extensions: { code: entry.graphql, http: { status: entry.status, headers } },
+    extensions: { code: GRAPHQL_CODES[appError.code], http: { status, headers } },
   });
 }

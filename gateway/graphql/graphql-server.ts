@@ -14,7 +14,6 @@ import { buildGatewaySchema } from './build-schema';
 import type { GraphQLContext } from './graphql-context';
 import { formatGraphQLError, withHttpStatus } from './graphql-errors';
 import { asAppError } from '../../control-plane/database/database-unavailable';
-import { ERROR_TABLE } from '../errors/error-table';
 import { nulByteInVariables, nulByteRule } from './nul-byte-checks';
 import { formatExecutionResult } from './websocket-operations';
 import { ApiKeyResolver } from './resolvers/api-key.resolver';

@@ -10,7 +10,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
 import { AppError } from '../../control-plane/errors/app-error';
 import type { ControlPlane } from '../../control-plane/main';
-import { ERROR_TABLE } from '../errors/error-table';
+import { GRAPHQL_CODES } from './graphql-codes';
 import { QuerySlots } from './database-cost';
 import type { GraphQLContext } from './graphql-context';
 import type { GraphQLLimits } from './graphql-limits';
@@ -225,5 +225,5 @@ function refused(refusal: AppError): GraphQLError {
 }
 
 function revokedError(): GraphQLError {
-  return new GraphQLError('the API key of this connection was revoked or replaced', { extensions: { code: ERROR_TABLE.invalid_api_key.graphql } });
+  return new GraphQLError('the API key of this connection was revoked or replaced', { extensions: { code: GRAPHQL_CODES.invalid_api_key } });
 }

@@ -3,7 +3,7 @@ import {
   type ASTNode, type DocumentNode, type ValidationContext, type ValueNode, type ASTVisitor,
 } from 'graphql';
 import { fieldPath, findNulByte, nulByteMessage, type NulBytePosition } from '../../control-plane/database/nul-bytes';
-import { ERROR_TABLE } from '../errors/error-table';
+import { GRAPHQL_CODES } from './graphql-codes';
 
 /**
  * Every String, ID and JSON value a client sends is checked for NUL (U+0000) before any
@@ -38,7 +38,7 @@ function nulByteError(base: string, position: NulBytePosition, node: ASTNode, fr
   return new GraphQLError(message, {
     nodes: [node],
     // A request error (nothing ran): 400, as for a variable of the wrong type.
-    extensions: { code: ERROR_TABLE.invalid_request.graphql, param, ...(fromVariables ? { http: { status: 400 } } : {}) },
+    extensions: { code: GRAPHQL_CODES.invalid_request, param, ...(fromVariables ? { http: { status: 400 } } : {}) },
   });
 }
 

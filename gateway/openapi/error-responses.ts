@@ -1,4 +1,4 @@
-import { ERROR_TABLE } from '../errors/error-table';
+import { ERROR_TABLE } from '../../control-plane/openai/error-table';
 import { closedObject, nullable, openObject, string, type JsonObject } from './schema-helpers';
 
 export const ERROR_SCHEMA: JsonObject = closedObject({

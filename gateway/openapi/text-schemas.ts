@@ -22,7 +22,7 @@ const CACHE_SALT_NOTE = 'Every other standard field goes to the engine untouched
 const TOOL_NAME = { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' };
 const SCHEMA_OBJECT = { type: 'object', description: 'a JSON Schema object in the supported subset (docs/api-contract.md#tools-and-structured-outputs)' };
 
-/** Chat's tools and structured-output fields, as gateway/v1/tool-fields.ts checks them: unknown keys inside are refused (400 naming them). */
+/** Chat's tools and structured-output fields, as control-plane/openai/tool-fields.ts checks them: unknown keys inside are refused (400 naming them). */
 const TOOL_FIELDS: Record<string, JsonObject> = {
   tools: {
     ...array(closedObject({

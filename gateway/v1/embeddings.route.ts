@@ -5,10 +5,10 @@ import type { InferencePipeline } from '../../control-plane/pipeline/inference-p
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
-import { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings-request';
-import { EmbeddingBatches, type EmbeddingBatch } from './embedding-batches';
+import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
+import { EmbeddingBatches, splitEmbeddingsRequest } from '../../control-plane/openai/embedding-batches';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
-import { servedEndpoints } from './endpoint-table';
+import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import type { TextRouteOptions } from './text-completion.route';
 
 /**
@@ -27,7 +27,7 @@ export class EmbeddingsRoute {
       model: request.model, bodyBytes: raw.length, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
     });
     const headers = rateLimitHeaders(ticket.rateLimit, key.rpmLimit, key.tpdLimit);
-    const batches = new EmbeddingBatches(ticket, splitRequest(raw, request, limits.maxBatchInputs), this.options.requestTimeoutMs);
+    const batches = new EmbeddingBatches(ticket, splitEmbeddingsRequest(raw, request, limits.maxBatchInputs), this.options.requestTimeoutMs);
     context.res.once('close', () => batches.cancel('client_disconnected'));
     let usage: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
     let status: 'succeeded' | 'failed' | 'canceled' = 'failed';
@@ -48,21 +48,6 @@ export class EmbeddingsRoute {
       ticket.settle(status, usage, batches.firstReplicaId);
     }
   }
-}
-
-/**
- * The request as engine-sized batches. A request that fits one batch keeps the client's bytes
- * exactly; a larger one is cut into bodies with the same fields and a slice of `input`.
- */
-function splitRequest(raw: Buffer, request: EmbeddingsRequest, maxBatchInputs: number): EmbeddingBatch[] {
-  const count = request.inputs.length;
-  if (count <= maxBatchInputs) return [{ offset: 0, count, body: raw }];
-  const batches: EmbeddingBatch[] = [];
-  for (let offset = 0; offset < count; offset += maxBatchInputs) {
-    const input = request.inputs.slice(offset, offset + maxBatchInputs);
-    batches.push({ offset, count: input.length, body: Buffer.from(JSON.stringify({ ...request.fields, input })) });
-  }
-  return batches;
 }
 
 function addUsage(total: Usage, more: Usage): Usage {

@@ -1,10 +1,14 @@
 import type { CatalogModel } from '../../control-plane/catalog/catalog';
+import { INFERENCE_ENDPOINTS, type InferenceEndpointName } from '../../control-plane/openai/inference-endpoints';
 
 /**
  * Every endpoint of a deployment's `/v1`, and of the shared endpoint's `/shared/v1`, declared
- * once. The routers, the fast lane, metric labels, the 404 messages, the OpenAPI document and
- * the "this deployment serves …" messages all read these tables, so adding an endpoint is one
- * row here and its handler (route knowledge used to live in four files that had to agree).
+ * once. The routers, the fast lane, metric labels, the 404 messages and the OpenAPI document
+ * all read these tables, so adding an endpoint is one row here and its handler (route knowledge
+ * used to live in four files that had to agree). An inference endpoint's row starts from the
+ * control plane's (control-plane/openai/inference-endpoints.ts: its name, method, path and the
+ * tasks that answer it, which the "this deployment serves …" messages read), so adding one is
+ * a row there too.
  */
 export interface Endpoint<Name extends string> {
   readonly name: Name;
@@ -27,7 +31,11 @@ export type EndpointLabel =
 
 /** An endpoint of a deployment's `/v1` (`/d/<slug>/v1`, and the workspace's `/v1` where routed by `model`). */
 export interface DeploymentEndpoint extends Endpoint<DeploymentEndpointName> {
-  /** Catalog tasks whose deployments answer it; absent: every deployment (listing, records). */
+  /**
+   * Catalog tasks whose deployments answer it; absent: every deployment (listing, records). Only
+   * the inference endpoints have them, and they are the control plane's rows, taken whole
+   * (control-plane/openai/inference-endpoints.ts).
+   */
   readonly tasks?: readonly CatalogModel['task'][];
   /** It runs work the workspace pays for: credit, a paused deployment and (text) rate limits are checked before its body is read. */
   readonly spends?: 'text' | 'media';
@@ -39,31 +47,28 @@ export interface DeploymentEndpoint extends Endpoint<DeploymentEndpointName> {
 }
 
 export type DeploymentEndpointName =
-  | 'chat.completions' | 'completions' | 'embeddings' | 'models.list' | 'models.retrieve'
-  | 'images.generations' | 'images.edits' | 'videos.create' | 'videos.generations' | 'videos.list'
-  | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel'
+  | InferenceEndpointName | 'models.list' | 'models.retrieve'
+  | 'videos.list' | 'videos.retrieve' | 'videos.content' | 'videos.cancel' | 'requests.list' | 'requests.retrieve' | 'requests.cancel'
   | 'files.create' | 'files.list' | 'files.retrieve' | 'files.content' | 'files.delete'
   | 'batches.create' | 'batches.list' | 'batches.retrieve' | 'batches.cancel'
-  | 'responses.create' | 'responses.retrieve' | 'responses.delete' | 'responses.input_items' | 'responses.cancel';
-
-const IMAGE_TASKS: readonly CatalogModel['task'][] = ['image-generation', 'image-edit'];
+  | 'responses.retrieve' | 'responses.delete' | 'responses.input_items' | 'responses.cancel';
 
 export const DEPLOYMENT_ENDPOINTS: readonly DeploymentEndpoint[] = [
-  { name: 'chat.completions', method: 'POST', path: '/chat/completions', label: 'chat.completions', fastLane: true, tasks: ['chat'], spends: 'text' },
-  { name: 'completions', method: 'POST', path: '/completions', label: 'completions', fastLane: true, tasks: ['chat', 'completion'], spends: 'text' },
-  // The Responses API (control-plane/responses): turns run as chat through the same pipeline.
-  { name: 'responses.create', method: 'POST', path: '/responses', label: 'responses', fastLane: true, tasks: ['chat'], spends: 'text' },
+  // The inference endpoints' name, method, path and tasks are the control plane's (INFERENCE_ENDPOINTS).
+  { ...INFERENCE_ENDPOINTS['chat.completions'], label: 'chat.completions', fastLane: true, spends: 'text' },
+  { ...INFERENCE_ENDPOINTS.completions, label: 'completions', fastLane: true, spends: 'text' },
+  { ...INFERENCE_ENDPOINTS['responses.create'], label: 'responses', fastLane: true, spends: 'text' },
   { name: 'responses.retrieve', method: 'GET', path: '/responses/{id}', label: 'responses' },
   { name: 'responses.delete', method: 'DELETE', path: '/responses/{id}', label: 'responses' },
   { name: 'responses.input_items', method: 'GET', path: '/responses/{id}/input_items', label: 'responses' },
   { name: 'responses.cancel', method: 'POST', path: '/responses/{id}/cancel', label: 'responses' },
-  { name: 'embeddings', method: 'POST', path: '/embeddings', label: 'embeddings', tasks: ['embedding'], spends: 'text' },
+  { ...INFERENCE_ENDPOINTS.embeddings, label: 'embeddings', spends: 'text' },
   { name: 'models.list', method: 'GET', path: '/models', label: 'models' },
   { name: 'models.retrieve', method: 'GET', path: '/models/{model}', label: 'models' },
-  { name: 'images.generations', method: 'POST', path: '/images/generations', label: 'images.generations', tasks: IMAGE_TASKS, spends: 'media' },
-  { name: 'images.edits', method: 'POST', path: '/images/edits', label: 'images.edits', tasks: IMAGE_TASKS, spends: 'media' },
-  { name: 'videos.create', method: 'POST', path: '/videos', label: 'videos', tasks: ['video-generation'], spends: 'media' },
-  { name: 'videos.generations', method: 'POST', path: '/videos/generations', label: 'videos', tasks: ['video-generation'], spends: 'media' },
+  { ...INFERENCE_ENDPOINTS['images.generations'], label: 'images.generations', spends: 'media' },
+  { ...INFERENCE_ENDPOINTS['images.edits'], label: 'images.edits', spends: 'media' },
+  { ...INFERENCE_ENDPOINTS['videos.create'], label: 'videos', spends: 'media' },
+  { ...INFERENCE_ENDPOINTS['videos.generations'], label: 'videos', spends: 'media' },
   { name: 'videos.list', method: 'GET', path: '/videos', label: 'videos.retrieve', tenantList: true },
   { name: 'videos.retrieve', method: 'GET', path: '/videos/{id}', label: 'videos.retrieve' },
   { name: 'videos.content', method: 'GET', path: '/videos/{id}/content', label: 'videos.retrieve' },
@@ -218,13 +223,4 @@ export function endpointList(): string {
 /** Every shared endpoint, for a 404's message. */
 export function sharedEndpointList(): string {
   return SHARED_ENDPOINTS.map((endpoint) => `${endpoint.method} ${SHARED_BASE}${endpoint.path}`).join(', ');
-}
-
-/**
- * The inference endpoints a deployment of `model` answers, for the message of a call to one
- * it does not (chat on an embedding model, embeddings on a chat model, …).
- */
-export function servedEndpoints(model: Pick<CatalogModel, 'task'>): string {
-  return DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.tasks?.includes(model.task))
-    .map((endpoint) => `${endpoint.method} /v1${endpoint.path}`).join(' and ');
 }

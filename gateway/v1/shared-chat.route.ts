@@ -8,11 +8,11 @@ import { readBody } from '../http/read-body';
 import { takeBufferedBody } from '../http/buffered-body';
 import { authenticate, authenticateNow } from './authenticate';
 import type { RequestTrace } from '../http/request-id';
-import { servedEndpoints } from './endpoint-table';
+import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import { runTicket } from './run-ticket';
 import type { TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './text-job-run';
-import { parseTextRequest } from './text-request';
+import { parseTextRequest } from '../../control-plane/openai/text-request';
 import type { RequestGate } from '../http/request-gate';
 
 /** The metrics and log label of a guest request before its model is known. */

@@ -5,10 +5,10 @@ import type { InferencePipeline } from '../../control-plane/pipeline/inference-p
 import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
-import { servedEndpoints } from './endpoint-table';
+import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import { runTicket } from './run-ticket';
 import type { StreamLimits, TextRouteOptions } from './text-job-run';
-import { parseTextRequest, type TextEndpoint } from './text-request';
+import { parseTextRequest, type TextEndpoint } from '../../control-plane/openai/text-request';
 
 export type { TextRouteOptions };
 

@@ -16,7 +16,7 @@ import { BatchesRoute } from './batches/batches.route';
 import { FilesRoute } from './batches/files.route';
 import { StoredResponsesRoute } from './responses/responses.route';
 import type { TextRouteOptions } from './text-completion.route';
-import { decodePathSegment } from '../http/request-parsing';
+import { decodePathSegment } from '../http/path-segment';
 import { listSharedModels, retrieveSharedModel } from './shared-models.route';
 import {
   endpointList, matchDeploymentEndpoint, matchSharedEndpoint, SHARED_BASE, sharedEndpointList, type DeploymentEndpointName, type SharedEndpointName,

@@ -7,7 +7,7 @@ import { shortened } from '../../control-plane/errors/quote-value';
 import { isMultipart, readMultipart } from '../http/multipart';
 import { readBody } from '../http/read-body';
 import type { RequestGate } from '../http/request-gate';
-import { decodePathSegment } from '../http/request-parsing';
+import { decodePathSegment } from '../http/path-segment';
 import { attributeDeployment } from '../http/request-telemetry';
 import { setRoutedBody } from '../http/routed-body';
 import { authenticate } from './authenticate';

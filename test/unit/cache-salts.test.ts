@@ -1,13 +1,13 @@
 /**
  * Prefix-cache salts (control-plane/dispatch/cache-salts.ts): one per workspace, 256 bits from
  * the cluster's key, the same on every server that reads that key; and the gateway's refusal of
- * a client's own `cache_salt` (gateway/v1/cache-salt-field.ts).
+ * a client's own `cache_salt` (control-plane/openai/cache-salt-field.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { CACHE_SALT_KEY_SETTING, CacheSalts } from '../../control-plane/dispatch/cache-salts';
 import { AppError } from '../../control-plane/errors/app-error';
-import { parseEmbeddingsRequest } from '../../gateway/v1/embeddings-request';
-import { parseTextRequest } from '../../gateway/v1/text-request';
+import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
+import { parseTextRequest } from '../../control-plane/openai/text-request';
 
 /** `cluster_settings` as PostgreSQL keeps it: the first INSERT of a name wins. */
 function settingsTable() {

@@ -1,6 +1,6 @@
 import { asAppError, isDatabaseUnavailable } from '../../control-plane/database/database-unavailable';
 import { AppError } from '../../control-plane/errors/app-error';
-import { renderError } from '../../gateway/errors/openai-error';
+import { renderError } from '../../gateway/errors/error-response';
 
 describe('database unavailable → 503', () => {
   it('recognises a refused connection, a restarting server and a dropped connection, also wrapped', () => {

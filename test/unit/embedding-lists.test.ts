@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { assembleEmbeddingLists } from '../../gateway/v1/embedding-lists';
+import { assembleEmbeddingLists } from '../../control-plane/openai/embedding-lists';
 import { NotJsonHere, topLevelMembers, valueEnd } from '../../common/json-spans';
 import { forwardEmbeddingsBody } from '../../worker-agent/engines/engine-response';
 import type { EngineSink } from '../../worker-agent/engines/engine';

@@ -1,7 +1,8 @@
 import {
-  DEPLOYMENT_ENDPOINTS, deploymentRouteLabel, endpointList, fastLanePaths, matchDeploymentEndpoint, matchSharedEndpoint, servedEndpoints,
+  DEPLOYMENT_ENDPOINTS, deploymentRouteLabel, endpointList, fastLanePaths, matchDeploymentEndpoint, matchSharedEndpoint,
   SHARED_ENDPOINTS, sharedEndpointList, sharedFastLaneEndpoint, sharedRouteLabel,
 } from '../../gateway/v1/endpoint-table';
+import { INFERENCE_ENDPOINTS, servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 
 /** The one table every piece of route knowledge reads: each derived view must agree with it. */
 describe('endpoint table', () => {
@@ -36,6 +37,11 @@ describe('endpoint table', () => {
     expect(servedEndpoints({ task: 'chat' })).toBe('POST /v1/chat/completions and POST /v1/completions and POST /v1/responses');
     expect(servedEndpoints({ task: 'embedding' })).toBe('POST /v1/embeddings');
     expect(servedEndpoints({ task: 'video-generation' })).toBe('POST /v1/videos and POST /v1/videos/generations');
+  });
+
+  it('takes its inference rows whole from the control plane\'s, and no other row names tasks', () => {
+    const withTasks = DEPLOYMENT_ENDPOINTS.filter((endpoint) => endpoint.tasks !== undefined);
+    expect(withTasks.map(({ name, method, path, tasks }) => ({ name, method, path, tasks }))).toEqual(Object.values(INFERENCE_ENDPOINTS));
   });
 
   it('matches the shared endpoint\'s rows the same way, labels every path under it `shared`, and gives its fast lane chat and responses', () => {

@@ -7,7 +7,7 @@ import { Catalog, type CatalogModel } from '../../control-plane/catalog/catalog'
 import { AppError } from '../../control-plane/errors/app-error';
 import { engineContainerFor } from '../../control-plane/providers/kubernetes/engine-container';
 import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
-import { GatewayBatchLines } from '../../gateway/v1/batch-lines';
+import { OpenAiBatchLines } from '../../control-plane/openai/batch-lines';
 
 const model = (overrides: Partial<CatalogModel> = {}): CatalogModel => ({
   id: 'acme/chat-1', name: 'Chat', modality: 'text', task: 'chat', engine: 'vllm', official: true, gpuMemoryGb: 24,
@@ -56,7 +56,7 @@ describe('tool-call parsers of vLLM and SGLang', () => {
   });
 
   test('a batch line with tools for a model without a parser gets the same 400 a live call would', () => {
-    const lines = new GatewayBatchLines();
+    const lines = new OpenAiBatchLines();
     const body = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }));
     const refused = lines.check('/v1/chat/completions', model(), body);
     expect(refused.ok).toBe(false);

@@ -1,6 +1,6 @@
 import { durationString, rateLimitHeaders, refusalRateLimitHeaders } from '../../gateway/http/rate-limit-headers';
 import { RateLimitRefusal, requestsPerMinuteExceeded, tokensPerDayExceeded } from '../../control-plane/rate-limits/rate-limit-decision';
-import { renderError } from '../../gateway/errors/openai-error';
+import { renderError } from '../../gateway/errors/error-response';
 
 const HOLD = { apiKeyId: 'k', day: 0, tokens: 10, shared: false };
 

@@ -1,7 +1,7 @@
 import { ChatStreamTranslator, chatAnswerToResult } from '../../control-plane/responses/chat-to-response';
 import type { ResponseItem, ResponsesRequest } from '../../control-plane/responses/response-items';
 import { itemsToMessages, responsesToChat } from '../../control-plane/responses/responses-to-chat';
-import { parseResponsesRequest } from '../../gateway/v1/responses/responses-request';
+import { parseResponsesRequest } from '../../control-plane/openai/responses-request';
 
 const request = (fields: Record<string, unknown>): ResponsesRequest => parseResponsesRequest(Buffer.from(JSON.stringify(fields)));
 const sse = (...chunks: unknown[]) => Buffer.from(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n');

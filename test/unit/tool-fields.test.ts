@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { AppError } from '../../control-plane/errors/app-error';
-import { parseTextRequest } from '../../gateway/v1/text-request';
+import { parseTextRequest } from '../../control-plane/openai/text-request';
 
 const messages = [{ role: 'user', content: 'hi' }];
 const weather = { type: 'function', function: { name: 'get_weather', description: 'weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };

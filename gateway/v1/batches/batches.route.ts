@@ -4,7 +4,7 @@ import type { BatchService } from '../../../control-plane/batches/batch-service'
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import { readBody } from '../../http/read-body';
 import { requestBudgetOf } from '../../http/request-budget';
-import { parseJsonObject } from '../../http/request-parsing';
+import { parseJsonObject } from '../../../control-plane/openai/json-body';
 import { batchObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
 

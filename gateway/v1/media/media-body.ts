@@ -4,7 +4,7 @@ import { AppError } from '../../../control-plane/errors/app-error';
 import { FieldReader } from '../../../control-plane/requests/field-reader';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
-import { parseJsonObject } from '../../http/request-parsing';
+import { parseJsonObject } from '../../../control-plane/openai/json-body';
 import { requestBudgetOf } from '../../http/request-budget';
 import { quoteValue } from '../../../control-plane/errors/quote-value';
 

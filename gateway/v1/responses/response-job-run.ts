@@ -6,7 +6,7 @@ import { ChatStreamTranslator, chatAnswerToResult, statusOf, usageOf, type Strea
 import type { ResponseUsage } from '../../../control-plane/responses/response-items';
 import type { ResponsesService, ResponseTurn, TurnEnd } from '../../../control-plane/responses/responses-service';
 import type { Usage } from '../../../proto/worker/v1';
-import { errorBody, jobFailureError } from '../../errors/openai-error';
+import { errorBody, jobFailureError } from '../../../control-plane/openai/openai-error';
 import { ResponseFlow } from '../../http/response-flow';
 import type { StreamLimits } from '../text-job-run';
 

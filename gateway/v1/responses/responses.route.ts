@@ -11,11 +11,11 @@ import type { BackgroundResponses } from '../../../control-plane/responses/backg
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
-import { servedEndpoints } from '../endpoint-table';
+import { servedEndpoints } from '../../../control-plane/openai/inference-endpoints';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { StreamLimits, TextRouteOptions } from '../text-job-run';
 import { runResponseJob } from './response-job-run';
-import { parseResponsesRequest } from './responses-request';
+import { parseResponsesRequest } from '../../../control-plane/openai/responses-request';
 
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 20;

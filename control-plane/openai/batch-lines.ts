@@ -1,34 +1,36 @@
-import type { CatalogModel } from '../../control-plane/catalog/catalog';
-import { asAppError } from '../../control-plane/database/database-unavailable';
-import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { BatchEndpoint } from '../../control-plane/batches/batch.entities';
+import type { CatalogModel } from '../catalog/catalog';
+import { asAppError } from '../database/database-unavailable';
+import type { JobFailure, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
+import type { BatchEndpoint } from '../batches/batch.entities';
 import {
   LOST_JOB_CODES, type BatchLineHandler, type LineCheck, type LineJobSender, type LineResponse, type LineRun,
-} from '../../control-plane/batches/batch-line-handler';
+} from '../batches/batch-line-handler';
 import type { Usage } from '../../proto/worker/v1';
-import { jobFailureError, renderError } from '../errors/openai-error';
+import { jobFailureError, openAiErrorResponse } from './openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
+import { splitEmbeddingsRequest } from './embedding-batches';
 import { parseEmbeddingsRequest } from './embeddings-request';
 import { parseTextRequest } from './text-request';
-import { refuseToolsWithoutParser } from '../../control-plane/pipeline/tool-support';
+import { refuseToolsWithoutParser } from '../pipeline/tool-support';
 import { parseJsonText } from '../../common/json-nesting';
-import { chatAnswerToResult, usageOf } from '../../control-plane/responses/chat-to-response';
-import { settingsOf, type ResponsesRequest } from '../../control-plane/responses/response-items';
-import { responseObject } from '../../control-plane/responses/response-object';
-import { responsesToChat } from '../../control-plane/responses/responses-to-chat';
-import { itemId as newId } from '../../control-plane/responses/response-ids';
-import { parseResponsesRequest } from './responses/responses-request';
+import { chatAnswerToResult, usageOf } from '../responses/chat-to-response';
+import { settingsOf, type ResponsesRequest } from '../responses/response-items';
+import { responseObject } from '../responses/response-object';
+import { responsesToChat } from '../responses/responses-to-chat';
+import { itemId as newId } from '../responses/response-ids';
+import { parseResponsesRequest } from './responses-request';
 
 const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
 /**
  * Batch lines as the live endpoints see requests (control-plane/batches/batch-line-handler.ts):
  * a line's body is checked by the very parser of its endpoint, run as the same jobs, and
- * answered with the same body, or the same error body and status, a live call would get. The
- * control plane runs lines; what a request means stays here, with the routes.
+ * answered with the same body, or the same error body and status, a live call would get (the
+ * OpenAI wire form, which the output line records). The batch runner runs lines; what a request
+ * means is here, in the OpenAI request model the gateway's routes use too.
  */
-export class GatewayBatchLines implements BatchLineHandler {
+export class OpenAiBatchLines implements BatchLineHandler {
   check(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer): LineCheck {
     try {
       if (endpoint === '/v1/embeddings') return { ok: true, fields: parseEmbeddingsRequest(body, model.id, embeddingLimits(model)).fields };
@@ -66,16 +68,7 @@ export class GatewayBatchLines implements BatchLineHandler {
    */
   private async runEmbeddings(model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
     const limits = embeddingLimits(model);
-    const request = parseEmbeddingsRequest(body, model.id, limits);
-    const count = request.inputs.length;
-    const parts: Array<{ offset: number; count: number; body: Buffer }> = [];
-    if (count <= limits.maxBatchInputs) parts.push({ offset: 0, count, body });
-    else {
-      for (let offset = 0; offset < count; offset += limits.maxBatchInputs) {
-        const input = request.inputs.slice(offset, offset + limits.maxBatchInputs);
-        parts.push({ offset, count: input.length, body: Buffer.from(JSON.stringify({ ...request.fields, input })) });
-      }
-    }
+    const parts = splitEmbeddingsRequest(body, parseEmbeddingsRequest(body, model.id, limits), limits.maxBatchInputs);
     const outputs: Buffer[] = [];
     let usage: Usage = NO_USAGE;
     for (const part of parts) {
@@ -165,7 +158,7 @@ async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobS
 }
 
 function renderAppError(error: AppError): LineResponse {
-  const rendered = renderError(error);
+  const rendered = openAiErrorResponse(error);
   return { statusCode: rendered.status, body: rendered.body.toString('utf8') };
 }
 

@@ -1,14 +1,14 @@
-import { AppError } from '../../control-plane/errors/app-error';
-import { parseJsonObject } from '../http/request-parsing';
-import { quoteValue } from '../../control-plane/errors/quote-value';
+import { AppError } from '../errors/app-error';
+import { parseJsonObject } from './json-body';
+import { quoteValue } from '../errors/quote-value';
 import { refuseCacheSalt } from './cache-salt-field';
 import { checkChatToolFields } from './tool-fields';
 
-import type { TextEndpoint } from '../../control-plane/pipeline/inference-pipeline';
+import type { TextEndpoint } from '../pipeline/inference-pipeline';
 
 export type { TextEndpoint };
 
-/** What the gateway needs from a chat/completion body; everything else passes through untouched. */
+/** What a chat/completion route or batch line needs from the body; everything else passes through untouched. */
 export interface TextRequest {
   model: string | undefined;
   stream: boolean;

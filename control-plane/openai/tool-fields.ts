@@ -1,12 +1,12 @@
 /**
- * Tools, tool choice, structured outputs and logprobs of a chat request, checked at the gateway
- * so a bad one is a 400 naming the exact field (`tools[0].function.name`) on every engine,
+ * Tools, tool choice, structured outputs and logprobs of a chat request, checked before a job
+ * is sent, so a bad one is a 400 naming the exact field (`tools[0].function.name`) on every engine,
  * never an engine's raw error or, worse, a 200 that ignored it. Each check takes the field's
  * path, so `/v1/responses`, whose tools and formats are flat (`tools[0].name`,
  * `text.format.schema`), reuses them under its own paths.
  */
-import { AppError } from '../../control-plane/errors/app-error';
-import { quoteValue } from '../../control-plane/errors/quote-value';
+import { AppError } from '../errors/app-error';
+import { quoteValue } from '../errors/quote-value';
 import { checkJsonSchema, formatPath } from '../../common/json-schema';
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;

@@ -2,7 +2,7 @@
  * One embeddings answer made of the answers of a request's batches: their items in input order
  * (each `index` moved by its batch's offset), the model, and the usage summed.
  */
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../errors/app-error';
 import { arrayElements, NotJsonHere, objectMembers, skipWhitespace, valueEnd } from '../../common/json-spans';
 import { parseJsonText } from '../../common/json-nesting';
 /** What the assembly reads of a batch (embedding-batches.ts): where its inputs start, and how many. */

@@ -1,4 +1,4 @@
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../errors/app-error';
 
 /** The request field vLLM and SGLang salt their prefix cache with. */
 export const CACHE_SALT_FIELD = 'cache_salt';

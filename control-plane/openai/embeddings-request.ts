@@ -1,7 +1,7 @@
-import type { CatalogModel } from '../../control-plane/catalog/catalog';
-import { AppError } from '../../control-plane/errors/app-error';
-import { parseJsonObject } from '../http/request-parsing';
-import { quoteValue } from '../../control-plane/errors/quote-value';
+import type { CatalogModel } from '../catalog/catalog';
+import { AppError } from '../errors/app-error';
+import { parseJsonObject } from './json-body';
+import { quoteValue } from '../errors/quote-value';
 import { refuseCacheSalt } from './cache-salt-field';
 
 /** OpenAI's own cap on the inputs of one embeddings request. */
@@ -9,7 +9,7 @@ export const MAX_EMBEDDING_INPUTS = 2048;
 
 export type EmbeddingInput = string | number[];
 
-/** What the gateway needs from an embeddings body; other fields (`user`, unknown ones) pass through. */
+/** What the embeddings route or a batch line needs from an embeddings body; other fields (`user`, unknown ones) pass through. */
 export interface EmbeddingsRequest {
   model: string | undefined;
   /** The inputs in order: a lone string or token array becomes a list of one. */

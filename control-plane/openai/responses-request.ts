@@ -1,11 +1,11 @@
-import { AppError } from '../../../control-plane/errors/app-error';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
-import { itemId as newId } from '../../../control-plane/responses/response-ids';
+import { AppError } from '../errors/app-error';
+import { quoteValue } from '../errors/quote-value';
+import { itemId as newId } from '../responses/response-ids';
 import type {
   FunctionTool, InputContentPart, ResponseItem, ResponsesRequest, TextFormat, ToolChoice,
-} from '../../../control-plane/responses/response-items';
-import { parseJsonObject } from '../../http/request-parsing';
-import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from '../tool-fields';
+} from '../responses/response-items';
+import { parseJsonObject } from './json-body';
+import { checkFunctionDefinition, checkJsonSchemaFormat, checkToolName, checkToolType } from './tool-fields';
 
 /** The fields a create request may carry; any other is refused by name (nothing is silently dropped). */
 const KNOWN_FIELDS = new Set([

@@ -1,6 +1,10 @@
-import { refuseNulBytes } from '../../control-plane/database/nul-bytes';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../errors/app-error';
 import { JsonNestingError, MAX_JSON_DEPTH, parseJsonText } from '../../common/json-nesting';
+
+/*
+ * A client's JSON body as the API reads it, wherever it arrives (a live request, a batch line,
+ * a GraphQL POST): the nesting scan first, then the value, or the AppError its refusal is.
+ */
 
 /** A JSON request body that must be an object: 400 `invalid_json` when it does not parse, `invalid_request` when it is not an object. */
 export function parseJsonObject(raw: Buffer): Record<string, unknown> {
@@ -31,16 +35,4 @@ export function parseJson(raw: Buffer): unknown {
     if (error instanceof JsonNestingError) throw new AppError('invalid_request', `request body is refused unparsed: ${error.message}`);
     throw new AppError('invalid_json', `request body is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
-}
-
-/** A percent-encoded path segment, decoded; 400 naming `param` when the encoding is broken or it holds a NUL (`%00`). */
-export function decodePathSegment(segment: string, param: string): string {
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(segment);
-  } catch (error) {
-    throw new AppError('invalid_request', `the ${param} in the path is not valid percent-encoding`, { param, cause: error });
-  }
-  refuseNulBytes(decoded, param);
-  return decoded;
 }

@@ -1,8 +1,9 @@
-import type { Job, JobFailure, JobListener } from '../../control-plane/dispatch/job';
-import { AppError } from '../../control-plane/errors/app-error';
+import type { Job, JobFailure, JobListener } from '../dispatch/job';
+import { AppError } from '../errors/app-error';
 import type { Usage } from '../../proto/worker/v1';
-import { jobFailureError } from '../errors/openai-error';
+import { jobFailureError } from './openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
+import type { EmbeddingsRequest } from './embeddings-request';
 
 /** One engine call's share of an embeddings request: `count` inputs starting at `offset`. */
 export interface EmbeddingBatch {
@@ -10,6 +11,21 @@ export interface EmbeddingBatch {
   count: number;
   /** The job body: the client's bytes when the request is one batch, else a rebuilt body. */
   body: Buffer;
+}
+
+/**
+ * The request as engine-sized batches. A request that fits one batch keeps the client's bytes
+ * exactly; a larger one is cut into bodies with the same fields and a slice of `input`.
+ */
+export function splitEmbeddingsRequest(raw: Buffer, request: EmbeddingsRequest, maxBatchInputs: number): EmbeddingBatch[] {
+  const count = request.inputs.length;
+  if (count <= maxBatchInputs) return [{ offset: 0, count, body: raw }];
+  const batches: EmbeddingBatch[] = [];
+  for (let offset = 0; offset < count; offset += maxBatchInputs) {
+    const input = request.inputs.slice(offset, offset + maxBatchInputs);
+    batches.push({ offset, count: input.length, body: Buffer.from(JSON.stringify({ ...request.fields, input })) });
+  }
+  return batches;
 }
 
 /** Sends one batch's job (the pipeline's ticket for the request). */

@@ -1,27 +1,20 @@
-import { AppError } from '../../control-plane/errors/app-error';
-import { asAppError } from '../../control-plane/database/database-unavailable';
-import type { JobFailure } from '../../control-plane/dispatch/job';
+import { AppError } from '../errors/app-error';
+import type { JobFailure } from '../dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
 import { parseJsonText } from '../../common/json-nesting';
-import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
-import { refusalRateLimitHeaders } from '../http/rate-limit-headers';
 
-export interface RenderedError {
+/** An error as the OpenAI API answers it: its status and JSON body (the HTTP headers are the gateway's). */
+export interface OpenAiErrorResponse {
   status: number;
-  headers: Record<string, string>;
   body: Buffer;
 }
 
-/** Any thrown value as the OpenAI error body; unknown errors become a 500 without internals. */
-export function renderError(error: unknown): RenderedError {
-  const appError = asAppError(error);
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (appError.retryAfterSeconds !== undefined) headers['retry-after'] = String(appError.retryAfterSeconds);
-  if (appError instanceof RateLimitRefusal) Object.assign(headers, refusalRateLimitHeaders(appError));
+/** `appError` as the OpenAI error body and status; an engine's own OpenAI error body (a 4xx it answered) passes as it came. */
+export function openAiErrorResponse(appError: AppError): OpenAiErrorResponse {
   if (appError.upstreamStatus && appError.upstreamBody && isOpenAiErrorBody(appError.upstreamBody)) {
-    return { status: appError.upstreamStatus, headers, body: appError.upstreamBody };
+    return { status: appError.upstreamStatus, body: appError.upstreamBody };
   }
-  return { status: appError.upstreamStatus ?? ERROR_TABLE[appError.code].status, headers, body: Buffer.from(JSON.stringify(errorBody(appError))) };
+  return { status: appError.upstreamStatus ?? ERROR_TABLE[appError.code].status, body: Buffer.from(JSON.stringify(errorBody(appError))) };
 }
 
 export function errorBody(error: AppError): { error: { message: string; type: string; param: string | null; code: string } } {
