@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import OpenAI from 'openai';
 import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer } from '../support/test-server';
 import { chatLine, fileLines, jsonl, upload, waitForBatch } from './support/batch-helpers';
 
 const FAST_BATCHES = { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50, lineLeaseMs: 1_500 };
@@ -11,14 +11,10 @@ const slow = (customId: string, seconds: number) => chatLine(customId, `slow ${c
 describe('batches: lifecycle', () => {
   it('survives a server restart: lines that ran are kept, the rest run on the next server, every custom_id answered once', async () => {
     const agentEnv = { WORKER_CPU_TEST_CONTROLS: 'true' };
-    const first = await startTestServer({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
+    const { test: first, workspace, deployment, client } = await startWithDeployment({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
     let second: TestServer | undefined;
     let firstStopped = false;
     try {
-      const workspace = await first.createWorkspace();
-      const deployment = await first.createDeployment(workspace);
-      await first.waitForReplicas(deployment.id, 1);
-      const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
       const lines = Array.from({ length: 10 }, (_, index) => slow(`r-${index}`, 0.4));
       const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
       await waitForBatch(client, created.id, 10_000, (batch) => (batch.request_counts?.completed ?? 0) >= 2);
