@@ -3,6 +3,7 @@ import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startCpuEngineServer, type CpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
 import { MOCK_CHOICES_USAGE, startMockEngine } from '../support/mock-engine';
 import { startWithDeployment, waitFor, type TestServer } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 
@@ -71,10 +72,7 @@ describe('openai engine adapter through the platform', () => {
       await engine?.close();
     });
 
-    const post = (content: string, stream = false, signal?: AbortSignal) => fetch(`${baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content }], stream }), signal,
-    });
+    const post = (content: string, stream = false, signal?: AbortSignal) => postChat(baseUrl, apiKey, userChat(content, { stream }), { signal });
 
     it('lists the model in /v1/models without the stand-in label: an HTTP engine serves it', async () => {
       const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });
