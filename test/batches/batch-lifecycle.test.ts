@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import OpenAI from 'openai';
 import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { chatLine, fileLines, jsonl, upload, waitForBatch } from './support/batch-helpers';
 
 const FAST_BATCHES = { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50, lineLeaseMs: 1_500 };
@@ -11,14 +11,10 @@ const slow = (customId: string, seconds: number) => chatLine(customId, `slow ${c
 describe('batches: lifecycle', () => {
   it('survives a server restart: lines that ran are kept, the rest run on the next server, every custom_id answered once', async () => {
     const agentEnv = { WORKER_CPU_TEST_CONTROLS: 'true' };
-    const first = await startTestServer({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
+    const { test: first, workspace, deployment, client } = await startWithDeployment({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
     let second: TestServer | undefined;
     let firstStopped = false;
     try {
-      const workspace = await first.createWorkspace();
-      const deployment = await first.createDeployment(workspace);
-      await first.waitForReplicas(deployment.id, 1);
-      const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
       const lines = Array.from({ length: 10 }, (_, index) => slow(`r-${index}`, 0.4));
       const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
       await waitForBatch(client, created.id, 10_000, (batch) => (batch.request_counts?.completed ?? 0) >= 2);
@@ -42,9 +38,12 @@ describe('batches: lifecycle', () => {
 
   describe('paused, and a dead server', () => {
     let test: TestServer;
+    let workspace: TestWorkspace;
+    let deployment: TestDeployment;
+    let client: OpenAI;
 
     beforeAll(async () => {
-      test = await startTestServer({ controlPlane: { batches: FAST_BATCHES } });
+      ({ test, workspace, deployment, client } = await startWithDeployment({ controlPlane: { batches: FAST_BATCHES } }));
     });
 
     afterAll(async () => {
@@ -53,10 +52,6 @@ describe('batches: lifecycle', () => {
 
     it('holds the batches of a paused deployment, and re-queues the lines a dead server held (failing those already run twice)', async () => {
       const controlPlane = test.server.controlPlane;
-      const workspace = await test.createWorkspace();
-      const deployment = await test.createDeployment(workspace);
-      await test.waitForReplicas(deployment.id, 1);
-      const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
       await controlPlane.deployments.pause(workspace.workspaceId, deployment.id);
       await waitFor(() => controlPlane.dispatcher.readyReplicas(deployment.id) === 0, 10_000, 'the paused deployment\'s replicas gone');
       const lines = Array.from({ length: 6 }, (_, index) => chatLine(`p-${index}`, `held ${index}`));
@@ -80,9 +75,12 @@ describe('batches: lifecycle', () => {
 
   describe('a short completion window', () => {
     let test: TestServer;
+    let client: OpenAI;
 
     beforeAll(async () => {
-      test = await startTestServer({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' }, batches: { ...FAST_BATCHES, completionWindowMs: 3_000 } } });
+      ({ test, client } = await startWithDeployment({
+        controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' }, batches: { ...FAST_BATCHES, completionWindowMs: 3_000 } },
+      }));
     });
 
     afterAll(async () => {
@@ -90,10 +88,6 @@ describe('batches: lifecycle', () => {
     });
 
     it('ends expired when the window passes: finished lines in the output, the unfinished ones in the error file as batch_expired', async () => {
-      const workspace = await test.createWorkspace();
-      const deployment = await test.createDeployment(workspace);
-      await test.waitForReplicas(deployment.id, 1);
-      const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
       const fast = Array.from({ length: 3 }, (_, index) => chatLine(`fast-${index}`, `quick ${index}`));
       const slowLines = Array.from({ length: 6 }, (_, index) => slow(`slow-${index}`, 5));
       const created = await client.batches.create({ input_file_id: await upload(client, jsonl([...fast, ...slowLines])), endpoint: '/v1/chat/completions', completion_window: '24h' });

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { verifyWebhookSignature } from '../../control-plane/webhooks/webhook-signature';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
 import { chatLine, fileLines, jsonl, upload, waitForBatch } from './support/batch-helpers';
 
@@ -27,18 +27,14 @@ describe('batches: scheduling', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    test = await startTestServer({
+    ({ test, workspace, deployment: chat, client } = await startWithDeployment({
       controlPlane: {
         localMaxConcurrency: SLOTS,
         localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' },
         webhooks: { allowInsecureLoopback: true },
         batches: { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50, lineLeaseMs: 3_000, tpdRetryMs: 200 },
       },
-    });
-    workspace = await test.createWorkspace();
-    chat = await test.createDeployment(workspace);
-    await test.waitForReplicas(chat.id, 1);
-    client = new OpenAI({ baseURL: chat.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    }));
     await test.server.controlPlane.webhooks.service.endpoints.create(workspace.workspaceId, `${receiver.base}/ok/batches`);
   });
 

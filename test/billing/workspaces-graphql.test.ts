@@ -1,5 +1,6 @@
 import { graphqlClient, OPERATOR_TOKEN } from '../capacity/support/graphql-client';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { chatOnce } from '../support/chat';
 
 type Client = ReturnType<typeof graphqlClient>;
 
@@ -94,10 +95,7 @@ describe('workspaces and the ledger over GraphQL', () => {
     await test.server.controlPlane.workspaceBudgets.set(doomed.workspace.id, 'local_replicas', 'workspace', 1);
     const deployment = await test.createDeployment({ workspaceId: doomed.workspace.id, apiKey: doomed.plaintext, apiKeyId: doomed.apiKey.id }, { priceCapPerHour: 5 });
     await test.waitForReplicas(deployment.id, 1);
-    const chat = async () => (await fetch(`${deployment.baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${doomed.plaintext}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
-    })).status;
+    const chat = async () => (await chatOnce(deployment.baseUrl, doomed.plaintext)).status;
     expect(await chat()).toBe(200);
     const { dataSource } = test.server.controlPlane;
     await waitFor(async () => (await dataSource.query(`SELECT 1 FROM billing_ledger WHERE workspace_id = $1 AND kind = 'gpu_time' AND amount < 0`, [doomed.workspace.id])).length > 0, 5_000, 'GPU time billed');

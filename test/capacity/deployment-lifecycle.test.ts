@@ -1,4 +1,5 @@
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { chatOnce, userChat } from '../support/chat';
 import { graphqlClient } from './support/graphql-client';
 
 const CHAT_MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
@@ -19,13 +20,7 @@ describe('deployment lifecycle (local provider)', () => {
     await test?.stop();
   });
 
-  const chat = async (baseUrl: string) => {
-    const response = await fetch(`${baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
-    });
-    return { status: response.status, body: await response.json() };
-  };
+  const chat = (baseUrl: string) => chatOnce(baseUrl, workspace.apiKey, userChat('hi', { max_tokens: 3 }));
   const deployment = async (id: string) => (await graphql(`query($id: ID!) { deployment(id: $id) {
     id status statusReason desiredReplicas minReplicas maxReplicas autoscale priceCapPerHour progress sharing baseUrl
     replicas { id status statusReason pricePerHour gpuName offerId loadPercent startedAt terminatedAt } } }`, { id })).data.deployment;

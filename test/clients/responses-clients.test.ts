@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool as agentTool } from '@openai/agents';
 import { generateObject, generateText, stepCountIs, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
-import { startTestServer, type TestServer } from '../support/test-server';
+import { startWithDeployment, type TestServer } from '../support/test-server';
 
 describe('stock clients on /v1/responses (CPU engine)', () => {
   let test: TestServer;
@@ -19,12 +19,7 @@ describe('stock clients on /v1/responses (CPU engine)', () => {
   let model: string;
 
   beforeAll(async () => {
-    test = await startTestServer();
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    apiKey = workspace.apiKey;
-    baseURL = deployment.baseUrl;
+    ({ test, workspace: { apiKey }, deployment: { baseUrl: baseURL } } = await startWithDeployment());
     model = (await new OpenAI({ apiKey, baseURL }).models.list()).data[0].id;
   });
 

@@ -3,7 +3,7 @@ import { RequestRecord } from '../../control-plane/requests/request-record.entit
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { WebhookDelivery, WebhookEvent } from '../../control-plane/webhooks/webhook.entities';
 import { MediaClient } from '../media/support/media-client';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
@@ -15,17 +15,20 @@ const QUIET_AFTER_DELIVERY_MS = RETRY_SCHEDULE_MS.reduce((sum, delay) => sum + d
 
 describe('kill -9 of an agent mid-image (async job with a webhook)', () => {
   let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: TestDeployment;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    test = await startTestServer({
+    ({ test, workspace, deployment } = await startWithDeployment({
       controlPlane: {
         localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' },
         requests: { sweepIntervalMs: 200, leaseMs: 1_000 },
         webhooks: { allowInsecureLoopback: true, retryScheduleMs: RETRY_SCHEDULE_MS, attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, maxAttempts: 3 },
       },
-    });
+      deployment: { modelId: IMAGE_MODEL },
+    }));
   });
 
   afterAll(async () => {
@@ -34,9 +37,6 @@ describe('kill -9 of an agent mid-image (async job with a webhook)', () => {
   });
 
   it('fails the record with pod_crash, charges nothing for it, and delivers its request.failed webhook exactly once', async () => {
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
-    await test.waitForReplicas(deployment.id, 1);
     const client = new MediaClient(deployment.baseUrl, workspace.apiKey);
     const submitted = await client.post('/images/generations?async=true', {
       model: IMAGE_MODEL, prompt: 'a lighthouse [cpu-engine:delay=20000]', size: '512x512', webhook_url: `${receiver.base}/ok/crash`,

@@ -1,5 +1,6 @@
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 import { SseReader } from './support/sse-reader';
 
 /** Figure under test: the client's stream ends with its error event this soon after the kill. */
@@ -12,12 +13,15 @@ const TERMINAL_EVENT_BOUND_MS = 1_000;
  */
 describe('kill -9 of an agent mid-stream, 2 replicas', () => {
   let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: TestDeployment;
 
   beforeAll(async () => {
-    test = await startTestServer({
+    ({ test, workspace, deployment } = await startWithDeployment({
       // The killed agent stays down for the test's length: the next request can only be the other replica's.
       controlPlane: { localRestartDelayMs: 30_000, localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } },
-    });
+      deployment: { minReplicas: 2, maxReplicas: 2 },
+    }));
   });
 
   afterAll(async () => {
@@ -25,13 +29,7 @@ describe('kill -9 of an agent mid-stream, 2 replicas', () => {
   });
 
   it(`ends the stream with a terminal data: {"error": …} event < ${TERMINAL_EVENT_BOUND_MS} ms after the kill; the next request is a 200 from the other replica`, async () => {
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { minReplicas: 2, maxReplicas: 2 });
-    await test.waitForReplicas(deployment.id, 2);
-    const chat = (body: Record<string, unknown>) => fetch(`${deployment.baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'a long answer please' }], ...body }),
-    });
+    const chat = (body: Record<string, unknown>) => postChat(deployment.baseUrl, workspace.apiKey, userChat('a long answer please', body));
 
     const response = await chat({ stream: true, max_tokens: 200, cpu_engine: { tokens_per_second: 20 } });
     expect(response.status).toBe(200);

@@ -1,6 +1,7 @@
 import { Replica } from '../../control-plane/replicas/replica.entity';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { FAST_AGENT_ENV, startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 import { assertAgentBuilt, spawnAgent, type AgentProcess } from '../worker-agent/support/agent-process';
 import { PartitionProxy } from './support/partition-proxy';
 import { within } from './support/processes';
@@ -49,10 +50,7 @@ describe('agent ↔ server partition (a TCP proxy that stops forwarding without 
       WORKER_CPU_TEST_CONTROLS: 'true', WORKER_KEEPALIVE_INTERVAL_MS: String(KEEPALIVE_INTERVAL_MS), WORKER_KEEPALIVE_TIMEOUT_MS: String(KEEPALIVE_TIMEOUT_MS),
     }, disposables);
     await test.waitForReplicas(deployment.id, 1);
-    const chat = (body: Record<string, unknown>) => fetch(`${test.url}/d/${deployment.slug}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'a long answer please' }], ...body }),
-    });
+    const chat = (body: Record<string, unknown>) => postChat(`${test.url}/d/${deployment.slug}/v1`, workspace.apiKey, userChat('a long answer please', body));
 
     const response = await chat({ stream: true, max_tokens: 400, cpu_engine: { tokens_per_second: 20 } });
     expect(response.status).toBe(200);

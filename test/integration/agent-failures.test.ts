@@ -4,6 +4,7 @@ import { DEFAULT_AGENT_ENTRY } from '../../control-plane/config/control-plane-co
 import { freePort } from '../../control-plane/database/embedded-database';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { FAST_AGENT_ENV, startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { chatOnce, userChat } from '../support/chat';
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 
@@ -81,10 +82,7 @@ describe('agent failures and reconnects', () => {
         stdio: 'ignore',
       });
       await first.waitForReplicas(deployment.id, 1);
-      const chat = async (server: TestServer) => (await fetch(`${server.url}/d/${deployment.slug}/v1/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'hello again' }], max_tokens: 3 }),
-      })).status;
+      const chat = async (server: TestServer) => (await chatOnce(`${server.url}/d/${deployment.slug}/v1`, workspace.apiKey, userChat('hello again', { max_tokens: 3 }))).status;
       expect(await chat(first)).toBe(200);
 
       await first.stop({ keepDatabase: true });

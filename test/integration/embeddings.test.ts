@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startCpuEngineServer, type CpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
 import { countTokens } from '../../worker-agent/engines/cpu-tokenizer';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 
 const BGE = 'BAAI/bge-large-en-v1.5';
 const NOMIC = 'nomic-ai/nomic-embed-text-v1.5';
@@ -180,11 +180,7 @@ describe('embeddings through the openai engine adapter', () => {
 
   beforeAll(async () => {
     engine = await startCpuEngineServer({ onRequest: (path, body) => received.push({ path, body }), embedding: { dimensions: 1024, maxInputTokens: 512 } });
-    test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } });
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { modelId: BGE });
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    ({ test, client } = await startWithDeployment({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url }, deployment: { modelId: BGE } }));
   });
 
   afterAll(async () => {

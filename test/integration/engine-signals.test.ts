@@ -1,7 +1,7 @@
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { parsePrometheusText, sampleValue } from '../telemetry/support/prometheus-text';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 
 interface EngineLoad {
   replicaId: string;
@@ -17,9 +17,11 @@ interface EngineLoad {
  */
 describe('engine signals in load reports and /metrics', () => {
   let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: TestDeployment;
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { heartbeatIntervalMs: 200, localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
+    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { heartbeatIntervalMs: 200, localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } }));
   });
 
   afterAll(async () => {
@@ -27,9 +29,6 @@ describe('engine signals in load reports and /metrics', () => {
   });
 
   it('carries the engine\'s running requests, KV use and hit rate per replica, and drops the series when the replica goes', async () => {
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
     const [replicaId] = test.server.controlPlane.dispatcher.connections(deployment.id).map((connection) => connection.replicaId);
     const ws = createClient({ url: `${test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
     const loads: EngineLoad[] = [];

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 
 interface ErrorBody { error: { message: string; type: string; param: string | null; code: string } }
 
@@ -20,11 +20,7 @@ describe('chat/completions errors', () => {
   };
 
   beforeAll(async () => {
-    test = await startTestServer();
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
+    ({ test, workspace, deployment, modelId } = await startWithDeployment());
   });
 
   afterAll(async () => {

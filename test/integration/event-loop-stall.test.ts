@@ -5,15 +5,15 @@
  * (3 heartbeat intervals: 3 s here) while a stream is in flight.
  */
 import fs from 'node:fs';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 
 describe('a stalled server event loop', () => {
   let test: TestServer;
   let workspace: TestWorkspace;
+  let deployment: TestDeployment;
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
-    workspace = await test.createWorkspace();
+    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } }));
   });
 
   afterAll(async () => {
@@ -21,8 +21,6 @@ describe('a stalled server event loop', () => {
   });
 
   it('keeps its agents: the stream in flight finishes whole on the same replica', async () => {
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
     const replicas = () => test.server.controlPlane.dataSource.query(
       `SELECT id, status FROM replicas WHERE deployment_id = $1 ORDER BY created_at`, [deployment.id]) as Promise<Array<{ id: string; status: string }>>;
     const before = await replicas();

@@ -4,6 +4,7 @@ import WebSocket from 'ws';
 import { Client } from 'pg';
 import { printGatewaySchema, SCHEMA_FILE } from '../../gateway/graphql/emit-schema';
 import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { chatOnce } from '../support/chat';
 
 /** The GraphQL skeleton: keys, catalog, deployments, and the deploymentUpdated subscription. */
 describe('GraphQL API', () => {
@@ -19,10 +20,7 @@ describe('GraphQL API', () => {
     return (await response.json()) as { data?: any; errors?: Array<{ message: string; extensions: { code: string; param?: string } }> };
   };
 
-  const chatStatus = async (baseUrl: string, key: string) => (await fetch(`${baseUrl}/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
-  })).status;
+  const chatStatus = async (baseUrl: string, key: string) => (await chatOnce(baseUrl, key)).status;
 
   beforeAll(async () => {
     test = await startTestServer();

@@ -1,4 +1,4 @@
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer } from '../support/test-server';
 
 /** Replicas of the local provider show why their agent cannot start, instead of hanging in Creating. */
 describe('local provider', () => {
@@ -19,10 +19,8 @@ describe('local provider', () => {
   });
 
   it('starts min replicas as separate agent processes and spreads load across them', async () => {
-    test = await startTestServer();
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { minReplicas: 2, maxReplicas: 2 });
-    await test.waitForReplicas(deployment.id, 2);
+    const { test: started, workspace, deployment } = await startWithDeployment({ deployment: { minReplicas: 2, maxReplicas: 2 } });
+    test = started;
     const replicas = await test.server.controlPlane.replicas.list(deployment.id);
     expect(replicas.map((replica) => replica.status)).toEqual(['Running', 'Running']);
     const pids = replicas.map((replica) => test.server.controlPlane.localProvider!.processOf(replica.id)!.pid);

@@ -2,6 +2,7 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { describeWithRedis, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { chatOnce, userChat } from '../support/chat';
 
 /**
  * Two server processes' worth of state (two gateways + control planes) on one database, as
@@ -14,15 +15,7 @@ describe('several servers on one database', () => {
   let workspace: TestWorkspace;
   let deployment: { id: string; slug: string; baseUrl: string };
 
-  const chat = (server: TestServer, apiKey: string) => fetch(`${server.url}/d/${deployment.slug}/v1/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
-  });
-  const statusOf = async (server: TestServer, apiKey: string) => {
-    const response = await chat(server, apiKey);
-    await response.arrayBuffer();
-    return response.status;
-  };
+  const statusOf = async (server: TestServer, apiKey: string) => (await chatOnce(`${server.url}/d/${deployment.slug}/v1`, apiKey, userChat('hello', { max_tokens: 2 }))).status;
 
   beforeAll(async () => {
     // Caches far longer than the test: a change seen on B can only have come by notification.
@@ -99,12 +92,8 @@ describeWithRedis('several servers sharing rate limits through Redis', () => {
     const deployment = await serverA.createDeployment(workspace);
     await serverA.waitForReplicas(deployment.id, 1);
     const call = async (server: TestServer) => {
-      const response = await fetch(`${server.url}/d/${deployment.slug}/v1/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
-      });
-      await response.arrayBuffer();
-      return { status: response.status, remaining: response.headers.get('x-ratelimit-remaining') };
+      const { status, headers } = await chatOnce(`${server.url}/d/${deployment.slug}/v1`, workspace.apiKey, userChat('hello', { max_tokens: 2 }));
+      return { status, remaining: headers.get('x-ratelimit-remaining') };
     };
     // Admitted on B means 503 (B has no replica): the limit was passed, dispatch was not.
     const results = [await call(serverA), await call(serverB), await call(serverA), await call(serverB), await call(serverA), await call(serverB)];

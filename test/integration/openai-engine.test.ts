@@ -2,7 +2,8 @@ import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startCpuEngineServer, type CpuEngineServer } from '../../worker-agent/engines/cpu-engine-server';
 import { MOCK_CHOICES_USAGE, startMockEngine } from '../support/mock-engine';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 
@@ -16,11 +17,7 @@ describe('openai engine adapter through the platform', () => {
 
     beforeAll(async () => {
       engine = await startCpuEngineServer({ onRequest: (path, body) => received.push({ path, body }) });
-      test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } });
-      const workspace = await test.createWorkspace();
-      const deployment = await test.createDeployment(workspace);
-      await test.waitForReplicas(deployment.id, 1);
-      client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+      ({ test, client } = await startWithDeployment({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } }));
     });
 
     afterAll(async () => {
@@ -67,12 +64,7 @@ describe('openai engine adapter through the platform', () => {
 
     beforeAll(async () => {
       engine = await startMockEngine();
-      test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } });
-      const workspace = await test.createWorkspace();
-      const deployment = await test.createDeployment(workspace);
-      await test.waitForReplicas(deployment.id, 1);
-      ({ baseUrl, id: deploymentId } = deployment);
-      apiKey = workspace.apiKey;
+      ({ test, deployment: { baseUrl, id: deploymentId }, workspace: { apiKey } } = await startWithDeployment({ controlPlane: { localEngine: 'openai', localEngineUrl: engine.url } }));
     });
 
     afterAll(async () => {
@@ -80,10 +72,7 @@ describe('openai engine adapter through the platform', () => {
       await engine?.close();
     });
 
-    const post = (content: string, stream = false, signal?: AbortSignal) => fetch(`${baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content }], stream }), signal,
-    });
+    const post = (content: string, stream = false, signal?: AbortSignal) => postChat(baseUrl, apiKey, userChat(content, { stream }), { signal });
 
     it('lists the model in /v1/models without the stand-in label: an HTTP engine serves it', async () => {
       const client = new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 });

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { graphqlClient } from '../capacity/support/graphql-client';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { parsePrometheusText, sampleValue } from '../telemetry/support/prometheus-text';
 import { modelDirectory, type ModelDirectory } from '../llama/support/tiny-model';
 
@@ -33,14 +33,11 @@ describe('prefix-aware routing across llama.cpp replicas', () => {
   beforeAll(async () => {
     models = modelDirectory();
     const modelPath = models.write('tiny-routing.gguf', { contextLength: CONTEXT_SIZE });
-    test = await startTestServer({
+    ({ test, workspace, deployment, modelId, client } = await startWithDeployment({
       controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: 2 },
-    });
-    modelId = test.server.controlPlane.catalog.localModel()!.id;
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId, minReplicas: 2, maxReplicas: 2 });
-    await test.waitForReplicas(deployment.id, 2, 30_000);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+      deployment: (started) => ({ modelId: started.server.controlPlane.catalog.localModel()!.id, minReplicas: 2, maxReplicas: 2 }),
+      readyTimeoutMs: 30_000,
+    }));
   }, 45_000);
 
   afterAll(async () => {

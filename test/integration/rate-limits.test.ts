@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 
 /** RPM from an exact sliding window, TPD from recorded usage; 429 with Retry-After. */
@@ -14,10 +15,7 @@ describe('rate limits', () => {
     await test?.stop();
   });
 
-  const chat = (baseUrl: string, apiKey: string) => fetch(`${baseUrl}/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'rate me' }], max_tokens: 4 }),
-  });
+  const chat = (baseUrl: string, apiKey: string) => postChat(baseUrl, apiKey, userChat('rate me', { max_tokens: 4 }));
 
   it('admits exactly the RPM limit, counts down X-RateLimit-Remaining, then answers 429 with Retry-After', async () => {
     const workspace = await test.createWorkspace({ rpmLimit: 3 });

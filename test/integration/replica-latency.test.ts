@@ -2,7 +2,7 @@ import { createClient } from 'graphql-ws';
 import OpenAI from 'openai';
 import WebSocket from 'ws';
 import { LatencyWindow } from '../../control-plane/dispatch/latency-window';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 
 describe('latency window', () => {
   it('reports the means of the interval it closes, then starts afresh', () => {
@@ -19,9 +19,11 @@ describe('latency window', () => {
 /** replicaLoad carries what the replica's jobs took since its previous report: the console's latency over time. */
 describe('replica latency in load reports', () => {
   let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: TestDeployment;
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { heartbeatIntervalMs: 200 } });
+    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { heartbeatIntervalMs: 200 } }));
   });
 
   afterAll(async () => {
@@ -29,9 +31,6 @@ describe('replica latency in load reports', () => {
   });
 
   it('a report after requests has their mean time to first output and to completion; a quiet one has none', async () => {
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
     const ws = createClient({ url: `${test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
     const loads: Array<{ firstOutputMs: number | null; completionMs: number | null; completed: number }> = [];
     const subscription = ws.iterate<{ replicaLoad: (typeof loads)[number] }>({

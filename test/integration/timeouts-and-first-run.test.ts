@@ -4,6 +4,7 @@ import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
 import { firstRunBanner } from '../../gateway/first-run-banner';
 import { standInDeployments } from '../../gateway/stand-in-engine';
 import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { postChat, userChat } from '../support/chat';
 
 describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
   let test: TestServer;
@@ -16,10 +17,7 @@ describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
     await test?.stop();
   });
 
-  const call = async (baseUrl: string, apiKey: string, body: Record<string, unknown>) => fetch(`${baseUrl}/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'slow' }], ...body }),
-  });
+  const call = async (baseUrl: string, apiKey: string, body: Record<string, unknown>) => postChat(baseUrl, apiKey, userChat('slow', body));
 
   it('answers 504 gateway_timeout when nothing came back in time, and the agent lets go of the job', async () => {
     const workspace = await test.createWorkspace();

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { chatPromptTokens, modelDirectory, type ModelDirectory } from './support/tiny-model';
 
 const PARALLEL = 2;
@@ -21,14 +21,10 @@ describe('llama.cpp serving path', () => {
   beforeAll(async () => {
     models = modelDirectory();
     const modelPath = models.write('tiny-chat.gguf', { contextLength: CONTEXT_SIZE });
-    test = await startTestServer({
+    ({ test, workspace, deployment, modelId, client } = await startWithDeployment({
       controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: PARALLEL },
-    });
-    modelId = test.server.controlPlane.catalog.localModel()!.id;
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId });
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+      deployment: (started) => ({ modelId: started.server.controlPlane.catalog.localModel()!.id }),
+    }));
   });
 
   afterAll(async () => {

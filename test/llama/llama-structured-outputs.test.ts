@@ -3,7 +3,7 @@ import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { runAiSdk } from './support/ai-sdk-client';
 import { modelDirectory, type ModelDirectory } from './support/tiny-model';
 
@@ -43,14 +43,10 @@ describe('llama.cpp structured outputs and tool calls', () => {
   beforeAll(async () => {
     models = modelDirectory();
     const modelPath = models.write('tiny-tools.gguf', { contextLength: CONTEXT_SIZE });
-    test = await startTestServer({
+    ({ test, workspace, deployment, modelId: model, client } = await startWithDeployment({
       controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: 2 },
-    });
-    model = test.server.controlPlane.catalog.localModel()!.id;
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId: model });
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+      deployment: (started) => ({ modelId: started.server.controlPlane.catalog.localModel()!.id }),
+    }));
   });
 
   afterAll(async () => {

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';
 import { graphqlClient } from '../capacity/support/graphql-client';
 
@@ -13,11 +13,8 @@ describe('async image requests', () => {
   let client: MediaClient;
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
+    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } }, deployment: { modelId: IMAGE_MODEL } }));
     client = new MediaClient(deployment.baseUrl, workspace.apiKey);
-    await test.waitForReplicas(deployment.id, 1);
   });
 
   afterAll(async () => {

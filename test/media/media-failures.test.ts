@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { openDatabase } from '../../control-plane/data-source';
 import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startTestServer, startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
@@ -15,16 +15,14 @@ describe('media jobs that do not finish normally', () => {
   let deployment: { id: string; slug: string; baseUrl: string };
 
   beforeAll(async () => {
-    test = await startTestServer({
+    ({ test, workspace, deployment } = await startWithDeployment({
       controlPlane: {
         localAgentEnv: TEST_CONTROLS,
         requests: { imageTimeoutMs: 1_500, syncImageBudgetMs: 1_000, sweepIntervalMs: 200, leaseMs: 1_000 },
       },
-    });
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
+      deployment: { modelId: IMAGE_MODEL },
+    }));
     client = new MediaClient(deployment.baseUrl, workspace.apiKey);
-    await test.waitForReplicas(deployment.id, 1);
   });
 
   afterAll(async () => {
@@ -88,13 +86,10 @@ describe('a server restart with queued work', () => {
   it('runs every queued record exactly once after the restart; nothing is lost', async () => {
     // A drain long enough for the running job to finish even on a loaded machine.
     const agentEnv = { ...TEST_CONTROLS, WORKER_DRAIN_TIMEOUT_MS: '30000' };
-    const first = await startTestServer({ controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } } });
+    const { test: first, workspace, deployment } = await startWithDeployment({ controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } }, deployment: { modelId: IMAGE_MODEL } });
     let second: TestServer | null = null;
     let firstStopped = false;
     try {
-      const workspace = await first.createWorkspace();
-      const deployment = await first.createDeployment(workspace, { modelId: IMAGE_MODEL });
-      await first.waitForReplicas(deployment.id, 1);
       const client = new MediaClient(deployment.baseUrl, workspace.apiKey);
       const slow = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'holds the replica [cpu-engine:delay=1200]', size: '512x512' });
       await client.waitForRecord(slow.body.id, (record) => record.status === 'running');

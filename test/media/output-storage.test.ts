@@ -1,7 +1,7 @@
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import sharp from 'sharp';
 import { startS3rver, S3RVER_ACCESS_KEY_ID, S3RVER_SECRET_ACCESS_KEY, type TestS3 } from '../storage/start-s3rver';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
@@ -38,11 +38,8 @@ describe('output storage destinations', () => {
       credentials: { accessKeyId: S3RVER_ACCESS_KEY_ID, secretAccessKey: S3RVER_SECRET_ACCESS_KEY },
     });
     // The customer bucket is s3rver on loopback, which the platform refuses by default.
-    test = await startTestServer({ controlPlane: { storage: { allowPrivateEndpoints: true } } });
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
+    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { storage: { allowPrivateEndpoints: true } }, deployment: { modelId: IMAGE_MODEL } }));
     client = new MediaClient(deployment.baseUrl, workspace.apiKey);
-    await test.waitForReplicas(deployment.id, 1);
   });
 
   afterAll(async () => {
@@ -169,18 +166,16 @@ describe('output storage destinations', () => {
   });
 
   it('with STORAGE_PROVIDER=s3 the managed store is an S3 bucket: agents upload to presigned S3 URLs', async () => {
-    const s3Managed = await startTestServer({
+    const { test: s3Managed, workspace: owner, deployment: managedDeployment } = await startWithDeployment({
       controlPlane: {
         storage: {
           storageProvider: 's3', outputBucket: MANAGED_BUCKET, s3Endpoint: s3.endpoint, s3Region: 'us-east-1',
           s3AccessKeyId: S3RVER_ACCESS_KEY_ID, s3SecretAccessKey: S3RVER_SECRET_ACCESS_KEY, s3ForcePathStyle: true, s3KeyPrefix: 'managed/',
         },
       },
+      deployment: { modelId: IMAGE_MODEL },
     });
     try {
-      const owner = await s3Managed.createWorkspace();
-      const managedDeployment = await s3Managed.createDeployment(owner, { modelId: IMAGE_MODEL });
-      await s3Managed.waitForReplicas(managedDeployment.id, 1);
       const managedClient = new MediaClient(managedDeployment.baseUrl, owner.apiKey);
       const result = await managedClient.post('/images/generations', { model: IMAGE_MODEL, prompt: 'in the platform bucket', size: '512x512' });
       expect(result.status).toBe(200);

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { ResponseRecord } from '../../control-plane/responses/response-record.entity';
 
@@ -16,12 +16,7 @@ describe('the Responses API', () => {
     .find({ where: { workspaceId: workspace.workspaceId, endpoint }, order: { id: 'ASC' } });
 
   beforeAll(async () => {
-    test = await startTestServer();
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    ({ test, workspace, deployment, modelId, client } = await startWithDeployment());
   });
 
   afterAll(async () => {

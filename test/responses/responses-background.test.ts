@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { verifyWebhookSignature } from '../../control-plane/webhooks/webhook-signature';
 import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
 
 type Response = OpenAI.Responses.Response;
@@ -34,16 +34,12 @@ describe('background responses', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    test = await startTestServer({
+    ({ test, workspace, deployment, client } = await startWithDeployment({
       controlPlane: {
         localAgentEnv: LOADING_AGENT_ENV, responses: BACKGROUND,
         webhooks: { allowInsecureLoopback: true, retryScheduleMs: [150, 300], attemptTimeoutMs: 1_000 },
       },
-    });
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    }));
   });
 
   afterAll(async () => {
@@ -227,13 +223,10 @@ describe('background responses across a restart', () => {
   });
 
   it('completes on the next server a response that was in progress when its server stopped', async () => {
-    first = await startTestServer({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
+    const { test: started, workspace, deployment, client: before } = await startWithDeployment({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
+    first = started;
     const { databaseUrl, dataDir } = first;
     kept = { databaseUrl, dataDir };
-    const workspace = await first.createWorkspace();
-    const deployment = await first.createDeployment(workspace);
-    await first.waitForReplicas(deployment.id, 1);
-    const before = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     const created = await before.responses.create({ input: 'Outlive the server', max_output_tokens: 50, background: true });
     await waitFor(async () => (await before.responses.retrieve(created.id)).status === 'in_progress', 10_000, 'the turn to start');
     await first.stop({ keepDatabase: true, keepData: true });

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer } from '../support/test-server';
 import { fileLines, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 
 /** `/v1/responses` as a batch endpoint: each line checked by the live parser, run as its chat, answered with a Response object. */
@@ -8,11 +8,7 @@ describe('Responses in batches', () => {
   let client: OpenAI;
 
   beforeAll(async () => {
-    test = await startTestServer();
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    ({ test, client } = await startWithDeployment());
   });
 
   afterAll(async () => {

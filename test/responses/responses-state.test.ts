@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import OpenAI from 'openai';
 import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer } from '../support/test-server';
 import { ResponseRecord } from '../../control-plane/responses/response-record.entity';
 
 /** A response's state is in PostgreSQL: a chain continues on a server started after the one that answered it, and retention deletes it. */
@@ -20,13 +20,10 @@ describe('stored responses across a restart', () => {
   });
 
   it('continues a chain after the server restarts, and sweeps responses past their retention', async () => {
-    first = await startTestServer();
+    const { test: started, workspace, deployment, client: before } = await startWithDeployment();
+    first = started;
     const { databaseUrl, dataDir } = first;
     kept = { databaseUrl, dataDir };
-    const workspace: TestWorkspace = await first.createWorkspace();
-    const deployment = await first.createDeployment(workspace);
-    await first.waitForReplicas(deployment.id, 1);
-    const before = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     const turn1 = await before.responses.create({ input: 'Remember the number 7', max_output_tokens: 5 });
     await first.stop({ keepDatabase: true, keepData: true });
     first = null;

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 
 /** `stream: true` on `POST /v1/responses`: the typed events in order, stored at the end; a cut stream stored `incomplete` and billed for what was made. */
@@ -10,11 +10,7 @@ describe('streamed responses', () => {
 
   beforeAll(async () => {
     // 200 tokens a second: a long answer is still streaming when the test cuts it.
-    test = await startTestServer({ controlPlane: { localAgentEnv: { WORKER_CPU_TOKENS_PER_SECOND: '200' } } });
-    workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    ({ test, workspace, client } = await startWithDeployment({ controlPlane: { localAgentEnv: { WORKER_CPU_TOKENS_PER_SECOND: '200' } } }));
   });
 
   afterAll(async () => {

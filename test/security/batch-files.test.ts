@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
 import { call, chatLine, fileLines, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 
@@ -24,17 +24,13 @@ describe('security: batch files', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    test = await startTestServer({
+    ({ test, workspace, deployment: chat, client } = await startWithDeployment({
       controlPlane: {
         localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' },
         webhooks: { allowInsecureLoopback: true },
         batches: { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50 },
       },
-    });
-    workspace = await test.createWorkspace();
-    chat = await test.createDeployment(workspace);
-    await test.waitForReplicas(chat.id, 1);
-    client = new OpenAI({ baseURL: chat.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    }));
   });
 
   afterAll(async () => {

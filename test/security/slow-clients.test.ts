@@ -11,7 +11,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { rssBytes } from '../../bench/processes';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 
 const STALLED_CLIENTS = 30;
 /**
@@ -80,10 +80,9 @@ describe('clients that never read their stream', () => {
   let deployment: { id: string; baseUrl: string };
 
   beforeAll(async () => {
-    test = await startTestServer({ gateway: { streamStallTimeoutMs: STALL_TIMEOUT_MS } });
-    workspace = await test.createWorkspace({ tpdLimit: 1_000_000_000, rpmLimit: 100_000 });
-    deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
+    ({ test, workspace, deployment } = await startWithDeployment({
+      gateway: { streamStallTimeoutMs: STALL_TIMEOUT_MS }, limits: { tpdLimit: 1_000_000_000, rpmLimit: 100_000 },
+    }));
   });
 
   afterAll(async () => {

@@ -2,6 +2,7 @@ import { createClient } from 'graphql-ws';
 import OpenAI from 'openai';
 import WebSocket from 'ws';
 import { waitFor } from '../support/test-server';
+import { chatOnce } from '../support/chat';
 import { PRICE_PER_MILLION, SHARED_ID, SHARED_MODEL, slowChat, startSharingFixture, type SharingFixture } from './support/sharing-fixture';
 
 /**
@@ -24,13 +25,7 @@ describe('shared serving', () => {
     await fixture?.test.stop();
   });
 
-  const ownerChat = async (baseUrl: string) => {
-    const response = await fetch(`${baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${owner.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
-    });
-    return { status: response.status, body: await response.json() as any };
-  };
+  const ownerChat = (baseUrl: string) => chatOnce(baseUrl, owner.apiKey);
   /** Paces an owner's polling loop: its key has an RPM limit like any other. */
   const pause = () => new Promise((resolve) => setTimeout(resolve, 15));
   const deleteDeployment = async (id: string) =>

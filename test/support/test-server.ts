@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import OpenAI from 'openai';
 import pino, { type Logger } from 'pino';
 import type { ControlPlaneOverrides } from '../../control-plane/full-config';
 import type { CreateDeploymentInput } from '../../control-plane/deployments/deployment.service';
@@ -26,13 +27,20 @@ export interface TestWorkspace {
   apiKeyId: string;
 }
 
+export interface TestDeployment {
+  id: string;
+  slug: string;
+  /** Its OpenAI base URL on this server: `<server>/d/<slug>/v1`. */
+  baseUrl: string;
+}
+
 export interface TestServer {
   server: Server;
   url: string;
   databaseUrl: string;
   dataDir: string;
   createWorkspace(limits?: { rpmLimit?: number; tpdLimit?: number }): Promise<TestWorkspace>;
-  createDeployment(workspace: TestWorkspace, input?: Partial<CreateDeploymentInput>): Promise<{ id: string; slug: string; baseUrl: string }>;
+  createDeployment(workspace: TestWorkspace, input?: Partial<CreateDeploymentInput>): Promise<TestDeployment>;
   waitForReplicas(deploymentId: string, count: number, timeoutMs?: number): Promise<void>;
   /** Drops the database and removes the data directory it created, unless asked to keep them (restart tests). */
   stop(options?: { keepDatabase?: boolean; keepData?: boolean }): Promise<void>;
@@ -92,6 +100,47 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       if (!stopOptions.keepData && !options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+export interface DeploymentServerOptions extends TestServerOptions {
+  /** The workspace key's limits (createWorkspace's). */
+  limits?: { rpmLimit?: number; tpdLimit?: number };
+  /** The deployment's input over createDeployment's defaults, or a function of the started server for input it decides (its local model). */
+  deployment?: Partial<CreateDeploymentInput> | ((test: TestServer) => Partial<CreateDeploymentInput>);
+  /** How long the deployment's minReplicas (1 by default) may take to be ready; waitForReplicas's default otherwise. */
+  readyTimeoutMs?: number;
+}
+
+export interface ServerWithDeployment {
+  test: TestServer;
+  workspace: TestWorkspace;
+  deployment: TestDeployment;
+  /** The model the deployment serves (the catalog's default chat model unless the input named one). */
+  modelId: string;
+  /** The official SDK on the deployment, with the workspace's key and no retries. */
+  client: OpenAI;
+}
+
+/**
+ * The boot most integration tests share: startTestServer, a workspace, one deployment, its
+ * minReplicas ready, and an SDK client on it. A failure after the server started stops it before
+ * the error is thrown (the caller has no server to stop yet).
+ */
+export async function startWithDeployment(options: DeploymentServerOptions = {}): Promise<ServerWithDeployment> {
+  const { limits, deployment: input = {}, readyTimeoutMs, ...serverOptions } = options;
+  const test = await startTestServer(serverOptions);
+  try {
+    const workspace = await test.createWorkspace(limits);
+    const fields = typeof input === 'function' ? input(test) : input;
+    const modelId = fields.modelId ?? test.server.controlPlane.catalog.defaultChatModel().id;
+    const deployment = await test.createDeployment(workspace, { ...fields, modelId });
+    await test.waitForReplicas(deployment.id, fields.minReplicas ?? 1, readyTimeoutMs);
+    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    return { test, workspace, deployment, modelId, client };
+  } catch (error) {
+    await test.stop().catch(() => {});
+    throw error;
+  }
 }
 
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {

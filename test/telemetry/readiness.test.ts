@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import pino from 'pino';
 import { controlPlaneProbes } from '../../control-plane/telemetry/readiness-probes';
 import { Readiness } from '../../gateway/http/readiness.route';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, type TestServer } from '../support/test-server';
 
 /** Turns new connections to one test database away and ends the open ones, until restored. */
 async function setDatabaseReachable(databaseUrl: string, reachable: boolean): Promise<void> {
@@ -99,11 +99,8 @@ describe('/readyz', () => {
 
 describe('/readyz during shutdown', () => {
   it('answers 503 shutdown as soon as the server starts stopping, while agents still drain', async () => {
-    const test = await startTestServer();
+    const { test } = await startWithDeployment();
     try {
-      const workspace = await test.createWorkspace();
-      const deployment = await test.createDeployment(workspace);
-      await test.waitForReplicas(deployment.id, 1);
       expect((await readyz(test)).status).toBe(200);
       const stopping = test.stop();
       // The gateway still listens while the local agent drains and exits.

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { postChat } from '../support/chat';
 import { parsePrometheusText, sampleValue, type Sample } from './support/prometheus-text';
 
 const GENERATED_ID = /^req_[0-9a-f]{12}_[0-9a-z]+$/;
@@ -19,17 +20,10 @@ describe('telemetry on the serving path', () => {
     return parsePrometheusText(await response.text());
   };
   const value = (samples: Sample[], name: string, labels: Record<string, string>) => sampleValue(samples, name, labels) ?? 0;
-  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = workspace.apiKey) => fetch(`${deployment.baseUrl}/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
-  });
+  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = workspace.apiKey) => postChat(deployment.baseUrl, key, body, { headers });
 
   beforeAll(async () => {
-    test = await startTestServer();
-    workspace = await test.createWorkspace();
-    deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    modelId = test.server.controlPlane.catalog.defaultChatModel().id;
-    client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    ({ test, workspace, deployment, modelId, client } = await startWithDeployment());
   });
 
   afterAll(async () => {

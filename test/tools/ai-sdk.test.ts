@@ -7,13 +7,16 @@
 import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { startTestServer, type TestServer } from '../support/test-server';
+import { startWithDeployment, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 
 describe('Vercel AI SDK (openai.chat) on the built-in CPU engine', () => {
   let test: TestServer;
+  let workspace: TestWorkspace;
+  let deployment: TestDeployment;
+  let model: string;
 
   beforeAll(async () => {
-    test = await startTestServer();
+    ({ test, workspace, deployment, modelId: model } = await startWithDeployment());
   });
 
   afterAll(async () => {
@@ -21,10 +24,6 @@ describe('Vercel AI SDK (openai.chat) on the built-in CPU engine', () => {
   });
 
   it('generateObject, toolChoice "required" and a tool loop work unchanged', async () => {
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    const model = test.server.controlPlane.catalog.defaultChatModel().id;
     const { stdout } = await promisify(execFile)(process.execPath, [path.join(__dirname, 'ai-sdk-flows.mjs')], {
       env: { ...process.env, BASE_URL: deployment.baseUrl, API_KEY: workspace.apiKey, MODEL: model }, encoding: 'utf8',
     });

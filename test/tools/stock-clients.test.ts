@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { ChatOpenAI } from '@langchain/openai';
 import { tool } from '@langchain/core/tools';
 import { HumanMessage, ToolMessage } from '@langchain/core/messages';
-import { startTestServer, type TestServer } from '../support/test-server';
+import { startWithDeployment, type TestServer } from '../support/test-server';
 
 const Recipe = z.object({
   title: z.string().min(1),
@@ -31,14 +31,7 @@ describe('tools and structured outputs with stock clients (built-in CPU engine)'
   let model: string;
 
   beforeAll(async () => {
-    test = await startTestServer();
-    const workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace);
-    await test.waitForReplicas(deployment.id, 1);
-    model = test.server.controlPlane.catalog.defaultChatModel().id;
-    baseURL = deployment.baseUrl;
-    apiKey = workspace.apiKey;
-    client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+    ({ test, workspace: { apiKey }, deployment: { baseUrl: baseURL }, modelId: model, client } = await startWithDeployment());
   });
 
   afterAll(async () => {

@@ -2,7 +2,7 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { verifyWebhookSignature } from '../../control-plane/webhooks/webhook-signature';
 import { MediaClient } from '../media/support/media-client';
-import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { startReceiver } from './support/receiver';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
@@ -28,16 +28,15 @@ describe('webhooks', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    test = await startTestServer({
+    const started = await startWithDeployment({
       controlPlane: {
         localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' },
         webhooks: { allowInsecureLoopback: true, retryScheduleMs: [150, 300], attemptTimeoutMs: 600, autoDisableAfter: 3 },
       },
+      deployment: { modelId: IMAGE_MODEL },
     });
-    workspace = await test.createWorkspace();
-    const deployment = await test.createDeployment(workspace, { modelId: IMAGE_MODEL });
-    client = new MediaClient(deployment.baseUrl, workspace.apiKey);
-    await test.waitForReplicas(deployment.id, 1);
+    ({ test, workspace } = started);
+    client = new MediaClient(started.deployment.baseUrl, workspace.apiKey);
   });
 
   afterAll(async () => {
