@@ -28,7 +28,11 @@
  *   operations  what runs the platform around the request path: capacity (placement loop,
  *               market, static hosts), providers (agent launchers), autoscaling, webhook
  *               delivery, telemetry, and the composition root (main.ts, which builds
- *               everything; the entity list; the full configuration).
+ *               everything; the entity list; the full configuration), and the door (api/:
+ *               the ports and types the gateway may import, built on main.ts).
+ * The door: the gateway imports control-plane/ only through control-plane/api/ (type imports
+ * included): its inference, records and admin ports, the errors it renders and starting the
+ * control plane (`gateway-through-the-door`).
  * A control-plane folder or top-level file in no layer is an error too (`layer-unassigned`):
  * a new one is given a layer here, and in docs/layers.md. Circles among the folders (and
  * top-level files) of control-plane/, of gateway/ and of worker-agent/, which these file rules
@@ -41,7 +45,7 @@ const LAYERS = {
     'replicas/', 'storage/', 'console/', 'routing/', 'budgets/',
   ],
   pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
-  operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts'],
+  operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],
 };
 
 const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -91,6 +95,15 @@ module.exports = {
       comment: 'The control plane is used by the gateway and talks to agents over proto/; it imports neither (type-only imports count).',
       from: { path: '^control-plane/' },
       to: { path: '^(gateway|worker-agent)/' },
+    },
+    {
+      name: 'gateway-through-the-door',
+      severity: 'error',
+      comment: 'The gateway imports the control plane only through control-plane/api/ (its ports, the types they speak, the errors '
+        + 'it renders, starting it; type-only imports count): a new need is added to an api module, not imported from the service '
+        + '(docs/layers.md#the-door).',
+      from: { path: '^gateway/' },
+      to: { path: '^control-plane/', pathNot: '^control-plane/api/' },
     },
     {
       name: 'batch-lines-not-from-gateway',

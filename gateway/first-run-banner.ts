@@ -1,5 +1,5 @@
-import type { Deployment } from '../control-plane/deployments/deployment.entity';
-import type { FirstRunResult } from '../control-plane/workspaces/first-run';
+import type { Deployment } from '../control-plane/api/inference';
+import type { FirstRunResult } from '../control-plane/api/startup';
 import { REAL_ANSWERS_COMMAND } from './stand-in-engine';
 
 /**

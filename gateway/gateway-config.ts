@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../control-plane/config/env-fields';
+import { intField, loadEnv } from '../control-plane/api/startup';
 
 const shape = {
   /** Interface the HTTP server binds. @default 127.0.0.1 */

@@ -1,5 +1,4 @@
-import { DeploymentEngines } from '../control-plane/replicas/deployment-engines';
-import { ensureFirstRun } from '../control-plane/workspaces/first-run';
+import { DeploymentEngines, ensureFirstRun } from '../control-plane/api/startup';
 import { firstRunBanner } from './first-run-banner';
 import { startServer } from './server';
 import { CONSOLE_PATH } from './http/console.route';

@@ -1,10 +1,6 @@
 import pino, { type Logger } from 'pino';
-import { loadFullControlPlaneConfig, type ControlPlaneConfig, type ControlPlaneOverrides } from '../control-plane/full-config';
-import { openDatabase } from '../control-plane/data-source';
-import { withLimits } from '../control-plane/budgets/budget-config';
+import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, EmbeddedDatabase, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
 import { connectionCap } from './http/connection-budget';
-import { EmbeddedDatabase } from '../control-plane/database/embedded-database';
-import { startControlPlane, type ControlPlane } from '../control-plane/main';
 import { startGateway, type Gateway } from './app';
 import { ROUTE_LABELS } from './route-label';
 import { loadGatewayConfig, type GatewayConfig } from './gateway-config';

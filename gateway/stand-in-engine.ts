@@ -1,5 +1,5 @@
-import type { Deployment } from '../control-plane/deployments/deployment.entity';
-import { STAND_IN_ENGINE_KIND, type DeploymentEngines } from '../control-plane/replicas/deployment-engines';
+import type { Deployment } from '../control-plane/api/inference';
+import { type DeploymentEngines, STAND_IN_ENGINE_KIND } from '../control-plane/api/startup';
 
 /**
  * The agents' built-in CPU engine (`--engine cpu`) is a stand-in: it needs no weights and

@@ -1,10 +1,9 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError, shortened } from '../../control-plane/api/errors';
 import { renderError } from './error-response';
 import { requestIdOf } from '../http/request-telemetry';
 import { bodyLeftUnread } from '../http/unread-body';
-import { shortened } from '../../control-plane/errors/quote-value';
 
 /** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
 export function errorMiddleware(logger: Logger) {

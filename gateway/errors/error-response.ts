@@ -1,6 +1,4 @@
-import { asAppError } from '../../control-plane/database/database-unavailable';
-import { openAiErrorResponse } from '../../control-plane/openai/openai-error';
-import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
+import { asAppError, openAiErrorResponse, RateLimitRefusal } from '../../control-plane/api/errors';
 import { refusalRateLimitHeaders } from '../http/rate-limit-headers';
 
 export interface RenderedError {

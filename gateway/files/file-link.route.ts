@@ -1,11 +1,8 @@
 import type { Context, Next } from 'koa';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { LocalObjectStore } from '../../control-plane/storage/local-object-store';
-import { assertObjectKey } from '../../control-plane/storage/object-names';
-import { DEFAULT_CONTENT_TYPE } from '../../control-plane/storage/object-store';
+import { AppError, shortened } from '../../control-plane/api/errors';
+import { assertObjectKey, DEFAULT_CONTENT_TYPE, type LocalObjectStore } from '../../control-plane/api/records';
 import { decodePathSegment } from '../http/path-segment';
 import { sendObject, type ObjectDownloadOptions } from './object-download';
-import { shortened } from '../../control-plane/errors/quote-value';
 
 export interface FileLinkRouteOptions {
   /** The local store this server serves links of (its bucket; others are 404). */

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { OpenedObject } from '../../control-plane/storage/object-store';
+import type { OpenedObject } from '../../control-plane/api/records';
 import { ResponseFlow } from '../http/response-flow';
 
 export interface ObjectDownloadOptions {

@@ -1,6 +1,6 @@
 import type { ApolloServerPlugin } from '@apollo/server';
 import { Kind, type OperationDefinitionNode } from 'graphql';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
 import type { GraphQLContext } from './graphql-context';
 
 /** The only root fields a caller without a key may ask for: spending a console sign-in link. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { printSchema } from 'graphql';
-import { PROJECT_ROOT } from '../../control-plane/project-root';
+import { PROJECT_ROOT } from '../../control-plane/api/startup';
 import { buildGatewaySchema } from './build-schema';
 
 export const SCHEMA_FILE = path.join(PROJECT_ROOT, 'schema.graphql');

@@ -1,4 +1,4 @@
-import type { AppErrorCode } from '../../control-plane/errors/app-error';
+import type { AppErrorCode } from '../../control-plane/api/errors';
 
 /**
  * Every AppError code as the GraphQL API names it (`extensions.code`), decided once; its HTTP

@@ -1,5 +1,5 @@
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { AuthenticatedKey } from '../../control-plane/api/inference';
 import type { QuerySlots } from './database-cost';
 
 export interface GraphQLContext {

@@ -1,11 +1,8 @@
 import { HeaderMap } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { Logger } from 'pino';
-import { AppError } from '../../control-plane/errors/app-error';
-import { capMessage } from '../../control-plane/errors/quote-value';
-import { ERROR_TABLE } from '../../control-plane/openai/error-table';
+import { AppError, asAppError, capMessage, ERROR_TABLE } from '../../control-plane/api/errors';
 import { GRAPHQL_CODES } from './graphql-codes';
-import { asAppError } from '../../control-plane/database/database-unavailable';
 
 /**
  * Every GraphQL error as a client sees it, over HTTP (Apollo's formatError) and graphql-ws:

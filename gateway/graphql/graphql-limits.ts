@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import { parseJson } from '../../control-plane/api/inference';
 import { OPERATOR, readBody, UNCOUNTED, type BodyMemory } from '../http/read-body';
-import { parseJson } from '../../control-plane/openai/json-body';
 
 /** What one GraphQL request may cost before it is refused (gateway config, docs/configuration.md). */
 export interface GraphQLLimits {

@@ -7,9 +7,9 @@ import {
 import { makeServer } from 'graphql-ws';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../control-plane/main';
+import { AppError } from '../../control-plane/api/errors';
+import type { BudgetLease } from '../../control-plane/api/inference';
+import type { ControlPlane } from '../../control-plane/api/startup';
 import { GRAPHQL_CODES } from './graphql-codes';
 import { QuerySlots } from './database-cost';
 import type { GraphQLContext } from './graphql-context';

@@ -2,7 +2,7 @@ import {
   getOperationAST, GraphQLError, Kind, visit,
   type ASTNode, type DocumentNode, type ValidationContext, type ValueNode, type ASTVisitor,
 } from 'graphql';
-import { fieldPath, findNulByte, nulByteMessage, type NulBytePosition } from '../../control-plane/database/nul-bytes';
+import { fieldPath, findNulByte, nulByteMessage, type NulBytePosition } from '../../control-plane/api/errors';
 import { GRAPHQL_CODES } from './graphql-codes';
 
 /**

@@ -1,7 +1,7 @@
 import type { ApolloServerPlugin } from '@apollo/server';
 import type { GraphQLSchema } from 'graphql';
-import type { TenantBudget } from '../../control-plane/budgets/tenant-budget';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { TenantBudget } from '../../control-plane/api/inference';
 import type { GraphQLContext } from './graphql-context';
 import { databaseCostOfOperation } from './query-limits';
 

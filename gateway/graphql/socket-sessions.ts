@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import { CloseCode } from 'graphql-ws';
-import type { ApiKeyService } from '../../control-plane/api-keys/api-key.service';
-import type { BudgetHolder, BudgetLease } from '../../control-plane/budgets/tenant-budget';
-import { hashSecret } from '../../control-plane/secrets';
+import type { ApiKeyService, BudgetHolder, BudgetLease } from '../../control-plane/api/inference';
+import { hashSecret } from '../../control-plane/api/startup';
 import { bearerToken } from '../http/bearer-token';
 import type { GraphQLContext } from './graphql-context';
 

@@ -1,10 +1,9 @@
 import { execute, type DocumentNode, type ExecutionResult, type FormattedExecutionResult, type GraphQLSchema } from 'graphql';
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
-import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { TenantQueries } from '../../control-plane/database/tenant-queries';
-import type { ControlPlaneEvents } from '../../control-plane/events/control-plane-events';
+import type { ControlPlaneEvents } from '../../control-plane/api/admin';
+import { AppError } from '../../control-plane/api/errors';
+import type { BudgetLease, TenantQueries } from '../../control-plane/api/inference';
 import { QuerySlots } from './database-cost';
 import type { GraphQLContext } from './graphql-context';
 import type { SubscriptionRoute } from './subscription-routes';

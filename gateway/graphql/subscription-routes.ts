@@ -1,4 +1,4 @@
-import type { ControlPlaneEventMap } from '../../control-plane/events/control-plane-events';
+import type { ControlPlaneEventMap } from '../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from './graphql-context';
 
 /**

@@ -9,8 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Context, Next } from 'koa';
 import { AGENT_ARCHES, agentBinaryName, agentBinarySha256, type AgentArch } from '../../common/agent-binary';
-import { AppError } from '../../control-plane/errors/app-error';
-import { shortened } from '../../control-plane/errors/quote-value';
+import { AppError, shortened } from '../../control-plane/api/errors';
 
 /**
  * The only two names answered. The file opened is built from a listed arch alone, never from the

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import type http from 'node:http';
 import type net from 'node:net';
 import type { Logger } from 'pino';
-import type { BudgetLease, TenantBudget } from '../../control-plane/budgets/tenant-budget';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { BudgetLease, TenantBudget } from '../../control-plane/api/inference';
 import { ConnectionProgress, type ProgressOptions, type Tracked } from './connection-progress';
 
 /**

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import type { Logger } from 'pino';
-import type { BudgetLease } from '../../control-plane/budgets/tenant-budget';
+import type { BudgetLease } from '../../control-plane/api/inference';
 
 /** What connection-budget.ts keeps per connection; the sweep reads and updates its progress fields. */
 export interface Tracked {

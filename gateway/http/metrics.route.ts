@@ -1,9 +1,7 @@
 import net from 'node:net';
 import type { Context, Next } from 'koa';
-import { AppError } from '../../control-plane/errors/app-error';
-import { shortened } from '../../control-plane/errors/quote-value';
-import { hashSecret, sameHash } from '../../control-plane/secrets';
-import type { Metrics } from '../../control-plane/telemetry/metrics';
+import { AppError, shortened } from '../../control-plane/api/errors';
+import { hashSecret, type Metrics, sameHash } from '../../control-plane/api/startup';
 import { bearerToken } from './bearer-token';
 import { forwardingHeaderIn } from './forwarding-headers';
 

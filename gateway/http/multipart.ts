@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import busboy from 'busboy';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
 import { cutShort, type BodyMemory } from './read-body';
 import { takeRoutedForm } from './routed-body';
 

@@ -1,5 +1,4 @@
-import { refuseNulBytes } from '../../control-plane/database/nul-bytes';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError, refuseNulBytes } from '../../control-plane/api/errors';
 
 /** A percent-encoded path segment, decoded; 400 naming `param` when the encoding is broken or it holds a NUL (`%00`). */
 export function decodePathSegment(segment: string, param: string): string {

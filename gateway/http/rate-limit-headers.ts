@@ -1,5 +1,4 @@
-import type { RateLimitDecision } from '../../control-plane/rate-limits/rate-limit-decision';
-import { RateLimitRefusal } from '../../control-plane/rate-limits/rate-limit-decision';
+import { type RateLimitDecision, RateLimitRefusal } from '../../control-plane/api/errors';
 
 /**
  * The rate-limit headers of an admitted request, as a flat [name, value, …] list (writeHead

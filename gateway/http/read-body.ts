@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
 import { takeRoutedBytes } from './routed-body';
 
 /** Where a body's bytes are counted as they arrive (request-budget.ts): the refusal when they no longer fit. */

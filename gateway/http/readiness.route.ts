@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import type { ReadinessProbe } from '../../control-plane/telemetry/readiness-probes';
+import type { ReadinessProbe } from '../../control-plane/api/startup';
 
 export interface ReadinessReport {
   ready: boolean;

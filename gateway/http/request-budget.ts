@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import type { BudgetHolder, BudgetLease, TenantBudget } from '../../control-plane/budgets/tenant-budget';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { BudgetHolder, BudgetLease, TenantBudget } from '../../control-plane/api/inference';
 
 /**
  * What one HTTP request with a key holds of the tenant budget, from the moment its key is known

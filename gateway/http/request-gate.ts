@@ -1,9 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { TenantBudget } from '../../control-plane/budgets/tenant-budget';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
+import { AppError } from '../../control-plane/api/errors';
+import type { AuthenticatedKey, Deployment, InferencePipeline, TenantBudget } from '../../control-plane/api/inference';
 import type { ConnectionBudget } from './connection-budget';
 import { RequestBudget } from './request-budget';
 

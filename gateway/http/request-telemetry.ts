@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import { NO_DEPLOYMENT, type Metrics } from '../../control-plane/telemetry/metrics';
+import { type Metrics, NO_DEPLOYMENT } from '../../control-plane/api/startup';
 import type { RequestIds } from './request-id';
 
 /** The answer to a request that went away before any byte was sent (nginx's convention). */

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { AppError } from '../../control-plane/errors/app-error';
+import type { AppError } from '../../control-plane/api/errors';
 
 /** A blocked response's flushing is looked at this often per timeout: a stall is seen at most a tenth of one late. */
 const CHECKS_PER_TIMEOUT = 10;

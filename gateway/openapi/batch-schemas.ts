@@ -1,4 +1,4 @@
-import { BATCH_ENDPOINTS, BATCH_STATUSES } from '../../control-plane/batches/batch.entities';
+import { BATCH_ENDPOINTS, BATCH_STATUSES } from '../../control-plane/api/records';
 import { array, boolean, closedObject, constant, integer, nullable, oneOfStrings, openObject, ref, string, type JsonObject } from './schema-helpers';
 
 const TIME = nullable(integer());

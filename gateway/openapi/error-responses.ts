@@ -1,4 +1,4 @@
-import { ERROR_TABLE } from '../../control-plane/openai/error-table';
+import { ERROR_TABLE } from '../../control-plane/api/errors';
 import { closedObject, nullable, openObject, string, type JsonObject } from './schema-helpers';
 
 export const ERROR_SCHEMA: JsonObject = closedObject({

@@ -1,4 +1,4 @@
-import { REQUEST_STATUSES } from '../../control-plane/requests/request-record.entity';
+import { REQUEST_STATUSES } from '../../control-plane/api/records';
 import {
   array, boolean, closedObject, constant, integer, nullable, number, oneOfStrings, openObject, ref, string, unixSeconds, type JsonObject,
 } from './schema-helpers';

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { PROJECT_ROOT } from '../../control-plane/project-root';
+import { PROJECT_ROOT } from '../../control-plane/api/startup';
 import { DEPLOYMENT_ENDPOINTS, routesByModel, SHARED_BASE, SHARED_ENDPOINTS } from '../v1/endpoint-table';
 import { BATCH_SCHEMAS } from './batch-schemas';
 import { ERROR_SCHEMA, errorResponses } from './error-responses';

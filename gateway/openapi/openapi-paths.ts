@@ -1,4 +1,4 @@
-import { MAX_LIST_LIMIT } from '../../control-plane/batches/batch-files';
+import { MAX_FILE_LIST_LIMIT as MAX_LIST_LIMIT } from '../../control-plane/api/records';
 import type { DeploymentEndpointName, SharedEndpointName } from '../v1/endpoint-table';
 import { errors } from './error-responses';
 import { ref, type JsonObject } from './schema-helpers';

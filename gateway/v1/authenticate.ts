@@ -1,5 +1,5 @@
-import type { ApiKeyService, AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { ApiKeyService, AuthenticatedKey } from '../../control-plane/api/inference';
 import { bearerToken } from '../http/bearer-token';
 
 /** `Authorization: Bearer mk-…` to its key; 401 for a missing, malformed, unknown or revoked key. */

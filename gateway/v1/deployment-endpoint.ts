@@ -1,6 +1,5 @@
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import type { ControlPlane } from '../../control-plane/main';
+import type { AuthenticatedKey, Deployment } from '../../control-plane/api/inference';
+import type { ControlPlane } from '../../control-plane/api/startup';
 import { authenticate } from './authenticate';
 
 /**

@@ -1,14 +1,9 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
+import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type InferencePipeline, parseEmbeddingsRequest, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
-import { parseEmbeddingsRequest } from '../../control-plane/openai/embeddings-request';
-import { EmbeddingBatches, splitEmbeddingsRequest } from '../../control-plane/openai/embedding-batches';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
-import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import type { TextRouteOptions } from './text-completion.route';
 
 /**

@@ -1,5 +1,4 @@
-import type { CatalogModel } from '../../control-plane/catalog/catalog';
-import { INFERENCE_ENDPOINTS, type InferenceEndpointName } from '../../control-plane/openai/inference-endpoints';
+import { type CatalogModel, INFERENCE_ENDPOINTS, type InferenceEndpointName } from '../../control-plane/api/inference';
 
 /**
  * Every endpoint of a deployment's `/v1`, and of the shared endpoint's `/shared/v1`, declared

@@ -1,5 +1,5 @@
 import { NESTED, topLevelValues, type ValueSpan } from '../http/json-top-level';
-import { parseJsonObject } from '../../control-plane/openai/json-body';
+import { parseJsonObject } from '../../control-plane/api/inference';
 
 /** A JSON body's top-level `model`, read from its raw bytes (json-top-level.ts), and where its value lies. */
 export interface ScannedModel {

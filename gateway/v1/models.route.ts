@@ -1,8 +1,7 @@
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
+import { AppError, shortened } from '../../control-plane/api/errors';
+import type { Deployment } from '../../control-plane/api/inference';
+import type { DeploymentEngines } from '../../control-plane/api/startup';
 import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
-import { shortened } from '../../control-plane/errors/quote-value';
 
 /**
  * `GET /v1/models[/{id}]`: the endpoint's one model in OpenAI's model-object shape. A model

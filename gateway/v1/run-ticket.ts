@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { WorkTicket } from '../../control-plane/pipeline/work-ticket';
+import type { AuthenticatedKey, WorkTicket } from '../../control-plane/api/inference';
 import type { RequestTrace } from '../http/request-id';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import { runTextJob, type StreamLimits, type TextJobRun, type TextRouteOptions } from './text-job-run';

@@ -1,18 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ApiKeyService, AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
-import type { PricedModel } from '../../control-plane/sharing/shared-pool';
-import type { AppError } from '../../control-plane/errors/app-error';
+import type { AppError } from '../../control-plane/api/errors';
+import { type ApiKeyService, type AuthenticatedKey, type InferencePipeline, parseTextRequest, type PricedModel, servedEndpoints } from '../../control-plane/api/inference';
 import { NESTED, topLevelValues } from '../http/json-top-level';
 import { readBody } from '../http/read-body';
 import { takeBufferedBody } from '../http/buffered-body';
 import { authenticate, authenticateNow } from './authenticate';
 import type { RequestTrace } from '../http/request-id';
-import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import { runTicket } from './run-ticket';
 import type { TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './text-job-run';
-import { parseTextRequest } from '../../control-plane/openai/text-request';
 import type { RequestGate } from '../http/request-gate';
 
 /** The metrics and log label of a guest request before its model is known. */

@@ -1,5 +1,4 @@
-import type { SharedModel } from '../../control-plane/sharing/shared-pool';
-import { SHARED_MODEL_PREFIX, type SharedServing } from '../../control-plane/sharing/shared-serving';
+import { SHARED_MODEL_PREFIX, type SharedModel, type SharedServing } from '../../control-plane/api/inference';
 import { STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
 
 /**

@@ -1,14 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import type { InferencePipeline } from '../../control-plane/pipeline/inference-pipeline';
+import { type AuthenticatedKey, type Deployment, type InferencePipeline, parseTextRequest, servedEndpoints, type TextEndpoint } from '../../control-plane/api/inference';
 import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
-import { servedEndpoints } from '../../control-plane/openai/inference-endpoints';
 import { runTicket } from './run-ticket';
 import type { StreamLimits, TextRouteOptions } from './text-job-run';
-import { parseTextRequest, type TextEndpoint } from '../../control-plane/openai/text-request';
 
 export type { TextRouteOptions };
 

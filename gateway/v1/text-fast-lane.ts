@@ -1,14 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../control-plane/main';
-import { NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
+import { AppError } from '../../control-plane/api/errors';
+import type { TextEndpoint } from '../../control-plane/api/inference';
+import { type ControlPlane, NO_DEPLOYMENT } from '../../control-plane/api/startup';
 import { renderError } from '../errors/error-response';
 import type { RequestIds, RequestTrace } from '../http/request-id';
 import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
-import type { TextEndpoint } from '../../control-plane/openai/text-request';
 import type { StreamLimits } from './text-job-run';
 import { fastLanePaths, sharedFastLaneEndpoint, workspaceFastLanePaths } from './endpoint-table';
 import { readBody } from '../http/read-body';

@@ -1,8 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Usage } from '../../proto/worker/v1';
-import type { JobFailure, JobListener } from '../../control-plane/dispatch/job';
-import type { AppError } from '../../control-plane/errors/app-error';
-import { errorBody, jobFailureError } from '../../control-plane/openai/openai-error';
+import { type AppError, errorBody, jobFailureError } from '../../control-plane/api/errors';
+import type { JobFailure, JobListener } from '../../control-plane/api/inference';
 import { ResponseFlow, type ResponseFlowOptions } from '../http/response-flow';
 
 export type JobOutcome = 'succeeded' | 'failed' | 'canceled';

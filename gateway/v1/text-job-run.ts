@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import type { Job, JobListener } from '../../control-plane/dispatch/job';
-import { AppError } from '../../control-plane/errors/app-error';
+import { AppError } from '../../control-plane/api/errors';
+import type { Job, JobListener } from '../../control-plane/api/inference';
 import type { Usage } from '../../proto/worker/v1';
 import { TextJobResponse, type JobOutcome } from './text-job-response';
 import type { ResponseFlowOptions } from '../http/response-flow';

@@ -1,9 +1,7 @@
 import type { Context, Next } from 'koa';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../control-plane/main';
-import type { SharedServing } from '../../control-plane/sharing/shared-serving';
-import { DeploymentEngines } from '../../control-plane/replicas/deployment-engines';
+import { AppError, shortened } from '../../control-plane/api/errors';
+import type { AuthenticatedKey, Deployment, SharedServing } from '../../control-plane/api/inference';
+import { type ControlPlane, DeploymentEngines } from '../../control-plane/api/startup';
 import { authenticate } from './authenticate';
 import { attributeDeployment } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
@@ -21,8 +19,6 @@ import { listSharedModels, retrieveSharedModel } from './shared-models.route';
 import {
   endpointList, matchDeploymentEndpoint, matchSharedEndpoint, SHARED_BASE, sharedEndpointList, type DeploymentEndpointName, type SharedEndpointName,
 } from './endpoint-table';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import { shortened } from '../../control-plane/errors/quote-value';
 import type { RequestGate } from '../http/request-gate';
 import type { ObjectDownloadOptions } from '../files/object-download';
 import { workspaceRootRoute, type EndpointHandler, type RecordHandler } from './workspace-root.route';

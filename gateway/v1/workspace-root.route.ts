@@ -1,9 +1,6 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { ApiKeyService } from '../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../control-plane/errors/app-error';
-import { shortened } from '../../control-plane/errors/quote-value';
+import { AppError, shortened } from '../../control-plane/api/errors';
+import type { ApiKeyService, AuthenticatedKey, Deployment } from '../../control-plane/api/inference';
 import { isMultipart, readMultipart } from '../http/multipart';
 import { readBody } from '../http/read-body';
 import type { RequestGate } from '../http/request-gate';

@@ -1,7 +1,4 @@
-import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../control-plane/deployments/deployment.entity';
-import type { DeploymentStore } from '../../control-plane/deployments/deployment-store';
-import { pickDeployment } from '../../control-plane/deployments/workspace-model';
+import { type AuthenticatedKey, type Deployment, type DeploymentStore, pickDeployment } from '../../control-plane/api/inference';
 import type { MultipartForm } from '../http/multipart';
 import { scanModel, withModel } from './model-field';
 

@@ -1,6 +1,6 @@
 import { Arg, Ctx, ID, Mutation, Query, Resolver } from 'type-graphql';
-import type { ApiKey } from '../../../control-plane/api-keys/api-key.entity';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { ApiKey } from '../../../control-plane/api/admin';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ApiKeyLimitsInput, ApiKeyType, ApiKeyWithSecret, CreateApiKeyInput } from '../types/api-key.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

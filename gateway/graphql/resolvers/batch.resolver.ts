@@ -1,8 +1,7 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { Batch } from '../../../control-plane/batches/batch.entities';
-import type { BatchFileLinks } from '../../../control-plane/batches/batch-file-links';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
+import { AppError } from '../../../control-plane/api/errors';
+import type { Batch, BatchFileLinks } from '../../../control-plane/api/records';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BatchType } from '../types/batch.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

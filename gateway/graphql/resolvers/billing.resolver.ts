@@ -1,7 +1,7 @@
 import { Arg, Ctx, Int, Query, Resolver } from 'type-graphql';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { CostGrouping, UsageGrouping } from '../../../control-plane/billing/billing-queries';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { CostGrouping, UsageGrouping } from '../../../control-plane/api/admin';
+import { AppError } from '../../../control-plane/api/errors';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CostRowType, UsageRowType } from '../types/capacity.type';
 import { DecimalScalar } from '../types/decimal.scalar';

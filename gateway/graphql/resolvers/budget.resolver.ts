@@ -1,6 +1,6 @@
 import { Arg, Ctx, Float, ID, Mutation, Query, Resolver } from 'type-graphql';
-import { BUDGETS } from '../../../control-plane/budgets/budget-kinds';
-import type { ControlPlane } from '../../../control-plane/main';
+import { BUDGETS } from '../../../control-plane/api/admin';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BudgetType } from '../types/budget.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

@@ -1,8 +1,8 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Arg, Ctx, Float, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
-import type { GpuOffer } from '../../../control-plane/replicas/gpu-offer';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { GpuOffer } from '../../../control-plane/api/admin';
+import { AppError } from '../../../control-plane/api/errors';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { DecimalScalar } from '../types/decimal.scalar';
 import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';

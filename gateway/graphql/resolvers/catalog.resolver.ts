@@ -1,5 +1,5 @@
 import { Ctx, Query, Resolver } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CatalogModelType, toCatalogModelType } from '../types/catalog-model.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

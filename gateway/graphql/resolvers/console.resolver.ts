@@ -1,6 +1,6 @@
 import { Arg, Ctx, Mutation, Resolver } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
-import { AppError } from '../../../control-plane/errors/app-error';
+import { AppError } from '../../../control-plane/api/errors';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import type { GraphQLContext } from '../graphql-context';
 import { withHttpStatus } from '../graphql-errors';
 import { ConsoleSignIn } from '../types/console-sign-in.type';

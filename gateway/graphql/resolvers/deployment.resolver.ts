@@ -1,10 +1,8 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { ReplicaLoad } from '../../../control-plane/events/control-plane-events';
-import type { Replica } from '../../../control-plane/replicas/replica.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { shortened } from '../../../control-plane/errors/quote-value';
-import type { Deployment, ProviderKind } from '../../../control-plane/deployments/deployment.entity';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { Replica, ReplicaLoad } from '../../../control-plane/api/admin';
+import { AppError, shortened } from '../../../control-plane/api/errors';
+import type { Deployment, ProviderKind } from '../../../control-plane/api/inference';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ReplicaLoadType } from '../types/capacity.type';
 import {

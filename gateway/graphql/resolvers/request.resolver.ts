@@ -1,7 +1,7 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
-import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
+import { AppError } from '../../../control-plane/api/errors';
+import type { RequestRecord } from '../../../control-plane/api/records';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { RequestType } from '../types/storage-credential.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

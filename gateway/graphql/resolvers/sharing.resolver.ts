@@ -1,7 +1,6 @@
 import { Arg, Ctx, ID, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
-import type { SharedModel } from '../../../control-plane/sharing/shared-pool';
-import { SHARED_MODEL_PREFIX } from '../../../control-plane/sharing/shared-serving';
+import { SHARED_MODEL_PREFIX, type SharedModel } from '../../../control-plane/api/inference';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { SharedModelType } from '../types/shared-model.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

@@ -1,6 +1,6 @@
 import { Arg, Ctx, Int, Mutation, Query, Resolver } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
-import type { StorageCredential } from '../../../control-plane/storage/storage-credential.entity';
+import type { StorageCredential } from '../../../control-plane/api/admin';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CreateStorageCredentialInput, StorageCredentialType } from '../types/storage-credential.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';

@@ -1,6 +1,6 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
-import type { WebhookAttempt } from '../../../control-plane/webhooks/webhook.entities';
+import type { WebhookAttempt } from '../../../control-plane/api/admin';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import {
   CreateWebhookEndpointInput, UpdateWebhookEndpointInput, WebhookAttemptType, WebhookDeliveryType, WebhookEndpointType, WebhookSigningSecretType,

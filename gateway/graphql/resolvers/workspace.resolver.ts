@@ -1,5 +1,5 @@
 import { Arg, Ctx, ID, Mutation, Query, Resolver } from 'type-graphql';
-import type { ControlPlane } from '../../../control-plane/main';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { requireOperator, type GraphQLContext } from '../graphql-context';
 import { DecimalScalar } from '../types/decimal.scalar';
 import { CreateWorkspacePayload, WorkspaceType } from '../types/workspace.type';

@@ -1,4 +1,4 @@
-import type { CatalogModel } from '../../../control-plane/catalog/catalog';
+import type { CatalogModel } from '../../../control-plane/api/inference';
 import { Field, Float, Int, ObjectType } from 'type-graphql';
 
 @ObjectType({ description: 'Native clip spec of a video model with a pinned spec' })

@@ -1,5 +1,4 @@
-import type { Batch, BatchFile } from '../../../control-plane/batches/batch.entities';
-import type { CursorPage } from '../../../control-plane/batches/cursor-page';
+import type { Batch, BatchFile, CursorPage } from '../../../control-plane/api/records';
 
 /** Unix seconds, as OpenAI's objects give times; null stays null. */
 function seconds(date: Date | null): number | null {

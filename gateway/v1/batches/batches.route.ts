@@ -1,10 +1,8 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import type { BatchService } from '../../../control-plane/batches/batch-service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
+import { type AuthenticatedKey, type Deployment, parseJsonObject } from '../../../control-plane/api/inference';
+import type { BatchService } from '../../../control-plane/api/records';
 import { readBody } from '../../http/read-body';
 import { requestBudgetOf } from '../../http/request-budget';
-import { parseJsonObject } from '../../../control-plane/openai/json-body';
 import { batchObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
 

@@ -1,10 +1,7 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import { JSONL_CONTENT_TYPE, MAX_LIST_LIMIT } from '../../../control-plane/batches/batch-files';
-import type { BatchService } from '../../../control-plane/batches/batch-service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
+import { AppError, quoteValue } from '../../../control-plane/api/errors';
+import type { AuthenticatedKey, Deployment } from '../../../control-plane/api/inference';
+import { type BatchService, JSONL_CONTENT_TYPE, MAX_FILE_LIST_LIMIT as MAX_LIST_LIMIT } from '../../../control-plane/api/records';
 import { sendObject, type ObjectDownloadOptions } from '../../files/object-download';
 import { isMultipart, readMultipart } from '../../http/multipart';
 import { requestBudgetOf } from '../../http/request-budget';

@@ -1,7 +1,5 @@
 import type { Context } from 'koa';
-import { refuseNulBytes } from '../../../control-plane/database/nul-bytes';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
+import { AppError, quoteValue, refuseNulBytes } from '../../../control-plane/api/errors';
 
 /** A query parameter given at most once, or undefined; 400 naming it when it is repeated or holds a NUL. */
 export function queryValue(context: Context, name: string): string | undefined {

@@ -1,10 +1,7 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
-import { readImageParams } from '../../../control-plane/requests/image-params';
-import type { MediaSubmission } from '../../../control-plane/requests/request-service';
+import { AppError } from '../../../control-plane/api/errors';
+import { type AuthenticatedKey, type Deployment, type MediaSubmission, readImageParams } from '../../../control-plane/api/inference';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';

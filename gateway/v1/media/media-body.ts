@@ -1,12 +1,9 @@
 import type { Context } from 'koa';
-import { refuseLoneSurrogates, refuseNulBytes } from '../../../control-plane/database/nul-bytes';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { FieldReader } from '../../../control-plane/requests/field-reader';
+import { AppError, quoteValue, refuseLoneSurrogates, refuseNulBytes } from '../../../control-plane/api/errors';
+import { FieldReader, parseJsonObject } from '../../../control-plane/api/inference';
 import { readBody } from '../../http/read-body';
 import { imageContentType, isMultipart, readMultipart, type UploadedFile } from '../../http/multipart';
-import { parseJsonObject } from '../../../control-plane/openai/json-body';
 import { requestBudgetOf } from '../../http/request-budget';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 /** A media request's fields (JSON body or multipart form) and its files. */
 export interface MediaBody {

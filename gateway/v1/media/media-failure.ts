@@ -1,5 +1,5 @@
-import { AppError, type AppErrorCode } from '../../../control-plane/errors/app-error';
-import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
+import { AppError, type AppErrorCode } from '../../../control-plane/api/errors';
+import type { RequestRecord } from '../../../control-plane/api/records';
 
 const SYNC_ERRORS: Record<string, AppErrorCode> = {
   storage_upload_failed: 'storage_upload_failed',

@@ -1,4 +1,4 @@
-import type { RequestRecord, RequestStatus } from '../../../control-plane/requests/request-record.entity';
+import type { RequestRecord, RequestStatus } from '../../../control-plane/api/records';
 
 const unix = (date: Date | null) => (date ? Math.floor(date.getTime() / 1000) : null);
 

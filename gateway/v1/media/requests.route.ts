@@ -1,11 +1,9 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
-import { MAX_LIST_LIMIT } from '../../../control-plane/requests/request-service';
+import { AppError, quoteValue } from '../../../control-plane/api/errors';
+import type { AuthenticatedKey, Deployment } from '../../../control-plane/api/inference';
+import { MAX_REQUEST_LIST_LIMIT as MAX_LIST_LIMIT } from '../../../control-plane/api/records';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import { requestObject } from './media-objects';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
 
 const DEFAULT_LIST_LIMIT = 50;
 

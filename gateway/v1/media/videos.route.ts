@@ -1,16 +1,11 @@
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import type { ControlPlane } from '../../../control-plane/main';
-import { readDelivery } from '../../../control-plane/requests/image-params';
-import type { RequestRecord } from '../../../control-plane/requests/request-record.entity';
-import type { MediaSubmission } from '../../../control-plane/requests/request-service';
-import { readVideoParams, type VideoRoute } from '../../../control-plane/requests/video-params';
+import { AppError, quoteValue, shortened } from '../../../control-plane/api/errors';
+import { type AuthenticatedKey, type Deployment, type MediaSubmission, readDelivery, readVideoParams, type VideoRoute } from '../../../control-plane/api/inference';
+import type { RequestRecord } from '../../../control-plane/api/records';
+import type { ControlPlane } from '../../../control-plane/api/startup';
 import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
-import { quoteValue, shortened } from '../../../control-plane/errors/quote-value';
 
 /**
  * `POST /v1/videos` (OpenAI's multipart shape, the Video object back), `POST

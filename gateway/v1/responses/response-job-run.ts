@@ -1,12 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { parseJsonText } from '../../../common/json-nesting';
-import type { Job, JobFailure, JobListener } from '../../../control-plane/dispatch/job';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { ChatStreamTranslator, chatAnswerToResult, statusOf, usageOf, type StreamEvent } from '../../../control-plane/responses/chat-to-response';
-import type { ResponseUsage } from '../../../control-plane/responses/response-items';
-import type { ResponsesService, ResponseTurn, TurnEnd } from '../../../control-plane/responses/responses-service';
+import { AppError, errorBody, jobFailureError } from '../../../control-plane/api/errors';
+import { chatAnswerToResult, ChatStreamTranslator, type Job, type JobFailure, type JobListener, type ResponsesService, type ResponseTurn, type ResponseUsage, statusOf, type StreamEvent, type TurnEnd, usageOf } from '../../../control-plane/api/inference';
 import type { Usage } from '../../../proto/worker/v1';
-import { errorBody, jobFailureError } from '../../../control-plane/openai/openai-error';
 import { ResponseFlow } from '../../http/response-flow';
 import type { StreamLimits } from '../text-job-run';
 

@@ -1,21 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'koa';
-import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
-import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import { AppError } from '../../../control-plane/errors/app-error';
-import { quoteValue } from '../../../control-plane/errors/quote-value';
-import type { ResponsesRequest } from '../../../control-plane/responses/response-items';
-import { SHARED_SCOPE, WORKSPACE_SCOPE, type ResponseScope } from '../../../control-plane/responses/response-scope';
-import type { ResponsesService, ResponseTurn, TurnLimits } from '../../../control-plane/responses/responses-service';
-import type { BackgroundResponses } from '../../../control-plane/responses/background-responses';
+import { AppError, quoteValue } from '../../../control-plane/api/errors';
+import { type AuthenticatedKey, type Deployment, parseResponsesRequest, type ResponseScope, type ResponsesRequest, type ResponsesService, type ResponseTurn, servedEndpoints, SHARED_SCOPE, type TurnLimits, WORKSPACE_SCOPE } from '../../../control-plane/api/inference';
+import type { BackgroundResponses } from '../../../control-plane/api/records';
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
-import { servedEndpoints } from '../../../control-plane/openai/inference-endpoints';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { StreamLimits, TextRouteOptions } from '../text-job-run';
 import { runResponseJob } from './response-job-run';
-import { parseResponsesRequest } from '../../../control-plane/openai/responses-request';
 
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 20;

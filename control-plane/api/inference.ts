@@ -1,0 +1,53 @@
+/**
+ * The inference port (docs/layers.md#the-door): what the request path of `/v1` and `/shared/v1`
+ * calls (authenticate a key, resolve a deployment or shared model, screen and admit, run text,
+ * embeddings and responses turns, submit media), and the types it speaks: keys, deployments,
+ * jobs, the OpenAI request model (parsing, endpoints), budgets.
+ */
+import type { ControlPlane } from '../main';
+
+/**
+ * The request path. Each member is the started control plane's own service (no wrapper, no
+ * per-request indirection): `apiKeys` authenticates, `deploymentStore` resolves a workspace's
+ * deployments, `pipeline` screens, admits and runs, `shared` serves shared models to guests,
+ * `responses` and `backgroundResponses` run Responses turns, `requests` takes media submissions,
+ * `budget` holds what a request holds while it lasts, `tenantQueries` runs a tenant's queries on
+ * the tenant pool, `metrics` records requests, `replicas` and `localProvider` tell the engines a
+ * deployment serves (`/models`).
+ */
+export type InferencePort = Pick<ControlPlane,
+  'apiKeys' | 'deploymentStore' | 'pipeline' | 'shared' | 'responses' | 'backgroundResponses' | 'requests'
+  | 'budget' | 'tenantQueries' | 'metrics' | 'replicas' | 'localProvider'>;
+
+export type { ApiKeyService, AuthenticatedKey } from '../api-keys/api-key.service';
+export type { Deployment, ProviderKind } from '../deployments/deployment.entity';
+export type { DeploymentStore } from '../deployments/deployment-store';
+export { pickDeployment } from '../deployments/workspace-model';
+export type { CatalogModel } from '../catalog/catalog';
+export type { Job, JobFailure, JobListener } from '../dispatch/job';
+export type { InferencePipeline } from '../pipeline/inference-pipeline';
+export type { WorkTicket } from '../pipeline/work-ticket';
+export type { BudgetHolder, BudgetLease, TenantBudget } from '../budgets/tenant-budget';
+export type { TenantQueries } from '../database/tenant-queries';
+export { parseJson, parseJsonObject } from '../openai/json-body';
+export { parseTextRequest } from '../openai/text-request';
+export type { TextEndpoint } from '../openai/text-request';
+export { parseEmbeddingsRequest } from '../openai/embeddings-request';
+export { EmbeddingBatches, splitEmbeddingsRequest } from '../openai/embedding-batches';
+export { parseResponsesRequest } from '../openai/responses-request';
+export { INFERENCE_ENDPOINTS, servedEndpoints } from '../openai/inference-endpoints';
+export type { InferenceEndpointName } from '../openai/inference-endpoints';
+export { SHARED_MODEL_PREFIX } from '../sharing/shared-serving';
+export type { SharedServing } from '../sharing/shared-serving';
+export type { PricedModel, SharedModel } from '../sharing/shared-pool';
+export { ChatStreamTranslator, chatAnswerToResult, statusOf, usageOf } from '../responses/chat-to-response';
+export type { StreamEvent } from '../responses/chat-to-response';
+export type { ResponsesRequest, ResponseUsage } from '../responses/response-items';
+export { SHARED_SCOPE, WORKSPACE_SCOPE } from '../responses/response-scope';
+export type { ResponseScope } from '../responses/response-scope';
+export type { ResponsesService, ResponseTurn, TurnEnd, TurnLimits } from '../responses/responses-service';
+export { FieldReader } from '../requests/field-reader';
+export { readDelivery, readImageParams } from '../requests/image-params';
+export { readVideoParams } from '../requests/video-params';
+export type { VideoRoute } from '../requests/video-params';
+export type { MediaSubmission } from '../requests/request-service';

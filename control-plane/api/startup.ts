@@ -1,0 +1,55 @@
+/**
+ * Starting the control plane under a gateway (docs/layers.md#the-door): its configuration and
+ * database, `startControlPlane`, and `gatewayPorts`, which hands the gateway the ports it uses
+ * (the same service objects, typed narrower) instead of the whole `ControlPlane`. Also what the
+ * gateway's own process needs of the platform: the first run, engines, project root, secrets
+ * hashing, metrics and readiness probes.
+ */
+import type { ControlPlane } from '../main';
+import type { AdminPort } from './admin';
+import type { InferencePort } from './inference';
+import type { RecordsPort } from './records';
+
+export { startControlPlane } from '../main';
+/**
+ * The whole control plane. The gateway names it only to start and stop it (gateway/server.ts)
+ * and to build its ports (`gatewayPorts`); tests and benches may reach it through the
+ * TestServer's `controlPlane`, a test-only handle (test/support/test-server.ts).
+ */
+export type { ControlPlane } from '../main';
+export { loadFullControlPlaneConfig } from '../full-config';
+export type { ControlPlaneConfig, ControlPlaneOverrides } from '../full-config';
+export { DEFAULT_AGENT_BINARY_DIR } from '../config/control-plane-config';
+export { intField, loadEnv } from '../config/env-fields';
+export { withLimits } from '../budgets/budget-config';
+export { openDatabase } from '../data-source';
+export { EmbeddedDatabase } from '../database/embedded-database';
+export { PROJECT_ROOT } from '../project-root';
+export { controlPlaneProbes } from '../telemetry/readiness-probes';
+export type { ReadinessProbe } from '../telemetry/readiness-probes';
+export { NO_DEPLOYMENT } from '../telemetry/metrics';
+export type { Metrics } from '../telemetry/metrics';
+export { ensureFirstRun } from '../workspaces/first-run';
+export type { FirstRunResult } from '../workspaces/first-run';
+export { DeploymentEngines, STAND_IN_ENGINE_KIND } from '../replicas/deployment-engines';
+export { hashSecret, sameHash } from '../secrets';
+
+/**
+ * What the gateway's own process holds of the platform beside the ports: the HTTP server's
+ * plumbing (readiness, metrics, agent downloads, local file links, the public URL) and stopping.
+ */
+export type HostPort = Pick<ControlPlane,
+  'config' | 'dataSource' | 'agentServer' | 'rateLimiter' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'>;
+
+/** The ports the gateway is given: each is the started control plane's own objects, typed narrower (no wrappers). */
+export interface GatewayPorts {
+  readonly inference: InferencePort;
+  readonly records: RecordsPort;
+  readonly admin: AdminPort;
+  readonly host: HostPort;
+}
+
+/** The ports of a started control plane; built once at start, never per request. */
+export function gatewayPorts(controlPlane: ControlPlane): GatewayPorts {
+  return { inference: controlPlane, records: controlPlane, admin: controlPlane, host: controlPlane };
+}
