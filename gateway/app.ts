@@ -3,7 +3,7 @@ import type net from 'node:net';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { LocalObjectStore } from '../control-plane/api/records';
-import { type ControlPlane, controlPlaneProbes, DEFAULT_AGENT_BINARY_DIR } from '../control-plane/api/startup';
+import { controlPlaneProbes, DEFAULT_AGENT_BINARY_DIR, type GatewayPorts } from '../control-plane/api/startup';
 import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
 import type { SubscriptionHub } from './graphql/subscription-hub';
@@ -40,19 +40,24 @@ export interface Gateway {
   readonly downloads: DownloadTally;
 }
 
-/** The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, `/readyz`, `/metrics`, on one port. */
-export async function startGateway(controlPlane: ControlPlane, config: GatewayConfig, logger: Logger): Promise<Gateway> {
+/**
+ * The HTTP edge: `/d/<slug>/v1/*`, `/graphql` (+ subscriptions), `/healthz`, `/readyz`, `/metrics`, on one port.
+ * It is given the control plane's ports (control-plane/api/, `gatewayPorts`), not the control plane: `/v1` and the
+ * fast lane take `inference` (and `records`), GraphQL `admin`, the server's own plumbing `host`.
+ */
+export async function startGateway(ports: GatewayPorts, config: GatewayConfig, logger: Logger): Promise<Gateway> {
+  const { inference, records, admin, host } = ports;
   // Koa 3 snapshots middleware in app.callback(): create the server first, attach the
   // callback only after every app.use(). headersTimeout also covers a connection that sends nothing at all (408, then closed); Node
   // checks it every connectionsCheckingInterval.
   const server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs) });
-  const connections = new ConnectionBudget(controlPlane.budget, {
+  const connections = new ConnectionBudget(host.budget, {
     minBodyBytesPerSecond: config.minBodyBytesPerSecond, bodyGraceMs: config.bodyGraceMs, responseStallMs: config.streamStallTimeoutMs,
   }, logger.child({ component: 'connections' }));
   connections.attach(server);
-  const gate = new RequestGate(controlPlane.budget, controlPlane.pipeline, connections, config.bodyMemoryThresholdBytes);
+  const gate = new RequestGate(host.budget, inference.pipeline, connections, config.bodyMemoryThresholdBytes);
   let publicUrl = config.publicUrl ?? '';
-  const graphql = new GraphQLServer(controlPlane, server, () => publicUrl, {
+  const graphql = new GraphQLServer(admin, server, () => publicUrl, {
     maxBodyBytes: config.graphqlMaxBodyBytes, anonymousMaxBodyBytes: config.graphqlAnonymousMaxBodyBytes, maxTokens: config.graphqlMaxTokens,
     keepAliveMs: config.graphqlKeepAliveMs, connectionInitTimeoutMs: config.graphqlConnectionInitTimeoutMs,
     maxDatabaseCost: config.graphqlMaxDatabaseCost, databaseQueriesPerOperation: config.graphqlDatabaseQueriesPerOperation,
@@ -61,36 +66,37 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
 
   const requestIds = new RequestIds();
   const readiness = new Readiness(controlPlaneProbes({
-    dataSource: controlPlane.dataSource, grpcHost: controlPlane.config.grpcHost, agentServer: controlPlane.agentServer,
-    rateLimiter: controlPlane.rateLimiter,
+    dataSource: host.dataSource, grpcHost: host.config.grpcHost, agentServer: host.agentServer,
+    rateLimiter: host.rateLimiter,
   }), logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
-  app.use(requestTelemetry(controlPlane.metrics, requestIds, logger, routeLabel));
+  app.use(requestTelemetry(host.metrics, requestIds, logger, routeLabel));
   app.use(errorMiddleware(logger));
   app.use(async (context, next) => {
     if (context.path !== '/healthz') return await next();
     context.body = { status: 'ok' };
   });
   app.use(readinessRoute(readiness));
-  app.use(metricsRoute(controlPlane.metrics, config.metricsToken));
-  app.use(agentDownloadRoute(controlPlane.config.agentBinaryDir ?? DEFAULT_AGENT_BINARY_DIR, platformVersion(__dirname)));
+  app.use(metricsRoute(host.metrics, config.metricsToken));
+  app.use(agentDownloadRoute(host.config.agentBinaryDir ?? DEFAULT_AGENT_BINARY_DIR, platformVersion(__dirname)));
   // Downloads stream: a client that stops reading holds a bounded buffer, and is cut after the stall timeout.
   const downloads = { stallTimeoutMs: config.streamStallTimeoutMs, maxBufferedBytes: 2 * config.streamBufferBytes, tally: new DownloadTally() };
   // Signed links of the local object store (agents upload there, clients download): no API key.
-  if (controlPlane.managedStore instanceof LocalObjectStore) {
-    app.use(fileLinkRoute({ store: controlPlane.managedStore, maxUploadBytes: controlPlane.config.storage.maxUploadBytes, downloads }));
+  if (host.managedStore instanceof LocalObjectStore) {
+    app.use(fileLinkRoute({ store: host.managedStore, maxUploadBytes: host.config.storage.maxUploadBytes, downloads }));
   }
   app.use(openApiRoute());
   app.use(consoleRoute(config.consoleDir));
   app.use(graphql.middleware());
-  const requests = controlPlane.config.requests;
-  app.use(v1Router(controlPlane, {
+  const requests = host.config.requests;
+  app.use(v1Router(inference, records, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     maxMediaBodyBytes: requests.maxMediaBodyBytes, syncImageBudgetMs: requests.syncImageBudgetMs, downloads,
+    maxFileBytes: host.config.batches.filesMaxBytes,
   }, gate));
   const koa = app.callback();
-  const fastLane = textFastLane(controlPlane, {
+  const fastLane = textFastLane(inference, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     streamStallTimeoutMs: config.streamStallTimeoutMs, streamBufferBytes: config.streamBufferBytes,
   }, logger, requestIds, gate);
@@ -105,7 +111,7 @@ export async function startGateway(controlPlane: ControlPlane, config: GatewayCo
   const { port } = server.address() as net.AddressInfo;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   publicUrl = (config.publicUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
-  controlPlane.publicUrl.set(publicUrl);
+  host.publicUrl.set(publicUrl);
 
   return {
     server, url, publicUrl, downloads: downloads.tally,

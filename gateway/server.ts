@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, EmbeddedDatabase, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
+import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, EmbeddedDatabase, gatewayPorts, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
 import { connectionCap } from './http/connection-budget';
 import { startGateway, type Gateway } from './app';
 import { ROUTE_LABELS } from './route-label';
@@ -13,6 +13,11 @@ export interface ServerOptions {
 }
 
 export interface Server {
+  /**
+   * The whole control plane: the process's own handle (gateway/main.ts: the first run, the banner, killing agents
+   * on a second signal) and, for tests and benches only, the documented test-only handle to the platform behind
+   * the door (test/support/test-server.ts, docs/layers.md#the-door). The gateway itself is given only its ports.
+   */
   readonly controlPlane: ControlPlane;
   readonly gateway: Gateway;
   readonly logger: Logger;
@@ -55,7 +60,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
     // Metrics label requests by the gateway's routes: the closed set of their values.
     controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, ROUTE_LABELS);
-    const gateway = await startGateway(controlPlane, gatewayConfig, logger);
+    const gateway = await startGateway(gatewayPorts(controlPlane), gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;
     return {

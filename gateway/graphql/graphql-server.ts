@@ -3,7 +3,8 @@ import { ApolloServer, HeaderMap, type ApolloServerPlugin } from '@apollo/server
 import { GraphQLError } from 'graphql';
 import { asAppError } from '../../control-plane/api/errors';
 import { BatchFileLinks } from '../../control-plane/api/records';
-import { type ControlPlane, hashSecret, sameHash } from '../../control-plane/api/startup';
+import { hashSecret, sameHash } from '../../control-plane/api/startup';
+import type { AdminPort } from '../../control-plane/api/admin';
 import { DEFAULT_QUERY_LIMITS, queryLimitRules } from './query-limits';
 import { DocumentScreen } from './document-screen';
 import type { Context, Next } from 'koa';
@@ -54,28 +55,28 @@ export class GraphQLServer {
   private readonly screen: DocumentScreen;
 
   constructor(
-    private readonly controlPlane: ControlPlane, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
+    private readonly admin: AdminPort, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
     private readonly gate: RequestGate,
   ) {
-    this.operatorTokenHash = controlPlane.config.operatorToken ? hashSecret(controlPlane.config.operatorToken) : null;
-    const deployments = new DeploymentResolver(controlPlane, publicUrl);
-    const batches = new BatchResolver(controlPlane, new BatchFileLinks(controlPlane.batches.files, controlPlane.managedStore, controlPlane.storageCredentials, {
-      managedLinkTtlSeconds: controlPlane.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: controlPlane.config.storage.customerOutputUrlTtlSeconds,
+    this.operatorTokenHash = admin.config.operatorToken ? hashSecret(admin.config.operatorToken) : null;
+    const deployments = new DeploymentResolver(admin, publicUrl);
+    const batches = new BatchResolver(admin, new BatchFileLinks(admin.batches.files, admin.managedStore, admin.storageCredentials, {
+      managedLinkTtlSeconds: admin.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: admin.config.storage.customerOutputUrlTtlSeconds,
     }, logger.child({ component: 'graphql' })));
     const instances = new Map<unknown, unknown>([
-      [CatalogResolver, new CatalogResolver(controlPlane)],
-      [ApiKeyResolver, new ApiKeyResolver(controlPlane)],
+      [CatalogResolver, new CatalogResolver(admin)],
+      [ApiKeyResolver, new ApiKeyResolver(admin)],
       [DeploymentResolver, deployments],
-      [StorageCredentialResolver, new StorageCredentialResolver(controlPlane)],
-      [RequestResolver, new RequestResolver(controlPlane)],
-      [WebhookResolver, new WebhookResolver(controlPlane)],
-      [CapacityResolver, new CapacityResolver(controlPlane)],
-      [BillingResolver, new BillingResolver(controlPlane)],
-      [WorkspaceResolver, new WorkspaceResolver(controlPlane)],
-      [SharingResolver, new SharingResolver(controlPlane)],
-      [ConsoleResolver, new ConsoleResolver(controlPlane)],
+      [StorageCredentialResolver, new StorageCredentialResolver(admin)],
+      [RequestResolver, new RequestResolver(admin)],
+      [WebhookResolver, new WebhookResolver(admin)],
+      [CapacityResolver, new CapacityResolver(admin)],
+      [BillingResolver, new BillingResolver(admin)],
+      [WorkspaceResolver, new WorkspaceResolver(admin)],
+      [SharingResolver, new SharingResolver(admin)],
+      [ConsoleResolver, new ConsoleResolver(admin)],
       [BatchResolver, batches],
-      [BudgetResolver, new BudgetResolver(controlPlane)],
+      [BudgetResolver, new BudgetResolver(admin)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);
@@ -83,12 +84,12 @@ export class GraphQLServer {
       ownDeployment: (caller, deploymentId) => deployments.checkReplicaLoadSubscription(caller, deploymentId),
       ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
     }), {
-      events: controlPlane.events, tenantQueries: controlPlane.tenantQueries,
+      events: admin.events, tenantQueries: admin.tenantQueries,
       format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
       logger: logger.child({ component: 'subscriptions' }),
     });
     this.screen = new DocumentScreen(schema, { ...DEFAULT_QUERY_LIMITS, maxDatabaseCost: limits.maxDatabaseCost }, limits.maxTokens);
-    const operationBudget = operationBudgetPlugin(schema, controlPlane.budget, asGraphQLError);
+    const operationBudget = operationBudgetPlugin(schema, admin.budget, asGraphQLError);
     this.releaseOperation = (context) => operationBudget.release(context);
 
     this.apollo = new ApolloServer<GraphQLContext>({
@@ -105,7 +106,7 @@ export class GraphQLServer {
       formatError: (formatted, error) => formatGraphQLError(formatted, error, logger),
     });
     this.websockets = serveGraphQLWebSockets({
-      httpServer, path: GRAPHQL_PATH, schema, hub: this.subscriptions, controlPlane, limits, logger,
+      httpServer, path: GRAPHQL_PATH, schema, hub: this.subscriptions, admin, limits, logger,
       callerFrom: (authorization) => this.callerFrom(authorization), identified: (socket) => gate.identified(socket), screen: this.screen,
     });
   }
@@ -147,7 +148,7 @@ export class GraphQLServer {
       };
       try {
         // Its queries are a tenant's: the tenant pool, with its statement timeout.
-        const result = await this.controlPlane.tenantQueries.run(async () => await this.apollo.executeHTTPGraphQLRequest({
+        const result = await this.admin.tenantQueries.run(async () => await this.apollo.executeHTTPGraphQLRequest({
           httpGraphQLRequest: { method: context.method.toUpperCase(), headers, search: context.search, body },
           context: async () => operation ?? asGraphQLError(lookupFailure),
         }));
@@ -176,7 +177,7 @@ export class GraphQLServer {
     const token = bearerToken(header);
     if (!token) return { key: null, operator: false };
     if (this.operatorTokenHash && sameHash(hashSecret(token), this.operatorTokenHash)) return { key: null, operator: true };
-    const key = await this.controlPlane.apiKeys.authenticate(token);
+    const key = await this.admin.apiKeys.authenticate(token);
     return { key, operator: false, unknownToken: key === null };
   }
 }

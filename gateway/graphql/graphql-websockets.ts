@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { AppError } from '../../control-plane/api/errors';
 import type { BudgetLease } from '../../control-plane/api/inference';
-import type { ControlPlane } from '../../control-plane/api/startup';
+import type { AdminPort } from '../../control-plane/api/admin';
 import { GRAPHQL_CODES } from './graphql-codes';
 import { QuerySlots } from './database-cost';
 import type { GraphQLContext } from './graphql-context';
@@ -47,7 +47,7 @@ export function serveGraphQLWebSockets(options: {
   path: string;
   schema: GraphQLSchema;
   hub: SubscriptionHub;
-  controlPlane: Pick<ControlPlane, 'budget' | 'apiKeys' | 'tenantQueries'>;
+  admin: Pick<AdminPort, 'budget' | 'apiKeys' | 'tenantQueries'>;
   limits: GraphQLLimits;
   callerFrom(authorization: string | undefined): Promise<GraphQLContext>;
   /** A socket accepted with a key stops counting as its address's anonymous connection (connection-budget.ts). */
@@ -56,11 +56,11 @@ export function serveGraphQLWebSockets(options: {
   screen: Pick<DocumentScreen, 'refusal'>;
   logger: Logger;
 }): { dispose(): Promise<void> } {
-  const { schema, hub, controlPlane, limits, logger } = options;
-  const { budget, tenantQueries } = controlPlane;
+  const { schema, hub, admin, limits, logger } = options;
+  const { budget, tenantQueries } = admin;
   // maxPayload: ws refuses a larger frame (1009) while reading it, instead of buffering up to its 100 MiB default.
   const websockets = new WebSocketServer({ server: options.httpServer, path: options.path, maxPayload: limits.maxBodyBytes });
-  const sessions = new SocketSessions(options.callerFrom, controlPlane.apiKeys, logger);
+  const sessions = new SocketSessions(options.callerFrom, admin.apiKeys, logger);
   const operations = websocketOperations([...specifiedRules, ...queryLimitRules({ maxDatabaseCost: limits.maxDatabaseCost }), nulByteRule], limits.maxTokens, logger);
   const held = new OperationHolds();
   const refusals = new WeakMap<WebSocket, number>();

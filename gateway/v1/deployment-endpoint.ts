@@ -1,5 +1,4 @@
-import type { AuthenticatedKey, Deployment } from '../../control-plane/api/inference';
-import type { ControlPlane } from '../../control-plane/api/startup';
+import type { AuthenticatedKey, Deployment, InferencePort } from '../../control-plane/api/inference';
 import { authenticate } from './authenticate';
 
 /**
@@ -7,7 +6,7 @@ import { authenticate } from './authenticate';
  * always 401; the pipeline resolves the slug (another workspace's deployment answers 404 like
  * a missing one).
  */
-export async function resolveDeploymentEndpoint(controlPlane: Pick<ControlPlane, 'apiKeys' | 'pipeline'>, slug: string, authorization: string | undefined): Promise<{ key: AuthenticatedKey; deployment: Deployment }> {
-  const key = await authenticate(controlPlane.apiKeys, authorization);
-  return { key, deployment: await controlPlane.pipeline.deployment(key, slug) };
+export async function resolveDeploymentEndpoint(inference: Pick<InferencePort, 'apiKeys' | 'pipeline'>, slug: string, authorization: string | undefined): Promise<{ key: AuthenticatedKey; deployment: Deployment }> {
+  const key = await authenticate(inference.apiKeys, authorization);
+  return { key, deployment: await inference.pipeline.deployment(key, slug) };
 }

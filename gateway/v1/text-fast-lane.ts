@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/api/errors';
-import type { TextEndpoint } from '../../control-plane/api/inference';
-import { type ControlPlane, NO_DEPLOYMENT } from '../../control-plane/api/startup';
+import type { InferencePort, TextEndpoint } from '../../control-plane/api/inference';
+import { NO_DEPLOYMENT } from '../../control-plane/api/startup';
 import { renderError } from '../errors/error-response';
 import type { RequestIds, RequestTrace } from '../http/request-id';
 import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
@@ -37,13 +37,13 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  * does the shared endpoint's `POST /shared/v1/chat/completions`.
  * Returns false for every other request, which Koa then serves.
  */
-export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
-  const text = new TextCompletionRoute(controlPlane.pipeline, options);
-  const responses = new ResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses, options);
-  const sharedChat = new SharedChatRoute(controlPlane.apiKeys, controlPlane.pipeline, gate, options);
+export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore'>, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
+  const text = new TextCompletionRoute(inference.pipeline, options);
+  const responses = new ResponsesRoute(inference.responses, inference.backgroundResponses, options);
+  const sharedChat = new SharedChatRoute(inference.apiKeys, inference.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
-  const metrics = controlPlane.metrics;
-  const routing = new WorkspaceRouting(controlPlane.deploymentStore);
+  const metrics = inference.metrics;
+  const routing = new WorkspaceRouting(inference.deploymentStore);
 
   /** Metrics and the access log of an owner's call, once it ended (a client that left before any header: 499). */
   const recordAnswer = (response: ServerResponse, endpoint: TextEndpoint, deploymentId: string, trace: RequestTrace): void => {
@@ -56,7 +56,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
     try {
-      const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, slug, request.headers.authorization);
+      const { key, deployment } = await resolveDeploymentEndpoint(inference, slug, request.headers.authorization);
       deploymentId = deployment.id;
       const held = gate.enter(request, response, key, deployment, 'text');
       if (endpoint === 'responses') await responses.create(request, response, deployment, key, trace, held);
@@ -77,7 +77,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   const serveWorkspace = async (request: IncomingMessage, response: ServerResponse, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
     try {
-      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      const key = await authenticate(inference.apiKeys, request.headers.authorization);
       const held = gate.enter(request, response, key, null, 'text');
       const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held));
       deploymentId = deployment.id;
@@ -132,7 +132,7 @@ export function textFastLane(controlPlane: ControlPlane, options: TextRouteOptio
   const serveSharedResponses = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
     let label = SHARED_MODEL_LABEL;
     try {
-      const key = await authenticate(controlPlane.apiKeys, request.headers.authorization);
+      const key = await authenticate(inference.apiKeys, request.headers.authorization);
       const held = gate.enter(request, response, key, null, 'text');
       await responses.createShared(request, response, key, trace, held, (model) => (label = model));
     } catch (error) {

@@ -1,7 +1,8 @@
 import type { Context, Next } from 'koa';
 import { AppError, shortened } from '../../control-plane/api/errors';
-import type { AuthenticatedKey, Deployment, SharedServing } from '../../control-plane/api/inference';
-import { type ControlPlane, DeploymentEngines } from '../../control-plane/api/startup';
+import type { AuthenticatedKey, Deployment, InferencePort, SharedServing } from '../../control-plane/api/inference';
+import type { RecordsPort } from '../../control-plane/api/records';
+import { DeploymentEngines } from '../../control-plane/api/startup';
 import { authenticate } from './authenticate';
 import { attributeDeployment } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
@@ -24,7 +25,11 @@ import type { ObjectDownloadOptions } from '../files/object-download';
 import { workspaceRootRoute, type EndpointHandler, type RecordHandler } from './workspace-root.route';
 import { WorkspaceRouting } from './workspace-routing';
 
-export type V1RouteOptions = TextRouteOptions & MediaRouteOptions;
+export type V1RouteOptions = TextRouteOptions & MediaRouteOptions & {
+  downloads: ObjectDownloadOptions;
+  /** The largest file `/files` takes (the control plane's `batches.filesMaxBytes`). */
+  maxFileBytes: number;
+};
 
 /** `/d/<slug>/v1/<rest>`: each deployment's own OpenAI-compatible base URL. */
 const DEPLOYMENT_PATH = /^\/d\/([a-z0-9-]{1,64})\/v1(\/.*)$/;
@@ -35,24 +40,25 @@ const WORKSPACE_PATH = /^\/v1(\/.*)?$/;
 
 /**
  * The `/d/<slug>/v1`, `/v1` and `/shared/v1` surfaces but for the endpoints the fast lane (text-fast-lane.ts) answers
- * before Koa. Endpoints are matched against endpoint-table.ts; auth runs before the deployment lookup.
+ * before Koa. Endpoints are matched against endpoint-table.ts; auth runs before the deployment lookup. It takes the
+ * inference port (the request path) and the records port (media requests, batches and files, stored responses).
  */
-export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & { downloads: ObjectDownloadOptions }, gate: RequestGate) {
-  const images = new ImagesRoute(controlPlane, options);
-  const videos = new VideosRoute(controlPlane, options);
-  const requests = new RequestsRoute(controlPlane);
-  const embeddings = new EmbeddingsRoute(controlPlane.pipeline, options);
-  const models = new ModelsRoute(new DeploymentEngines(controlPlane.replicas, controlPlane.localProvider));
-  const files = new FilesRoute(controlPlane.batches, { maxFileBytes: controlPlane.config.batches.filesMaxBytes, downloads: options.downloads });
-  const batches = new BatchesRoute(controlPlane.batches, { maxBodyBytes: options.maxBodyBytes });
-  const responses = new StoredResponsesRoute(controlPlane.responses, controlPlane.backgroundResponses);
+export function v1Router(inference: InferencePort, records: RecordsPort, options: V1RouteOptions, gate: RequestGate) {
+  const images = new ImagesRoute(inference, options);
+  const videos = new VideosRoute(inference, options);
+  const requests = new RequestsRoute(records);
+  const embeddings = new EmbeddingsRoute(inference.pipeline, options);
+  const models = new ModelsRoute(new DeploymentEngines(inference.replicas, inference.localProvider));
+  const files = new FilesRoute(records.batches, { maxFileBytes: options.maxFileBytes, downloads: options.downloads });
+  const batches = new BatchesRoute(records.batches, { maxBodyBytes: options.maxBodyBytes });
+  const responses = new StoredResponsesRoute(records.responses, records.backgroundResponses);
   const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
-  const shared = sharedHandlers(controlPlane.shared, responses);
-  const workspaceRoot = workspaceRootRoute(controlPlane.apiKeys, new WorkspaceRouting(controlPlane.deploymentStore), models, handlers, recordHandlers(videos, requests, responses), gate, options);
+  const shared = sharedHandlers(inference.shared, responses);
+  const workspaceRoot = workspaceRootRoute(inference.apiKeys, new WorkspaceRouting(inference.deploymentStore), models, handlers, recordHandlers(videos, requests, responses), gate, options);
 
   /** The shared (per-token) endpoint, `/shared/v1<rest>`; its chat/completions and responses take the fast lane. */
   const sharedRoute = async (context: Context, rest: string): Promise<void> => {
-    const key = await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+    const key = await authenticate(inference.apiKeys, context.get('authorization') || undefined);
     gate.enter(context.req, context.res, key);
     const found = matchSharedEndpoint(context.method, rest);
     const handler = found ? shared[found.endpoint.name] : undefined;
@@ -68,7 +74,7 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
     if (!match) {
       const other = ANY_DEPLOYMENT_PATH.exec(path);
       if (other) {
-        await authenticate(controlPlane.apiKeys, context.get('authorization') || undefined);
+        await authenticate(inference.apiKeys, context.get('authorization') || undefined);
         const slug = decodePathSegment(other[1], 'slug');
         throw new AppError('deployment_not_found', `no deployment endpoint at /d/${shortened(slug)}/v1: slugs are 1-64 lowercase letters, digits and "-"`);
       }
@@ -77,14 +83,14 @@ export function v1Router(controlPlane: ControlPlane, options: V1RouteOptions & {
       if (path === SHARED_BASE || path.startsWith(`${SHARED_BASE}/`)) return await sharedRoute(context, path.slice(SHARED_BASE.length));
       return await next();
     }
-    const { key, deployment } = await resolveDeploymentEndpoint(controlPlane, match[1], context.get('authorization') || undefined);
+    const { key, deployment } = await resolveDeploymentEndpoint(inference, match[1], context.get('authorization') || undefined);
     attributeDeployment(context, deployment.id);
     const rest = match[2];
     const found = matchDeploymentEndpoint(context.method, rest);
     const handler = found ? handlers[found.endpoint.name] : undefined;
     if (!found || !handler) throw unknownRoute(context.method, rest, deployment);
     context.state.requestBudget = gate.enter(context.req, context.res, key, deployment, found.endpoint.spends);
-    if (found.endpoint.tenantList) return await controlPlane.tenantQueries.run(async () => await handler(context, deployment, key, found.param));
+    if (found.endpoint.tenantList) return await inference.tenantQueries.run(async () => await handler(context, deployment, key, found.param));
     return await handler(context, deployment, key, found.param);
   };
 }

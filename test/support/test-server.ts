@@ -35,6 +35,12 @@ export interface TestDeployment {
 }
 
 export interface TestServer {
+  /**
+   * The running server. `server.controlPlane` is the test-only handle to the whole control plane
+   * (docs/layers.md#the-door): tests and benches use it to set up and inspect what is behind the
+   * door (workspaces, keys, deployments, records, loops). Gateway code never takes it: the gateway
+   * is given its ports (control-plane/api/, `gatewayPorts`).
+   */
   server: Server;
   url: string;
   databaseUrl: string;

@@ -1,7 +1,7 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
 import { AppError } from '../../../control-plane/api/errors';
 import type { Batch, BatchFileLinks } from '../../../control-plane/api/records';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import type { AdminPort } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BatchType } from '../types/batch.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
@@ -17,7 +17,7 @@ const LINK_NOTE = 'signed anew at each read (about 1 h in managed storage, about
  */
 @Resolver(() => BatchType)
 export class BatchResolver {
-  constructor(private readonly controlPlane: ControlPlane, private readonly links: BatchFileLinks) {}
+  constructor(private readonly admin: Pick<AdminPort, 'batches' | 'deployments'>, private readonly links: BatchFileLinks) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [BatchType], {
@@ -32,20 +32,20 @@ export class BatchResolver {
   ): Promise<BatchType[]> {
     const workspaceId = workspaceOf(context);
     if (deploymentId !== null && deploymentId !== undefined) await this.ownDeployment(workspaceId, deploymentId);
-    const page = await this.controlPlane.batches.list(workspaceId, { deploymentId: deploymentId ?? undefined, after: after ?? undefined, limit });
+    const page = await this.admin.batches.list(workspaceId, { deploymentId: deploymentId ?? undefined, after: after ?? undefined, limit });
     return page.data.map(toBatchType);
   }
 
   @Query(() => BatchType)
   async batch(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<BatchType> {
-    return toBatchType(await this.controlPlane.batches.get(workspaceOf(context), id));
+    return toBatchType(await this.admin.batches.get(workspaceOf(context), id));
   }
 
   @Mutation(() => BatchType, {
     description: 'As POST {baseUrl}/batches/{id}/cancel: no line starts from now on; the batch is cancelling until its running lines end, then cancelled with its files. CONFLICT once it has ended',
   })
   async cancelBatch(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<BatchType> {
-    return toBatchType(await this.controlPlane.batches.cancel(workspaceOf(context), id));
+    return toBatchType(await this.admin.batches.cancel(workspaceOf(context), id));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
@@ -87,7 +87,7 @@ export class BatchResolver {
   /** The deployment's refusal (FORBIDDEN for another workspace's, NOT_FOUND for none), naming this operation's argument. */
   private async ownDeployment(workspaceId: string, deploymentId: string): Promise<void> {
     try {
-      await this.controlPlane.deployments.get(workspaceId, deploymentId);
+      await this.admin.deployments.get(workspaceId, deploymentId);
     } catch (error) {
       if (error instanceof AppError && error.param === 'id') throw new AppError(error.code, error.message, { param: 'deploymentId', cause: error });
       throw error;

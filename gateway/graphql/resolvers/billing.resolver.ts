@@ -1,7 +1,6 @@
 import { Arg, Ctx, Int, Query, Resolver } from 'type-graphql';
-import type { CostGrouping, UsageGrouping } from '../../../control-plane/api/admin';
+import type { AdminPort, CostGrouping, UsageGrouping } from '../../../control-plane/api/admin';
 import { AppError } from '../../../control-plane/api/errors';
-import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { CostRowType, UsageRowType } from '../types/capacity.type';
 import { DecimalScalar } from '../types/decimal.scalar';
@@ -11,14 +10,14 @@ import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 /** GPU cost, token usage, ledger rows, sharing earnings and prepaid credit of the caller's workspace. */
 @Resolver()
 export class BillingResolver {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly admin: Pick<AdminPort, 'billing'>) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.aggregate)
   @Query(() => [CostRowType], { description: 'GPU-hours and cost between from (inclusive) and to, by day (UTC), deployment or replica' })
   async costs(
     @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
   ): Promise<CostRowType[]> {
-    return await this.controlPlane.billing.costs(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'replica'] as const));
+    return await this.admin.billing.costs(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'replica'] as const));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.aggregate)
@@ -26,12 +25,12 @@ export class BillingResolver {
   async usage(
     @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
   ): Promise<UsageRowType[]> {
-    return await this.controlPlane.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key'] as const));
+    return await this.admin.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key'] as const));
   }
 
   @Query(() => DecimalScalar, { nullable: true, description: 'Prepaid credit left; null when the workspace is postpaid (no limit)' })
   async creditBalance(@Ctx() context: GraphQLContext): Promise<string | null> {
-    return await this.controlPlane.billing.creditBalance(workspaceOf(context));
+    return await this.admin.billing.creditBalance(workspaceOf(context));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.range)
@@ -41,7 +40,7 @@ export class BillingResolver {
     @Arg('kind', () => String, { nullable: true }) kind: string | null | undefined,
     @Arg('limit', () => Int, { defaultValue: 50 }) limit: number,
   ): Promise<LedgerEntryType[]> {
-    return await this.controlPlane.billing.ledgerEntries(workspaceOf(context), { from, to, kind, limit });
+    return await this.admin.billing.ledgerEntries(workspaceOf(context), { from, to, kind, limit });
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.aggregate)
@@ -50,7 +49,7 @@ export class BillingResolver {
     @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext,
     @Arg('groupBy', () => EarningsGrouping, { defaultValue: EarningsGrouping.DAY }) groupBy: EarningsGrouping,
   ): Promise<SharingEarningsRowType[]> {
-    return await this.controlPlane.billing.sharingEarnings(workspaceOf(context), from, to, groupBy);
+    return await this.admin.billing.sharingEarnings(workspaceOf(context), from, to, groupBy);
   }
 }
 

@@ -1,6 +1,5 @@
 import { Arg, Ctx, Float, ID, Mutation, Query, Resolver } from 'type-graphql';
-import { BUDGETS } from '../../../control-plane/api/admin';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import { type AdminPort, BUDGETS } from '../../../control-plane/api/admin';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { BudgetType } from '../types/budget.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
@@ -8,7 +7,7 @@ import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 /** The tenant budget as a workspace sees its own limits, and as the operator sets them. */
 @Resolver()
 export class BudgetResolver {
-  constructor(private readonly controlPlane: Pick<ControlPlane, 'workspaceBudgets' | 'budget'>) {}
+  constructor(private readonly admin: Pick<AdminPort, 'budget' | 'workspaceBudgets'>) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [BudgetType], { description: 'This workspace\'s limits: every budget and scope, with what it holds now on this server' })
@@ -30,14 +29,14 @@ export class BudgetResolver {
     @Arg('value', () => Float, { nullable: true, description: 'The new limit; null: the default' }) value: number | null | undefined, @Ctx() context: GraphQLContext,
   ): Promise<BudgetType[]> {
     requireOperator(context);
-    await this.controlPlane.workspaceBudgets.set(workspaceId, budget, scope, value ?? null);
+    await this.admin.workspaceBudgets.set(workspaceId, budget, scope, value ?? null);
     return this.view(workspaceId);
   }
 
   private view(workspaceId: string): BudgetType[] {
-    return this.controlPlane.workspaceBudgets.effective(workspaceId).map((limit) => {
+    return this.admin.workspaceBudgets.effective(workspaceId).map((limit) => {
       const definition = BUDGETS[limit.budget];
-      const held = definition.kind === 'held' && limit.scope === 'workspace' ? this.controlPlane.budget.used(limit.budget, 'workspace', { workspaceId }) : null;
+      const held = definition.kind === 'held' && limit.scope === 'workspace' ? this.admin.budget.used(limit.budget, 'workspace', { workspaceId }) : null;
       return {
         budget: limit.budget, scope: limit.scope, counts: definition.counts, unit: definition.unit, kind: definition.kind,
         limit: limit.limit, defaultLimit: limit.default, overridden: limit.overridden, heldOnThisServer: held,

@@ -1,8 +1,7 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Arg, Ctx, Float, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
-import type { GpuOffer } from '../../../control-plane/api/admin';
+import type { AdminPort, GpuOffer } from '../../../control-plane/api/admin';
 import { AppError } from '../../../control-plane/api/errors';
-import type { ControlPlane } from '../../../control-plane/api/startup';
 import { requireOperator, workspaceOf, type GraphQLContext } from '../graphql-context';
 import { DecimalScalar } from '../types/decimal.scalar';
 import { GpuOfferType, MarketOfferInput, RegisterStaticHostPayload, StaticHostInput, StaticHostType } from '../types/capacity.type';
@@ -12,20 +11,20 @@ import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 /** GPU offers (workspaces) and provider and catalog administration (the operator token). */
 @Resolver()
 export class CapacityResolver {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly admin: Pick<AdminPort, 'agentReach' | 'billing' | 'capacity' | 'catalogAdmin'>) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [String], { description: 'Providers this server launches replicas on, as configured (local, market, static, kubernetes); external (agents join with a token) is always accepted by createDeployment' })
   capacityProviders(@Ctx() context: GraphQLContext): string[] {
     if (!context.operator) workspaceOf(context);
-    return [...this.controlPlane.capacity.providers.keys()];
+    return [...this.admin.capacity.providers.keys()];
   }
 
   @Query(() => [GpuOfferType], { description: 'What a provider can rent out now, cheapest first' })
   async gpuOffers(@Arg('provider', { defaultValue: 'market' }) provider: string, @Ctx() context: GraphQLContext): Promise<GpuOfferType[]> {
     if (!context.operator) workspaceOf(context);
-    const source = this.controlPlane.capacity.providers.get(provider);
-    if (!source) throw new AppError('invalid_request', `provider must be one of ${[...this.controlPlane.capacity.providers.keys()].join(', ')}`, { param: 'provider' });
+    const source = this.admin.capacity.providers.get(provider);
+    if (!source) throw new AppError('invalid_request', `provider must be one of ${[...this.admin.capacity.providers.keys()].join(', ')}`, { param: 'provider' });
     return (await source.offers()).sort((left, right) => left.pricePerHour - right.pricePerHour).map(toOffer);
   }
 
@@ -33,21 +32,21 @@ export class CapacityResolver {
   @Query(() => [StaticHostType], { description: 'Operator: registered static hosts' })
   async staticHosts(@Ctx() context: GraphQLContext): Promise<StaticHostType[]> {
     requireOperator(context);
-    return await this.controlPlane.capacity.staticHosts.list();
+    return await this.admin.capacity.staticHosts.list();
   }
 
   @Mutation(() => RegisterStaticHostPayload, { description: 'Operator: registers a machine at a set price; its agent joins with the token shown once' })
   async registerStaticHost(@Arg('input') input: StaticHostInput, @Ctx() context: GraphQLContext): Promise<RegisterStaticHostPayload> {
     requireOperator(context);
-    const registered = await this.controlPlane.capacity.staticHosts.register(input);
-    this.controlPlane.agentReach.needsRemoteAgents(`static host ${registered.host.name}`);
+    const registered = await this.admin.capacity.staticHosts.register(input);
+    this.admin.agentReach.needsRemoteAgents(`static host ${registered.host.name}`);
     return registered;
   }
 
   @Mutation(() => StaticHostType, { description: 'Operator: removes a host; a replica on it is replaced elsewhere' })
   async removeStaticHost(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<StaticHostType> {
     requireOperator(context);
-    return await this.controlPlane.capacity.staticHosts.remove(id);
+    return await this.admin.capacity.staticHosts.remove(id);
   }
 
   @Mutation(() => [GpuOfferType], { description: 'Operator: replaces the simulated market (scripting a scenario)' })
@@ -79,25 +78,25 @@ export class CapacityResolver {
   @Mutation(() => DecimalScalar, { description: 'Operator: adds prepaid credit (above 0, at most 1000000, at most 10 decimal places) to a workspace, as a top_up ledger row; returns the new balance. A postpaid workspace becomes prepaid' })
   async addCredit(@Arg('workspaceId', () => ID) workspaceId: string, @Arg('amount', () => DecimalScalar) amount: string, @Ctx() context: GraphQLContext): Promise<string> {
     requireOperator(context);
-    return await this.controlPlane.billing.addCredit(workspaceId, amount);
+    return await this.admin.billing.addCredit(workspaceId, amount);
   }
 
   @Mutation(() => CatalogModelType, { description: 'Operator: adds (or replaces) a catalog model; the spec has the catalog file\'s fields' })
   async registerCatalogModel(@Arg('spec', () => GraphQLJSONObject) spec: Record<string, unknown>, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
     requireOperator(context);
-    const model = await this.controlPlane.catalogAdmin.register(spec);
+    const model = await this.admin.catalogAdmin.register(spec);
     return toCatalogModelType(model);
   }
 
   @Mutation(() => CatalogModelType, { description: 'Operator: a disabled model leaves the catalog for new deployments; existing ones keep serving' })
   async setCatalogModelEnabled(@Arg('id') id: string, @Arg('enabled') enabled: boolean, @Ctx() context: GraphQLContext): Promise<CatalogModelType> {
     requireOperator(context);
-    const model = await this.controlPlane.catalogAdmin.setEnabled(id, enabled);
+    const model = await this.admin.catalogAdmin.setEnabled(id, enabled);
     return toCatalogModelType(model);
   }
 
   private market() {
-    const market = this.controlPlane.capacity.market;
+    const market = this.admin.capacity.market;
     if (!market) throw new AppError('invalid_request', 'the market provider is not running on this server (LOCAL_AGENTS=false)', { param: 'provider' });
     return market;
   }

@@ -1,8 +1,7 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { Replica, ReplicaLoad } from '../../../control-plane/api/admin';
+import type { AdminPort, Replica, ReplicaLoad } from '../../../control-plane/api/admin';
 import { AppError, shortened } from '../../../control-plane/api/errors';
 import type { Deployment, ProviderKind } from '../../../control-plane/api/inference';
-import type { ControlPlane } from '../../../control-plane/api/startup';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ReplicaLoadType } from '../types/capacity.type';
 import {
@@ -19,17 +18,17 @@ export class DeploymentResolver {
    */
   private readonly replicaReads = new WeakMap<DeploymentType, Promise<Replica[]>>();
 
-  constructor(private readonly controlPlane: ControlPlane, private readonly publicUrl: () => string) {}
+  constructor(private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas'>, private readonly publicUrl: () => string) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
   async deployments(@Ctx() context: GraphQLContext): Promise<DeploymentType[]> {
-    return (await this.controlPlane.deployments.list(workspaceOf(context))).map((deployment) => this.toType(deployment));
+    return (await this.admin.deployments.list(workspaceOf(context))).map((deployment) => this.toType(deployment));
   }
 
   @Query(() => DeploymentType)
   async deployment(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
-    return this.toType(await this.controlPlane.deployments.get(workspaceOf(context), id));
+    return this.toType(await this.admin.deployments.get(workspaceOf(context), id));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
@@ -41,7 +40,7 @@ export class DeploymentResolver {
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
-    const rows = await this.controlPlane.capacityLoop.recordedDecisions(deployment.id, limit);
+    const rows = await this.admin.capacityLoop.recordedDecisions(deployment.id, limit);
     return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
   }
 
@@ -56,7 +55,7 @@ export class DeploymentResolver {
   private replicaRows(deployment: DeploymentType): Promise<Replica[]> {
     let read = this.replicaReads.get(deployment);
     if (!read) {
-      read = this.controlPlane.replicas.list(deployment.id);
+      read = this.admin.replicas.list(deployment.id);
       this.replicaReads.set(deployment, read);
     }
     return read;
@@ -70,7 +69,7 @@ export class DeploymentResolver {
       throw new AppError('invalid_request', 'send storageCredentialId or clearStorageCredential, not both', { param: 'clearStorageCredential' });
     }
     const changes = { ...settings, ...(clearStorageCredential ? { storageCredentialId: null } : storageCredentialId !== undefined ? { storageCredentialId } : {}) };
-    return this.toType(await this.controlPlane.deployments.update(workspaceId, id, changes));
+    return this.toType(await this.admin.deployments.update(workspaceId, id, changes));
   }
 
   @Subscription(() => ReplicaLoadType, {
@@ -89,14 +88,14 @@ export class DeploymentResolver {
   async checkReplicaLoadSubscription(context: GraphQLContext, deploymentId: string): Promise<void> {
     // The cached owner, not the row: a client opening hundreds of subscriptions costs no query each.
     const workspaceId = workspaceOf(context);
-    const owner = await this.controlPlane.deploymentStore.ownerOf(deploymentId);
+    const owner = await this.admin.deploymentStore.ownerOf(deploymentId);
     if (owner === null) throw new AppError('not_found', `no deployment '${shortened(deploymentId)}'`, { param: 'deploymentId' });
     if (owner !== workspaceId) throw new AppError('permission_denied', `deployment '${shortened(deploymentId)}' belongs to another workspace`, { param: 'deploymentId' });
   }
 
   @Mutation(() => CreateDeploymentPayload, { description: 'Creates a deployment from the catalog and places its minimum replicas' })
   async createDeployment(@Arg('input') input: CreateDeploymentInput, @Ctx() context: GraphQLContext): Promise<CreateDeploymentPayload> {
-    const { deployment, joinToken } = await this.controlPlane.deployments.create(workspaceOf(context), {
+    const { deployment, joinToken } = await this.admin.deployments.create(workspaceOf(context), {
       ...input, provider: input.provider as ProviderKind,
     });
     return { deployment: this.toType(deployment), joinToken };
@@ -104,17 +103,17 @@ export class DeploymentResolver {
 
   @Mutation(() => DeploymentType, { description: 'Endpoint answers 503; replicas are released and billing stops' })
   async pauseDeployment(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
-    return this.toType(await this.controlPlane.deployments.pause(workspaceOf(context), id));
+    return this.toType(await this.admin.deployments.pause(workspaceOf(context), id));
   }
 
   @Mutation(() => DeploymentType, { description: 'Places replicas again; the deployment goes through Creating' })
   async resumeDeployment(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
-    return this.toType(await this.controlPlane.deployments.resume(workspaceOf(context), id));
+    return this.toType(await this.admin.deployments.resume(workspaceOf(context), id));
   }
 
   @Mutation(() => DeploymentType, { description: 'Endpoint answers 404; replicas are released' })
   async deleteDeployment(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<DeploymentType> {
-    return this.toType(await this.controlPlane.deployments.delete(workspaceOf(context), id));
+    return this.toType(await this.admin.deployments.delete(workspaceOf(context), id));
   }
 
   @Subscription(() => DeploymentType, {

@@ -1,7 +1,7 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
 import { AppError } from '../../../control-plane/api/errors';
 import type { RequestRecord } from '../../../control-plane/api/records';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import type { AdminPort } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { RequestType } from '../types/storage-credential.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
@@ -10,11 +10,11 @@ import { servedBySubscriptionHub } from '../subscription-routes';
 /** Image and video request records of the workspace, for the console. */
 @Resolver(() => RequestType)
 export class RequestResolver {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly admin: Pick<AdminPort, 'deployments' | 'requests'>) {}
 
   @Query(() => RequestType)
   async request(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<RequestType> {
-    return toRequestType(await this.controlPlane.requests.get(workspaceOf(context), id));
+    return toRequestType(await this.admin.requests.get(workspaceOf(context), id));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
@@ -25,8 +25,8 @@ export class RequestResolver {
     @Arg('limit', () => Int, { defaultValue: 50 }) limit: number,
     @Ctx() context: GraphQLContext,
   ): Promise<RequestType[]> {
-    await this.controlPlane.deployments.get(workspaceOf(context), deploymentId);
-    return (await this.controlPlane.requests.list(deploymentId, { status: status ?? undefined }, limit)).map(toRequestType);
+    await this.admin.deployments.get(workspaceOf(context), deploymentId);
+    return (await this.admin.requests.list(deploymentId, { status: status ?? undefined }, limit)).map(toRequestType);
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
@@ -36,13 +36,13 @@ export class RequestResolver {
   })
   async outputUrls(@Root() request: RequestType, @Ctx() context: GraphQLContext): Promise<string[] | null> {
     if (request.status !== 'succeeded') return null;
-    const requests = this.controlPlane.requests;
+    const requests = this.admin.requests;
     return await requests.outputUrls(await requests.get(workspaceOf(context), request.id));
   }
 
   @Mutation(() => RequestType, { description: 'Cancels a queued request, as POST /v1/requests/{id}/cancel; CONFLICT once it runs or has ended' })
   async cancelRequest(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): Promise<RequestType> {
-    const { record, canceled } = await this.controlPlane.requests.cancel(workspaceOf(context), id);
+    const { record, canceled } = await this.admin.requests.cancel(workspaceOf(context), id);
     if (!canceled) throw new AppError('request_not_cancellable', `request ${id} is ${record.status}; only queued requests can be canceled`, { param: 'id' });
     return toRequestType(record);
   }

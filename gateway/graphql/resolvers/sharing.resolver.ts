@@ -1,6 +1,6 @@
 import { Arg, Ctx, ID, Query, Resolver, Root, Subscription } from 'type-graphql';
 import { SHARED_MODEL_PREFIX, type SharedModel } from '../../../control-plane/api/inference';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import type { AdminPort } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { SharedModelType } from '../types/shared-model.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
@@ -9,20 +9,20 @@ import { servedBySubscriptionHub } from '../subscription-routes';
 /** The guest view of shared serving; any workspace's key is a guest. */
 @Resolver(() => SharedModelType)
 export class SharingResolver {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly admin: Pick<AdminPort, 'shared'>) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => [SharedModelType], { description: 'Models of shared serving with prices and availability (GET /shared/v1/models)' })
   sharedModels(@Ctx() context: GraphQLContext): SharedModelType[] {
     workspaceOf(context);
-    return this.controlPlane.shared.models().map(toType);
+    return this.admin.shared.models().map(toType);
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.memory)
   @Query(() => SharedModelType, { description: 'One shared model by its id, shared/<model-id>' })
   sharedModel(@Arg('id', () => ID) id: string, @Ctx() context: GraphQLContext): SharedModelType {
     workspaceOf(context);
-    return toType(this.controlPlane.shared.model(id, 'id'));
+    return toType(this.admin.shared.model(id, 'id'));
   }
 
   @Subscription(() => SharedModelType, {

@@ -1,6 +1,5 @@
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subscription } from 'type-graphql';
-import type { WebhookAttempt } from '../../../control-plane/api/admin';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import type { AdminPort, WebhookAttempt } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import {
   CreateWebhookEndpointInput, UpdateWebhookEndpointInput, WebhookAttemptType, WebhookDeliveryType, WebhookEndpointType, WebhookSigningSecretType,
@@ -11,10 +10,10 @@ import { servedBySubscriptionHub } from '../subscription-routes';
 /** Endpoints, the signing secret, test sends and the delivery log (console operations: docs/api-contract.md#webhooks). */
 @Resolver(() => WebhookDeliveryType)
 export class WebhookResolver {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly admin: Pick<AdminPort, 'webhooks'>) {}
 
   private get webhooks() {
-    return this.controlPlane.webhooks.service;
+    return this.admin.webhooks.service;
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.list)

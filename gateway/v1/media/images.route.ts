@@ -1,7 +1,6 @@
 import type { Context } from 'koa';
 import { AppError } from '../../../control-plane/api/errors';
-import { type AuthenticatedKey, type Deployment, type MediaSubmission, readImageParams } from '../../../control-plane/api/inference';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import { type AuthenticatedKey, type Deployment, type InferencePort, type MediaSubmission, readImageParams } from '../../../control-plane/api/inference';
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';
@@ -19,14 +18,14 @@ type Operation = 'generation' | 'edit';
  * the 30 s budget by default, or `?async=true` → 202 and a request record.
  */
 export class ImagesRoute {
-  constructor(private readonly controlPlane: ControlPlane, private readonly options: MediaRouteOptions) {}
+  constructor(private readonly inference: Pick<InferencePort, 'pipeline' | 'requests'>, private readonly options: MediaRouteOptions) {}
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, operation: Operation): Promise<void> {
     const isAsync = asyncFlag(context);
     const body = await readMediaBody(context, {
       jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes, multipartOnly: operation === 'edit',
     });
-    const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'image');
+    const model = this.inference.pipeline.mediaModel(deployment, body.fields.string('model'), 'image');
     const inputs: MediaSubmission['inputs'] = [];
     if (operation === 'edit') {
       if (!model.inputModalities.includes('image')) {
@@ -46,16 +45,16 @@ export class ImagesRoute {
       params: { ...params }, outputCount: params.n, responseFormat: params.response_format, delivery, inputs,
       idempotencyKey: idempotencyKey(context),
     };
-    const requests = this.controlPlane.requests;
+    const requests = this.inference.requests;
     if (isAsync) {
-      const { record } = await this.controlPlane.pipeline.submitMedia(key, submission);
+      const { record } = await this.inference.pipeline.submitMedia(key, submission);
       context.status = 202;
       context.body = acknowledgement(record);
       return;
     }
     const timeoutCode = operation === 'edit' ? 'image_edit_timeout' : 'image_generation_timeout';
     const budgetMs = this.options.syncImageBudgetMs;
-    const outcome = await this.controlPlane.pipeline.runMedia(key, submission, budgetMs, () => new AppError(timeoutCode,
+    const outcome = await this.inference.pipeline.runMedia(key, submission, budgetMs, () => new AppError(timeoutCode,
       `the image was not ready within the ${Math.round(budgetMs / 1000)} s budget and the job was canceled; submit with ?async=true for longer jobs`));
     if (outcome.record.status !== 'succeeded') throw syncFailure(outcome.record, timeoutCode);
     const urls = params.response_format === 'url' ? await requests.outputUrls(outcome.record) : null;

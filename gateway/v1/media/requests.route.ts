@@ -1,15 +1,14 @@
 import type { Context } from 'koa';
 import { AppError, quoteValue } from '../../../control-plane/api/errors';
 import type { AuthenticatedKey, Deployment } from '../../../control-plane/api/inference';
-import { MAX_REQUEST_LIST_LIMIT as MAX_LIST_LIMIT } from '../../../control-plane/api/records';
-import type { ControlPlane } from '../../../control-plane/api/startup';
+import { MAX_REQUEST_LIST_LIMIT as MAX_LIST_LIMIT, type RecordsPort } from '../../../control-plane/api/records';
 import { requestObject } from './media-objects';
 
 const DEFAULT_LIST_LIMIT = 50;
 
 /** `GET /v1/requests`, `GET /v1/requests/{id}`, `POST /v1/requests/{id}/cancel`. */
 export class RequestsRoute {
-  constructor(private readonly controlPlane: ControlPlane) {}
+  constructor(private readonly records: Pick<RecordsPort, 'requests'>) {}
 
   /** Newest first, this deployment's records, without output_urls. */
   async list(context: Context, deployment: Deployment): Promise<void> {
@@ -19,19 +18,19 @@ export class RequestsRoute {
     if (typeof limit !== 'undefined' && (typeof limit !== 'string' || !/^\d+$/.test(limit))) {
       throw new AppError('invalid_request', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${quoteValue(limit)}`, { param: 'limit' });
     }
-    const records = await this.controlPlane.requests.list(deployment.id, { status }, count);
+    const records = await this.records.requests.list(deployment.id, { status }, count);
     context.body = { object: 'list', data: records.map((record) => requestObject(record)) };
   }
 
   async retrieve(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
-    const requests = this.controlPlane.requests;
+    const requests = this.records.requests;
     const record = await requests.get(key.workspaceId, id);
     context.body = requestObject(record, await requests.outputUrls(record));
   }
 
   /** 200 with the canceled record when it was queued; 409 `request_not_cancellable` otherwise. */
   async cancel(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
-    const { record, canceled } = await this.controlPlane.requests.cancel(key.workspaceId, id);
+    const { record, canceled } = await this.records.requests.cancel(key.workspaceId, id);
     if (!canceled) throw new AppError('request_not_cancellable', `request ${id} is ${record.status}; only queued requests can be canceled`);
     context.body = requestObject(record, null);
   }

@@ -1,8 +1,7 @@
 import type { Context } from 'koa';
 import { AppError, quoteValue, shortened } from '../../../control-plane/api/errors';
-import { type AuthenticatedKey, type Deployment, type MediaSubmission, readDelivery, readVideoParams, type VideoRoute } from '../../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, type InferencePort, type MediaSubmission, type VideoRoute, readDelivery, readVideoParams } from '../../../control-plane/api/inference';
 import type { RequestRecord } from '../../../control-plane/api/records';
-import type { ControlPlane } from '../../../control-plane/api/startup';
 import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
@@ -13,11 +12,11 @@ import { acknowledgement, videoObject, videoStatus } from './media-objects';
  * status, content and cancel. A video id is a request id.
  */
 export class VideosRoute {
-  constructor(private readonly controlPlane: ControlPlane, private readonly options: MediaRouteOptions) {}
+  constructor(private readonly inference: Pick<InferencePort, 'pipeline' | 'requests'>, private readonly options: MediaRouteOptions) {}
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey, route: VideoRoute): Promise<void> {
     const body = await readMediaBody(context, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes });
-    const model = this.controlPlane.pipeline.mediaModel(deployment, body.fields.string('model'), 'video');
+    const model = this.inference.pipeline.mediaModel(deployment, body.fields.string('model'), 'video');
     const reference = route === 'videos' ? imageFile(body, 'input_reference') : undefined;
     if (route === 'videos/generations' && body.fields.has('input_reference')) {
       throw new AppError('invalid_request', 'POST /v1/videos/generations is text-to-video only; send input_reference to POST /v1/videos', { param: 'input_reference' });
@@ -31,7 +30,7 @@ export class VideosRoute {
       params: { ...params }, outputCount: 1, responseFormat: 'url', delivery: readDelivery(body.fields),
       inputs: reference ? [{ name: 'input_reference', ...reference }] : [], idempotencyKey: idempotencyKey(context),
     };
-    const { record } = await this.controlPlane.pipeline.submitMedia(key, submission);
+    const { record } = await this.inference.pipeline.submitMedia(key, submission);
     context.status = 202;
     context.body = route === 'videos' ? videoObject(record) : acknowledgement(record);
   }
@@ -44,7 +43,7 @@ export class VideosRoute {
     const limit = Number(context.query.limit ?? 20);
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new AppError('invalid_request', 'limit must be an integer from 1 to 100', { param: 'limit' });
     // One more than asked for tells whether there are more.
-    const records = await this.controlPlane.requests.list(deployment.id, { modality: 'video' }, limit + 1);
+    const records = await this.inference.requests.list(deployment.id, { modality: 'video' }, limit + 1);
     context.body = { object: 'list', data: records.slice(0, limit).map(videoObject), has_more: records.length > limit };
   }
 
@@ -56,7 +55,7 @@ export class VideosRoute {
     if (record.status !== 'succeeded') {
       throw new AppError('video_not_ready', `video ${id} is ${videoStatus(record)}, not completed${record.status === 'failed' ? `: ${record.errorMessage}` : ''}`);
     }
-    const [url] = (await this.controlPlane.requests.outputUrls(record)) ?? [];
+    const [url] = (await this.inference.requests.outputUrls(record)) ?? [];
     if (!url) throw new AppError('not_found', `the content of video ${id} has expired and was deleted`);
     context.status = 302;
     context.redirect(url);
@@ -65,7 +64,7 @@ export class VideosRoute {
   /** 204 when queued (canceled) or already finished (no-op); 409 `video_not_cancellable` while it runs. */
   async cancel(context: Context, key: AuthenticatedKey, id: string): Promise<void> {
     await this.video(key, id);
-    const { record, canceled } = await this.controlPlane.requests.cancel(key.workspaceId, id);
+    const { record, canceled } = await this.inference.requests.cancel(key.workspaceId, id);
     if (!canceled && record.status === 'running') {
       throw new AppError('video_not_cancellable', `video ${id} is in_progress and can no longer be canceled`);
     }
@@ -73,7 +72,7 @@ export class VideosRoute {
   }
 
   private async video(key: AuthenticatedKey, id: string): Promise<RequestRecord> {
-    const record = await this.controlPlane.requests.get(key.workspaceId, id);
+    const record = await this.inference.requests.get(key.workspaceId, id);
     if (record.modality !== 'video') throw new AppError('not_found', `no video '${shortened(id)}' (it is an ${record.modality} request)`, { param: 'id' });
     return record;
   }
