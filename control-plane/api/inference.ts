@@ -4,20 +4,44 @@
  * embeddings and responses turns, submit media), and the types it speaks: keys, deployments,
  * jobs, the OpenAI request model (parsing, endpoints), budgets.
  */
+import type { ApiKeyService } from '../api-keys/api-key.service';
+import type { TenantBudget } from '../budgets/tenant-budget';
+import type { TenantQueries } from '../database/tenant-queries';
+import type { DeploymentStore } from '../deployments/deployment-store';
 import type { ControlPlane } from '../main';
+import type { InferencePipeline } from '../pipeline/inference-pipeline';
+import type { RequestService } from '../requests/request-service';
+import type { BackgroundResponses } from '../responses/background-responses';
+import type { ResponsesService } from '../responses/responses-service';
+import type { SharedServing } from '../sharing/shared-serving';
+import type { Metrics } from '../telemetry/metrics';
 
 /**
  * The request path. Each member is the started control plane's own service (no wrapper, no
- * per-request indirection): `apiKeys` authenticates, `deploymentStore` resolves a workspace's
- * deployments, `pipeline` screens, admits and runs, `shared` serves shared models to guests,
- * `responses` and `backgroundResponses` run Responses turns, `requests` takes media submissions,
+ * per-request indirection), typed down to the calls the gateway makes: `apiKeys` authenticates,
+ * `deploymentStore` resolves a workspace's deployments, `pipeline` resolves, screens, admits and
+ * runs (text, embeddings, media submit), `shared` lists shared models, `responses` and
+ * `backgroundResponses` run Responses turns, `requests` reads and cancels media requests,
  * `budget` holds what a request holds while it lasts, `tenantQueries` runs a tenant's queries on
  * the tenant pool, `metrics` records requests, `replicas` and `localProvider` tell the engines a
  * deployment serves (`/models`).
  */
-export type InferencePort = Pick<ControlPlane,
-  'apiKeys' | 'deploymentStore' | 'pipeline' | 'shared' | 'responses' | 'backgroundResponses' | 'requests'
-  | 'budget' | 'tenantQueries' | 'metrics' | 'replicas' | 'localProvider'>;
+export interface InferencePort {
+  readonly apiKeys: Pick<ApiKeyService, 'authenticate' | 'authenticateNow'>;
+  readonly deploymentStore: Pick<DeploymentStore, 'listOfWorkspace'>;
+  readonly pipeline: Pick<InferencePipeline,
+    'deployment' | 'refusalBeforeBody' | 'admitText' | 'admitEmbeddings' | 'embeddingModel' | 'mediaModel' | 'submitMedia' | 'runMedia'
+    | 'admitShared' | 'screenShared'>;
+  readonly shared: Pick<SharedServing, 'models' | 'model'>;
+  readonly responses: Pick<ResponsesService, 'begin' | 'beginShared' | 'running' | 'end'>;
+  readonly backgroundResponses: Pick<BackgroundResponses, 'create' | 'options'>;
+  readonly requests: Pick<RequestService, 'get' | 'list' | 'cancel' | 'outputUrls'>;
+  readonly budget: TenantBudget;
+  readonly tenantQueries: TenantQueries;
+  readonly metrics: Pick<Metrics, 'recordRequest'>;
+  readonly replicas: ControlPlane['replicas'];
+  readonly localProvider: ControlPlane['localProvider'];
+}
 
 export type { ApiKeyService, AuthenticatedKey } from '../api-keys/api-key.service';
 export type { Deployment, ProviderKind } from '../deployments/deployment.entity';

@@ -1,14 +1,14 @@
 import { AppError } from '../../control-plane/api/errors';
-import type { ApiKeyService, AuthenticatedKey } from '../../control-plane/api/inference';
+import type { AuthenticatedKey, InferencePort } from '../../control-plane/api/inference';
 import { bearerToken } from '../http/bearer-token';
 
 /** `Authorization: Bearer mk-…` to its key; 401 for a missing, malformed, unknown or revoked key. */
-export async function authenticate(apiKeys: ApiKeyService, header: string | undefined): Promise<AuthenticatedKey> {
+export async function authenticate(apiKeys: InferencePort['apiKeys'], header: string | undefined): Promise<AuthenticatedKey> {
   return known(await apiKeys.authenticate(tokenOf(header)));
 }
 
 /** `authenticate` when its answer is known without waiting (the key is cached), else undefined; the same 401s. */
-export function authenticateNow(apiKeys: ApiKeyService, header: string | undefined): AuthenticatedKey | undefined {
+export function authenticateNow(apiKeys: InferencePort['apiKeys'], header: string | undefined): AuthenticatedKey | undefined {
   const key = apiKeys.authenticateNow(tokenOf(header));
   return key === undefined ? undefined : known(key);
 }

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type InferencePipeline, parseEmbeddingsRequest, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type InferencePort, parseEmbeddingsRequest, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
 import type { Usage } from '../../proto/worker/v1';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
@@ -11,7 +11,7 @@ import type { TextRouteOptions } from './text-completion.route';
  * (pipeline) → one job per engine batch → reassemble in input order → settle once.
  */
 export class EmbeddingsRoute {
-  constructor(private readonly pipeline: InferencePipeline, private readonly options: TextRouteOptions) {}
+  constructor(private readonly pipeline: InferencePort['pipeline'], private readonly options: TextRouteOptions) {}
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
     const model = this.pipeline.embeddingModel(deployment, servedEndpoints);

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppError } from '../../control-plane/api/errors';
-import { type ApiKeyService, type AuthenticatedKey, type InferencePipeline, parseTextRequest, type PricedModel, servedEndpoints } from '../../control-plane/api/inference';
+import { type AuthenticatedKey, type InferencePort, parseTextRequest, type PricedModel, servedEndpoints } from '../../control-plane/api/inference';
 import { NESTED, topLevelValues } from '../http/json-top-level';
 import { readBody } from '../http/read-body';
 import { takeBufferedBody } from '../http/buffered-body';
@@ -40,7 +40,7 @@ const SCANNED = ['model', 'max_tokens', 'max_completion_tokens', 'n'] as const;
  */
 export class SharedChatRoute {
   constructor(
-    private readonly apiKeys: ApiKeyService, private readonly pipeline: InferencePipeline, private readonly gate: RequestGate,
+    private readonly apiKeys: InferencePort['apiKeys'], private readonly pipeline: InferencePort['pipeline'], private readonly gate: RequestGate,
     private readonly options: TextRouteOptions & StreamLimits,
   ) {}
 

@@ -1,4 +1,4 @@
-import { SHARED_MODEL_PREFIX, type SharedModel, type SharedServing } from '../../control-plane/api/inference';
+import { SHARED_MODEL_PREFIX, type InferencePort, type SharedModel } from '../../control-plane/api/inference';
 import { STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
 
 /**
@@ -17,11 +17,11 @@ export function sharedModelObject(model: SharedModel) {
 }
 
 /** `GET /shared/v1/models`. */
-export function listSharedModels(shared: SharedServing) {
+export function listSharedModels(shared: InferencePort['shared']) {
   return { object: 'list', data: shared.models().map(sharedModelObject) };
 }
 
 /** `GET /shared/v1/models/{id}`; the id is `shared/<model-id>`, its slashes raw or percent-encoded. */
-export function retrieveSharedModel(shared: SharedServing, id: string) {
+export function retrieveSharedModel(shared: InferencePort['shared'], id: string) {
   return sharedModelObject(shared.model(id));
 }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type AuthenticatedKey, type Deployment, type InferencePipeline, parseTextRequest, servedEndpoints, type TextEndpoint } from '../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, type InferencePort, parseTextRequest, servedEndpoints, type TextEndpoint } from '../../control-plane/api/inference';
 import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
@@ -13,7 +13,7 @@ export type { TextRouteOptions };
  * validate the body, admit it through the pipeline, relay the job's answer.
  */
 export class TextCompletionRoute {
-  constructor(private readonly pipeline: InferencePipeline, private readonly options: TextRouteOptions & StreamLimits) {}
+  constructor(private readonly pipeline: InferencePort['pipeline'], private readonly options: TextRouteOptions & StreamLimits) {}
 
   /**
    * Answers on the raw response (the gateway's fast lane calls this without Koa); an error

@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import { AppError, shortened } from '../../control-plane/api/errors';
-import type { AuthenticatedKey, Deployment, InferencePort, SharedServing } from '../../control-plane/api/inference';
+import type { AuthenticatedKey, Deployment, InferencePort } from '../../control-plane/api/inference';
 import type { RecordsPort } from '../../control-plane/api/records';
 import { DeploymentEngines } from '../../control-plane/api/startup';
 import { authenticate } from './authenticate';
@@ -157,7 +157,7 @@ type SharedHandler = (context: Context, key: AuthenticatedKey, param: string | u
  * The handler of every shared-table endpoint Koa serves (chat and responses take the fast
  * lane): the shared models (the id `shared/<model-id>`), and a guest's stored responses.
  */
-function sharedHandlers(shared: SharedServing, responses: StoredResponsesRoute): Partial<Record<SharedEndpointName, SharedHandler>> {
+function sharedHandlers(shared: InferencePort['shared'], responses: StoredResponsesRoute): Partial<Record<SharedEndpointName, SharedHandler>> {
   const id = (param: string | undefined) => decodePathSegment(param!, 'id');
   return {
     'models.list': (context) => json(context, listSharedModels(shared)),

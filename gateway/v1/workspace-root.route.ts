@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import { AppError, shortened } from '../../control-plane/api/errors';
-import type { ApiKeyService, AuthenticatedKey, Deployment } from '../../control-plane/api/inference';
+import type { AuthenticatedKey, Deployment, InferencePort } from '../../control-plane/api/inference';
 import { isMultipart, readMultipart } from '../http/multipart';
 import { readBody } from '../http/read-body';
 import type { RequestGate } from '../http/request-gate';
@@ -40,7 +40,7 @@ export interface WorkspaceRootOptions {
  * once: the handler takes it from routed-body.ts.
  */
 export function workspaceRootRoute(
-  apiKeys: ApiKeyService, routing: WorkspaceRouting, models: ModelsRoute, handlers: Partial<Record<DeploymentEndpointName, EndpointHandler>>,
+  apiKeys: InferencePort['apiKeys'], routing: WorkspaceRouting, models: ModelsRoute, handlers: Partial<Record<DeploymentEndpointName, EndpointHandler>>,
   recordHandlers: Partial<Record<DeploymentEndpointName, RecordHandler>>, gate: RequestGate, options: WorkspaceRootOptions,
 ) {
   const served = DEPLOYMENT_ENDPOINTS.filter((endpoint) => (routesByModel(endpoint) && handlers[endpoint.name]) || recordHandlers[endpoint.name]);

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { AppError, quoteValue } from '../../../control-plane/api/errors';
-import { type AuthenticatedKey, type Deployment, parseResponsesRequest, type ResponseScope, type ResponsesRequest, type ResponsesService, type ResponseTurn, servedEndpoints, SHARED_SCOPE, type TurnLimits, WORKSPACE_SCOPE } from '../../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, parseResponsesRequest, type ResponseScope, type InferencePort, type ResponsesRequest, type ResponsesService, type ResponseTurn, servedEndpoints, SHARED_SCOPE, type TurnLimits, WORKSPACE_SCOPE } from '../../../control-plane/api/inference';
 import type { BackgroundResponses } from '../../../control-plane/api/records';
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
@@ -19,7 +19,7 @@ const DEFAULT_LIST_LIMIT = 20;
  */
 export class ResponsesRoute {
   constructor(
-    private readonly responses: ResponsesService,
+    private readonly responses: InferencePort['responses'],
     private readonly background: Pick<BackgroundResponses, 'create' | 'options'>,
     private readonly options: TextRouteOptions & StreamLimits,
   ) {}
@@ -83,7 +83,7 @@ export class ResponsesRoute {
 
 /** The stored responses' `GET`, `DELETE` and `GET …/input_items` (on Koa). */
 export class StoredResponsesRoute {
-  constructor(private readonly responses: ResponsesService, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
+  constructor(private readonly responses: Pick<ResponsesService, 'retrieve' | 'inputItems' | 'delete'>, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
 
   /** `POST /responses/{id}/cancel` (background responses). */
   async cancel(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {
