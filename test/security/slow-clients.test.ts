@@ -192,9 +192,11 @@ describe('clients that never read their stream', () => {
     // Other chats kept a normal latency (~5 ms at the median here; the slowest come while the
     // 30 streams fill their buffers). Without flow control the agent went silent and they failed
     // (502, then 503), or at full size took 250 ms at the median and up to 1.8 s. None waited
-    // for the stalled streams to end (that takes STALL_TIMEOUT_MS).
+    // for the stalled streams to end (that takes STALL_TIMEOUT_MS): a chat held behind them would
+    // take 6 s or more; the slowest of one round was 2.3 s once in CI and 3.4 s once beside the
+    // fuzz suite on a loaded 2-core machine, so the bound is three quarters of the timeout.
     expect(percentile(latencies, 0.5)).toBeLessThan(100);
-    expect(Math.max(...latencies)).toBeLessThan(STALL_TIMEOUT_MS / 2);
+    expect(Math.max(...latencies)).toBeLessThan(STALL_TIMEOUT_MS * 0.75);
     // Bounded: 30 stalled requests may hold a window (1 MiB) each in the gateway, and the agent
     // only what is in flight: issue 19's 150 MiB, for the measured round over its warmed start.
     expect(measuredPeaks.gateway - start.gateway).toBeLessThan(150 * MIB);
