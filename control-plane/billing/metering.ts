@@ -52,7 +52,10 @@ export class Metering {
         WHERE r.status = 'Running' AND r.metered_until IS NOT NULL
         FOR UPDATE OF r SKIP LOCKED
       ),
-      moved AS (UPDATE replicas r SET metered_until = (SELECT at FROM clock) FROM due WHERE r.id = due.id RETURNING r.id),
+      -- Never back: a row another pass moved past this statement's clock (locked after that pass
+      -- committed, so read in its newer version) keeps its later end, or the next pass would bill
+      -- the stretch between the two clocks again.
+      moved AS (UPDATE replicas r SET metered_until = GREATEST(due.period_start, (SELECT at FROM clock)) FROM due WHERE r.id = due.id RETURNING r.id),
       ${BILL_AND_DEBIT('due')}
       SELECT deployment_id, (-sum(amount))::float8 AS amount FROM billed GROUP BY deployment_id`)
       .then((rows: Array<{ deployment_id: string; amount: number }>) => this.charged(rows))
@@ -81,7 +84,9 @@ export class Metering {
       moved AS (
         UPDATE replicas r SET status = $2, status_reason = $3, metered_until = NULL, load_percent = NULL,
           last_seen_at = (SELECT at FROM clock),
-          terminated_at = CASE WHEN $2 = 'Terminated' THEN (SELECT at FROM clock) ELSE r.terminated_at END
+          -- Not before what a pass with a later clock already billed (see meterRunning): the
+          -- replica's lifetime is then exactly the sum of its billed periods.
+          terminated_at = CASE WHEN $2 = 'Terminated' THEN GREATEST(due.period_start, (SELECT at FROM clock)) ELSE r.terminated_at END
         FROM due WHERE r.id = due.id RETURNING r.id
       ),
       ${BILL_AND_DEBIT('due')}

@@ -193,6 +193,34 @@ describe('ledger reconciliation under concurrency', () => {
     expect(Number(books.balance)).toBeLessThan(1);
   });
 
+  // A statement that locks a row after another pass (with a later clock) committed reads the
+  // row's newer version: its billed end is then past this statement's clock. Set here directly:
+  // the end 2 s ahead, as such a pass would leave it.
+  it('a pass or a stop that reads a row billed past its own clock neither moves its end back nor ends the replica before it', async () => {
+    const metering = new Metering(database.dataSource, { intervalMs: 3_600_000 }, pino({ level: 'silent' }));
+    const workspace = await database.workspace();
+    const { replicaId } = await database.runningReplica(workspace, '3.6', 10);
+    await metering.meterRunning();
+    // What the other pass wrote: the next 2 s billed, the end moved past them.
+    await database.dataSource.query(`
+      INSERT INTO billing_ledger (workspace_id, kind, deployment_id, replica_id, period_start, period_end, price_per_hour, amount)
+      SELECT d.workspace_id, 'gpu_time', r.deployment_id, r.id, r.metered_until, r.metered_until + interval '2 seconds', r.price_per_hour, -(r.price_per_hour * 2 / 3600)
+      FROM replicas r JOIN deployments d ON d.id = r.deployment_id WHERE r.id = $1`, [replicaId]);
+    await database.dataSource.query(`UPDATE replicas SET metered_until = metered_until + interval '2 seconds' WHERE id = $1`, [replicaId]);
+    const [ahead] = await database.dataSource.query('SELECT metered_until FROM replicas WHERE id = $1', [replicaId]);
+    await metering.meterRunning();
+    const [after] = await database.dataSource.query('SELECT metered_until FROM replicas WHERE id = $1', [replicaId]);
+    expect(after.metered_until.getTime()).toBeGreaterThanOrEqual(ahead.metered_until.getTime());
+    await metering.leaveRunning([replicaId], 'Terminated', 'scaled down');
+    const [stopped] = await database.dataSource.query(`
+      SELECT r.terminated_at, extract(epoch FROM r.terminated_at - r.started_at)::float8 AS lifetime_seconds,
+        (SELECT sum(extract(epoch FROM l.period_end - l.period_start))::float8 FROM billing_ledger l WHERE l.replica_id = r.id) AS billed_seconds
+      FROM replicas r WHERE r.id = $1`, [replicaId]);
+    expect(stopped.terminated_at.getTime()).toBeGreaterThanOrEqual(ahead.metered_until.getTime());
+    // The billed periods tile the lifetime: the 2 s stretch is billed once, and the replica ends after it.
+    expect(stopped.billed_seconds).toBeCloseTo(stopped.lifetime_seconds, 5);
+  });
+
   it('a first top-up waits for a meter that has written but not committed, and counts its rows', async () => {
     const metering = new Metering(database.dataSource, { intervalMs: 3_600_000 }, pino({ level: 'silent' }));
     const workspace = await database.workspace();
