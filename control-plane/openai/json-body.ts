@@ -1,5 +1,5 @@
 import { AppError } from '../errors/app-error';
-import { JsonNestingError, MAX_JSON_DEPTH, parseJsonText } from '../../common/json-nesting';
+import { JsonNestingError, parseJsonText } from '../../common/json-nesting';
 
 /*
  * A client's JSON body as the API reads it, wherever it arrives (a live request, a batch line,

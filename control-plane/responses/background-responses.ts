@@ -31,7 +31,7 @@ export interface BackgroundParts {
   readonly keys: (apiKeyId: string) => Promise<AuthenticatedKey | null>;
   readonly deployments: (deploymentId: string) => Promise<Deployment | null>;
   readonly notifier: Pick<ClusterNotifier, 'publish' | 'on' | 'onReset' | 'instanceId'>;
-  /** The gateway's "this deployment serves …" (admission's message for a model that changed task). */
+  /** "This deployment serves …" (control-plane/openai/inference-endpoints.ts; admission's message for a model that changed task). */
   readonly servedBy: (model: CatalogModel) => string;
   /** The clock in milliseconds turns' deadlines are measured by. @default Date.now */
   readonly now?: () => number;
