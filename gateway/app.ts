@@ -3,7 +3,7 @@ import type net from 'node:net';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { LocalObjectStore } from '../control-plane/api/records';
-import { controlPlaneProbes, DEFAULT_AGENT_BINARY_DIR, type GatewayPorts } from '../control-plane/api/startup';
+import { DEFAULT_AGENT_BINARY_DIR, type GatewayPorts } from '../control-plane/api/startup';
 import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
 import type { SubscriptionHub } from './graphql/subscription-hub';
@@ -65,10 +65,7 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   await graphql.start();
 
   const requestIds = new RequestIds();
-  const readiness = new Readiness(controlPlaneProbes({
-    dataSource: host.dataSource, grpcHost: host.config.grpcHost, agentServer: host.agentServer,
-    rateLimiter: host.rateLimiter,
-  }), logger.child({ component: 'readiness' }));
+  const readiness = new Readiness(host.readinessProbes, logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
   app.use(requestTelemetry(host.metrics, requestIds, logger, routeLabel));

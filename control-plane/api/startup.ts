@@ -9,6 +9,7 @@ import type { ControlPlane } from '../main';
 import type { AdminPort } from './admin';
 import type { InferencePort } from './inference';
 import type { RecordsPort } from './records';
+import { controlPlaneProbes, type ReadinessProbe } from '../telemetry/readiness-probes';
 
 export { startControlPlane } from '../main';
 /**
@@ -25,7 +26,6 @@ export { withLimits } from '../budgets/budget-config';
 export { openDatabase } from '../data-source';
 export { EmbeddedDatabase } from '../database/embedded-database';
 export { PROJECT_ROOT } from '../project-root';
-export { controlPlaneProbes } from '../telemetry/readiness-probes';
 export type { ReadinessProbe } from '../telemetry/readiness-probes';
 export { NO_DEPLOYMENT } from '../telemetry/metrics';
 export type { Metrics } from '../telemetry/metrics';
@@ -38,8 +38,10 @@ export { hashSecret, sameHash } from '../secrets';
  * What the gateway's own process holds of the platform beside the ports: the HTTP server's
  * plumbing (readiness, metrics, agent downloads, local file links, the public URL) and stopping.
  */
-export type HostPort = Pick<ControlPlane,
-  'config' | 'dataSource' | 'agentServer' | 'rateLimiter' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'>;
+export type HostPort = Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'> & {
+  /** What `/readyz` checks (the database, the gRPC port, rate limits): built here, so the gateway never holds the database. */
+  readonly readinessProbes: readonly ReadinessProbe[];
+};
 
 /** The ports the gateway is given: each is the started control plane's own objects, typed narrower (no wrappers). */
 export interface GatewayPorts {
@@ -51,5 +53,12 @@ export interface GatewayPorts {
 
 /** The ports of a started control plane; built once at start, never per request. */
 export function gatewayPorts(controlPlane: ControlPlane): GatewayPorts {
-  return { inference: controlPlane, records: controlPlane, admin: controlPlane, host: controlPlane };
+  const readinessProbes = controlPlaneProbes({
+    dataSource: controlPlane.dataSource, grpcHost: controlPlane.config.grpcHost, agentServer: controlPlane.agentServer, rateLimiter: controlPlane.rateLimiter,
+  });
+  return { inference: controlPlane, records: controlPlane, admin: controlPlane, host: { ...hostOf(controlPlane), readinessProbes } };
+}
+
+function hostOf(controlPlane: ControlPlane): Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'> {
+  return { config: controlPlane.config, metrics: controlPlane.metrics, managedStore: controlPlane.managedStore, publicUrl: controlPlane.publicUrl, budget: controlPlane.budget };
 }
