@@ -388,7 +388,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: batchLines, rateLimiter, usage, metrics, notifier, events, cacheSalts,
+    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;

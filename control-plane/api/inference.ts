@@ -30,10 +30,10 @@ export interface InferencePort {
   readonly apiKeys: Pick<ApiKeyService, 'authenticate' | 'authenticateNow'>;
   readonly deploymentStore: Pick<DeploymentStore, 'listOfWorkspace'>;
   readonly pipeline: Pick<InferencePipeline,
-    'deployment' | 'refusalBeforeBody' | 'admitText' | 'admitEmbeddings' | 'embeddingModel' | 'mediaModel' | 'submitMedia' | 'runMedia'
-    | 'admitShared' | 'screenShared'>;
+    'deployment' | 'refusalBeforeBody' | 'runText' | 'runEmbeddings' | 'embeddingModel' | 'mediaModel' | 'submitMedia' | 'runMedia'
+    | 'runShared' | 'screenShared'>;
   readonly shared: Pick<SharedServing, 'models' | 'model'>;
-  readonly responses: Pick<ResponsesService, 'begin' | 'beginShared' | 'running' | 'end'>;
+  readonly responses: Pick<ResponsesService, 'begin' | 'beginShared' | 'run' | 'running' | 'end'>;
   readonly backgroundResponses: Pick<BackgroundResponses, 'create' | 'options'>;
   readonly requests: Pick<RequestService, 'get' | 'list' | 'cancel' | 'outputUrls'>;
   readonly budget: TenantBudget;
@@ -51,6 +51,8 @@ export type { CatalogModel } from '../catalog/catalog';
 export type { Job, JobFailure, JobListener } from '../dispatch/job';
 export type { InferencePipeline } from '../pipeline/inference-pipeline';
 export type { WorkTicket } from '../pipeline/work-ticket';
+export type { FanOutSink, JobDispatch, JobSink } from '../pipeline/job-sink';
+export type { RateLimitDecision } from '../rate-limits/rate-limit-decision';
 export type { BudgetHolder, BudgetLease, TenantBudget } from '../budgets/tenant-budget';
 export type { TenantQueries } from '../database/tenant-queries';
 export { parseJson, parseJsonObject } from '../openai/json-body';

@@ -1,35 +1,27 @@
 import type { Logger } from 'pino';
-import type { UsageInput } from '../usage/usage-recorder';
-import type { Batch, BatchEndpoint } from './batch.entities';
+import type { WorkTicket } from '../pipeline/work-ticket';
+import type { BatchEndpoint } from './batch.entities';
 import { LOST_JOB_CODES, type LineRun } from './batch-line-handler';
 import { errorLine, LINE_ERROR_MESSAGES, responseLine, succeeded, type BatchLineErrorCode } from './batch-results';
 import type { BatchStore, ClaimedLine, LineTokens } from './batch-store';
 import { parseJsonText } from '../../common/json-nesting';
 
 /** The usage record's `endpoint`, as live requests name theirs. */
-const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
+export const USAGE_ENDPOINTS: Record<BatchEndpoint, string> = {
   '/v1/chat/completions': 'chat.completions', '/v1/completions': 'completions', '/v1/embeddings': 'embeddings', '/v1/responses': 'responses',
 };
 
 export interface BatchLineResultsParts {
   readonly store: BatchStore;
-  readonly usage: { record(input: UsageInput): void };
-  readonly metrics?: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
-  /** The clock in milliseconds lines are timed by (BatchRunner's too: a line's start comes from it). @default Date.now */
-  readonly now?: () => number;
 }
 
 /**
  * What a line that ran leaves behind: its answer (or error) line written under its claim, or the
- * line put back to run again; its usage record (tokens per batch, TPD after a restart) and token
- * metrics. No per-token charge: batch lines cost only the deployment's GPU-hours.
+ * line put back to run again. Its usage is the pipeline ticket's (settleLine). No per-token
+ * charge: batch lines cost only the deployment's GPU-hours.
  */
 export class BatchLineResults {
-  private readonly now: () => number;
-
-  constructor(private readonly parts: BatchLineResultsParts, private readonly owner: string, private readonly logger: Logger) {
-    this.now = parts.now ?? Date.now;
-  }
+  constructor(private readonly parts: BatchLineResultsParts, private readonly owner: string, private readonly logger: Logger) {}
 
   /**
    * Writes what the line got: its answer; with no answer, the reason the batch stopped it
@@ -55,19 +47,20 @@ export class BatchLineResults {
   async fail(line: ClaimedLine, code: BatchLineErrorCode): Promise<void> {
     await this.parts.store.finishLine(line, this.owner, 'failed', errorLine(line.customId, code, LINE_ERROR_MESSAGES[code]));
   }
+}
 
-  /** The line's usage record and token metrics (a lost line that used no tokens leaves none). */
-  meter(batch: Batch, outcome: LineRun, startedAt: number): void {
-    const usage = outcome.usage;
-    const status = outcome.kind === 'answered' ? (succeeded(outcome.response.statusCode) ? 'succeeded' : 'failed') : 'canceled';
-    if (outcome.kind === 'lost' && usage.totalTokens === 0) return;
-    this.parts.usage.record({
-      workspaceId: batch.workspaceId, apiKeyId: batch.apiKeyId, deploymentId: batch.deploymentId, replicaId: null,
-      endpoint: USAGE_ENDPOINTS[batch.endpoint], status, stream: false, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens,
-      totalTokens: usage.totalTokens, latencyMs: this.now() - startedAt, createdAt: new Date(startedAt), batchId: batch.id,
-    });
-    if (usage.totalTokens > 0) this.parts.metrics?.recordTokens(batch.deploymentId, usage.promptTokens, usage.completionTokens);
+/**
+ * Settles a line that ran on its pipeline ticket, the one writer of usage records: its usage
+ * record (tokens per batch, TPD after a restart) and token metrics. A lost line that used no
+ * tokens leaves none (it runs again, or its error line says why), and gives its hold back whole.
+ */
+export function settleLine(ticket: Pick<WorkTicket, 'settle' | 'release'>, outcome: LineRun): void {
+  if (outcome.kind === 'lost' && outcome.usage.totalTokens === 0) {
+    ticket.release();
+    return;
   }
+  const status = outcome.kind === 'answered' ? (succeeded(outcome.response.statusCode) ? 'succeeded' : 'failed') : 'canceled';
+  ticket.settle(status, outcome.usage, null);
 }
 
 /** A line's body as an object, or {} when it is not one. */

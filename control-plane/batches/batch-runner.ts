@@ -8,13 +8,15 @@ import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
+import type { InferencePipeline } from '../pipeline/inference-pipeline';
+import type { WorkTicket } from '../pipeline/work-ticket';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
 import type { BatchConfig } from './batch-config';
 import type { BatchInputReader } from './batch-input-reader';
 import type { BatchLineHandler, LineRun } from './batch-line-handler';
-import { BatchLineResults, type BatchLineResultsParts } from './batch-line-results';
+import { BatchLineResults, type BatchLineResultsParts, settleLine, USAGE_ENDPOINTS } from './batch-line-results';
 import type { BatchLineErrorCode } from './batch-results';
 import type { ClaimedLine } from './batch-store';
 import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
@@ -39,6 +41,10 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly events: ControlPlaneEvents;
   /** A chat or completions line carries its batch's workspace's salt, as that workspace's live requests do. */
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
+  /** A line's ticket: the pipeline settles its TPD hold and writes its usage record, as for every request. */
+  readonly tickets: Pick<InferencePipeline, 'batchLine'>;
+  /** The clock in milliseconds lines are timed by. @default Date.now */
+  readonly now?: () => number;
 }
 
 export type BatchRunnerOptions = Pick<BatchConfig, 'lineLeaseMs' | 'lineTimeoutMs' | 'pollIntervalMs' | 'sweepIntervalMs' | 'progressIntervalMs' | 'tpdRetryMs'>;
@@ -335,6 +341,7 @@ export class BatchRunner {
     this.running.set(id, running);
     const startedAt = this.now();
     let tokenHold: TokenHold | null = null;
+    let ticket: WorkTicket | null = null;
     let ran = false;
     try {
       const model = this.parts.catalog.find(batch.model);
@@ -369,10 +376,12 @@ export class BatchRunner {
         }
       }
       ran = true;
-      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => this.send(running, slot, model, part, listener));
-      if (tokenHold) this.parts.rateLimiter.settle(tokenHold, outcome.usage.totalTokens);
+      ticket = this.parts.tickets.batchLine({ ...batch, batchId: batch.id, endpoint: USAGE_ENDPOINTS[batch.endpoint] }, tokenHold, startedAt,
+        (listener, part) => this.send(running, slot, model, part!, listener));
       tokenHold = null;
-      this.results.meter(batch, outcome, startedAt);
+      const lineTicket = ticket;
+      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => lineTicket.dispatch(listener, part));
+      settleLine(ticket, outcome);
       // One retry: a database blip should not cost the line a run.
       await this.answer(running, outcome).catch(async () => {
         await new Promise((resolve) => setTimeout(resolve, ANSWER_RETRY_MS));
@@ -386,6 +395,8 @@ export class BatchRunner {
     } finally {
       slot.release();
       if (tokenHold) this.parts.rateLimiter.settle(tokenHold, 0);
+      // A line that failed unexpectedly after its ticket was made gives its hold back (a settled ticket ignores this).
+      ticket?.release();
       lane.running.delete(running);
       this.running.delete(id);
       if (ran && lane.window) {

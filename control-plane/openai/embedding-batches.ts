@@ -1,6 +1,6 @@
 import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import type { Usage } from '../../proto/worker/v1';
+import type { JobDispatch } from '../pipeline/job-sink';
 import { jobFailureError } from './openai-error';
 import { assembleEmbeddingLists } from './embedding-lists';
 import type { EmbeddingsRequest } from './embeddings-request';
@@ -28,10 +28,6 @@ export function splitEmbeddingsRequest(raw: Buffer, request: EmbeddingsRequest, 
   return batches;
 }
 
-/** Sends one batch's job (the pipeline's ticket for the request). */
-export interface JobDispatch {
-  dispatch(listener: JobListener, body: Buffer): Job;
-}
 
 /**
  * Batches of one request in flight at once. Enough to keep a few replicas (or one engine's
@@ -45,8 +41,6 @@ export const MAX_BATCHES_IN_FLIGHT = 4;
  */
 export class EmbeddingBatches {
   canceled = false;
-  /** The replica of the first job, for the usage record. */
-  firstReplicaId: string | null = null;
   private readonly running = new Set<Job>();
   private stopped: AppError | undefined;
   /** Set by the promise below (a field initialised with an arrow would pin the request in old space: docs/performance.md). */
@@ -61,15 +55,15 @@ export class EmbeddingBatches {
     this.stoppedPromise.catch(() => {});
   }
 
-  /** Resolves with the response body; `onUsage` sees each finished job's usage (also of failed ones). */
-  async run(onUsage: (usage: Usage) => void): Promise<Buffer> {
+  /** Resolves with the response body (the pipeline's ticket meters each job from its terminal event). */
+  async run(): Promise<Buffer> {
     const outputs: Buffer[] = new Array(this.batches.length);
     const timer = setTimeout(() => this.stop(new AppError('gateway_timeout', `the request did not finish within ${this.timeoutMs / 1000} s`), 'deadline'), this.timeoutMs);
     let next = 0;
     const worker = async (): Promise<void> => {
       while (next < this.batches.length && !this.stopped) {
         const index = next++;
-        outputs[index] = await Promise.race([this.runBatch(this.batches[index], onUsage), this.stoppedPromise]);
+        outputs[index] = await Promise.race([this.runBatch(this.batches[index]), this.stoppedPromise]);
       }
     };
     try {
@@ -98,27 +92,24 @@ export class EmbeddingBatches {
     this.rejectStopped!(error);
   }
 
-  private runBatch(batch: EmbeddingBatch, onUsage: (usage: Usage) => void): Promise<Buffer> {
+  private runBatch(batch: EmbeddingBatch): Promise<Buffer> {
     return new Promise<Buffer>((resolve, reject) => {
       let output: Buffer | undefined;
       let job: Job | undefined;
       const listener: JobListener = {
         onChunk: () => {},
         onOutput: (data) => (output = data),
-        onCompleted: (usage) => {
+        onCompleted: () => {
           if (job) this.running.delete(job);
-          if (usage) onUsage(usage);
           if (output) resolve(output);
           else reject(new AppError('upstream_error', 'the engine answered the embeddings job without a body'));
         },
         onFailed: (failure) => {
           if (job) this.running.delete(job);
-          if (failure.usage) onUsage(failure.usage);
           reject(batchError(failure, batch, this.batches.length > 1));
         },
       };
       job = this.jobs.dispatch(listener, batch.body);
-      this.firstReplicaId ??= job.replicaId;
       if (!job.finished) this.running.add(job);
     });
   }

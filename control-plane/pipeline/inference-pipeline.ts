@@ -6,7 +6,7 @@ import type { DeploymentStore } from '../deployments/deployment-store';
 import type { CacheSalts } from '../dispatch/cache-salts';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
+import type { RateLimitDecision, RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
 import { resolveMediaModel } from '../requests/media-model';
 import type { MediaOutcome } from '../requests/media-jobs';
 import type { MediaSubmission, RequestService } from '../requests/request-service';
@@ -19,7 +19,8 @@ import type { JobKind } from '../../proto/worker/v1';
 import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { completionBound, withCompletionBound } from './completion-bound';
-import { WorkTicket, type Settlement } from './work-ticket';
+import type { FanOutSink, JobSink } from './job-sink';
+import { WorkTicket, type Settlement, type TicketParts } from './work-ticket';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
 export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
@@ -74,6 +75,22 @@ export interface PipelineParts {
   readonly now?: () => number;
 }
 
+/** Who a batch line's usage record belongs to. */
+export interface BatchLineOwner {
+  readonly workspaceId: string;
+  readonly apiKeyId: string;
+  readonly deploymentId: string;
+  readonly batchId: string;
+  /** As live requests name theirs (`chat.completions`, `embeddings`, …). */
+  readonly endpoint: string;
+}
+
+/** A batch line's ticket answers no HTTP request: no rate-limit headers to give. */
+const NO_RATE_LIMIT = { remainingRequests: 0, resetRequestsSeconds: 0, remainingTokens: 0, resetTokensSeconds: 0 };
+/** A line whose key is gone holds no tokens, and has none to settle. */
+const NO_HOLD = { apiKeyId: '', day: 0, tokens: 0, shared: false } as unknown as TokenHold;
+const NO_TOKEN_BUDGET: Settlement['rateLimiter'] = { settle: () => {} };
+
 const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB_KIND_CHAT_COMPLETION', completions: 'JOB_KIND_COMPLETION', responses: 'JOB_KIND_CHAT_COMPLETION' };
 
 /**
@@ -112,7 +129,51 @@ export class InferencePipeline {
     return creditRefusal(key) ?? (deployment ? pausedRefusal(deployment, work) : null) ?? (work === 'text' ? this.parts.rateLimiter.refusalNow(key) : null);
   }
 
-  /** A chat or completions request on its owner's deployment, admitted; dispatch and settle through the ticket. */
+  /**
+   * A chat or completions request on its owner's deployment, run to its end: admitted, placed
+   * and dispatched, carried to its client by `sink`, settled from its job's terminal event (or
+   * its holds given back when it never ran). The gateway's one call for the request's work.
+   */
+  async runText(key: AuthenticatedKey, deployment: Deployment, work: TextWork, sink: JobSink): Promise<void> {
+    await this.run(await this.admitText(key, deployment, work), sink);
+  }
+
+  /** A guest's chat request for `shared/<model-id>` run to its end, as `runText` (admission: `admitShared`). */
+  async runShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened: PricedModel | undefined, sink: JobSink): Promise<void> {
+    await this.run(await this.admitShared(key, work, labelled, screened), sink);
+  }
+
+  /**
+   * An embeddings request run to its end: admitted, its engine batches sent by `sink` through
+   * the ticket (each metered from its terminal event), settled once when the answer is written
+   * and every batch has ended, with their summed usage.
+   */
+  async runEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork, sink: FanOutSink): Promise<void> {
+    const ticket = await this.admitEmbeddings(key, deployment, model, work);
+    try {
+      sink.admitted(ticket.rateLimit);
+      await sink.carry(ticket);
+    } finally {
+      ticket.close();
+    }
+  }
+
+  /**
+   * An admitted request's one job, from dispatch to close: sent with `sink` as its listener
+   * (metered by the ticket first), carried by the sink, its first byte's latency recorded,
+   * and the ticket closed on every path (a request that never ran gives its holds back).
+   */
+  async run(ticket: WorkTicket, sink: JobSink): Promise<void> {
+    try {
+      sink.admitted(ticket.rateLimit);
+      const firstByteMs = await sink.carry(ticket.dispatch(sink));
+      if (firstByteMs > 0) ticket.firstToken(firstByteMs);
+    } finally {
+      ticket.close();
+    }
+  }
+
+  /** A chat or completions request on its owner's deployment, admitted (a Responses turn runs it with `run`). */
   async admitText(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<WorkTicket> {
     const startedAt = this.now();
     const entry = this.parts.catalog.find(deployment.modelId);
@@ -221,7 +282,7 @@ export class InferencePipeline {
   }
 
   /** An embeddings request, admitted; each engine batch is a `dispatch` with its own body, settled once with their summed usage. */
-  async admitEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork): Promise<WorkTicket> {
+  private async admitEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork): Promise<WorkTicket> {
     const startedAt = this.now();
     checkModelField(deployment, work.model);
     refuseWithoutCredit(key);
@@ -235,7 +296,23 @@ export class InferencePipeline {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
     }, {
       send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
-    }, this.settlement, startedAt);
+    }, this.settlement, startedAt, 'closed');
+  }
+
+  /**
+   * A batch line's ticket, for the batch runner that placed and runs it (batch-runner.ts): the
+   * runner alone knows whether the line is answered or goes back to its queue, so it settles
+   * the ticket itself (`settle`, or `release` when the line did not run). `hold`: the line's
+   * tokens-per-day hold, null when its key is gone; `send`: the runner's own placement, on the
+   * slot it reserved. Its record carries the batch and no replica, and it is never billed per
+   * token (batch lines cost the deployment's GPU-hours).
+   */
+  batchLine(line: BatchLineOwner, hold: TokenHold | null, startedAt: number, send: TicketParts['send']): WorkTicket {
+    const settlement = hold ? this.settlement : { ...this.settlement, rateLimiter: NO_TOKEN_BUDGET };
+    return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, {
+      workspaceId: line.workspaceId, apiKeyId: line.apiKeyId, deploymentId: line.deploymentId, sharedModel: null,
+      endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId,
+    }, { send }, settlement, startedAt, 'explicit');
   }
 
   /** The image or video model a media request names, checked against the deployment. */

@@ -1,4 +1,4 @@
-import type { Job, JobListener } from '../dispatch/job';
+import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { Usage } from '../../proto/worker/v1';
@@ -28,8 +28,10 @@ export interface TicketOwner {
   readonly sharedModel: string | null;
   readonly endpoint: string;
   readonly stream: boolean;
-  /** Whether the record names the replica that ran it (a guest's never does). */
+  /** Whether the record names the replica that ran it (a guest's and a batch line's never do). */
   readonly recordsReplica: boolean;
+  /** A batch line's batch: its record carries it, so a batch's tokens can be summed. */
+  readonly batchId?: string;
 }
 
 /** What differs between an owner's and a guest's request once admitted. */
@@ -43,15 +45,36 @@ export interface TicketParts {
 }
 
 /**
- * One admitted request, from admission to settlement. Every hold taken at admission (the TPD
- * hold, a guest's credit) is given back on every path the request can end by, in one place:
- * settled to the usage of its terminal event, or released whole when no job was ever sent.
- * A route calls `dispatch`, `settle` from the job's terminal event, and `close` when its
- * HTTP side is done (in a `finally`); the routes used to repeat that rule each in their own way.
+ * When the request is settled. `terminal`: at its job's terminal event (a chat or completions
+ * request has one job, and its record is written before the answer's last byte, as a client
+ * that reads its usage right after expects). `closed`: once the route is done and every job it
+ * sent has ended (an embeddings request fans out into several jobs, summed into one record).
+ * `explicit`: by whoever holds the ticket (a batch line's runner, which alone knows whether the
+ * line runs again).
+ */
+export type SettleWhen = 'terminal' | 'closed' | 'explicit';
+
+/** No tokens: the usage of a request none of whose jobs reported any. */
+const NO_USAGE: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+/** The outcome of several jobs: the worst of theirs. */
+const OUTCOME_RANK: Record<WorkOutcome, number> = { succeeded: 0, canceled: 1, failed: 2 };
+
+/**
+ * One admitted request, from admission to settlement, and the one writer of usage records.
+ * Every hold taken at admission (the TPD hold, a guest's credit) is given back on every path
+ * the request can end by, in one place: settled to the usage its jobs' terminal events report
+ * (each job sent through `dispatch` is metered here, whatever listens to it), or released
+ * whole when no job was ever sent. The pipeline runs a request through it (`InferencePipeline.run`);
+ * the routes used to repeat that rule each in their own way.
  */
 export class WorkTicket {
-  private dispatched = false;
+  private sent = 0;
+  private ended = 0;
+  private closed = false;
   private settled = false;
+  private outcome: WorkOutcome = 'succeeded';
+  private usage: Usage | undefined;
+  private replicaId: string | null = null;
 
   constructor(
     /** The rate-limit state at admission, for the response headers. */
@@ -60,6 +83,7 @@ export class WorkTicket {
     private readonly parts: TicketParts,
     private readonly settlement: Settlement,
     private readonly startedAt: number,
+    private readonly settleWhen: SettleWhen = 'terminal',
   ) {}
 
   /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
@@ -67,17 +91,22 @@ export class WorkTicket {
     return this.owner.sharedModel ?? this.owner.deploymentId;
   }
 
-  /** Sends a job of this request; throws (nothing sent, nothing to settle for it) when it cannot be placed. */
+  /**
+   * Sends a job of this request, metered from its terminal event before `listener` hears it;
+   * throws (nothing sent, nothing to settle for it) when it cannot be placed.
+   */
   dispatch(listener: JobListener, body?: Buffer): Job {
-    const job = this.parts.send(listener, body);
-    this.dispatched = true;
+    const metered = new MeteredListener(listener, this);
+    const job = this.parts.send(metered, body);
+    metered.job = job;
+    this.sent++;
     return job;
   }
 
   /**
-   * The request ended with this usage (the engine's count, or what the agent relayed before a
-   * cancel): the TPD hold becomes the real usage, the usage record is written, a guest is
-   * billed. Once; later calls are ignored.
+   * Settles the request now with this outcome and usage (`explicit` tickets: a batch line):
+   * the TPD hold becomes the real usage, the usage record is written, a guest is billed. Once;
+   * later calls, and a settle after a release, are ignored.
    */
   settle(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | null): void {
     if (this.settled) return;
@@ -91,6 +120,7 @@ export class WorkTicket {
       replicaId: owner.recordsReplica ? replicaId : null,
       endpoint: owner.endpoint, status: outcome, stream: owner.stream, promptTokens: usage?.promptTokens ?? 0,
       completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: now() - this.startedAt, createdAt: new Date(this.startedAt),
+      ...(owner.batchId ? { batchId: owner.batchId } : {}),
     });
     if (usage && total > 0) metrics.recordTokens(this.label, usage.promptTokens, usage.completionTokens);
     this.parts.finish?.(outcome, usage);
@@ -102,14 +132,82 @@ export class WorkTicket {
   }
 
   /**
-   * The route is done with the request. One that never sent a job has no terminal event to
-   * settle it: its holds go back whole, and it leaves no usage record. One that did is settled
-   * by its job's terminal event, which may come later (after a client left, the cancel's).
+   * The request's side that carried the answer is done. One that never sent a job has no
+   * terminal event to settle it: its holds go back whole, and it leaves no usage record. One
+   * that did is settled by its jobs' terminal events, which may come later (after a client
+   * left, the cancel's).
    */
   close(): void {
-    if (this.dispatched || this.settled) return;
+    this.closed = true;
+    if (this.settled) return;
+    if (this.sent === 0) {
+      this.release();
+      return;
+    }
+    if (this.settleWhen === 'closed' && this.ended === this.sent) this.settleNow();
+  }
+
+  /** Gives every hold back whole, with no usage record: nothing ran (a batch line that waits for its key's budget, or goes back to its queue). */
+  release(): void {
+    if (this.settled) return;
     this.settled = true;
     this.settlement.rateLimiter.settle(this.rateLimit.hold, 0);
     this.parts.finish?.('failed', undefined);
   }
+
+  /**
+   * A job this ticket sent ended on `replicaId` (known only now for a job relayed to a peer
+   * server): its usage joins the request's, and the request is settled if that was its last.
+   */
+  jobEnded(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | undefined): void {
+    this.ended++;
+    this.replicaId ||= replicaId || null;
+    if (OUTCOME_RANK[outcome] > OUTCOME_RANK[this.outcome]) this.outcome = outcome;
+    if (usage) this.usage = this.usage ? sum(this.usage, usage) : usage;
+    if (this.settleWhen === 'terminal' || (this.settleWhen === 'closed' && this.closed && this.ended === this.sent)) this.settleNow();
+  }
+
+  /** What the jobs ended with so far (a batch line's runner settles with it). */
+  get used(): Usage {
+    return this.usage ?? NO_USAGE;
+  }
+
+  private settleNow(): void {
+    this.settle(this.outcome, this.usage, this.replicaId);
+  }
 }
+
+/** A job's listener with its terminal event metered on the ticket first. */
+class MeteredListener implements JobListener {
+  job: Job | undefined;
+
+  constructor(private readonly listener: JobListener, private readonly ticket: WorkTicket) {}
+
+  onChunk(data: Buffer): void {
+    this.listener.onChunk(data);
+  }
+
+  onOutput(data: Buffer, contentType: string, objectKey: string): void {
+    this.listener.onOutput(data, contentType, objectKey);
+  }
+
+  onProgress(percent: number, stage: string): void {
+    this.listener.onProgress?.(percent, stage);
+  }
+
+  /** Completed after a cancel (the client left, the deadline passed): canceled, metered for what it made. */
+  onCompleted(usage: Usage | undefined, finishReason: string): void {
+    this.ticket.jobEnded(this.job?.canceled ? 'canceled' : 'succeeded', usage, this.job?.replicaId);
+    this.listener.onCompleted(usage, finishReason);
+  }
+
+  onFailed(failure: JobFailure): void {
+    this.ticket.jobEnded(failure.code === 'canceled' ? 'canceled' : 'failed', failure.usage, this.job?.replicaId);
+    this.listener.onFailed(failure);
+  }
+}
+
+function sum(a: Usage, b: Usage): Usage {
+  return { promptTokens: a.promptTokens + b.promptTokens, completionTokens: a.completionTokens + b.completionTokens, totalTokens: a.totalTokens + b.totalTokens };
+}
+

@@ -12,8 +12,8 @@ export type BackgroundJobEnd =
 /**
  * The listener of a background turn's chat job. The job streams (responses-service.ts) and
  * nobody waits on the chunks: each is credited back to the agent at once and folded into the
- * output items. The ticket is settled from the terminal event exactly as for a synchronous
- * turn (metered and billed as chat; a cancelled job for what it generated); the end goes to
+ * output items. The ticket meters the terminal event before this listener hears it, exactly as
+ * for a synchronous turn (billed as chat; a cancelled job for what it generated); the end goes to
  * the runner, which decides what it means for the row (cancelled, put back, failed).
  */
 export class BackgroundTurnListener implements JobListener {
@@ -38,7 +38,6 @@ export class BackgroundTurnListener implements JobListener {
   onOutput(): void {}
 
   onCompleted(usage: Usage | undefined): void {
-    this.turn.ticket.settle('succeeded', usage, this.job?.replicaId ?? null);
     this.translator.push(Buffer.from('\n\n'));
     this.translator.finish(false);
     const used = this.translator.usage ?? usageFrom(usage);
@@ -50,7 +49,6 @@ export class BackgroundTurnListener implements JobListener {
   }
 
   onFailed(failure: JobFailure): void {
-    this.turn.ticket.settle(failure.code === 'canceled' ? 'canceled' : 'failed', failure.usage, this.job?.replicaId ?? null);
     this.translator.finish(true);
     this.resolve({ kind: 'failed', failure, output: this.translator.output, usage: this.translator.usage ?? usageFrom(failure.usage) });
   }

@@ -5,6 +5,7 @@ import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
 import { itemId as newId } from './response-ids';
 import type { InferencePipeline } from '../pipeline/inference-pipeline';
+import type { JobSink } from '../pipeline/job-sink';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { ChatResult } from './chat-to-response';
 import { settingsOf, type ResponseItem, type ResponsesRequest } from './response-items';
@@ -48,7 +49,7 @@ export interface TurnLimits {
  */
 export class ResponsesService {
   constructor(
-    private readonly pipeline: Pick<InferencePipeline, 'admitText' | 'admitShared'>,
+    private readonly pipeline: Pick<InferencePipeline, 'admitText' | 'admitShared' | 'run'>,
     private readonly store: ResponseStore,
     private readonly options: { retentionDays: number },
     /** The clock in milliseconds of the records' times and leases. */
@@ -100,6 +101,11 @@ export class ResponsesService {
     }, labelled);
     const scope = { workspaceId: key.workspaceId, deploymentId: ticket.label };
     return { id: newId('resp'), createdAt: new Date(this.now()), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
+  }
+
+  /** Runs an admitted turn's chat job to its end through the pipeline, carried to its client by `sink`. */
+  async run(turn: ResponseTurn, sink: JobSink): Promise<void> {
+    await this.pipeline.run(turn.ticket, sink);
   }
 
   /** The object a turn answers while it runs (a stream's `response.created`). */

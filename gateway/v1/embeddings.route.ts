@@ -1,14 +1,14 @@
 import type { Context } from 'koa';
-import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type InferencePort, parseEmbeddingsRequest, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
-import type { Usage } from '../../proto/worker/v1';
+import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type FanOutSink, type InferencePort, type JobDispatch, parseEmbeddingsRequest, type RateLimitDecision, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import type { TextRouteOptions } from './text-completion.route';
 
 /**
- * `POST /v1/embeddings` on a deployment endpoint: endpoint check → validate → admission
- * (pipeline) → one job per engine batch → reassemble in input order → settle once.
+ * `POST /v1/embeddings` on a deployment endpoint: endpoint check → validate → the pipeline
+ * runs it (admission, one job per engine batch, settled once with their summed usage), with
+ * the answer reassembled in input order as its sink.
  */
 export class EmbeddingsRoute {
   constructor(private readonly pipeline: InferencePort['pipeline'], private readonly options: TextRouteOptions) {}
@@ -18,37 +18,21 @@ export class EmbeddingsRoute {
     const limits = model.embedding;
     const raw = await readBody(context.req, this.options.maxBodyBytes, requestBudgetOf(context));
     const request = parseEmbeddingsRequest(raw, model.id, limits);
-    const ticket = await this.pipeline.admitEmbeddings(key, deployment, model, {
-      model: request.model, bodyBytes: raw.length, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
-    });
-    const headers = rateLimitHeaders(ticket.rateLimit, key.rpmLimit, key.tpdLimit);
-    const batches = new EmbeddingBatches(ticket, splitEmbeddingsRequest(raw, request, limits.maxBatchInputs), this.options.requestTimeoutMs);
-    context.res.once('close', () => batches.cancel('client_disconnected'));
-    let usage: Usage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
-    let status: 'succeeded' | 'failed' | 'canceled' = 'failed';
-    try {
-      const result = await batches.run((batchUsage) => {
-        usage = addUsage(usage, batchUsage);
-      });
-      status = 'succeeded';
-      for (let index = 0; index < headers.length; index += 2) context.set(headers[index], headers[index + 1]);
-      context.status = 200;
-      context.type = 'application/json';
-      context.body = result;
-    } catch (error) {
-      if (batches.canceled) status = 'canceled';
-      throw error;
-    } finally {
-      // Every batch has ended (run waits for them or canceled them): the request is settled here, once.
-      ticket.settle(status, usage, batches.firstReplicaId);
-    }
+    const timeoutMs = this.options.requestTimeoutMs;
+    const sink: FanOutSink = {
+      admitted: (rateLimit: RateLimitDecision) => {
+        const headers = rateLimitHeaders(rateLimit, key.rpmLimit, key.tpdLimit);
+        for (let index = 0; index < headers.length; index += 2) context.set(headers[index], headers[index + 1]);
+      },
+      carry: async (jobs: JobDispatch) => {
+        const batches = new EmbeddingBatches(jobs, splitEmbeddingsRequest(raw, request, limits.maxBatchInputs), timeoutMs);
+        context.res.once('close', () => batches.cancel('client_disconnected'));
+        const result = await batches.run();
+        context.status = 200;
+        context.type = 'application/json';
+        context.body = result;
+      },
+    };
+    await this.pipeline.runEmbeddings(key, deployment, model, { model: request.model, bodyBytes: raw.length, deadlineUnixMs: Date.now() + timeoutMs }, sink);
   }
-}
-
-function addUsage(total: Usage, more: Usage): Usage {
-  return {
-    promptTokens: total.promptTokens + more.promptTokens,
-    completionTokens: 0,
-    totalTokens: total.totalTokens + more.totalTokens,
-  };
 }

@@ -6,9 +6,9 @@ import { readBody } from '../http/read-body';
 import { takeBufferedBody } from '../http/buffered-body';
 import { authenticate, authenticateNow } from './authenticate';
 import type { RequestTrace } from '../http/request-id';
-import { runTicket } from './run-ticket';
+import { HttpTextSink } from './http-text-sink';
 import type { TextRouteOptions } from './text-completion.route';
-import type { StreamLimits } from './text-job-run';
+import type { StreamLimits } from './http-text-sink';
 import type { RequestGate } from '../http/request-gate';
 
 /** The metrics and log label of a guest request before its model is known. */
@@ -67,12 +67,11 @@ export class SharedChatRoute {
     const body = early.body ?? await readBody(request, this.options.maxBodyBytes, held);
     const screened = early.screened === undefined ? this.screenOrRefuse(key, body, labelled) : early.screened ?? undefined;
     const textRequest = parseTextRequest(body, 'chat.completions');
-    const ticket = await this.pipeline.admitShared(key, {
+    await this.pipeline.runShared(key, {
       endpoint: 'chat.completions', body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream,
       includeUsage: textRequest.includeUsage, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
       streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
-    }, labelled, screened);
-    await runTicket(response, ticket, textRequest.stream, key, trace, this.options, held);
+    }, labelled, screened, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 
   private screenOrRefuse(key: AuthenticatedKey, body: Buffer, labelled: (label: string) => void): PricedModel | undefined {

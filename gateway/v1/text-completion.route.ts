@@ -3,14 +3,13 @@ import { type AuthenticatedKey, type Deployment, type InferencePort, parseTextRe
 import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
-import { runTicket } from './run-ticket';
-import type { StreamLimits, TextRouteOptions } from './text-job-run';
+import { HttpTextSink, type StreamLimits, type TextRouteOptions } from './http-text-sink';
 
 export type { TextRouteOptions };
 
 /**
  * `POST /v1/chat/completions` and `POST /v1/completions` on a deployment endpoint: read and
- * validate the body, admit it through the pipeline, relay the job's answer.
+ * validate the body, and run it through the pipeline with the response as its sink.
  */
 export class TextCompletionRoute {
   constructor(private readonly pipeline: InferencePort['pipeline'], private readonly options: TextRouteOptions & StreamLimits) {}
@@ -27,10 +26,9 @@ export class TextCompletionRoute {
   /** `handle` with the body already read (the workspace base URL reads it to find the deployment). */
   async handleBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
     const textRequest = parseTextRequest(body, endpoint);
-    const ticket = await this.pipeline.admitText(key, deployment, {
+    await this.pipeline.runText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,
       deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
-    });
-    await runTicket(response, ticket, textRequest.stream, key, trace, this.options, held);
+    }, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 }

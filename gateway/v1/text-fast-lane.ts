@@ -8,7 +8,7 @@ import type { RequestIds, RequestTrace } from '../http/request-id';
 import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
-import type { StreamLimits } from './text-job-run';
+import type { StreamLimits } from './http-text-sink';
 import { fastLanePaths, sharedFastLaneEndpoint, workspaceFastLanePaths } from './endpoint-table';
 import { readBody } from '../http/read-body';
 import { WorkspaceRouting } from './workspace-routing';

@@ -7,8 +7,8 @@ import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
-import type { StreamLimits, TextRouteOptions } from '../text-job-run';
-import { runResponseJob } from './response-job-run';
+import type { StreamLimits, TextRouteOptions } from '../http-text-sink';
+import { ResponseSink } from './response-sink';
 
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 20;
@@ -70,13 +70,7 @@ export class ResponsesRoute {
   }
 
   private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<void> {
-    const headers = rateLimitHeaders(turn.ticket.rateLimit, key.rpmLimit, key.tpdLimit);
-    headers.push('x-request-id', trace.id);
-    try {
-      await runResponseJob(response, { turn, service: this.responses, headers, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options });
-    } finally {
-      turn.ticket.close();
-    }
+    await this.responses.run(turn, new ResponseSink(response, { turn, service: this.responses, key, trace, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options }));
   }
 
 }

@@ -7,7 +7,9 @@
 import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.service';
 import type { CatalogModel } from '../../../control-plane/catalog/catalog';
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
-import type { DispatchRequest, Job, JobListener } from '../../../control-plane/dispatch/job';
+import type { DispatchRequest, Job, JobFailure, JobListener } from '../../../control-plane/dispatch/job';
+import type { FanOutSink, JobDispatch, JobSink } from '../../../control-plane/pipeline/job-sink';
+import type { Usage } from '../../../proto/worker/v1';
 import { AppError } from '../../../control-plane/errors/app-error';
 import { textTokenHold } from '../../../control-plane/pipeline/admission';
 import { DEFAULT_COMPLETION_HOLD } from '../../../control-plane/pipeline/completion-bound';
@@ -187,7 +189,8 @@ describe('InferencePipeline owner ticket', () => {
     const listener = new RecordingListener();
     expect(ticket.dispatch(listener)).toBe(job);
     expect(jobs.sent).toHaveLength(1);
-    expect(jobs.sent[0].listener).toBe(listener);
+    jobs.sent[0].listener.onChunk(Buffer.from('tok'));
+    expect(listener.chunks).toEqual([Buffer.from('tok')]);
     expect(jobs.sent[0].request).toEqual({
       deploymentId: 'dep_owner', kind, body: work.body, stream, includeUsage: true, model: SHARED_MODEL, deadlineUnixMs: 9_000_000, streamWindowBytes: window,
       cacheSalt: 'salt-of-ws_owner',
@@ -197,18 +200,18 @@ describe('InferencePipeline owner ticket', () => {
     expect(jobs.sent[0].hint).toEqual({ policy: OWNED.routingPolicy, fields: work.fields, tenant: 'ws_owner' });
   });
 
-  test('settles the hold to the usage, records it under the deployment with the replica and the clock\'s latency, once', async () => {
-    const { pipeline, rate, usage, metrics, advance } = world();
+  test('the job\'s terminal event settles the hold to the usage, records it under the deployment with the replica and the clock\'s latency, once', async () => {
+    const { pipeline, rate, usage, metrics, advance, jobs } = world();
     const ticket = await pipeline.admitText(KEY, OWNED, text({ stream: true }));
     ticket.dispatch(new RecordingListener());
     advance(250);
-    ticket.settle('succeeded', { promptTokens: 12, completionTokens: 30, totalTokens: 42 }, 'rep_7');
-    ticket.settle('failed', { promptTokens: 1, completionTokens: 1, totalTokens: 2 }, 'rep_8');
+    jobs.sent[0].listener.onCompleted({ promptTokens: 12, completionTokens: 30, totalTokens: 42 }, 'stop');
+    jobs.sent[0].listener.onFailed({ code: 'canceled', message: 'late', usage: { promptTokens: 1, completionTokens: 1, totalTokens: 2 } } as JobFailure);
     ticket.close();
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 42 }]);
     expect(rate.settles[0].hold).toBe(rate.issued[0]);
     expect(usage.records).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_7', endpoint: 'chat.completions', status: 'succeeded',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_1', endpoint: 'chat.completions', status: 'succeeded',
       stream: true, promptTokens: 12, completionTokens: 30, totalTokens: 42, latencyMs: 250, createdAt: new Date(1_000),
     }]);
     expect(metrics.tokens).toEqual([['dep_owner', 12, 30]]);
@@ -279,7 +282,8 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(jobs.sent).toEqual([]);
     expect(shared.calls[2][1]).toBe(admission);
     expect(shared.calls[2][2]).toMatchObject({ deploymentId: 'dep_provider', kind: 'JOB_KIND_CHAT_COMPLETION', model: SHARED_MODEL, stream: false });
-    expect(shared.calls[2][3]).toBe(listener);
+    (shared.calls[2][3] as JobListener).onChunk(Buffer.from('tok'));
+    expect(listener.chunks).toEqual([Buffer.from('tok')]);
     ticket.firstToken(700);
     expect(shared.calls[3]).toEqual(['firstToken', admission, 700]);
   });
@@ -340,12 +344,12 @@ describe('InferencePipeline shared (guest) requests', () => {
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
   });
 
-  test('settle records the owner\'s deployment and the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
+  test('the terminal event records the owner\'s deployment and the shared model with no replica, then bills the guest; close without dispatch releases both holds', async () => {
     const { pipeline, rate, shared, admission, usage, metrics } = world();
     const ticket = await pipeline.admitShared(KEY, guestWork(), () => {});
     ticket.dispatch(new RecordingListener());
     const used = { promptTokens: 5, completionTokens: 20, totalTokens: 25 };
-    ticket.settle('succeeded', used, 'rep_provider');
+    (shared.calls.find((call) => call[0] === 'dispatch')![3] as JobListener).onCompleted(used, 'stop');
     // deployment_id is the deployment that served it (the guest's usage answers show the shared model instead).
     expect(usage.records).toMatchObject([{ deploymentId: 'dep_provider', sharedModel: `shared/${SHARED_MODEL}`, replicaId: null, totalTokens: 25, status: 'succeeded' }]);
     expect(ticket.label).toBe(`shared/${SHARED_MODEL}`);
@@ -383,27 +387,159 @@ describe('InferencePipeline embeddings', () => {
     ['a model field naming another model', BROKE, { status: 'Paused' }, 'acme/other', 'model_mismatch'],
     ['a key without credit', BROKE, { status: 'Paused' }, undefined, 'insufficient_quota'],
     ['a paused deployment', KEY, { status: 'Paused' }, undefined, 'deployment_paused'],
-  ])('%s is refused before the rate limiter', async (_name, key, overrides, model, code) => {
+  ])('%s is refused before the rate limiter, and the sink hears nothing', async (_name, key, overrides, model, code) => {
     const { pipeline, rate } = world();
-    const error = await rejectedWith(pipeline.admitEmbeddings(key, deployment({ modelId: 'acme/embed-1', ...overrides }), EMBEDDER as never, { ...work, model }));
+    const sink = fanOutSink([]);
+    const error = await rejectedWith(pipeline.runEmbeddings(key, deployment({ modelId: 'acme/embed-1', ...overrides }), EMBEDDER as never, { ...work, model }, sink));
     expect(error.code).toBe(code);
     expect(rate.admits).toEqual([]);
+    expect(sink.log).toEqual([]);
   });
 
-  test('holds the body bytes; each batch is an embedding job with its own body; one settle, one record', async () => {
+  test('holds the body bytes; each batch the sink sends is an embedding job with its own body; settled once, when the answer is written and every batch ended, with their summed usage', async () => {
     const { pipeline, rate, jobs, usage } = world();
-    const ticket = await pipeline.admitEmbeddings(KEY, embedding(), EMBEDDER as never, { ...work, model: 'acme/embed-1' });
-    expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 4_096 }]);
     const batches = [Buffer.from('{"input":["a"]}'), Buffer.from('{"input":["b"]}')];
-    for (const batch of batches) ticket.dispatch(new RecordingListener(), batch);
+    const sink = fanOutSink(batches, () => {
+      expect(rate.admits).toEqual([{ key: 'key_1', holdTokens: 4_096 }]);
+      jobs.sent[0].listener.onCompleted({ promptTokens: 4, completionTokens: 0, totalTokens: 4 }, 'stop');
+      jobs.sent[1].listener.onCompleted({ promptTokens: 5, completionTokens: 0, totalTokens: 5 }, 'stop');
+      expect(usage.records).toEqual([]);
+    });
+    await pipeline.runEmbeddings(KEY, embedding(), EMBEDDER as never, { ...work, model: 'acme/embed-1' }, sink);
+    expect(sink.log).toEqual(['admitted', 'carry']);
     expect(jobs.sent.map((sent) => sent.request)).toEqual(batches.map((body) => ({
       deploymentId: 'dep_embed', kind: 'JOB_KIND_EMBEDDING', body, stream: false, includeUsage: false, model: 'acme/embed-1',
       deadlineUnixMs: 9_000_000, embedding: { dimensions: 768, maxInputTokens: 512 },
     })));
-    ticket.settle('succeeded', { promptTokens: 9, completionTokens: 0, totalTokens: 9 }, 'rep_1');
-    ticket.close();
-    expect(usage.records).toMatchObject([{ deploymentId: 'dep_embed', endpoint: 'embeddings', replicaId: 'rep_1', totalTokens: 9, stream: false }]);
+    expect(usage.records).toMatchObject([{ deploymentId: 'dep_embed', endpoint: 'embeddings', replicaId: 'rep_1', totalTokens: 9, stream: false, status: 'succeeded' }]);
     expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 9 }]);
+  });
+
+  test('a sink that fails before sending a batch (a bad input) gives the hold back whole, with no record', async () => {
+    const { pipeline, rate, usage } = world();
+    const sink: FanOutSink = { admitted: () => {}, carry: async () => { throw new AppError('invalid_request', 'input: bad'); } };
+    expect((await rejectedWith(pipeline.runEmbeddings(KEY, embedding(), EMBEDDER as never, work, sink))).code).toBe('invalid_request');
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
+    expect(usage.records).toEqual([]);
+  });
+});
+
+/** A fan-out sink that sends `bodies` as jobs, then runs `then` (the jobs' ends), recording what it was told. */
+function fanOutSink(bodies: Buffer[], then: () => void = () => {}): FanOutSink & { log: string[] } {
+  const log: string[] = [];
+  return {
+    log,
+    admitted: () => void log.push('admitted'),
+    carry: async (jobs: JobDispatch) => {
+      log.push('carry');
+      for (const body of bodies) jobs.dispatch(new RecordingListener(), body);
+      then();
+    },
+  };
+}
+
+/** A sink that records what the pipeline told it and resolves its carry with `firstByteMs` (or rejects with `error`). */
+function recordingSink(options: { firstByteMs?: number; error?: AppError; onCarry?: (job: Job) => void } = {}): JobSink & { log: string[]; rateLimit?: RateLimitDecision; listener: RecordingListener } {
+  const listener = new RecordingListener();
+  const sink = {
+    log: [] as string[],
+    rateLimit: undefined as RateLimitDecision | undefined,
+    listener,
+    admitted(rateLimit: RateLimitDecision) {
+      sink.log.push('admitted');
+      sink.rateLimit = rateLimit;
+    },
+    async carry(job: Job) {
+      sink.log.push('carry');
+      options.onCarry?.(job);
+      if (options.error) throw options.error;
+      return options.firstByteMs ?? 0;
+    },
+    onChunk: (data: Buffer) => listener.onChunk(data),
+    onOutput: () => listener.onOutput(),
+    onCompleted: (usage: Usage | undefined, reason: string) => listener.onCompleted(usage, reason),
+    onFailed: (failure: JobFailure) => listener.onFailed(failure),
+  };
+  return sink;
+}
+
+describe('InferencePipeline.run: a request from admission to close', () => {
+  test('runText admits, tells the sink the rate limits, sends the job with the sink as its listener, records the first byte as TTFT, and settles at the terminal event', async () => {
+    const { pipeline, rate, jobs, job, usage, metrics } = world();
+    const sink = recordingSink({
+      firstByteMs: 1_200,
+      onCarry: (carried) => {
+        expect(carried).toBe(job);
+        jobs.sent[0].listener.onChunk(Buffer.from('tok'));
+        jobs.sent[0].listener.onCompleted({ promptTokens: 3, completionTokens: 4, totalTokens: 7 }, 'stop');
+      },
+    });
+    await pipeline.runText(KEY, OWNED, text({ stream: true }), sink);
+    expect(sink.log).toEqual(['admitted', 'carry']);
+    expect(sink.rateLimit?.hold).toBe(rate.issued[0]);
+    expect(sink.listener.calls).toEqual(['chunk', 'completed']);
+    expect(usage.records).toMatchObject([{ status: 'succeeded', totalTokens: 7, replicaId: 'rep_1' }]);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 7 }]);
+    expect(metrics.ttft).toEqual([['chat.completions', 1.2]]);
+  });
+
+  test('a refusal at admission never reaches the sink', async () => {
+    const { pipeline } = world();
+    const sink = recordingSink();
+    expect((await rejectedWith(pipeline.runText(BROKE, OWNED, text(), sink))).code).toBe('insufficient_quota');
+    expect(sink.log).toEqual([]);
+  });
+
+  test('no replica: the error is thrown after the sink was told the rate limits, and the hold goes back whole', async () => {
+    const { pipeline, rate, jobs, usage } = world();
+    jobs.failWith = new AppError('no_replica_available', 'no replica is ready', { retryAfterSeconds: 1 });
+    const sink = recordingSink();
+    expect((await rejectedWith(pipeline.runText(KEY, OWNED, text(), sink))).code).toBe('no_replica_available');
+    expect(sink.log).toEqual(['admitted']);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 0 }]);
+    expect(usage.records).toEqual([]);
+  });
+
+  test('a client that left: carry ends first, the canceled job\'s terminal event settles later for what it made; no TTFT without a first byte', async () => {
+    const { pipeline, rate, jobs, usage, metrics } = world();
+    await pipeline.runText(KEY, OWNED, text({ stream: true }), recordingSink());
+    expect(usage.records).toEqual([]);
+    expect(rate.settles).toEqual([]);
+    jobs.sent[0].listener.onFailed({ code: 'canceled', message: 'client_disconnected', usage: { promptTokens: 3, completionTokens: 2, totalTokens: 5 } } as JobFailure);
+    expect(usage.records).toMatchObject([{ status: 'canceled', totalTokens: 5 }]);
+    expect(rate.settles).toEqual([{ hold: rate.issued[0], used: 5 }]);
+    expect(metrics.ttft).toEqual([]);
+  });
+
+  test('runShared runs a guest\'s request through the shared pool, billed at its terminal event', async () => {
+    const { pipeline, shared, admission, usage } = world();
+    const sink = recordingSink({ onCarry: () => (shared.calls.find((call) => call[0] === 'dispatch')![3] as JobListener).onCompleted({ promptTokens: 1, completionTokens: 2, totalTokens: 3 }, 'stop') });
+    await pipeline.runShared(KEY, text({ model: `shared/${SHARED_MODEL}`, fields: { max_tokens: 100 } }), () => {}, undefined, sink);
+    expect(usage.records).toMatchObject([{ sharedModel: `shared/${SHARED_MODEL}`, totalTokens: 3 }]);
+    expect(shared.calls.filter((call) => call[0] === 'finish')).toEqual([['finish', admission, 'succeeded', { promptTokens: 1, completionTokens: 2, totalTokens: 3 }]]);
+  });
+});
+
+describe('InferencePipeline batch lines', () => {
+  test('a batch line\'s ticket sends through the runner\'s own placement and is settled by the runner: its record carries the batch and no replica', async () => {
+    const { pipeline, rate, usage } = world();
+    const hold = { apiKeyId: 'key_1', day: 20_000, tokens: 600, shared: false } as TokenHold;
+    const sent: Buffer[] = [];
+    const ticket = pipeline.batchLine({ workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', batchId: 'batch_1', endpoint: 'chat.completions' }, hold, 1_000,
+      (_listener, body) => { sent.push(body!); return { id: 'job_9', replicaId: 'rep_9' } as Job; });
+    ticket.dispatch(new RecordingListener(), Buffer.from('line'));
+    expect(sent).toEqual([Buffer.from('line')]);
+    ticket.settle('succeeded', { promptTokens: 2, completionTokens: 3, totalTokens: 5 }, null);
+    expect(usage.records).toMatchObject([{ batchId: 'batch_1', replicaId: null, endpoint: 'chat.completions', stream: false, totalTokens: 5 }]);
+    expect(rate.settles).toEqual([{ hold, used: 5 }]);
+  });
+
+  test('a line whose key is gone has no hold to settle, and still leaves its record', () => {
+    const { pipeline, rate, usage } = world();
+    const ticket = pipeline.batchLine({ workspaceId: 'ws_owner', apiKeyId: 'key_gone', deploymentId: 'dep_owner', batchId: 'batch_1', endpoint: 'embeddings' }, null, 1_000, () => ({}) as Job);
+    ticket.settle('succeeded', { promptTokens: 2, completionTokens: 0, totalTokens: 2 }, null);
+    expect(rate.settles).toEqual([]);
+    expect(usage.records).toHaveLength(1);
   });
 });
 

@@ -1,13 +1,15 @@
 /**
  * WorkTicket: every hold taken at admission goes back on every path a request ends by, once —
- * settled to the usage of the job's terminal event (an aborted stream is metered for what it
- * delivered), or released whole when no job was ever sent (and then no usage record).
+ * settled to the usage its jobs' terminal events report (an aborted stream is metered for what
+ * it delivered; an embeddings request's batches summed into one record), or released whole
+ * when no job was ever sent (and then no usage record). The ticket meters a job's terminal
+ * event itself, before the sink hears it: no transport settles anything.
  */
-import type { Job, JobListener } from '../../../control-plane/dispatch/job';
+import type { Job, JobFailure, JobListener } from '../../../control-plane/dispatch/job';
 import { AppError } from '../../../control-plane/errors/app-error';
 import type { RateLimitDecision, TokenHold } from '../../../control-plane/rate-limits/rate-limit-decision';
 import type { UsageInput } from '../../../control-plane/usage/usage-recorder';
-import { WorkTicket, type TicketOwner, type TicketParts, type WorkOutcome } from '../../../control-plane/pipeline/work-ticket';
+import { WorkTicket, type SettleWhen, type TicketOwner, type TicketParts, type WorkOutcome } from '../../../control-plane/pipeline/work-ticket';
 import type { Usage } from '../../../proto/worker/v1';
 import { RecordingListener, thrownCode } from './fakes';
 
@@ -15,20 +17,22 @@ const HOLD = { apiKeyId: 'key_1', day: 20_000, tokens: 1_030, shared: false } as
 const DECISION: RateLimitDecision = { remainingRequests: 59, resetRequestsSeconds: 60, remainingTokens: 900, resetTokensSeconds: 3_600, hold: HOLD };
 const OWNER: TicketOwner = { workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, endpoint: 'chat.completions', stream: true, recordsReplica: true };
 const USED: Usage = { promptTokens: 10, completionTokens: 30, totalTokens: 40 };
+const canceledWith = (usage?: Usage): JobFailure => ({ code: 'canceled', message: 'canceled', usage } as JobFailure);
 
-function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSend?: AppError } = {}) {
+function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSend?: AppError; settleWhen?: SettleWhen } = {}) {
   let clock = 5_000;
+  const log: string[] = [];
   const settles: Array<{ hold: TokenHold; used: number }> = [];
   const records: UsageInput[] = [];
   const tokens: unknown[][] = [];
-  const sent: Array<{ listener: JobListener; body: Buffer | undefined }> = [];
+  const sent: Array<{ listener: JobListener; body: Buffer | undefined; job: Job }> = [];
   const finished: Array<[WorkOutcome, Usage | undefined]> = [];
   const firstTokens: number[] = [];
-  const job = { id: 'job_1', replicaId: 'rep_1', finished: false, cancel() {}, consumed() {} } as unknown as Job;
   const parts: TicketParts = {
     send(listener, body) {
       if (options.failSend) throw options.failSend;
-      sent.push({ listener, body });
+      const job = { id: `job_${sent.length + 1}`, replicaId: `rep_${sent.length + 1}`, finished: false, canceled: false, cancel() {}, consumed() {} } as unknown as Job;
+      sent.push({ listener, body, job });
       return job;
     },
     firstToken: (ms) => void firstTokens.push(ms),
@@ -36,65 +40,132 @@ function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSe
   };
   const settlement = {
     rateLimiter: { settle: (hold: TokenHold, used: number) => void settles.push({ hold, used }) },
-    usage: { record: (input: UsageInput) => void records.push(input) },
+    usage: { record: (input: UsageInput) => { log.push('record'); records.push(input); } },
     metrics: { recordTokens: (label: string, prompt: number, completion: number) => void tokens.push([label, prompt, completion]) },
     now: () => clock,
   };
-  const work = new WorkTicket(DECISION, { ...OWNER, ...options.owner }, parts, settlement, 4_000);
-  return { work, job, settles, records, tokens, sent, finished, firstTokens, advance: (ms: number) => (clock += ms) };
+  const work = new WorkTicket(DECISION, { ...OWNER, ...options.owner }, parts, settlement, 4_000, options.settleWhen);
+  return { work, log, settles, records, tokens, sent, finished, firstTokens, advance: (ms: number) => (clock += ms) };
 }
 
-describe('WorkTicket settlement', () => {
-  test('settle replaces the hold by the usage, writes one record and the token metrics; later settles and close do nothing', () => {
-    const { work, job, settles, records, tokens } = ticket();
-    expect(work.dispatch(new RecordingListener())).toBe(job);
-    work.settle('succeeded', USED, 'rep_3');
-    work.settle('failed', { promptTokens: 1, completionTokens: 1, totalTokens: 2 }, 'rep_4');
+/** A listener that logs its terminal event into `log`, to see it comes after the record. */
+function loggingListener(log: string[]): RecordingListener {
+  const listener = new RecordingListener();
+  const completed = listener.onCompleted.bind(listener);
+  listener.onCompleted = (usage, reason) => {
+    log.push('listener.completed');
+    completed(usage, reason);
+  };
+  return listener;
+}
+
+describe('WorkTicket: one job, settled at its terminal event', () => {
+  test('the terminal event settles the hold to the usage and writes one record (replica, clock latency) before the listener hears it; later events and close do nothing', () => {
+    const { work, log, settles, records, tokens, sent } = ticket();
+    const listener = loggingListener(log);
+    const job = work.dispatch(listener);
+    expect(job).toBe(sent[0].job);
+    sent[0].listener.onChunk(Buffer.from('data: x\n\n'));
+    expect(listener.chunks).toEqual([Buffer.from('data: x\n\n')]);
+    sent[0].listener.onCompleted(USED, 'stop');
+    sent[0].listener.onFailed(canceledWith({ promptTokens: 1, completionTokens: 1, totalTokens: 2 }));
     work.close();
+    expect(log).toEqual(['record', 'listener.completed']);
     expect(settles).toEqual([{ hold: HOLD, used: 40 }]);
     expect(settles[0].hold).toBe(HOLD);
     expect(records).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_3', endpoint: 'chat.completions', status: 'succeeded',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, replicaId: 'rep_1', endpoint: 'chat.completions', status: 'succeeded',
       stream: true, promptTokens: 10, completionTokens: 30, totalTokens: 40, latencyMs: 1_000, createdAt: new Date(4_000),
     }]);
     expect(tokens).toEqual([['dep_owner', 10, 30]]);
+    expect(listener.completedWith).toEqual({ usage: USED, finishReason: 'stop' });
+  });
+
+  test.each<[string, (listener: JobListener, job: Job) => void, WorkOutcome]>([
+    ['completed', (listener) => listener.onCompleted(USED, 'stop'), 'succeeded'],
+    ['completed after a cancel (client left, deadline)', (listener, job) => { (job as { canceled: boolean }).canceled = true; listener.onCompleted(USED, 'stop'); }, 'canceled'],
+    ['failed with code canceled', (listener) => listener.onFailed(canceledWith(USED)), 'canceled'],
+    ['failed on the engine', (listener) => listener.onFailed({ code: 'upstream_error', message: 'boom', usage: USED } as JobFailure), 'failed'],
+  ])('%s → %s', (_name, end, outcome) => {
+    const { work, records, sent } = ticket();
+    work.dispatch(new RecordingListener());
+    end(sent[0].listener, sent[0].job);
+    expect(records).toMatchObject([{ status: outcome, totalTokens: 40 }]);
   });
 
   test('a terminal event without usage settles to 0 and records zeros, without token metrics', () => {
-    const { work, settles, records, tokens } = ticket();
+    const { work, settles, records, tokens, sent } = ticket();
     work.dispatch(new RecordingListener());
-    work.settle('failed', undefined, 'rep_3');
+    sent[0].listener.onFailed({ code: 'pod_crash', message: 'gone' } as JobFailure);
     expect(settles).toEqual([{ hold: HOLD, used: 0 }]);
-    expect(records).toMatchObject([{ status: 'failed', promptTokens: 0, completionTokens: 0, totalTokens: 0, replicaId: 'rep_3' }]);
+    expect(records).toMatchObject([{ status: 'failed', promptTokens: 0, completionTokens: 0, totalTokens: 0, replicaId: 'rep_1' }]);
     expect(tokens).toEqual([]);
   });
 
   test('a guest\'s record names the owner\'s deployment and the shared model, never the replica; its label is the shared model; the guest is finished after the record', () => {
-    const { work, records, tokens, finished } = ticket({ owner: { deploymentId: 'dep_provider', sharedModel: 'shared/acme/chat-8b', recordsReplica: false }, guest: true });
+    const { work, records, tokens, finished, sent } = ticket({ owner: { deploymentId: 'dep_provider', sharedModel: 'shared/acme/chat-8b', recordsReplica: false }, guest: true });
     expect(work.label).toBe('shared/acme/chat-8b');
     work.dispatch(new RecordingListener());
-    work.settle('canceled', USED, 'rep_provider');
+    sent[0].listener.onFailed(canceledWith(USED));
     expect(records).toMatchObject([{ deploymentId: 'dep_provider', sharedModel: 'shared/acme/chat-8b', replicaId: null, status: 'canceled', totalTokens: 40 }]);
     expect(tokens).toEqual([['shared/acme/chat-8b', 10, 30]]);
     expect(finished).toEqual([['canceled', USED]]);
-  });
-
-  test('each dispatch sends one job with its own body (embedding batches); one settle covers them all', () => {
-    const { work, sent, records, settles } = ticket({ owner: { endpoint: 'embeddings', stream: false } });
-    const listener = new RecordingListener();
-    const bodies = [Buffer.from('a'), Buffer.from('b')];
-    for (const body of bodies) work.dispatch(listener, body);
-    expect(sent).toEqual(bodies.map((body) => ({ listener, body })));
-    work.settle('succeeded', USED, 'rep_1');
-    work.close();
-    expect(records).toHaveLength(1);
-    expect(settles).toHaveLength(1);
   });
 
   test('firstToken passes the milliseconds on', () => {
     const { work, firstTokens } = ticket();
     work.firstToken(320);
     expect(firstTokens).toEqual([320]);
+  });
+});
+
+describe('WorkTicket: several jobs (embedding batches), settled once when closed and all ended', () => {
+  test('each dispatch sends its own body; the record waits for close and the last job, sums their usage, and takes the worst outcome', () => {
+    const { work, sent, records, settles } = ticket({ owner: { endpoint: 'embeddings', stream: false }, settleWhen: 'closed' });
+    const listener = new RecordingListener();
+    const bodies = [Buffer.from('a'), Buffer.from('b')];
+    for (const body of bodies) work.dispatch(listener, body);
+    expect(sent.map(({ body }) => body)).toEqual(bodies);
+    sent[0].listener.onFailed({ code: 'upstream_error', message: 'bad input', usage: { promptTokens: 3, completionTokens: 0, totalTokens: 3 } } as JobFailure);
+    work.close(); // the answer was an error; the other batch was canceled and still runs
+    expect(records).toEqual([]);
+    sent[1].listener.onFailed(canceledWith({ promptTokens: 5, completionTokens: 0, totalTokens: 5 }));
+    expect(records).toMatchObject([{ status: 'failed', promptTokens: 8, totalTokens: 8, replicaId: 'rep_1' }]);
+    expect(settles).toEqual([{ hold: HOLD, used: 8 }]);
+    expect(listener.terminals).toHaveLength(2);
+  });
+
+  test('every job ended before close: close settles, once', () => {
+    const { work, sent, records } = ticket({ owner: { endpoint: 'embeddings', stream: false }, settleWhen: 'closed' });
+    work.dispatch(new RecordingListener(), Buffer.from('a'));
+    sent[0].listener.onCompleted({ promptTokens: 4, completionTokens: 0, totalTokens: 4 }, 'stop');
+    expect(records).toEqual([]);
+    work.close();
+    work.close();
+    expect(records).toMatchObject([{ status: 'succeeded', totalTokens: 4 }]);
+  });
+});
+
+describe('WorkTicket: settled by its holder (a batch line)', () => {
+  test('terminal events do not settle; settle does, once; release after it changes nothing; `used` sums what the jobs reported', () => {
+    const { work, sent, records, settles } = ticket({ owner: { batchId: 'batch_1', recordsReplica: false, stream: false }, settleWhen: 'explicit' });
+    work.dispatch(new RecordingListener(), Buffer.from('line'));
+    sent[0].listener.onCompleted(USED, 'stop');
+    work.close();
+    expect(records).toEqual([]);
+    expect(work.used).toEqual(USED);
+    work.settle('failed', USED, null);
+    work.release();
+    expect(records).toMatchObject([{ status: 'failed', totalTokens: 40, batchId: 'batch_1', replicaId: null }]);
+    expect(settles).toEqual([{ hold: HOLD, used: 40 }]);
+  });
+
+  test('release gives the hold back whole with no record', () => {
+    const { work, records, settles } = ticket({ settleWhen: 'explicit' });
+    work.release();
+    work.settle('succeeded', USED, null);
+    expect(records).toEqual([]);
+    expect(settles).toEqual([{ hold: HOLD, used: 0 }]);
   });
 });
 
@@ -126,14 +197,14 @@ describe('WorkTicket release rules', () => {
   });
 
   test('an aborted stream is metered for what it delivered: close leaves the hold to the canceled job\'s terminal event', () => {
-    const { work, settles, records, finished, advance } = ticket({ guest: true });
+    const { work, settles, records, finished, advance, sent } = ticket({ guest: true });
     work.dispatch(new RecordingListener());
-    work.close(); // the client left; the route canceled the job
+    work.close(); // the client left; the sink canceled the job
     expect(settles).toEqual([]);
     expect(records).toEqual([]);
     expect(finished).toEqual([]);
     advance(2_000);
-    work.settle('canceled', USED, 'rep_1');
+    sent[0].listener.onFailed(canceledWith(USED));
     expect(settles).toEqual([{ hold: HOLD, used: 40 }]);
     expect(records).toMatchObject([{ status: 'canceled', totalTokens: 40, completionTokens: 30, latencyMs: 3_000 }]);
     expect(finished).toEqual([['canceled', USED]]);
@@ -141,7 +212,7 @@ describe('WorkTicket release rules', () => {
     expect(settles).toHaveLength(1);
   });
 
-  test('a settle after a release (a stray late event) changes nothing', () => {
+  test('a terminal event after a release (a stray late event) changes nothing', () => {
     const { work, settles, records } = ticket();
     work.close();
     work.settle('succeeded', USED, 'rep_1');

@@ -1,59 +1,36 @@
 import type { ServerResponse } from 'node:http';
 import { parseJsonText } from '../../../common/json-nesting';
 import { AppError, errorBody, jobFailureError } from '../../../control-plane/api/errors';
-import { chatAnswerToResult, ChatStreamTranslator, type Job, type JobFailure, type JobListener, type ResponsesService, type ResponseTurn, type ResponseUsage, statusOf, type StreamEvent, type TurnEnd, usageOf } from '../../../control-plane/api/inference';
+import { type AuthenticatedKey, chatAnswerToResult, ChatStreamTranslator, type Job, type JobFailure, type JobSink, type RateLimitDecision, type ResponsesService, type ResponseTurn, type ResponseUsage, statusOf, type StreamEvent, type TurnEnd, usageOf } from '../../../control-plane/api/inference';
 import type { Usage } from '../../../proto/worker/v1';
 import { ResponseFlow } from '../../http/response-flow';
-import type { StreamLimits } from '../text-job-run';
-
-const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];
-/** As text-job-run.ts: an agent honouring its window overshoots it by at most one read. */
-const BUFFER_LIMIT_WINDOWS = 2;
+import { rateLimitHeaders } from '../../http/rate-limit-headers';
+import type { RequestTrace } from '../../http/request-id';
+import { BUFFER_LIMIT_WINDOWS, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
 
 export interface ResponseJobRun {
   readonly turn: ResponseTurn;
   readonly service: Pick<ResponsesService, 'running' | 'end'>;
-  /** Response headers (rate limits, request id). */
-  readonly headers: string[];
+  readonly key: AuthenticatedKey;
+  readonly trace: RequestTrace;
   readonly requestTimeoutMs: number;
   readonly limits: StreamLimits;
 }
 
 /**
- * Runs one Responses turn's chat job on the raw response: a JSON answer becomes the Response
- * object once the job completes; a stream becomes the typed events as chunks arrive (credit
- * goes back to the agent as the client takes the translated bytes, so a slow reader holds the
- * job back as on chat). Settlement is the ticket's, from the terminal event, as on chat: a
- * stream the client cut is canceled, metered for what was made, and stored `incomplete`.
- * An error before the first byte is thrown for the caller to render.
+ * One Responses turn's chat job on the raw response, the pipeline's sink: a JSON answer becomes
+ * the Response object once the job completes; a stream becomes the typed events as chunks
+ * arrive (credit goes back to the agent as the client takes the translated bytes, so a slow
+ * reader holds the job back as on chat). Settlement is the pipeline's ticket's, from the
+ * terminal event, as on chat: a stream the client cut is canceled, metered for what was made,
+ * and stored `incomplete`. An error before the first byte is thrown for the caller to render.
  */
-export async function runResponseJob(response: ServerResponse, run: ResponseJobRun): Promise<void> {
-  const listener = new ResponseJobListener(response, run);
-  const job = run.turn.ticket.dispatch(listener);
-  listener.attach(job);
-  const timer = setTimeout(() => {
-    listener.fail(new AppError('gateway_timeout', `the request did not finish within ${run.requestTimeoutMs / 1000} s`));
-    job.cancel('deadline');
-  }, run.requestTimeoutMs);
-  response.once('close', () => {
-    if (listener.answered) return;
-    listener.abandon();
-    job.cancel('client_disconnected');
-  });
-  if (run.turn.request.stream) listener.startStream();
-  try {
-    const error = await listener.settled;
-    if (error) throw error;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-class ResponseJobListener implements JobListener {
+export class ResponseSink implements JobSink {
   /** The HTTP side is done (written, handed back as an error, or the client left). */
-  answered = false;
-  readonly settled: Promise<AppError | undefined>;
+  private answered = false;
+  private readonly settled: Promise<AppError | undefined>;
   private settle: (error?: AppError) => void = () => {};
+  private readonly headers: string[] = [];
   private job: Job | undefined;
   private output: Buffer | null = null;
   private readonly translator = new ChatStreamTranslator();
@@ -70,19 +47,40 @@ class ResponseJobListener implements JobListener {
     this.settled = new Promise((resolve) => (this.settle = resolve));
   }
 
-  attach(job: Job): void {
+  admitted(rateLimit: RateLimitDecision): void {
+    this.headers.push(...rateLimitHeaders(rateLimit, this.run.key.rpmLimit, this.run.key.tpdLimit), 'x-request-id', this.run.trace.id);
+  }
+
+  async carry(job: Job): Promise<number> {
     this.job = job;
+    const timer = setTimeout(() => {
+      this.fail(new AppError('gateway_timeout', `the request did not finish within ${this.run.requestTimeoutMs / 1000} s`));
+      job.cancel('deadline');
+    }, this.run.requestTimeoutMs);
+    this.response.once('close', () => {
+      if (this.answered) return;
+      this.abandon();
+      job.cancel('client_disconnected');
+    });
+    if (this.run.turn.request.stream) this.startStream();
+    try {
+      const error = await this.settled;
+      if (error) throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    return 0;
   }
 
   /** A stream's head: `response.created` and `response.in_progress` go out before the first token. */
-  startStream(): void {
+  private startStream(): void {
     if (this.answered) return;
     const limits = this.run.limits;
     this.flow = new ResponseFlow(this.response, { stallTimeoutMs: limits.streamStallTimeoutMs, maxBufferedBytes: BUFFER_LIMIT_WINDOWS * limits.streamBufferBytes }, {
       consumed: (bytes) => this.consumed(bytes),
       stalled: () => this.stalled(),
     });
-    this.response.writeHead(200, [...this.run.headers, ...SSE_HEADERS]);
+    this.response.writeHead(200, [...this.headers, ...SSE_HEADERS]);
     const running = this.run.service.running(this.run.turn);
     this.write([{ type: 'response.created', response: running }, { type: 'response.in_progress', response: running }]);
   }
@@ -99,7 +97,6 @@ class ResponseJobListener implements JobListener {
 
   onCompleted(usage: Usage | undefined): void {
     const canceled = this.answered;
-    this.run.turn.ticket.settle(canceled ? 'canceled' : 'succeeded', usage, this.job?.replicaId ?? null);
     if (this.run.turn.request.stream) {
       this.translator.push(Buffer.from('\n\n'));
       const events = this.translator.finish(canceled);
@@ -124,7 +121,6 @@ class ResponseJobListener implements JobListener {
 
   onFailed(failure: JobFailure): void {
     const canceled = failure.code === 'canceled';
-    this.run.turn.ticket.settle(canceled ? 'canceled' : 'failed', failure.usage, this.job?.replicaId ?? null);
     if (!this.run.turn.request.stream) {
       this.fail(jobFailureError(failure));
       return;
@@ -139,7 +135,7 @@ class ResponseJobListener implements JobListener {
   }
 
   /** Ends the HTTP side with `error`: a `response.failed`-style error event once streaming, else handed back. */
-  fail(error: AppError): void {
+  private fail(error: AppError): void {
     if (this.answered) return;
     this.answered = true;
     if (this.flow) {
@@ -152,7 +148,7 @@ class ResponseJobListener implements JobListener {
   }
 
   /** The client went away: nothing more is written; the terminal event still stores and settles. */
-  abandon(): void {
+  private abandon(): void {
     if (this.answered) return;
     this.answered = true;
     this.settle();
@@ -170,7 +166,7 @@ class ResponseJobListener implements JobListener {
         this.flow.end(this.frame({ type, response: object }));
       } else {
         const body = Buffer.from(JSON.stringify(object));
-        this.response.writeHead(200, [...this.run.headers, 'content-type', 'application/json', 'content-length', String(body.length)]);
+        this.response.writeHead(200, [...this.headers, 'content-type', 'application/json', 'content-length', String(body.length)]);
         this.response.end(body);
       }
       this.settle();

@@ -1,0 +1,153 @@
+import type { ServerResponse } from 'node:http';
+import type { Usage } from '../../proto/worker/v1';
+import { AppError, errorBody, jobFailureError } from '../../control-plane/api/errors';
+import type { AuthenticatedKey, Job, JobFailure, JobSink, RateLimitDecision } from '../../control-plane/api/inference';
+import { ResponseFlow, type ResponseFlowOptions } from '../http/response-flow';
+import { rateLimitHeaders } from '../http/rate-limit-headers';
+import type { RequestTrace } from '../http/request-id';
+
+export interface TextRouteOptions {
+  maxBodyBytes: number;
+  requestTimeoutMs: number;
+}
+
+/** What a client that reads slower than its job produces may cost (gateway configuration). */
+export interface StreamLimits {
+  /** A client that takes no byte of its response for this long is gone: its job is canceled (`client_stalled`). */
+  streamStallTimeoutMs: number;
+  /** A streamed job's window: chunk bytes its agent may produce ahead of what the client took. */
+  streamBufferBytes: number;
+}
+
+/**
+ * Bytes waiting for one client beyond which it counts as stalled at once: twice the window, as
+ * an agent honouring it may overshoot by one engine read and credit lags by half a window.
+ * Only a producer that ignores the window (an agent older than flow control) reaches it.
+ */
+export const BUFFER_LIMIT_WINDOWS = 2;
+
+export const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];
+const DONE = Buffer.from('data: [DONE]\n\n');
+
+/**
+ * A chat or completions job's answer on the raw HTTP response, the pipeline's sink
+ * (`InferencePipeline.run`): engine SSE bytes go out as they arrive (no parsing, no
+ * re-serialising), and as the client takes them the job is let produce more
+ * (response-flow.ts); a non-streamed body is sent once the job completes. A failure after the
+ * first byte becomes a final `data: {"error": ...}` event; one before it is thrown for the
+ * caller to render. The job is canceled at the gateway deadline, when the client goes away,
+ * or when it stops reading (`client_stalled`). It meters nothing: the pipeline's ticket does,
+ * from the job's terminal event.
+ */
+export class HttpTextSink implements JobSink {
+  private started = false;
+  private output: Buffer | null = null;
+  private ended = false;
+  /** `performance.now()` when a stream's first byte was written; 0 before, and for non-streamed responses. */
+  private firstByteAt = 0;
+  private readonly flow: ResponseFlow;
+  private readonly headers: string[] = [];
+  private job: Job | undefined;
+  private respond: (error?: AppError) => void = () => {};
+  private readonly responded = new Promise<AppError | undefined>((resolve) => (this.respond = resolve));
+
+  constructor(
+    private readonly response: ServerResponse,
+    private readonly stream: boolean,
+    private readonly key: AuthenticatedKey,
+    private readonly trace: RequestTrace,
+    private readonly options: { requestTimeoutMs: number; limits: StreamLimits; memory?: ResponseFlowOptions['memory'] },
+  ) {
+    this.flow = new ResponseFlow(response, {
+      stallTimeoutMs: options.limits.streamStallTimeoutMs, maxBufferedBytes: BUFFER_LIMIT_WINDOWS * options.limits.streamBufferBytes, memory: options.memory,
+    }, { consumed: (bytes) => this.job?.consumed(bytes), stalled: () => this.onStalled() });
+  }
+
+  admitted(rateLimit: RateLimitDecision): void {
+    this.headers.push(...rateLimitHeaders(rateLimit, this.key.rpmLimit, this.key.tpdLimit), 'x-request-id', this.trace.id);
+  }
+
+  async carry(job: Job): Promise<number> {
+    this.job = job;
+    const timer = setTimeout(() => {
+      this.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
+      job.cancel('deadline');
+    }, this.options.requestTimeoutMs);
+    this.response.once('close', () => {
+      if (this.ended) return;
+      this.abandon();
+      job.cancel('client_disconnected');
+    });
+    const error = await this.responded;
+    clearTimeout(timer);
+    if (error) throw error;
+    return this.firstByteAt ? this.firstByteAt - this.trace.receivedAt : 0;
+  }
+
+  onChunk(data: Buffer): void {
+    if (this.ended) return;
+    if (!this.started) this.start(SSE_HEADERS);
+    this.flow.write(data);
+  }
+
+  onOutput(data: Buffer): void {
+    this.output = data;
+  }
+
+  onCompleted(_usage: Usage | undefined): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.stream) {
+      if (!this.started) this.start(SSE_HEADERS);
+      this.flow.end(DONE);
+    } else {
+      const body = this.output ?? Buffer.from('{}');
+      this.start(['content-type', 'application/json', 'content-length', String(body.length)]);
+      this.flow.end(body);
+    }
+    this.respond();
+  }
+
+  onFailed(failure: JobFailure): void {
+    this.fail(jobFailureError(failure));
+  }
+
+  /** Ends the response with `error`: a final SSE error event once streaming, else handed back. */
+  private fail(error: AppError): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.started) {
+      this.flow.end(`data: ${JSON.stringify(errorBody(error))}\n\n`);
+      this.respond();
+    } else {
+      this.respond(error);
+    }
+  }
+
+  /** The client went away: nothing more is written. */
+  private abandon(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.respond();
+  }
+
+  /**
+   * The client holds its socket open and reads nothing: the job is let go as for a disconnect
+   * (while it runs), and the socket with what it still buffers is destroyed (also after the end).
+   */
+  private onStalled(): void {
+    if (!this.ended) {
+      this.ended = true;
+      this.job?.cancel('client_stalled');
+      this.respond();
+    }
+    this.response.destroy();
+  }
+
+  private start(contentHeaders: string[]): void {
+    this.started = true;
+    if (this.stream) this.firstByteAt = performance.now();
+    this.headers.push(...contentHeaders);
+    this.response.writeHead(200, this.headers);
+  }
+}
