@@ -110,12 +110,18 @@ export class InferencePipeline {
     this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, metrics: parts.metrics, now: this.now };
   }
 
-  /** `/d/<slug>/v1` → the key's deployment; another workspace's answers 404 like a missing one, so endpoints cannot be probed. */
-  async deployment(key: AuthenticatedKey, slug: string): Promise<Deployment> {
+  /**
+   * `/d/<slug>/v1` → the key's deployment; another workspace's answers 404 like a missing one,
+   * so endpoints cannot be probed. With `spends`, what the key and deployment alone refuse
+   * (`refusalBeforeBody`) is thrown too, so a text route resolves and screens in one call.
+   */
+  async deployment(key: AuthenticatedKey, slug: string, spends?: 'text'): Promise<Deployment> {
     const deployment = await this.parts.deployments.findBySlug(slug);
     if (!deployment || deployment.workspaceId !== key.workspaceId) {
       throw new AppError('deployment_not_found', `no deployment endpoint at /d/${slug}/v1 for this API key`);
     }
+    const refusal = spends ? this.refusalBeforeBody(key, deployment, spends) : null;
+    if (refusal) throw refusal;
     return deployment;
   }
 

@@ -4,6 +4,7 @@ import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import type { TextRouteOptions } from './text-completion.route';
+import type { RouteEndpoints } from './route-endpoints';
 
 /**
  * `POST /v1/embeddings` on a deployment endpoint: endpoint check → validate → the pipeline
@@ -12,6 +13,10 @@ import type { TextRouteOptions } from './text-completion.route';
  */
 export class EmbeddingsRoute {
   constructor(private readonly pipeline: InferencePort['pipeline'], private readonly options: TextRouteOptions) {}
+
+  endpoints(): RouteEndpoints {
+    return { deployment: { embeddings: (context, deployment, key) => this.handle(context, deployment, key) } };
+  }
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
     const model = this.pipeline.embeddingModel(deployment, servedEndpoints);

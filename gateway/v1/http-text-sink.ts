@@ -29,6 +29,33 @@ export const BUFFER_LIMIT_WINDOWS = 2;
 export const SSE_HEADERS = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'connection', 'keep-alive', 'x-accel-buffering', 'no'];
 const DONE = Buffer.from('data: [DONE]\n\n');
 
+/** What `guardJob` asks of a sink: whether its answer ended, and how to end it. */
+export interface GuardedAnswer {
+  ended(): boolean;
+  /** The deadline passed: end the answer with this error (written, or thrown before the first byte). */
+  fail(error: AppError): void;
+  /** The client went away: write nothing more. */
+  abandon(): void;
+}
+
+/**
+ * The two ways a sink's job is cut short from the HTTP side: the gateway deadline (the answer
+ * ends with a 504 and the job is canceled) and the client going away before the answer ended
+ * (the job is canceled and metered for what it made). Returns what stops the deadline.
+ */
+export function guardJob(response: ServerResponse, job: Job, timeoutMs: number, answer: GuardedAnswer): () => void {
+  const timer = setTimeout(() => {
+    answer.fail(new AppError('gateway_timeout', `the request did not finish within ${timeoutMs / 1000} s`));
+    job.cancel('deadline');
+  }, timeoutMs);
+  response.once('close', () => {
+    if (answer.ended()) return;
+    answer.abandon();
+    job.cancel('client_disconnected');
+  });
+  return () => clearTimeout(timer);
+}
+
 /**
  * A chat or completions job's answer on the raw HTTP response, the pipeline's sink
  * (`InferencePipeline.run`): engine SSE bytes go out as they arrive (no parsing, no
@@ -69,17 +96,9 @@ export class HttpTextSink implements JobSink {
 
   async carry(job: Job): Promise<number> {
     this.job = job;
-    const timer = setTimeout(() => {
-      this.fail(new AppError('gateway_timeout', `the request did not finish within ${this.options.requestTimeoutMs / 1000} s`));
-      job.cancel('deadline');
-    }, this.options.requestTimeoutMs);
-    this.response.once('close', () => {
-      if (this.ended) return;
-      this.abandon();
-      job.cancel('client_disconnected');
-    });
+    const unguard = guardJob(this.response, job, this.options.requestTimeoutMs, { ended: () => this.ended, fail: (error) => this.fail(error), abandon: () => this.abandon() });
     const error = await this.responded;
-    clearTimeout(timer);
+    unguard();
     if (error) throw error;
     return this.firstByteAt ? this.firstByteAt - this.trace.receivedAt : 0;
   }

@@ -1,6 +1,7 @@
 import { AppError, shortened } from '../../control-plane/api/errors';
 import type { Deployment } from '../../control-plane/api/inference';
 import type { DeploymentEngines } from '../../control-plane/api/startup';
+import { json, modelOf, type RouteEndpoints } from './route-endpoints';
 import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
 
 /**
@@ -11,6 +12,15 @@ import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../s
  */
 export class ModelsRoute {
   constructor(private readonly engines: DeploymentEngines) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'models.list': async (context, deployment) => json(context, await this.list(deployment)),
+        'models.retrieve': async (context, deployment, _key, param) => json(context, await this.retrieve(deployment, modelOf(param))),
+      },
+    };
+  }
 
   async list(deployment: Deployment) {
     return { object: 'list', data: [await this.modelObject(deployment)] };

@@ -56,9 +56,10 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
     try {
-      const { key, deployment } = await resolveDeploymentEndpoint(inference, slug, request.headers.authorization);
+      // Resolved and screened in one call: the gate below takes the request's budget only.
+      const { key, deployment } = await resolveDeploymentEndpoint(inference, slug, request.headers.authorization, 'text');
       deploymentId = deployment.id;
-      const held = gate.enter(request, response, key, deployment, 'text');
+      const held = gate.enter(request, response, key, deployment);
       if (endpoint === 'responses') await responses.create(request, response, deployment, key, trace, held);
       else await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {

@@ -22,7 +22,8 @@ import {
 } from './endpoint-table';
 import type { RequestGate } from '../http/request-gate';
 import type { ObjectDownloadOptions } from '../files/object-download';
-import { workspaceRootRoute, type EndpointHandler, type RecordHandler } from './workspace-root.route';
+import { workspaceRootRoute } from './workspace-root.route';
+import { type EndpointHandler, idOf, json, modelOf, type RecordHandler } from './route-endpoints';
 import { WorkspaceRouting } from './workspace-routing';
 
 export type V1RouteOptions = TextRouteOptions & MediaRouteOptions & {
@@ -52,9 +53,12 @@ export function v1Router(inference: InferencePort, records: RecordsPort, options
   const files = new FilesRoute(records.batches, { maxFileBytes: options.maxFileBytes, downloads: options.downloads });
   const batches = new BatchesRoute(records.batches, { maxBodyBytes: options.maxBodyBytes });
   const responses = new StoredResponsesRoute(records.responses, records.backgroundResponses);
-  const handlers = endpointHandlers({ images, videos, requests, embeddings, models, files, batches, responses });
+  // Each route declares the table endpoints it answers (route-endpoints.ts); chat and completions take the fast lane.
+  const routes = [images, videos, requests, embeddings, models, files, batches, responses].map((route) => route.endpoints());
+  const handlers: Partial<Record<DeploymentEndpointName, EndpointHandler>> = Object.assign({}, ...routes.map((route) => route.deployment));
+  const recordHandlers: Partial<Record<DeploymentEndpointName, RecordHandler>> = Object.assign({}, ...routes.map((route) => route.records ?? {}));
   const shared = sharedHandlers(inference.shared, responses);
-  const workspaceRoot = workspaceRootRoute(inference.apiKeys, new WorkspaceRouting(inference.deploymentStore), models, handlers, recordHandlers(videos, requests, responses), gate, options);
+  const workspaceRoot = workspaceRootRoute(inference.apiKeys, new WorkspaceRouting(inference.deploymentStore), models, handlers, recordHandlers, gate, options);
 
   /** The shared (per-token) endpoint, `/shared/v1<rest>`; its chat/completions and responses take the fast lane. */
   const sharedRoute = async (context: Context, rest: string): Promise<void> => {
@@ -95,61 +99,6 @@ export function v1Router(inference: InferencePort, records: RecordsPort, options
   };
 }
 
-/** The handler of every table endpoint Koa serves (chat and completions take the fast lane). */
-function endpointHandlers(routes: {
-  images: ImagesRoute; videos: VideosRoute; requests: RequestsRoute; embeddings: EmbeddingsRoute; models: ModelsRoute; files: FilesRoute; batches: BatchesRoute;
-  responses: StoredResponsesRoute;
-}): Partial<Record<DeploymentEndpointName, EndpointHandler>> {
-  const { images, videos, requests, embeddings, models, files, batches, responses } = routes;
-  const id = (param: string | undefined) => decodePathSegment(param!, 'id');
-  return {
-    'models.list': async (context, deployment) => json(context, await models.list(deployment)),
-    'models.retrieve': async (context, deployment, _key, param) => json(context, await models.retrieve(deployment, decodePathSegment(param!, 'model'))),
-    embeddings: (context, deployment, key) => embeddings.handle(context, deployment, key),
-    'images.generations': (context, deployment, key) => images.handle(context, deployment, key, 'generation'),
-    'images.edits': (context, deployment, key) => images.handle(context, deployment, key, 'edit'),
-    'videos.create': (context, deployment, key) => videos.create(context, deployment, key, 'videos'),
-    'videos.generations': (context, deployment, key) => videos.create(context, deployment, key, 'videos/generations'),
-    'videos.list': (context, deployment) => videos.list(context, deployment),
-    'videos.retrieve': (context, _deployment, key, param) => videos.retrieve(context, key, id(param)),
-    'videos.content': (context, _deployment, key, param) => videos.content(context, key, id(param)),
-    'videos.cancel': (context, _deployment, key, param) => videos.cancel(context, key, id(param)),
-    'requests.list': (context, deployment) => requests.list(context, deployment),
-    'requests.retrieve': (context, _deployment, key, param) => requests.retrieve(context, key, id(param)),
-    'requests.cancel': (context, _deployment, key, param) => requests.cancel(context, key, id(param)),
-    'files.create': (context, deployment) => files.create(context, deployment),
-    'files.list': (context, deployment, key) => files.list(context, deployment, key),
-    'files.retrieve': (context, deployment, key, param) => files.retrieve(context, deployment, key, id(param)),
-    'files.content': (context, deployment, key, param) => files.content(context, deployment, key, id(param)),
-    'files.delete': (context, deployment, key, param) => files.delete(context, deployment, key, id(param)),
-    'batches.create': (context, deployment, key) => batches.create(context, deployment, key),
-    'batches.list': (context, deployment, key) => batches.list(context, deployment, key),
-    'batches.retrieve': (context, deployment, key, param) => batches.retrieve(context, deployment, key, id(param)),
-    'batches.cancel': (context, deployment, key, param) => batches.cancel(context, deployment, key, id(param)),
-    'responses.retrieve': (context, deployment, key, param) => responses.retrieve(context, deployment, key, id(param)),
-    'responses.delete': (context, deployment, key, param) => responses.delete(context, deployment, key, id(param)),
-    'responses.input_items': (context, deployment, key, param) => responses.inputItems(context, deployment, key, id(param)),
-    'responses.cancel': (context, deployment, key, param) => responses.cancel(context, deployment, key, id(param)),
-  };
-}
-
-
-/** The table's by-id endpoints whose handlers need only the key and the id: the workspace base URL answers them too. */
-function recordHandlers(videos: VideosRoute, requests: RequestsRoute, responses: StoredResponsesRoute): Partial<Record<DeploymentEndpointName, RecordHandler>> {
-  const id = (param: string) => decodePathSegment(param, 'id');
-  return {
-    'videos.retrieve': (context, key, param) => videos.retrieve(context, key, id(param)),
-    'videos.content': (context, key, param) => videos.content(context, key, id(param)),
-    'videos.cancel': (context, key, param) => videos.cancel(context, key, id(param)),
-    'requests.retrieve': (context, key, param) => requests.retrieve(context, key, id(param)),
-    'requests.cancel': (context, key, param) => requests.cancel(context, key, id(param)),
-    'responses.retrieve': (context, key, param) => responses.retrieve(context, 'workspace', key, id(param)),
-    'responses.delete': (context, key, param) => responses.delete(context, 'workspace', key, id(param)),
-    'responses.input_items': (context, key, param) => responses.inputItems(context, 'workspace', key, id(param)),
-    'responses.cancel': (context, key, param) => responses.cancel(context, 'workspace', key, id(param)),
-  };
-}
-
 /** A shared-table endpoint's handler: the guest's key and the path's `{id}` or `{model}`, still percent-encoded. */
 type SharedHandler = (context: Context, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
 
@@ -158,19 +107,13 @@ type SharedHandler = (context: Context, key: AuthenticatedKey, param: string | u
  * lane): the shared models (the id `shared/<model-id>`), and a guest's stored responses.
  */
 function sharedHandlers(shared: InferencePort['shared'], responses: StoredResponsesRoute): Partial<Record<SharedEndpointName, SharedHandler>> {
-  const id = (param: string | undefined) => decodePathSegment(param!, 'id');
   return {
     'models.list': (context) => json(context, listSharedModels(shared)),
-    'models.retrieve': (context, _key, param) => json(context, retrieveSharedModel(shared, decodePathSegment(param!, 'model'))),
-    'responses.retrieve': (context, key, param) => responses.retrieve(context, 'shared', key, id(param)),
-    'responses.delete': (context, key, param) => responses.delete(context, 'shared', key, id(param)),
-    'responses.input_items': (context, key, param) => responses.inputItems(context, 'shared', key, id(param)),
+    'models.retrieve': (context, _key, param) => json(context, retrieveSharedModel(shared, modelOf(param))),
+    'responses.retrieve': (context, key, param) => responses.retrieve(context, 'shared', key, idOf(param)),
+    'responses.delete': (context, key, param) => responses.delete(context, 'shared', key, idOf(param)),
+    'responses.input_items': (context, key, param) => responses.inputItems(context, 'shared', key, idOf(param)),
   };
-}
-
-function json(context: Context, body: unknown): void {
-  context.status = 200;
-  context.body = body;
 }
 
 function unknownRoute(method: string, rest: string, deployment: Deployment): AppError {

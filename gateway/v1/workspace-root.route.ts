@@ -11,11 +11,9 @@ import { authenticate } from './authenticate';
 import { DEPLOYMENT_ENDPOINTS, matchDeploymentEndpoint, routesByModel, type DeploymentEndpointName } from './endpoint-table';
 import type { ModelsRoute } from './models.route';
 import type { WorkspaceRouting } from './workspace-routing';
+import type { EndpointHandler, RecordHandler } from './route-endpoints';
 
-export type EndpointHandler = (context: Context, deployment: Deployment, key: AuthenticatedKey, param: string | undefined) => Promise<void> | void;
-
-/** A by-id endpoint answered from the key's workspace and the id alone (videos, request records): the same on `/v1` as on any deployment's URL. */
-export type RecordHandler = (context: Context, key: AuthenticatedKey, param: string) => Promise<void> | void;
+export type { EndpointHandler, RecordHandler } from './route-endpoints';
 
 export interface WorkspaceRootOptions {
   /** A JSON body's limit (the deployment endpoints' MAX_BODY_BYTES). */

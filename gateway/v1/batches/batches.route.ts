@@ -5,6 +5,7 @@ import { readBody } from '../../http/read-body';
 import { requestBudgetOf } from '../../http/request-budget';
 import { batchObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
+import { idOf, type RouteEndpoints } from '../route-endpoints';
 
 /**
  * `POST /v1/batches`, `GET /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`
@@ -13,6 +14,17 @@ import { queryLimit, queryValue } from './list-query';
  */
 export class BatchesRoute {
   constructor(private readonly batches: BatchService, private readonly options: { maxBodyBytes: number }) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'batches.create': (context, deployment, key) => this.create(context, deployment, key),
+        'batches.list': (context, deployment, key) => this.list(context, deployment, key),
+        'batches.retrieve': (context, deployment, key, param) => this.retrieve(context, deployment, key, idOf(param)),
+        'batches.cancel': (context, deployment, key, param) => this.cancel(context, deployment, key, idOf(param)),
+      },
+    };
+  }
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
     const fields = parseJsonObject(await readBody(context.req, this.options.maxBodyBytes, requestBudgetOf(context)));

@@ -7,6 +7,7 @@ import { isMultipart, readMultipart } from '../../http/multipart';
 import { requestBudgetOf } from '../../http/request-budget';
 import { fileObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
+import { idOf, type RouteEndpoints } from '../route-endpoints';
 
 /** Room for the form's other fields and part headers beside the file itself. */
 const FORM_OVERHEAD_BYTES = 64 * 1024;
@@ -21,6 +22,18 @@ export class FilesRoute {
     private readonly batches: BatchService,
     private readonly options: { maxFileBytes: number; downloads: ObjectDownloadOptions },
   ) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'files.create': (context, deployment) => this.create(context, deployment),
+        'files.list': (context, deployment, key) => this.list(context, deployment, key),
+        'files.retrieve': (context, deployment, key, param) => this.retrieve(context, deployment, key, idOf(param)),
+        'files.content': (context, deployment, key, param) => this.content(context, deployment, key, idOf(param)),
+        'files.delete': (context, deployment, key, param) => this.delete(context, deployment, key, idOf(param)),
+      },
+    };
+  }
 
   async create(context: Context, deployment: Deployment): Promise<void> {
     if (!isMultipart(context.req)) {

@@ -4,6 +4,7 @@ import { type AuthenticatedKey, type Deployment, type InferencePort, type MediaS
 import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';
+import type { RouteEndpoints } from '../route-endpoints';
 
 export interface MediaRouteOptions {
   maxBodyBytes: number;
@@ -19,6 +20,15 @@ type Operation = 'generation' | 'edit';
  */
 export class ImagesRoute {
   constructor(private readonly inference: Pick<InferencePort, 'pipeline' | 'requests'>, private readonly options: MediaRouteOptions) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'images.generations': (context, deployment, key) => this.handle(context, deployment, key, 'generation'),
+        'images.edits': (context, deployment, key) => this.handle(context, deployment, key, 'edit'),
+      },
+    };
+  }
 
   async handle(context: Context, deployment: Deployment, key: AuthenticatedKey, operation: Operation): Promise<void> {
     const isAsync = asyncFlag(context);

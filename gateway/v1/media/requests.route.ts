@@ -3,12 +3,27 @@ import { AppError, quoteValue } from '../../../control-plane/api/errors';
 import type { AuthenticatedKey, Deployment } from '../../../control-plane/api/inference';
 import { MAX_REQUEST_LIST_LIMIT as MAX_LIST_LIMIT, type RecordsPort } from '../../../control-plane/api/records';
 import { requestObject } from './media-objects';
+import { idOf, type RouteEndpoints } from '../route-endpoints';
 
 const DEFAULT_LIST_LIMIT = 50;
 
 /** `GET /v1/requests`, `GET /v1/requests/{id}`, `POST /v1/requests/{id}/cancel`. */
 export class RequestsRoute {
   constructor(private readonly records: Pick<RecordsPort, 'requests'>) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'requests.list': (context, deployment) => this.list(context, deployment),
+        'requests.retrieve': (context, _deployment, key, param) => this.retrieve(context, key, idOf(param)),
+        'requests.cancel': (context, _deployment, key, param) => this.cancel(context, key, idOf(param)),
+      },
+      records: {
+        'requests.retrieve': (context, key, param) => this.retrieve(context, key, idOf(param)),
+        'requests.cancel': (context, key, param) => this.cancel(context, key, idOf(param)),
+      },
+    };
+  }
 
   /** Newest first, this deployment's records, without output_urls. */
   async list(context: Context, deployment: Deployment): Promise<void> {

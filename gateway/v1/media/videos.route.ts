@@ -5,6 +5,7 @@ import type { RequestRecord } from '../../../control-plane/api/records';
 import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
+import { idOf, type RouteEndpoints } from '../route-endpoints';
 
 /**
  * `POST /v1/videos` (OpenAI's multipart shape, the Video object back), `POST
@@ -13,6 +14,24 @@ import { acknowledgement, videoObject, videoStatus } from './media-objects';
  */
 export class VideosRoute {
   constructor(private readonly inference: Pick<InferencePort, 'pipeline' | 'requests'>, private readonly options: MediaRouteOptions) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'videos.create': (context, deployment, key) => this.create(context, deployment, key, 'videos'),
+        'videos.generations': (context, deployment, key) => this.create(context, deployment, key, 'videos/generations'),
+        'videos.list': (context, deployment) => this.list(context, deployment),
+        'videos.retrieve': (context, _deployment, key, param) => this.retrieve(context, key, idOf(param)),
+        'videos.content': (context, _deployment, key, param) => this.content(context, key, idOf(param)),
+        'videos.cancel': (context, _deployment, key, param) => this.cancel(context, key, idOf(param)),
+      },
+      records: {
+        'videos.retrieve': (context, key, param) => this.retrieve(context, key, idOf(param)),
+        'videos.content': (context, key, param) => this.content(context, key, idOf(param)),
+        'videos.cancel': (context, key, param) => this.cancel(context, key, idOf(param)),
+      },
+    };
+  }
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey, route: VideoRoute): Promise<void> {
     const body = await readMediaBody(context, { jsonLimit: this.options.maxBodyBytes, multipartLimit: this.options.maxMediaBodyBytes });

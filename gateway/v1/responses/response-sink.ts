@@ -6,7 +6,7 @@ import type { Usage } from '../../../proto/worker/v1';
 import { ResponseFlow } from '../../http/response-flow';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { RequestTrace } from '../../http/request-id';
-import { BUFFER_LIMIT_WINDOWS, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
+import { BUFFER_LIMIT_WINDOWS, guardJob, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
 
 export interface ResponseJobRun {
   readonly turn: ResponseTurn;
@@ -53,21 +53,13 @@ export class ResponseSink implements JobSink {
 
   async carry(job: Job): Promise<number> {
     this.job = job;
-    const timer = setTimeout(() => {
-      this.fail(new AppError('gateway_timeout', `the request did not finish within ${this.run.requestTimeoutMs / 1000} s`));
-      job.cancel('deadline');
-    }, this.run.requestTimeoutMs);
-    this.response.once('close', () => {
-      if (this.answered) return;
-      this.abandon();
-      job.cancel('client_disconnected');
-    });
+    const unguard = guardJob(this.response, job, this.run.requestTimeoutMs, { ended: () => this.answered, fail: (error) => this.fail(error), abandon: () => this.abandon() });
     if (this.run.turn.request.stream) this.startStream();
     try {
       const error = await this.settled;
       if (error) throw error;
     } finally {
-      clearTimeout(timer);
+      unguard();
     }
     return 0;
   }

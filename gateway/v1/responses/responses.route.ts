@@ -9,6 +9,7 @@ import type { RequestTrace } from '../../http/request-id';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { StreamLimits, TextRouteOptions } from '../http-text-sink';
 import { ResponseSink } from './response-sink';
+import { idOf, type RouteEndpoints } from '../route-endpoints';
 
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 20;
@@ -78,6 +79,23 @@ export class ResponsesRoute {
 /** The stored responses' `GET`, `DELETE` and `GET …/input_items` (on Koa). */
 export class StoredResponsesRoute {
   constructor(private readonly responses: Pick<ResponsesService, 'retrieve' | 'inputItems' | 'delete'>, private readonly background: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>) {}
+
+  endpoints(): RouteEndpoints {
+    return {
+      deployment: {
+        'responses.retrieve': (context, deployment, key, param) => this.retrieve(context, deployment, key, idOf(param)),
+        'responses.delete': (context, deployment, key, param) => this.delete(context, deployment, key, idOf(param)),
+        'responses.input_items': (context, deployment, key, param) => this.inputItems(context, deployment, key, idOf(param)),
+        'responses.cancel': (context, deployment, key, param) => this.cancel(context, deployment, key, idOf(param)),
+      },
+      records: {
+        'responses.retrieve': (context, key, param) => this.retrieve(context, 'workspace', key, idOf(param)),
+        'responses.delete': (context, key, param) => this.delete(context, 'workspace', key, idOf(param)),
+        'responses.input_items': (context, key, param) => this.inputItems(context, 'workspace', key, idOf(param)),
+        'responses.cancel': (context, key, param) => this.cancel(context, 'workspace', key, idOf(param)),
+      },
+    };
+  }
 
   /** `POST /responses/{id}/cancel` (background responses). */
   async cancel(context: Context, at: ResponsesAt, key: AuthenticatedKey, id: string): Promise<void> {

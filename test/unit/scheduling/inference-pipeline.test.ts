@@ -51,6 +51,8 @@ function world() {
     settle(hold: TokenHold, used: number) {
       rate.settles.push({ hold, used });
     },
+    refusal: null as AppError | null,
+    refusalNow: () => rate.refusal,
   };
   const job = { id: 'job_1', replicaId: 'rep_1', finished: false, cancel() {}, consumed() {} } as unknown as Job;
   const jobs = {
@@ -590,6 +592,23 @@ describe('InferencePipeline deployment lookup', () => {
     await expect(pipeline.deployment(KEY, 'owned')).resolves.toBe(OWNED);
     expect((await rejectedWith(pipeline.deployment(KEY, 'theirs'))).code).toBe('deployment_not_found');
     expect((await rejectedWith(pipeline.deployment(KEY, 'nowhere'))).code).toBe('deployment_not_found');
+  });
+
+  test('a text route resolves and screens in one call: no credit, a paused deployment, a used-up minute are thrown; without `spends` none is', async () => {
+    const { pipeline, rate } = world();
+    expect((await rejectedWith(pipeline.deployment(BROKE, 'owned', 'text'))).code).toBe('insufficient_quota');
+    await expect(pipeline.deployment(BROKE, 'owned')).resolves.toBe(OWNED);
+    rate.refusal = new AppError('rate_limit_error', 'the minute is used up', { retryAfterSeconds: 20 });
+    await expect(pipeline.deployment(KEY, 'owned', 'text')).rejects.toBe(rate.refusal);
+    await expect(pipeline.deployment(KEY, 'owned')).resolves.toBe(OWNED);
+    rate.refusal = null;
+    OWNED.status = 'Paused';
+    try {
+      expect((await rejectedWith(pipeline.deployment(KEY, 'owned', 'text'))).code).toBe('deployment_paused');
+    } finally {
+      OWNED.status = 'Running';
+    }
+    await expect(pipeline.deployment(KEY, 'owned', 'text')).resolves.toBe(OWNED);
   });
 });
 
