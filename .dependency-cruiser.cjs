@@ -42,7 +42,7 @@ const LAYERS = {
   core: [
     'errors/', 'cache/', 'ids.ts', 'secrets.ts', 'secret-box.ts', 'server-keys.ts', 'project-root.ts', 'public-url.ts', 'lifecycle.ts',
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
-    'replicas/', 'storage/', 'console/', 'routing/', 'budgets/',
+    'replicas/', 'storage/', 'console/', 'placement/', 'budgets/',
   ],
   pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
   operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],

@@ -2,11 +2,11 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import { promptKey, type PromptKey } from '../routing/prompt-key';
-import { RecentPrefixes } from '../routing/recent-prefixes';
+import { promptKey, type PromptKey } from '../placement/prompt-key';
+import { RecentPrefixes } from '../placement/recent-prefixes';
 import {
   choosePrefixAware, DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
-} from '../routing/routing-policy';
+} from '../placement/routing-policy';
 import { placeJob, type PeerOffer } from './placement';
 import type { RelayClient } from './relay-client';
 import type { Peer, ServerRegistry } from './server-registry';

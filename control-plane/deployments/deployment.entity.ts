@@ -1,4 +1,4 @@
-import type { RoutingPolicyName } from '../routing/routing-policy';
+import type { RoutingPolicyName } from '../placement/routing-policy';
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
 

@@ -12,8 +12,8 @@ import type { DeploymentLoad, Peer, ServerRegistry } from '../../../control-plan
 import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import { Job, type DispatchRequest, type JobListener } from '../../../control-plane/dispatch/job';
-import { promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
-import { DEFAULT_PREFIX_ROUTING, rankedOrder, type RouteCandidate, type RoutingPolicyName, type RoutingReason } from '../../../control-plane/routing/routing-policy';
+import { promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
+import { DEFAULT_PREFIX_ROUTING, rankedOrder, type RouteCandidate, type RoutingPolicyName, type RoutingReason } from '../../../control-plane/placement/routing-policy';
 import { agent, events, RecordingListener, request, thrownCode } from './fakes';
 
 interface ReplicaLoad {
