@@ -7,7 +7,8 @@
  * workspaces' equal prompts are keyed apart, so affinity never gathers tenants on one replica.
  */
 import { COMPLETION_APPLICATION_CHARS, COMPLETION_CONVERSATION_CHARS, promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
-import { rankedOrder, type RouteCandidate } from '../../../control-plane/placement/routing-policy';
+import { rankedOrder } from '../../../control-plane/placement/prefix-aware';
+import type { RouteCandidate } from '../../../control-plane/placement/placement-policy';
 
 /** The workspace the jobs are for: keys are computed per tenant. */
 const TENANT = 'ws_a';

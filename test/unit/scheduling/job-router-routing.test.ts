@@ -13,7 +13,8 @@ import type { AgentConnection } from '../../../control-plane/dispatch/agent-conn
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import { Job, type DispatchRequest, type JobListener } from '../../../control-plane/dispatch/job';
 import { promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
-import { DEFAULT_PREFIX_ROUTING, rankedOrder, type RouteCandidate, type RoutingPolicyName, type RoutingReason } from '../../../control-plane/placement/routing-policy';
+import { DEFAULT_PREFIX_ROUTING, rankedOrder } from '../../../control-plane/placement/prefix-aware';
+import type { RouteCandidate, RoutingPolicyName, RoutingReason } from '../../../control-plane/placement/placement-policy';
 import { agent, events, RecordingListener, request, thrownCode } from './fakes';
 
 interface ReplicaLoad {
