@@ -21,7 +21,8 @@
  *               and their placement, workspaces, keys), money and the ledger, ids, secrets,
  *               errors, the database helpers and migrations, config parsing, the event bus and
  *               the cluster notifier (events: each module declares its own events on the bus,
- *               so the bus names no module above it), storage, the catalog.
+ *               so the bus names no module above it), storage, the catalog, and placement/
+ *               (which replica takes a piece of work: filter, score, pick; the routing policies).
  *   pipeline    the request path: dispatching jobs to agents, relaying them between servers,
  *               shared serving, media requests, rate limits, usage, admission, batches, responses,
  *               and the OpenAI wire form of requests and answers (openai/).
