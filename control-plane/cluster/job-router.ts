@@ -2,11 +2,11 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
+import { takesWork } from '../placement/filters';
 import { localOrPeer } from '../placement/local-or-peer';
 import type { PlacementPolicy, PromptSource, ReplicaSource, RouteCandidate, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
 import { placementPolicies } from '../placement/policies';
 import { DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions } from '../placement/prefix-aware';
-import { takesWork } from '../placement/filters';
 import type { RelayClient } from './relay-client';
 import type { Peer, PeerOffer, ServerRegistry } from './server-registry';
 

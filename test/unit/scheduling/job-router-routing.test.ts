@@ -3,7 +3,7 @@
  * `round-robin` and more than one candidate replica (this server's ready connections and the
  * replicas peers list in their load), the routing policy chooses one; a local one gets the job
  * directly, a peer's one through the relay with the replica's id. Every decision is reported
- * with its reason. Without a hint, or with `least-loaded`, placement.ts's placement is kept.
+ * with its reason. Without a hint, or with `least-loaded`, load placement (placement/local-or-peer.ts) is kept.
  * Local replicas are real AgentConnections in a real Dispatcher; registry and relay are fakes.
  */
 import type { RelayClient } from '../../../control-plane/cluster/relay-client';
