@@ -21,7 +21,8 @@
  *               and their placement, workspaces, keys), money and the ledger, ids, secrets,
  *               errors, the database helpers and migrations, config parsing, the event bus and
  *               the cluster notifier (events: each module declares its own events on the bus,
- *               so the bus names no module above it), storage, the catalog.
+ *               so the bus names no module above it), storage, the catalog, and placement/
+ *               (which replica takes a piece of work: filter, score, pick; the routing policies).
  *   pipeline    the request path: dispatching jobs to agents, relaying them between servers,
  *               shared serving, media requests, rate limits, usage, admission, batches, responses,
  *               and the OpenAI wire form of requests and answers (openai/).
@@ -42,7 +43,7 @@ const LAYERS = {
   core: [
     'errors/', 'cache/', 'ids.ts', 'secrets.ts', 'secret-box.ts', 'server-keys.ts', 'project-root.ts', 'public-url.ts', 'lifecycle.ts',
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
-    'replicas/', 'storage/', 'console/', 'routing/', 'budgets/',
+    'replicas/', 'storage/', 'console/', 'placement/', 'budgets/',
   ],
   pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
   operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],

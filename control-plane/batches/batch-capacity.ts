@@ -30,10 +30,3 @@ export function linesKeptLiveWaiting(connection: AgentConnection): boolean {
 export function linesInTheWay(connection: AgentConnection): boolean {
   return !connection.preemptsBatchLines;
 }
-
-/** The replica with the most free slots, or null when none has one. */
-export function mostFree(connections: readonly AgentConnection[]): AgentConnection | null {
-  let best: AgentConnection | null = null;
-  for (const connection of connections) if (connection.freeSlots > 0 && (!best || connection.freeSlots > best.freeSlots)) best = connection;
-  return best;
-}

@@ -11,6 +11,9 @@ import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { InferencePipeline } from '../pipeline/inference-pipeline';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
+import { takesWork } from '../placement/filters';
+import { lineReplica } from '../placement/line-replica';
+import { mostFree } from '../placement/slots';
 import type { JobKind, Usage } from '../../proto/worker/v1';
 import type { Batch, BatchEndpoint } from './batch.entities';
 import type { BatchConfig } from './batch-config';
@@ -20,7 +23,7 @@ import { BatchLineResults, type BatchLineResultsParts, settleLine, USAGE_ENDPOIN
 import type { BatchLineErrorCode } from './batch-results';
 import type { ClaimedLine } from './batch-store';
 import { BatchUpkeep, type BatchUpkeepParts } from './batch-upkeep';
-import { linesKeptLiveWaiting, linesInTheWay, liveWaiting, mostFree } from './batch-capacity';
+import { linesKeptLiveWaiting, linesInTheWay, liveWaiting } from './batch-capacity';
 import { BatchWindow } from './batch-window';
 import { readLineInput } from './line-input';
 import { withoutContent } from './without-content';
@@ -409,9 +412,7 @@ export class BatchRunner {
 
   /** Sends one job of a running line: on its reserved slot first; later parts on a free slot (or the same replica). */
   private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener): Job {
-    const usable = (connection: AgentConnection | null) => connection !== null && !connection.closed && !connection.draining;
-    const connection = running.sent === 0 && usable(slot.connection) ? slot.connection
-      : mostFree(this.connectionsOf(running.lane.deploymentId)) ?? (usable(slot.connection) ? slot.connection : null);
+    const connection = lineReplica(slot.connection, running.sent === 0, () => this.connectionsOf(running.lane.deploymentId));
     if (!connection) throw new AppError('no_replica_available', 'no replica of this deployment is ready for the line');
     const { batch } = running;
     const request: DispatchRequest = {
@@ -504,7 +505,7 @@ export class BatchRunner {
   }
 
   private connectionsOf(deploymentId: string): AgentConnection[] {
-    return this.parts.dispatcher.connections(deploymentId).filter((connection) => !connection.closed && !connection.draining);
+    return this.parts.dispatcher.connections(deploymentId).filter(takesWork);
   }
 
   private async keyOf(apiKeyId: string): Promise<BatchKey | null> {

@@ -2,21 +2,17 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
-import { promptKey, type PromptKey } from '../routing/prompt-key';
-import { RecentPrefixes } from '../routing/recent-prefixes';
-import {
-  choosePrefixAware, DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions, type RouteCandidate, type RoutingPolicyName, type RoutingReason,
-} from '../routing/routing-policy';
-import { placeJob, type PeerOffer } from './placement';
+import { takesWork } from '../placement/filters';
+import { localOrPeer } from '../placement/local-or-peer';
+import type { PlacementPolicy, PromptSource, ReplicaSource, RouteCandidate, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
+import { placementPolicies } from '../placement/policies';
+import { DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions } from '../placement/prefix-aware';
 import type { RelayClient } from './relay-client';
-import type { Peer, ServerRegistry } from './server-registry';
+import type { Peer, PeerOffer, ServerRegistry } from './server-registry';
 
 /** How a request asks to be routed: its deployment's policy, and the parsed body its prompt key is read from (only when it matters). */
-export interface RouteHint {
+export interface RouteHint extends PromptSource {
   readonly policy: RoutingPolicyName;
-  readonly fields: Record<string, unknown>;
-  /** The workspace the job is for: its prompt key is its own (prompt-key.ts), as its prefix cache is. */
-  readonly tenant: string;
 }
 
 /** Told of every routing decision (the `routing_decisions_total` metric). */
@@ -25,43 +21,41 @@ export type RouteObserver = (deploymentId: string, policy: RoutingPolicyName, re
 type Candidate = RouteCandidate & ({ readonly connection: AgentConnection } | { readonly peer: Peer });
 
 /**
- * Where an owner's text job runs, across every server. `least-loaded` is placement.ts's policy
- * (a free local slot first, else the peer with the most free slots, else queued here); with a
- * `prefix-aware` or `round-robin` hint every ready replica of the deployment is a candidate,
- * here or on a peer (its load as of the peer's last heartbeat), and the routing policy
- * (routing/routing-policy.ts) chooses one. A peer's replica is reached by relaying the job
- * with the replica's id, which the peer honours while that replica takes work.
+ * Where an owner's text job runs, across every server. The deployment's routing policy
+ * (placement/policies.ts) chooses among every ready replica of the deployment, here or on a peer
+ * (its load as of the peer's last heartbeat), or leaves the job to load placement
+ * (placement/local-or-peer.ts: the dispatcher's least-loaded replica when it has a free slot,
+ * else the peer with the most free slots, else queued here). A peer's replica is reached by
+ * relaying the job with the replica's id, which the peer honours while that replica takes work.
  */
 export class JobRouter {
-  private readonly recent = new RecentPrefixes();
-  private readonly turns = new Map<string, number>();
+  private readonly policies: { readonly [name in RoutingPolicyName]: PlacementPolicy };
+  /** What the policies read of the deployment's replicas: this router's view, built once (a request allocates none). */
+  private readonly replicas: ReplicaSource<Candidate> = {
+    hasChoice: (deploymentId) => this.hasChoice(deploymentId),
+    candidates: (deploymentId) => this.candidates(deploymentId),
+  };
 
   constructor(
     private readonly dispatcher: Dispatcher,
     private readonly registry: Pick<ServerRegistry, 'peers'>,
     private readonly relay: Pick<RelayClient, 'run'>,
     private readonly observe: RouteObserver = () => {},
-    private readonly prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
-  ) {}
+    prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
+  ) {
+    this.policies = placementPolicies({ prefixRouting });
+  }
 
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
   dispatch(request: DispatchRequest, listener: JobListener, hint?: RouteHint): Job {
     const { deploymentId } = request;
-    let reason: RoutingReason | undefined;
-    if (hint !== undefined && hint.policy !== 'least-loaded' && this.hasChoice(deploymentId)) {
-      const key = hint.policy === 'prefix-aware' ? promptKey(hint.fields, hint.tenant) : null;
-      // Nothing any replica can hold yet: where it goes only matters for load, and the
-      // least-loaded placement knows this server's replicas' load now (a peer's only as of its
-      // last heartbeat, which a hash over every replica would trust: measured 2.9 s TTFT p90
-      // against 1.3 s on a trace of unrelated prompts, bench/results/2026-11-26-routing-014887a.md).
-      if (hint.policy === 'round-robin' || key?.shared) return this.route(this.candidates(deploymentId), request, listener, hint.policy, key);
-      reason = 'no_prefix';
-    }
+    const choice = hint === undefined ? null : this.policies[hint.policy].choose(deploymentId, hint, this.replicas);
+    if (choice?.chosen) return this.send(choice.chosen, request, listener, hint!.policy, choice.reason);
     const local = this.dispatcher.leastLoaded(deploymentId);
     // The common case (a free slot here) allocates nothing for placement: it is on every text request's path.
-    const placed = local !== null && local.liveFreeSlots > 0 ? null : placeJob<AgentConnection>(local, local?.liveFreeSlots ?? 0, () => this.offers(deploymentId), true);
+    const placed = local !== null && local.liveFreeSlots > 0 ? null : localOrPeer<AgentConnection, PeerOffer>(local, local?.liveFreeSlots ?? 0, () => this.offers(deploymentId), true);
     if (local === null && placed === null) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
-    if (hint !== undefined) this.observe(deploymentId, hint.policy, reason ?? (hint.policy === 'least-loaded' ? 'least_loaded' : 'only_replica'));
+    if (choice) this.observe(deploymentId, hint!.policy, choice.reason);
     if (placed === null || placed.kind === 'local') return this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener);
     return this.relay.run(placed.offer.peer, request, listener);
   }
@@ -70,7 +64,7 @@ export class JobRouter {
   private hasChoice(deploymentId: string): boolean {
     let count = 0;
     for (const connection of this.dispatcher.connections(deploymentId)) {
-      if (!connection.draining && !connection.closed && ++count > 1) return true;
+      if (takesWork(connection) && ++count > 1) return true;
     }
     for (const peer of this.registry.peers()) {
       count += peer.load[deploymentId]?.replicas?.length ?? 0;
@@ -79,21 +73,8 @@ export class JobRouter {
     return false;
   }
 
-  private route(candidates: Candidate[], request: DispatchRequest, listener: JobListener, policy: RoutingPolicyName, key: PromptKey | null): Job {
-    let chosen: Candidate;
-    let reason: RoutingReason;
-    if (policy === 'round-robin' || !key) {
-      candidates.sort((a, b) => (a.replicaId < b.replicaId ? -1 : 1));
-      const turn = this.turns.get(request.deploymentId) ?? 0;
-      this.turns.set(request.deploymentId, turn + 1);
-      chosen = candidates[turn % candidates.length];
-      reason = 'round_robin';
-    } else {
-      const decision = choosePrefixAware(candidates, key, this.prefixRouting);
-      chosen = decision.chosen;
-      const seen = this.recent.sent(chosen.replicaId, key.application);
-      reason = !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold';
-    }
+  /** The policy's choice: here, or relayed to the peer holding it with the replica's id. */
+  private send(chosen: Candidate, request: DispatchRequest, listener: JobListener, policy: RoutingPolicyName, reason: RoutingReason): Job {
     this.observe(request.deploymentId, policy, reason);
     if ('connection' in chosen) return this.dispatcher.dispatchTo(chosen.connection, request, listener);
     return this.relay.run(chosen.peer, { ...request, replicaId: chosen.replicaId }, listener);
@@ -103,7 +84,7 @@ export class JobRouter {
   private candidates(deploymentId: string): Candidate[] {
     const candidates: Candidate[] = [];
     for (const connection of this.dispatcher.connections(deploymentId)) {
-      if (connection.draining || connection.closed) continue;
+      if (!takesWork(connection)) continue;
       candidates.push({ replicaId: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency, connection });
     }
     for (const peer of this.registry.peers()) {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import { clusterSetting } from '../database/cluster-settings';
+import type { SlotOffer } from '../placement/local-or-peer';
 
 /** What one server's agents can take now, per deployment: the cluster's view of its replicas. */
 export interface DeploymentLoad {
@@ -30,6 +31,12 @@ export interface Peer {
   id: string;
   relayAddress: string;
   load: ServerLoad;
+}
+
+/** A peer's offer for a job (placement/local-or-peer.ts): one of its deployments and the slots it reports free. */
+export interface PeerOffer extends SlotOffer {
+  readonly peer: Peer;
+  readonly deploymentId: string;
 }
 
 export interface ServerRegistryOptions {

@@ -1,4 +1,4 @@
-import type { RoutingPolicyName } from '../routing/routing-policy';
+import type { RoutingPolicyName } from '../placement/placement-policy';
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
 
@@ -46,7 +46,7 @@ export class Deployment {
   /** The owner's choice to open idle capacity to guests of shared serving. */
   @Column('boolean', { name: 'share_idle_capacity', default: false }) shareIdleCapacity: boolean;
   @Column('text', { default: 'not_shared' }) sharing: SharingState;
-  /** How requests pick one of its replicas (routing/routing-policy.ts). */
+  /** How requests pick one of its replicas (placement/policies.ts). */
   @Column('text', { name: 'routing_policy', default: 'prefix-aware' }) routingPolicy: RoutingPolicyName;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;

@@ -1,5 +1,5 @@
 import { quoteValue } from '../errors/quote-value';
-import { DEFAULT_ROUTING_POLICY, ROUTING_POLICIES, type RoutingPolicyName } from '../routing/routing-policy';
+import { DEFAULT_ROUTING_POLICY, ROUTING_POLICIES, type RoutingPolicyName } from '../placement/placement-policy';
 import { randomBytes } from 'node:crypto';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import type { Catalog } from '../catalog/catalog';

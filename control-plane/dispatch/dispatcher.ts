@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors/app-error';
+import { takesWork } from '../placement/filters';
+import { pickBest } from '../placement/pick';
 import type { AgentConnection, ConnectionOwner } from './agent-connection';
 import { Job, type DispatchRequest, type JobListener } from './job';
 
@@ -81,15 +83,6 @@ export class Dispatcher implements ConnectionOwner {
     return job;
   }
 
-  /** The connection with the most free slots, or null when every replica is busy or none is ready. */
-  freeConnection(deploymentId: string): AgentConnection | null {
-    let best: AgentConnection | null = null;
-    for (const connection of this.pools.get(deploymentId) ?? []) {
-      if (connection.freeSlots > 0 && (!best || connection.freeSlots > best.freeSlots)) best = connection;
-    }
-    return best;
-  }
-
   private capacityChanged(deploymentId: string): void {
     for (const listener of this.capacityListeners) listener(deploymentId);
   }
@@ -102,14 +95,10 @@ export class Dispatcher implements ConnectionOwner {
   private pick(deploymentId: string, exclude: AgentConnection | null): AgentConnection | null {
     const pool = this.pools.get(deploymentId);
     if (!pool) return null;
-    const size = pool.length;
-    const start = this.rotation++ % size;
-    let best: AgentConnection | null = null;
-    for (let offset = 0; offset < size; offset++) {
-      const candidate = pool[(start + offset) % size];
-      if (candidate.draining || candidate.closed || candidate === exclude) continue;
-      if (!best || candidate.liveLoad < best.liveLoad) best = candidate;
-    }
-    return best;
+    const passes = exclude === null ? takesWork : (candidate: AgentConnection) => candidate !== exclude && takesWork(candidate);
+    return pickBest(pool, lessLoaded, null, passes, this.rotation++ % pool.length);
   }
 }
+
+/** The pick's score: the lower a replica's live load, the better. */
+const lessLoaded = (connection: AgentConnection): number => -connection.liveLoad;

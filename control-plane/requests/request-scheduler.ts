@@ -4,6 +4,8 @@ import type { SlotHold } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
+import { takesWork } from '../placement/filters';
+import { mostFree } from '../placement/slots';
 import type { MediaJobs, MediaOutcome } from './media-jobs';
 import type { RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
@@ -77,10 +79,10 @@ export class RequestScheduler {
    * job on it, or `releaseSlot` gives it back.
    */
   reserveSlot(deploymentId: string): SlotHold {
-    const connection = this.dispatcher.freeConnection(deploymentId);
+    const connections = this.dispatcher.connections(deploymentId);
+    const connection = mostFree(connections);
     if (connection) return connection.reserveSlot();
-    const ready = this.dispatcher.connections(deploymentId).some((candidate) => !candidate.draining && !candidate.closed);
-    if (ready) throw new AppError('replica_saturated', 'every replica of this deployment is at its concurrency limit; retry shortly or submit with ?async=true', { retryAfterSeconds: 2 });
+    if (connections.some(takesWork)) throw new AppError('replica_saturated', 'every replica of this deployment is at its concurrency limit; retry shortly or submit with ?async=true', { retryAfterSeconds: 2 });
     throw new AppError('no_pod_available', 'no replica of this deployment is ready (starting, paused or scaled away); retry shortly', { retryAfterSeconds: 10 });
   }
 
@@ -122,7 +124,8 @@ export class RequestScheduler {
 
   private async claimLoop(deploymentId: string): Promise<void> {
     while (!this.stopped) {
-      const connection = this.dispatcher.freeConnection(deploymentId);
+      // A media job never waits in an agent's queue: it starts on the replica with the most free slots, or stays queued here.
+      const connection = mostFree(this.dispatcher.connections(deploymentId));
       if (!connection) return;
       // The slot stays reserved until the job is on the agent (MediaJobs.start releases it),
       // so a second claim never counts the same free slot.

@@ -3,10 +3,13 @@ import type { Catalog, CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import { STAND_IN_ENGINE_KIND } from '../replicas/deployment-engines';
 import type { DeploymentStore } from '../deployments/deployment-store';
-import type { Peer } from '../cluster/server-registry';
+import type { Peer, PeerOffer } from '../cluster/server-registry';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import { placeJob, type PeerOffer } from '../cluster/placement';
+import { takesGuests } from '../placement/filters';
+import { localOrPeer } from '../placement/local-or-peer';
+import { pickBest } from '../placement/pick';
+import { guestSlotsOn } from '../placement/slots';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
 import type { SharingConfig } from './sharing-config';
@@ -109,28 +112,21 @@ export class SharedPool {
   }
 
   /**
-   * The replica with the most guest slots among the model's shared deployments, by the one
-   * placement policy (cluster/placement.ts): one whose agent this server holds first (no hop),
-   * else the peer reporting the most for one deployment; a guest never queues.
+   * The replica with the most guest slots among the model's shared deployments: filter (this
+   * server's replicas that take guests; peers that report a guest-ready replica of a member) →
+   * score (guest slots) → pick, then the one cross-server rule (placement/local-or-peer.ts):
+   * one whose agent this server holds first (no hop), else the peer reporting the most for one
+   * deployment; a guest never queues.
    */
   place(modelId: string): GuestPlacement {
-    let best: AgentConnection | null = null;
-    let bestSlots = 0;
-    let providers = 0;
-    let idleSlots = 0;
     const members = this.members.get(modelId) ?? new Set<string>();
+    const local: AgentConnection[] = [];
     for (const deploymentId of members) {
-      for (const connection of this.dispatcher.connections(deploymentId)) {
-        if (!connection.priorityScheduling || connection.draining || connection.closed) continue;
-        providers++;
-        const slots = this.guestSlots(connection);
-        idleSlots += slots;
-        if (slots > bestSlots) {
-          best = connection;
-          bestSlots = slots;
-        }
-      }
+      for (const connection of this.dispatcher.connections(deploymentId)) if (takesGuests(connection)) local.push(connection);
     }
+    let idleSlots = 0;
+    for (const connection of local) idleSlots += this.guestSlots(connection);
+    const best = pickBest(local, this.slotsOf);
     const offers: PeerOffer[] = [];
     for (const peer of this.peers()) {
       for (const deploymentId of members) {
@@ -141,38 +137,27 @@ export class SharedPool {
         }
       }
     }
-    providers += offers.length;
-    const placed = placeJob(best, bestSlots, () => offers, false);
+    const placed = localOrPeer(best, best === null ? 0 : this.guestSlots(best), () => offers, false);
     if (placed?.kind === 'local') return { kind: 'replica', connection: placed.local, idleSlots };
     if (placed) {
       const { peer, deploymentId } = placed.offer;
       return { kind: 'peer', peer, deploymentId, ownerWorkspaceId: this.owners.get(deploymentId) ?? '', idleSlots };
     }
-    return providers === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
+    return local.length + offers.length === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
   }
 
   /** A relayed guest's slot on this server: the replica of `deploymentId` with the most guest slots, or null. */
   placeHere(deploymentId: string): AgentConnection | null {
-    let best: AgentConnection | null = null;
-    for (const connection of this.dispatcher.connections(deploymentId)) {
-      const slots = this.guestSlots(connection);
-      if (slots > 0 && (!best || slots > this.guestSlots(best))) best = connection;
-    }
-    return best;
+    return pickBest(this.dispatcher.connections(deploymentId), this.slotsOf);
   }
 
-  /**
-   * Idle slots a guest may take on this replica now. Slots running batch lines count as idle:
-   * batches rank below guests, so a guest admitted there waits (in the agent's guest queue,
-   * ahead of any batch line) for at most the one line running in that slot, and no new line
-   * starts while it waits (control-plane/batches/batch-runner.ts).
-   */
+  /** Idle slots a guest may take on this replica now (placement/slots.ts: beyond the owner's headroom, up to the guest bound). */
   guestSlots(connection: AgentConnection): number {
-    if (!connection.priorityScheduling || connection.draining || connection.closed) return 0;
-    const headroom = Math.max(1, Math.ceil(connection.maxConcurrency * this.config.ownerHeadroomFraction));
-    const idle = connection.maxConcurrency - (connection.inFlight - connection.batchInFlight) - connection.reserved - headroom;
-    return Math.max(0, Math.min(idle, this.config.maxGuestsPerReplica - connection.guestInFlight));
+    return guestSlotsOn(connection, this.config);
   }
+
+  /** The pick's score, bound once (a guest flood asks on every attempt). */
+  private readonly slotsOf = (connection: AgentConnection): number => this.guestSlots(connection);
 
   trafficOf(modelId: string): GuestTraffic {
     let traffic = this.traffic.get(modelId);

@@ -5,6 +5,7 @@
  * who hears that a slot was freed. Agents are real AgentConnections over recording streams.
  */
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
+import { mostFree } from '../../../control-plane/placement/slots';
 import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
 import { agent, events, flush, RecordingListener, request, reserveSlots, thrownCode } from './fakes';
 
@@ -112,11 +113,11 @@ describe('Dispatcher free slots (what a scheduler may claim for)', () => {
     ['none when every slot is running or reserved', [{ max: 2, busy: 1 }, { max: 2, busy: 0 }], [1, 2], null],
     ['none on a draining replica', [{ max: 4, busy: 0, draining: true }], [0], null],
     ['none on a closed replica', [{ max: 4, busy: 0, closed: true }], [0], null],
-  ])('freeConnection: %s', (_name, specs, reserved, expected) => {
+  ])('mostFree: %s', (_name, specs, reserved, expected) => {
     const dispatcher = new Dispatcher();
     const connections = pool(dispatcher, specs);
     connections.forEach((connection, index) => reserveSlots(connection, reserved[index]));
-    expect(dispatcher.freeConnection('dep_a')?.replicaId ?? null).toBe(expected);
+    expect(mostFree(dispatcher.connections('dep_a'))?.replicaId ?? null).toBe(expected);
   });
 });
 

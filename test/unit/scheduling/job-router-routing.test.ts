@@ -3,7 +3,7 @@
  * `round-robin` and more than one candidate replica (this server's ready connections and the
  * replicas peers list in their load), the routing policy chooses one; a local one gets the job
  * directly, a peer's one through the relay with the replica's id. Every decision is reported
- * with its reason. Without a hint, or with `least-loaded`, placement.ts's placement is kept.
+ * with its reason. Without a hint, or with `least-loaded`, load placement (placement/local-or-peer.ts) is kept.
  * Local replicas are real AgentConnections in a real Dispatcher; registry and relay are fakes.
  */
 import type { RelayClient } from '../../../control-plane/cluster/relay-client';
@@ -12,8 +12,9 @@ import type { DeploymentLoad, Peer, ServerRegistry } from '../../../control-plan
 import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import { Job, type DispatchRequest, type JobListener } from '../../../control-plane/dispatch/job';
-import { promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
-import { DEFAULT_PREFIX_ROUTING, rankedOrder, type RouteCandidate, type RoutingPolicyName, type RoutingReason } from '../../../control-plane/routing/routing-policy';
+import { promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
+import { DEFAULT_PREFIX_ROUTING, rankedOrder } from '../../../control-plane/placement/prefix-aware';
+import type { RouteCandidate, RoutingPolicyName, RoutingReason } from '../../../control-plane/placement/placement-policy';
 import { agent, events, RecordingListener, request, thrownCode } from './fakes';
 
 interface ReplicaLoad {

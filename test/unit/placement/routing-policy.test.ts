@@ -1,5 +1,5 @@
 /**
- * The prefix-aware routing policy (control-plane/routing/routing-policy.ts): bounded-load
+ * The prefix-aware routing policy (control-plane/placement/prefix-aware.ts): bounded-load
  * rendezvous hashing with `homeReplicas` per application. What docs/routing.md promises of it:
  * a key goes to the same replica every time (on every server) while load allows;
  * conversations spread over the replicas; an application's conversations stay on its home
@@ -7,11 +7,11 @@
  * replica that joins takes over only the keys that now rank it first, one that leaves moves
  * only its own keys. Keys are fixed (no randomness): every number below is deterministic.
  */
-import { promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
+import { promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
 import { seededRandom } from '../../../common/seeded-random';
-import {
-  choosePrefixAware, DEFAULT_PREFIX_ROUTING, leastLoaded, MIN_LOAD_BOUND, rankedOrder, score, type PrefixRoutingOptions, type RouteCandidate,
-} from '../../../control-plane/routing/routing-policy';
+import { choosePrefixAware, DEFAULT_PREFIX_ROUTING, MIN_LOAD_BOUND, rankedOrder, score, type PrefixRoutingOptions } from '../../../control-plane/placement/prefix-aware';
+import { leastLoaded } from '../../../control-plane/placement/least-loaded';
+import type { RouteCandidate } from '../../../control-plane/placement/placement-policy';
 
 interface Replica extends RouteCandidate {
   replicaId: string;

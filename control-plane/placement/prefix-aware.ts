@@ -1,32 +1,7 @@
-import type { PromptKey } from './prompt-key';
-
-/** A deployment's routing policy (its `routingPolicy` setting). */
-export const ROUTING_POLICIES = ['prefix-aware', 'least-loaded', 'round-robin'] as const;
-export type RoutingPolicyName = (typeof ROUTING_POLICIES)[number];
-export const DEFAULT_ROUTING_POLICY: RoutingPolicyName = 'prefix-aware';
-
-/**
- * Why a replica was chosen, counted in `/metrics` (`routing_decisions_total{reason}`):
- * - `prefix_hit`: the replica the prompt's key ranks first, which this server has sent that
- *   application's prompts to before (its engine should hold the prefix);
- * - `prefix_cold`: the replica the key ranks first, but no request of that application went
- *   there from this server yet (the first of its prompts; or another server sent them);
- * - `load_fallback`: the first-ranked replica was loaded beyond the bound, so the next one under it;
- * - `no_prefix`: nothing any replica can hold yet (no prompt, or a first user message with no
- *   instructions): least loaded;
- * - `only_replica`: one replica takes work (or none here and the job queues): no choice to make;
- * - `least_loaded`, `round_robin`: the deployment chose that policy.
- */
-export type RoutingReason = 'prefix_hit' | 'prefix_cold' | 'load_fallback' | 'no_prefix' | 'only_replica' | 'least_loaded' | 'round_robin';
-
-/** A replica the policy may choose: on this server or a peer's (with load as its last heartbeat told). */
-export interface RouteCandidate {
-  readonly replicaId: string;
-  /** Jobs sent to it and not finished (running in the engine or waiting for it). */
-  readonly load: number;
-  /** Jobs it runs at once (`maxConcurrency`); beyond that they wait in its queue. */
-  readonly capacity: number;
-}
+import { leastLoaded } from './least-loaded';
+import { ONLY_REPLICA, type PlacementPolicy, type PolicyChoice, type PromptSource, type ReplicaSource, type RouteCandidate } from './placement-policy';
+import { promptKey, type PromptKey } from './prompt-key';
+import { RecentPrefixes } from './recent-prefixes';
 
 export interface PrefixRoutingOptions {
   /**
@@ -39,6 +14,32 @@ export interface PrefixRoutingOptions {
 }
 
 export const DEFAULT_PREFIX_ROUTING: PrefixRoutingOptions = { loadFactor: 0.25, homeReplicas: 2 };
+
+const NO_PREFIX: PolicyChoice<never> = { chosen: null, reason: 'no_prefix' };
+
+/**
+ * `prefix-aware` (the default): a prompt that some replica may hold part of goes where its key
+ * ranks (choosePrefixAware); one that nothing can hold yet goes by load alone.
+ */
+export class PrefixAwarePolicy implements PlacementPolicy {
+  readonly name = 'prefix-aware';
+  private readonly recent = new RecentPrefixes();
+
+  constructor(private readonly options: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING) {}
+
+  choose<C extends RouteCandidate>(deploymentId: string, prompt: PromptSource, replicas: ReplicaSource<C>): PolicyChoice<C> {
+    if (!replicas.hasChoice(deploymentId)) return ONLY_REPLICA;
+    const key = promptKey(prompt.fields, prompt.tenant);
+    // Nothing any replica can hold yet: where it goes only matters for load, and the
+    // least-loaded placement knows this server's replicas' load now (a peer's only as of its
+    // last heartbeat, which a hash over every replica would trust: measured 2.9 s TTFT p90
+    // against 1.3 s on a trace of unrelated prompts, bench/results/2026-11-26-routing-014887a.md).
+    if (!key?.shared) return NO_PREFIX;
+    const decision = choosePrefixAware(replicas.candidates(deploymentId), key, this.options);
+    const seen = this.recent.sent(decision.chosen.replicaId, key.application);
+    return { chosen: decision.chosen, reason: !decision.ranked ? 'load_fallback' : seen ? 'prefix_hit' : 'prefix_cold' };
+  }
+}
 
 /**
  * The bound never asks a replica to refuse a second job: a conversation's replica that is
@@ -80,20 +81,6 @@ export function rankedOrder<C extends RouteCandidate>(candidates: readonly C[], 
   const home = byApplication.slice(0, Math.max(1, homeReplicas));
   home.sort((a, b) => score(key.conversation, b.replicaId) - score(key.conversation, a.replicaId));
   return [...home, ...byApplication.slice(home.length)];
-}
-
-/** Least load relative to capacity; ties to the lowest replica id (the same answer on every server). */
-export function leastLoaded<C extends RouteCandidate>(candidates: readonly C[]): C | null {
-  let best: C | null = null;
-  for (const candidate of candidates) {
-    if (!best) {
-      best = candidate;
-      continue;
-    }
-    const difference = candidate.load / candidate.capacity - best.load / best.capacity;
-    if (difference < 0 || (difference === 0 && candidate.replicaId < best.replicaId)) best = candidate;
-  }
-  return best;
 }
 
 /** Rendezvous (highest random weight) score of a replica for a key: a 32-bit mix of both. */

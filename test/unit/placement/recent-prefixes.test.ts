@@ -1,9 +1,9 @@
 /**
- * RecentPrefixes (control-plane/routing/recent-prefixes.ts): which replica × application pairs
+ * RecentPrefixes (control-plane/placement/recent-prefixes.ts): which replica × application pairs
  * this server sent a prompt to lately, bounded, oldest first out. Only tells `prefix_hit` from
  * `prefix_cold` in the routing metrics.
  */
-import { RecentPrefixes } from '../../../control-plane/routing/recent-prefixes';
+import { RecentPrefixes } from '../../../control-plane/placement/recent-prefixes';
 
 describe('RecentPrefixes', () => {
   it('answers false the first time a replica gets an application, true after', () => {

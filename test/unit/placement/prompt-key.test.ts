@@ -1,13 +1,14 @@
 /**
- * promptKey (control-plane/routing/prompt-key.ts): the application and conversation keys of a
+ * promptKey (control-plane/placement/prompt-key.ts): the application and conversation keys of a
  * chat or completions body. What prefix-aware routing relies on: a conversation's later turns
  * keep its keys, the instructions (system messages, tools) decide the application, the first
  * user turn the conversation, and nothing that does not change the engine's cached prefix
  * (sampling fields) changes a key. Keys are per tenant, as engines' prefix caches are: two
  * workspaces' equal prompts are keyed apart, so affinity never gathers tenants on one replica.
  */
-import { COMPLETION_APPLICATION_CHARS, COMPLETION_CONVERSATION_CHARS, promptKey, type PromptKey } from '../../../control-plane/routing/prompt-key';
-import { rankedOrder, type RouteCandidate } from '../../../control-plane/routing/routing-policy';
+import { COMPLETION_APPLICATION_CHARS, COMPLETION_CONVERSATION_CHARS, promptKey, type PromptKey } from '../../../control-plane/placement/prompt-key';
+import { rankedOrder } from '../../../control-plane/placement/prefix-aware';
+import type { RouteCandidate } from '../../../control-plane/placement/placement-policy';
 
 /** The workspace the jobs are for: keys are computed per tenant. */
 const TENANT = 'ws_a';
