@@ -1,12 +1,13 @@
-import { loadBatchConfig, type BatchConfig } from './batches/batch-config';
+import type { z } from 'zod';
+import { BATCH_SETTINGS, loadBatchConfig, type BatchConfig } from './batches/batch-config';
 import { loadBudgetLimits, type BudgetLimits } from './budgets/budget-config';
-import type { BudgetName, BudgetScope } from './budgets/budget-kinds';
-import { loadControlPlaneConfig } from './config/control-plane-config';
-import { loadRequestConfig, type RequestConfig } from './requests/request-config';
-import { loadResponsesConfig, type ResponsesConfig } from './responses/responses-config';
-import { loadSharingConfig, type SharingConfig } from './sharing/sharing-config';
-import { loadStorageConfig, type StorageConfig } from './storage/storage-config';
-import { loadWebhookConfig, type WebhookConfig } from './webhooks/webhook-config';
+import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
+import { CONTROL_PLANE_SETTINGS, loadControlPlaneConfig } from './config/control-plane-config';
+import { loadRequestConfig, REQUEST_SETTINGS, type RequestConfig } from './requests/request-config';
+import { loadResponsesConfig, RESPONSES_SETTINGS, type ResponsesConfig } from './responses/responses-config';
+import { loadSharingConfig, SHARING_SETTINGS, type SharingConfig } from './sharing/sharing-config';
+import { loadStorageConfig, STORAGE_SETTINGS, type StorageConfig } from './storage/storage-config';
+import { loadWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from './webhooks/webhook-config';
 
 /**
  * Every control-plane setting: the control plane's own (config/control-plane-config.ts) and each
@@ -54,3 +55,36 @@ export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' |
   /** Some scopes of some budgets; the rest keep their defaults. */
   budgets?: Partial<Record<BudgetName, Partial<Record<BudgetScope, number>>>>;
 };
+
+/** One setting as `--help` lists it: its variable, its default (undefined: unset, or computed from others), its group. */
+export interface SettingRow {
+  readonly env: string;
+  readonly default: string | undefined;
+  readonly group: string;
+}
+
+/** A module's settings as its loader declares them: a zod shape and each field's variable. */
+export interface SettingsDeclaration {
+  readonly what: string;
+  readonly shape: Record<string, z.ZodType>;
+  readonly names: Record<string, string>;
+}
+
+/** Every control-plane setting with its default, read from the loaders' own declarations (so `--help` cannot drift from them). */
+export function controlPlaneSettingRows(): SettingRow[] {
+  const rows = [CONTROL_PLANE_SETTINGS, STORAGE_SETTINGS, REQUEST_SETTINGS, WEBHOOK_SETTINGS, RESPONSES_SETTINGS, SHARING_SETTINGS, BATCH_SETTINGS]
+    .flatMap((declaration) => settingRows(declaration as SettingsDeclaration));
+  for (const name of BUDGET_NAMES) {
+    for (const limit of Object.values(BUDGETS[name].limits) as { env: string; default: number }[]) rows.push({ env: limit.env, default: String(limit.default), group: 'tenant budget' });
+  }
+  return rows;
+}
+
+/** A declaration's rows: the default is what the field parses to when its variable is unset. */
+export function settingRows(declaration: SettingsDeclaration): SettingRow[] {
+  return Object.entries(declaration.names).map(([key, env]) => {
+    const parsed = declaration.shape[key]?.safeParse(undefined);
+    const value = parsed?.success ? parsed.data : undefined;
+    return { env, default: value === undefined ? undefined : String(value), group: declaration.what };
+  });
+}

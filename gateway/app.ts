@@ -15,6 +15,7 @@ import { platformVersion } from '../common/agent-binary';
 import { consoleRoute } from './http/console.route';
 import { Readiness, readinessRoute } from './http/readiness.route';
 import { RequestIds } from './http/request-id';
+import { RequestLog } from './http/request-log';
 import { requestTelemetry } from './http/request-telemetry';
 import { routeLabel } from './route-label';
 import { textFastLane } from './v1/text-fast-lane';
@@ -68,7 +69,8 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   const readiness = new Readiness(host.readinessProbes, logger.child({ component: 'readiness' }));
   const app = new Koa();
   app.silent = true;
-  app.use(requestTelemetry(host.metrics, requestIds, logger, routeLabel));
+  const requestLog = new RequestLog(logger, config.logRequests);
+  app.use(requestTelemetry(host.metrics, requestIds, requestLog, routeLabel));
   app.use(errorMiddleware(logger));
   app.use(async (context, next) => {
     if (context.path !== '/healthz') return await next();
@@ -96,7 +98,7 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   const fastLane = textFastLane(inference, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     streamStallTimeoutMs: config.streamStallTimeoutMs, streamBufferBytes: config.streamBufferBytes,
-  }, logger, requestIds, gate);
+  }, logger, requestLog, requestIds, gate);
   server.on('request', (request, response) => {
     if (!fastLane(request, response)) void koa(request, response);
   });

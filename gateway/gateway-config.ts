@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../control-plane/api/startup';
+import { boolField, intField, loadEnv } from '../control-plane/api/startup';
 
 const shape = {
   /** Interface the HTTP server binds. @default 127.0.0.1 */
@@ -72,6 +72,13 @@ const shape = {
   metricsToken: z.string().min(16).optional(),
   /** On shutdown, connections still open this long after the server stopped accepting are cut. @default 5000 */
   shutdownGraceMs: intField(0).default(5_000),
+  /**
+   * The whole shutdown's deadline (SIGTERM or SIGINT): agents drained, HTTP closed, usage
+   * flushed, the database stopped; past it the server kills its agents and exits 1. @default 60000
+   */
+  shutdownTimeoutMs: intField(100).default(60_000),
+  /** One `info` line per request (id, deployment, status, tokens, timings); `false` keeps only warnings and errors. @default true */
+  logRequests: boolField().default(true),
   /** Folder of the built web console served at /console. @default dist/console (written by npm run build) */
   consoleDir: z.string().min(1).optional(),
 };
@@ -83,9 +90,13 @@ const names = {
   graphqlMaxDatabaseCost: 'GRAPHQL_MAX_DATABASE_COST', graphqlDatabaseQueriesPerOperation: 'GRAPHQL_DATABASE_QUERIES_PER_OPERATION',
   graphqlKeepAliveMs: 'GRAPHQL_KEEPALIVE_MS', headersTimeoutMs: 'HEADERS_TIMEOUT_MS', minBodyBytesPerSecond: 'MIN_BODY_BYTES_PER_SECOND',
   bodyGraceMs: 'BODY_GRACE_MS', bodyMemoryThresholdBytes: 'BODY_MEMORY_THRESHOLD_BYTES', graphqlConnectionInitTimeoutMs: 'GRAPHQL_CONNECTION_INIT_TIMEOUT_MS', logLevel: 'LOG_LEVEL', metricsToken: 'METRICS_TOKEN', consoleDir: 'CONSOLE_DIR', shutdownGraceMs: 'SHUTDOWN_GRACE_MS',
+  shutdownTimeoutMs: 'SHUTDOWN_TIMEOUT_MS', logRequests: 'LOG_REQUESTS',
 } as const;
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
+
+/** The settings and their variables, for the server's `--help` (server-help.ts). */
+export const GATEWAY_SETTINGS = { what: 'gateway', shape, names };
 
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('gateway', shape, names, env);

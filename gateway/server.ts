@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, EmbeddedDatabase, gatewayPorts, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
+import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, DataDirLock, EmbeddedDatabase, gatewayPorts, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
 import { connectionCap } from './http/connection-budget';
 import { startGateway, type Gateway } from './app';
 import { ROUTE_LABELS } from './route-label';
@@ -10,6 +10,8 @@ export interface ServerOptions {
   controlPlane?: ControlPlaneOverrides;
   gateway?: Partial<GatewayConfig>;
   logger?: Logger;
+  /** The embedded PostgreSQL died and could not be restarted: the process should exit for its supervisor (gateway/main.ts). */
+  onDatabaseLost?: (error: Error) => void;
 }
 
 export interface Server {
@@ -23,6 +25,8 @@ export interface Server {
   readonly logger: Logger;
   /** True when this process started its own embedded PostgreSQL. */
   readonly embeddedDatabase: boolean;
+  /** The gateway's settings as loaded (main.ts reads the shutdown deadline). */
+  readonly gatewayConfig: GatewayConfig;
   stop(): Promise<void>;
 }
 
@@ -50,12 +54,23 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     logger.warn({ configured: configuredConnections, cap: connections }, 'MAX_CONNECTIONS lowered to fit the process\'s open-file limit (ulimit -n) with room for the database, agents and files');
   }
 
+  let lock: DataDirLock | null = null;
   let embedded: EmbeddedDatabase | null = null;
   let dataSource: Awaited<ReturnType<typeof openDatabase>> | null = null;
   let controlPlane: ControlPlane | null = null;
   try {
     if (!controlPlaneConfig.databaseUrl) {
-      embedded = await EmbeddedDatabase.start({ dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }) });
+      // First: a second server on the same folder refuses here, before it touches the running one's PostgreSQL.
+      lock = DataDirLock.acquire(controlPlaneConfig.dataDir);
+      embedded = await EmbeddedDatabase.start({
+        dataDir: controlPlaneConfig.dataDir, port: controlPlaneConfig.embeddedDatabasePort, log: (line) => logger.debug({ postgres: line }),
+        watchIntervalMs: controlPlaneConfig.embeddedDatabaseWatchMs, restartAttempts: controlPlaneConfig.embeddedDatabaseRestarts,
+        onRestarted: (attempts) => logger.warn({ attempts }, 'the embedded PostgreSQL died and was restarted'),
+        onLost: (error) => {
+          logger.fatal({ err: error }, 'the embedded PostgreSQL died and could not be restarted');
+          options.onDatabaseLost?.(error);
+        },
+      });
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
     // Metrics label requests by the gateway's routes: the closed set of their values.
@@ -64,7 +79,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     const running = controlPlane;
     let stopping: Promise<void> | null = null;
     return {
-      controlPlane: running, gateway, logger, embeddedDatabase: embedded !== null,
+      controlPlane: running, gateway, logger, embeddedDatabase: embedded !== null, gatewayConfig,
       stop() {
         stopping ??= (async () => {
           gateway.beginShutdown();
@@ -74,6 +89,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
           await running.stop();
           await dataSource!.destroy();
           await embedded?.stop();
+          lock?.release();
         })();
         return stopping;
       },
@@ -82,6 +98,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     await controlPlane?.stop().catch(() => {});
     await dataSource?.destroy().catch(() => {});
     await embedded?.stop().catch(() => {});
+    lock?.release();
     throw error;
   }
 }

@@ -51,7 +51,7 @@ export type { CatalogModel } from '../catalog/catalog';
 export type { Job, JobFailure, JobListener } from '../dispatch/job';
 export type { InferencePipeline } from '../pipeline/inference-pipeline';
 export type { WorkTicket } from '../pipeline/work-ticket';
-export type { FanOutSink, JobDispatch, JobSink } from '../pipeline/job-sink';
+export type { FanOutSink, JobDispatch, JobSink, RunSummary } from '../pipeline/job-sink';
 export type { RateLimitDecision } from '../rate-limits/rate-limit-decision';
 export type { BudgetHolder, BudgetLease, TenantBudget } from '../budgets/tenant-budget';
 export type { TenantQueries } from '../database/tenant-queries';

@@ -18,13 +18,14 @@ export { startControlPlane } from '../main';
  * TestServer's `controlPlane`, a test-only handle (test/support/test-server.ts).
  */
 export type { ControlPlane } from '../main';
-export { loadFullControlPlaneConfig } from '../full-config';
-export type { ControlPlaneConfig, ControlPlaneOverrides } from '../full-config';
+export { controlPlaneSettingRows, loadFullControlPlaneConfig, settingRows } from '../full-config';
+export type { ControlPlaneConfig, ControlPlaneOverrides, SettingRow, SettingsDeclaration } from '../full-config';
 export { DEFAULT_AGENT_BINARY_DIR } from '../config/control-plane-config';
-export { intField, loadEnv } from '../config/env-fields';
+export { boolField, intField, loadEnv } from '../config/env-fields';
 export { withLimits } from '../budgets/budget-config';
 export { openDatabase } from '../data-source';
 export { EmbeddedDatabase } from '../database/embedded-database';
+export { DataDirInUseError, DataDirLock } from '../database/data-dir-lock';
 export { PROJECT_ROOT } from '../project-root';
 export type { ReadinessProbe } from '../telemetry/readiness-probes';
 export { NO_DEPLOYMENT } from '../telemetry/metrics';

@@ -35,6 +35,9 @@ const names = {
 
 export type BatchConfig = ReturnType<typeof loadBatchConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const BATCH_SETTINGS = { what: 'batches', shape, names };
+
 /** Files and batches (the OpenAI Batch API), validated at boot. */
 export function loadBatchConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('batches', shape, names, env);

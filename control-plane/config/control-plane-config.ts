@@ -11,6 +11,10 @@ const shape = {
   dataDir: z.string().default('./data'),
   /** Port of the embedded PostgreSQL; 0 picks a free one at each start. @default 0 */
   embeddedDatabasePort: intField(0, 65535).default(0),
+  /** How often the embedded PostgreSQL is checked for life (it is restarted when it died). @default 1000 */
+  embeddedDatabaseWatchMs: intField(50).default(1_000),
+  /** Restarts tried when the embedded PostgreSQL died, before the server exits non-zero (code 4) for its supervisor; 0: exit at once. @default 3 */
+  embeddedDatabaseRestarts: intField(0, 20).default(3),
   /**
    * Interface the agent gRPC server binds. Loopback, like HTTP: the port admits agents and has no
    * TLS. Agents on other machines (external and static deployments, Kubernetes pods) need
@@ -120,6 +124,7 @@ const shape = {
 
 const names = {
   databaseUrl: 'DATABASE_URL', dataDir: 'DATA_DIR', embeddedDatabasePort: 'EMBEDDED_DATABASE_PORT',
+  embeddedDatabaseWatchMs: 'EMBEDDED_DATABASE_WATCH_MS', embeddedDatabaseRestarts: 'EMBEDDED_DATABASE_RESTARTS',
   grpcHost: 'GRPC_HOST', grpcPort: 'GRPC_PORT', clusterAddress: 'CLUSTER_ADDRESS',
   clusterHeartbeatIntervalMs: 'CLUSTER_HEARTBEAT_INTERVAL_MS', clusterServerTimeoutMs: 'CLUSTER_SERVER_TIMEOUT_MS', helloTimeoutMs: 'AGENT_HELLO_TIMEOUT_MS',
   heartbeatIntervalMs: 'AGENT_HEARTBEAT_INTERVAL_MS', apiKeyCacheTtlMs: 'API_KEY_CACHE_TTL_MS', tenantStatementTimeoutMs: 'TENANT_STATEMENT_TIMEOUT_MS',
@@ -137,6 +142,9 @@ const names = {
   operatorToken: 'OPERATOR_TOKEN', autoscaleWindowMs: 'AUTOSCALE_WINDOW_MS',
   autoscaleScaleUpStabilizationMs: 'AUTOSCALE_SCALE_UP_STABILIZATION_MS', autoscaleScaleDownStabilizationMs: 'AUTOSCALE_SCALE_DOWN_STABILIZATION_MS',
 } as const;
+
+/** The settings and their variables, for the server's `--help` (server-help.ts). */
+export const CONTROL_PLANE_SETTINGS = { what: 'control plane', shape, names };
 
 /**
  * The control plane's own settings. With each module's (storage, requests, webhooks, sharing)

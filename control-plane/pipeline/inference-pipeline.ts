@@ -19,7 +19,7 @@ import type { JobKind } from '../../proto/worker/v1';
 import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { completionBound, withCompletionBound } from './completion-bound';
-import type { FanOutSink, JobSink } from './job-sink';
+import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketParts } from './work-ticket';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
@@ -140,13 +140,13 @@ export class InferencePipeline {
    * and dispatched, carried to its client by `sink`, settled from its job's terminal event (or
    * its holds given back when it never ran). The gateway's one call for the request's work.
    */
-  async runText(key: AuthenticatedKey, deployment: Deployment, work: TextWork, sink: JobSink): Promise<void> {
-    await this.run(await this.admitText(key, deployment, work), sink);
+  async runText(key: AuthenticatedKey, deployment: Deployment, work: TextWork, sink: JobSink): Promise<RunSummary> {
+    return await this.run(await this.admitText(key, deployment, work), sink);
   }
 
   /** A guest's chat request for `shared/<model-id>` run to its end, as `runText` (admission: `admitShared`). */
-  async runShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened: PricedModel | undefined, sink: JobSink): Promise<void> {
-    await this.run(await this.admitShared(key, work, labelled, screened), sink);
+  async runShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened: PricedModel | undefined, sink: JobSink): Promise<RunSummary> {
+    return await this.run(await this.admitShared(key, work, labelled, screened), sink);
   }
 
   /**
@@ -154,11 +154,12 @@ export class InferencePipeline {
    * the ticket (each metered from its terminal event), settled once when the answer is written
    * and every batch has ended, with their summed usage.
    */
-  async runEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork, sink: FanOutSink): Promise<void> {
+  async runEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork, sink: FanOutSink): Promise<RunSummary> {
     const ticket = await this.admitEmbeddings(key, deployment, model, work);
     try {
       sink.admitted(ticket.rateLimit);
       await sink.carry(ticket);
+      return { usage: ticket.endedUsage, firstByteMs: 0 };
     } finally {
       ticket.close();
     }
@@ -169,11 +170,12 @@ export class InferencePipeline {
    * (metered by the ticket first), carried by the sink, its first byte's latency recorded,
    * and the ticket closed on every path (a request that never ran gives its holds back).
    */
-  async run(ticket: WorkTicket, sink: JobSink): Promise<void> {
+  async run(ticket: WorkTicket, sink: JobSink): Promise<RunSummary> {
     try {
       sink.admitted(ticket.rateLimit);
       const firstByteMs = await sink.carry(ticket.dispatch(sink));
       if (firstByteMs > 0) ticket.firstToken(firstByteMs);
+      return { usage: ticket.endedUsage, firstByteMs };
     } finally {
       ticket.close();
     }

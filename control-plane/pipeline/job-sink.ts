@@ -1,5 +1,6 @@
 import type { Job, JobListener } from '../dispatch/job';
 import type { RateLimitDecision } from '../rate-limits/rate-limit-decision';
+import type { Usage } from '../../proto/worker/v1';
 
 /**
  * Where a transport takes one admitted request's answer: an HTTP response (JSON or SSE), a
@@ -19,6 +20,14 @@ export interface JobSink extends JobListener {
    * before its first byte.
    */
   carry(job: Job): Promise<number>;
+}
+
+/** What the pipeline knew when a request's answer ended (the request's log line). */
+export interface RunSummary {
+  /** Its tokens, once every job it sent has ended (an aborted stream's end later: undefined here). */
+  readonly usage: Usage | undefined;
+  /** How long after the request arrived its first byte reached the client (ms), 0 when not measured. */
+  readonly firstByteMs: number;
 }
 
 /** Sends one job of a request with several (an embeddings request's engine batches): the ticket's `dispatch`. */

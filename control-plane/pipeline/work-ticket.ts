@@ -172,6 +172,11 @@ export class WorkTicket {
     return this.usage ?? NO_USAGE;
   }
 
+  /** The request's usage once every job it sent has ended; undefined while one still runs. */
+  get endedUsage(): Usage | undefined {
+    return this.ended === this.sent ? this.usage ?? NO_USAGE : undefined;
+  }
+
   private settleNow(): void {
     this.settle(this.outcome, this.usage, this.replicaId);
   }

@@ -5,6 +5,7 @@ import type { GpuOffer } from '../replicas/gpu-offer';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
 import type { CapacityProvider } from '../replicas/capacity-provider';
+import { relayAgentLine } from './agent-log-line';
 
 export interface LocalProviderOptions {
   /** `host:port` the spawned agents dial. */
@@ -166,7 +167,7 @@ export class LocalProvider implements CapacityProvider {
         const plain = !text.startsWith('{');
         if (plain || !plainSeen) onLine(text.slice(0, 500));
         plainSeen ||= plain;
-        log.info({ agent: text }, 'agent output');
+        relayAgentLine(log, text);
       }
     };
     child.stdout?.on('data', forward);

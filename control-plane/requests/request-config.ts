@@ -36,6 +36,9 @@ const names = {
 
 export type RequestConfig = ReturnType<typeof loadRequestConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const REQUEST_SETTINGS = { what: 'requests', shape, names };
+
 /** Image/video request settings, validated at boot. */
 export function loadRequestConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('requests', shape, names, env);

@@ -26,6 +26,9 @@ const names = {
 
 export type ResponsesConfig = ReturnType<typeof loadResponsesConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const RESPONSES_SETTINGS = { what: 'responses', shape, names };
+
 /** The Responses API's state settings (docs/api-contract.md#responses-api), validated at boot. */
 export function loadResponsesConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('responses', shape, names, env);

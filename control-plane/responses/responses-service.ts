@@ -5,7 +5,7 @@ import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
 import { itemId as newId } from './response-ids';
 import type { InferencePipeline } from '../pipeline/inference-pipeline';
-import type { JobSink } from '../pipeline/job-sink';
+import type { JobSink, RunSummary } from '../pipeline/job-sink';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { ChatResult } from './chat-to-response';
 import { settingsOf, type ResponseItem, type ResponsesRequest } from './response-items';
@@ -104,8 +104,8 @@ export class ResponsesService {
   }
 
   /** Runs an admitted turn's chat job to its end through the pipeline, carried to its client by `sink`. */
-  async run(turn: ResponseTurn, sink: JobSink): Promise<void> {
-    await this.pipeline.run(turn.ticket, sink);
+  async run(turn: ResponseTurn, sink: JobSink): Promise<RunSummary> {
+    return await this.pipeline.run(turn.ticket, sink);
   }
 
   /** The object a turn answers while it runs (a stream's `response.created`). */

@@ -34,6 +34,9 @@ const names = {
 
 export type SharingConfig = ReturnType<typeof loadSharingConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const SHARING_SETTINGS = { what: 'shared serving', shape, names };
+
 export function loadSharingConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('shared serving', shape, names, env);
 }

@@ -51,6 +51,9 @@ const names = {
 
 export type StorageConfig = ReturnType<typeof loadStorageConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const STORAGE_SETTINGS = { what: 'storage', shape, names };
+
 /** Object storage settings, validated at boot; `env` is a parameter so tests never touch process.env. */
 export function loadStorageConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = loadEnv('storage', shape, names, env);

@@ -29,6 +29,9 @@ const names = {
 
 export type WebhookConfig = ReturnType<typeof loadWebhookConfig>;
 
+/** The settings and their variables, for the server's `--help`. */
+export const WEBHOOK_SETTINGS = { what: 'webhooks', shape, names };
+
 export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env) {
   return loadEnv('webhooks', shape, names, env);
 }

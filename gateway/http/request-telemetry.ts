@@ -1,7 +1,8 @@
 import type { Context, Next } from 'koa';
-import type { Logger } from 'pino';
+import type { RunSummary } from '../../control-plane/api/inference';
 import { type Metrics, NO_DEPLOYMENT } from '../../control-plane/api/startup';
 import type { RequestIds } from './request-id';
+import type { RequestLog } from './request-log';
 
 /** The answer to a request that went away before any byte was sent (nginx's convention). */
 export const CLIENT_CLOSED_REQUEST = 499;
@@ -9,11 +10,17 @@ export const CLIENT_CLOSED_REQUEST = 499;
 interface TelemetryState {
   requestId?: string;
   deploymentId?: string;
+  summary?: RunSummary;
 }
 
 /** The id of the request `context` serves (set by requestTelemetry, outermost). */
 export function requestIdOf(context: Context): string | undefined {
   return (context.state as TelemetryState).requestId;
+}
+
+/** What the pipeline knew when this request's answer ended (its tokens), for its log line. */
+export function recordSummary(context: Context, summary: RunSummary): void {
+  (context.state as TelemetryState).summary = summary;
 }
 
 /** Labels this request's metrics with the deployment it resolved to. */
@@ -32,7 +39,7 @@ export type RouteLabelOf = (method: string, path: string) => string;
  * answer, errors included) and, once the error middleware inside it has rendered any error,
  * counts the request by deployment, route and status.
  */
-export function requestTelemetry(metrics: Metrics, ids: RequestIds, logger: Logger, routeLabel: RouteLabelOf) {
+export function requestTelemetry(metrics: Metrics, ids: RequestIds, requestLog: RequestLog, routeLabel: RouteLabelOf) {
   return async (context: Context, next: Next): Promise<void> => {
     const receivedAt = performance.now();
     const state = context.state as TelemetryState;
@@ -46,13 +53,7 @@ export function requestTelemetry(metrics: Metrics, ids: RequestIds, logger: Logg
       const deployment = state.deploymentId ?? NO_DEPLOYMENT;
       const seconds = (performance.now() - receivedAt) / 1000;
       metrics.recordRequest(deployment, route, context.status, seconds);
-      logRequest(logger, requestId, route, deployment, context.status, seconds);
+      requestLog.record({ requestId, route, deployment, status: context.status, seconds, summary: state.summary });
     }
   };
-}
-
-/** With LOG_LEVEL=debug, one line per request; otherwise nothing is built. */
-export function logRequest(logger: Logger, requestId: string, route: string, deployment: string, status: number, seconds: number): void {
-  if (!logger.isLevelEnabled('debug')) return;
-  logger.debug({ requestId, route, deployment, status, durationMs: Math.round(seconds * 1e4) / 10 }, 'request');
 }

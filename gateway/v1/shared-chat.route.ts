@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppError } from '../../control-plane/api/errors';
-import { type AuthenticatedKey, type InferencePort, parseTextRequest, type PricedModel, servedEndpoints } from '../../control-plane/api/inference';
+import { type AuthenticatedKey, type InferencePort, parseTextRequest, type PricedModel, type RunSummary, servedEndpoints } from '../../control-plane/api/inference';
 import { NESTED, topLevelValues } from '../http/json-top-level';
 import { readBody } from '../http/read-body';
 import { takeBufferedBody } from '../http/buffered-body';
@@ -60,14 +60,14 @@ export class SharedChatRoute {
   }
 
   /** Answers on the raw response, going on from `early` (screenNow); `labelled` learns the shared model once it is known (the metrics and log label). */
-  async handle(request: IncomingMessage, response: ServerResponse, trace: RequestTrace, labelled: (label: string) => void, early: EarlyAttempt): Promise<void> {
+  async handle(request: IncomingMessage, response: ServerResponse, trace: RequestTrace, labelled: (label: string) => void, early: EarlyAttempt): Promise<RunSummary> {
     const key = early.key ?? await authenticate(this.apiKeys, request.headers.authorization);
     if (early.refusal) throw early.refusal;
     const held = this.gate.enter(request, response, key, null, 'text');
     const body = early.body ?? await readBody(request, this.options.maxBodyBytes, held);
     const screened = early.screened === undefined ? this.screenOrRefuse(key, body, labelled) : early.screened ?? undefined;
     const textRequest = parseTextRequest(body, 'chat.completions');
-    await this.pipeline.runShared(key, {
+    return await this.pipeline.runShared(key, {
       endpoint: 'chat.completions', body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream,
       includeUsage: textRequest.includeUsage, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
       streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type AuthenticatedKey, type Deployment, type InferencePort, parseTextRequest, servedEndpoints, type TextEndpoint } from '../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, type InferencePort, parseTextRequest, type RunSummary, servedEndpoints, type TextEndpoint } from '../../control-plane/api/inference';
 import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
@@ -18,15 +18,15 @@ export class TextCompletionRoute {
    * Answers on the raw response (the gateway's fast lane calls this without Koa); an error
    * thrown before the first byte is the caller's to render.
    */
-  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
+  async handle(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<RunSummary> {
     const body = await readBody(request, this.options.maxBodyBytes, held);
-    await this.handleBody(response, body, deployment, key, endpoint, trace, held);
+    return await this.handleBody(response, body, deployment, key, endpoint, trace, held);
   }
 
   /** `handle` with the body already read (the workspace base URL reads it to find the deployment). */
-  async handleBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<void> {
+  async handleBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, endpoint: TextEndpoint, trace: RequestTrace, held: RequestBudget): Promise<RunSummary> {
     const textRequest = parseTextRequest(body, endpoint);
-    await this.pipeline.runText(key, deployment, {
+    return await this.pipeline.runText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,
       deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
     }, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));

@@ -1,11 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../../control-plane/api/errors';
-import type { InferencePort, TextEndpoint } from '../../control-plane/api/inference';
+import type { InferencePort, RunSummary, TextEndpoint } from '../../control-plane/api/inference';
 import { NO_DEPLOYMENT } from '../../control-plane/api/startup';
 import { renderError } from '../errors/error-response';
 import type { RequestIds, RequestTrace } from '../http/request-id';
-import { CLIENT_CLOSED_REQUEST, logRequest } from '../http/request-telemetry';
+import { CLIENT_CLOSED_REQUEST } from '../http/request-telemetry';
+import type { RequestLog } from '../http/request-log';
 import { resolveDeploymentEndpoint } from './deployment-endpoint';
 import { TextCompletionRoute, type TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './http-text-sink';
@@ -37,7 +38,10 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  * does the shared endpoint's `POST /shared/v1/chat/completions`.
  * Returns false for every other request, which Koa then serves.
  */
-export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore'>, options: TextRouteOptions & StreamLimits, logger: Logger, requestIds: RequestIds, gate: RequestGate) {
+export function textFastLane(
+  inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore'>, options: TextRouteOptions & StreamLimits,
+  logger: Logger, requestLog: RequestLog, requestIds: RequestIds, gate: RequestGate,
+) {
   const text = new TextCompletionRoute(inference.pipeline, options);
   const responses = new ResponsesRoute(inference.responses, inference.backgroundResponses, options);
   const sharedChat = new SharedChatRoute(inference.apiKeys, inference.pipeline, gate, options);
@@ -46,26 +50,27 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
   const routing = new WorkspaceRouting(inference.deploymentStore);
 
   /** Metrics and the access log of an owner's call, once it ended (a client that left before any header: 499). */
-  const recordAnswer = (response: ServerResponse, endpoint: TextEndpoint, deploymentId: string, trace: RequestTrace): void => {
+  const recordAnswer = (response: ServerResponse, endpoint: TextEndpoint, deploymentId: string, trace: RequestTrace, summary?: RunSummary | void): void => {
     const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
     const seconds = (performance.now() - trace.receivedAt) / 1000;
     metrics.recordRequest(deploymentId, endpoint, status, seconds);
-    logRequest(logger, trace.id, endpoint, deploymentId, status, seconds);
+    requestLog.record({ requestId: trace.id, route: endpoint, deployment: deploymentId, status, seconds, summary });
   };
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
+    let summary: RunSummary | void = undefined;
     try {
       // Resolved and screened in one call: the gate below takes the request's budget only.
       const { key, deployment } = await resolveDeploymentEndpoint(inference, slug, request.headers.authorization, 'text');
       deploymentId = deployment.id;
       const held = gate.enter(request, response, key, deployment);
-      if (endpoint === 'responses') await responses.create(request, response, deployment, key, trace, held);
-      else await text.handle(request, response, deployment, key, endpoint, trace, held);
+      if (endpoint === 'responses') summary = await responses.create(request, response, deployment, key, trace, held);
+      else summary = await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
-    recordAnswer(response, endpoint, deploymentId, trace);
+    recordAnswer(response, endpoint, deploymentId, trace, summary);
   };
 
   /**
@@ -77,18 +82,19 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
    */
   const serveWorkspace = async (request: IncomingMessage, response: ServerResponse, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
     let deploymentId = NO_DEPLOYMENT;
+    let summary: RunSummary | void = undefined;
     try {
       const key = await authenticate(inference.apiKeys, request.headers.authorization);
       const held = gate.enter(request, response, key, null, 'text');
       const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held));
       deploymentId = deployment.id;
       gate.routed(request, key, deployment, 'text');
-      if (endpoint === 'responses') await responses.createFromBody(response, body, deployment, key, trace);
-      else await text.handleBody(response, body, deployment, key, endpoint, trace, held);
+      if (endpoint === 'responses') summary = await responses.createFromBody(response, body, deployment, key, trace);
+      else summary = await text.handleBody(response, body, deployment, key, endpoint, trace, held);
     } catch (error) {
       fail(request, response, error, trace.id);
     }
-    recordAnswer(response, endpoint, deploymentId, trace);
+    recordAnswer(response, endpoint, deploymentId, trace, summary);
   };
 
   /**
@@ -101,15 +107,12 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
   const serveShared = (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): void => {
     let label = SHARED_MODEL_LABEL;
     const labelled = (model: string) => (label = model);
-    const answered = (failed: boolean, error?: unknown): void => {
+    const answered = (failed: boolean, error?: unknown, summary?: RunSummary): void => {
       if (failed) {
         if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace.id);
         else fail(request, response, error, trace.id);
       }
-      const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
-      const seconds = (performance.now() - trace.receivedAt) / 1000;
-      metrics.recordRequest(label, 'chat.completions', status, seconds);
-      logRequest(logger, trace.id, 'chat.completions', label, status, seconds);
+      recordAnswer(response, 'chat.completions', label, trace, summary);
     };
     let early: EarlyAttempt;
     try {
@@ -122,7 +125,7 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
       answered(true, early.refusal);
       return;
     }
-    sharedChat.handle(request, response, trace, labelled, early).then(() => answered(false), (error) => answered(true, error))
+    sharedChat.handle(request, response, trace, labelled, early).then((summary) => answered(false, undefined, summary), (error) => answered(true, error))
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
   };
 
@@ -132,17 +135,15 @@ export function textFastLane(inference: Pick<InferencePort, 'apiKeys' | 'pipelin
    */
   const serveSharedResponses = async (request: IncomingMessage, response: ServerResponse, trace: RequestTrace): Promise<void> => {
     let label = SHARED_MODEL_LABEL;
+    let summary: RunSummary | undefined;
     try {
       const key = await authenticate(inference.apiKeys, request.headers.authorization);
       const held = gate.enter(request, response, key, null, 'text');
-      await responses.createShared(request, response, key, trace, held, (model) => (label = model));
+      summary = await responses.createShared(request, response, key, trace, held, (model) => (label = model));
     } catch (error) {
       fail(request, response, error, trace.id);
     }
-    const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
-    const seconds = (performance.now() - trace.receivedAt) / 1000;
-    metrics.recordRequest(label, 'responses', status, seconds);
-    logRequest(logger, trace.id, 'responses', label, status, seconds);
+    recordAnswer(response, 'responses', label, trace, summary);
   };
 
   /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */

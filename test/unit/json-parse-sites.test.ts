@@ -23,6 +23,8 @@ const TRUSTED: Record<string, string> = {
   'worker-agent/packaging/build-agent.ts': 'package files read when the agent binary is built',
   'worker-agent/engines/model-rename.ts': "one JSON string token (the engine's model value, checked to start with a quote): a string cannot nest",
   'worker-agent/gpu-inventory.ts': "the host's GPU list (nvidia-smi or the operator's WORKER_GPUS)",
+  'control-plane/database/data-dir-lock.ts': 'the lock file a server of this machine wrote in DATA_DIR',
+  'gateway/server-cli.ts': "the platform's own package.json",
 };
 
 function sourceFiles(folder: string): string[] {

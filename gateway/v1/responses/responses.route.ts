@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { AppError, quoteValue } from '../../../control-plane/api/errors';
-import { type AuthenticatedKey, type Deployment, parseResponsesRequest, type ResponseScope, type InferencePort, type ResponsesRequest, type ResponsesService, type ResponseTurn, servedEndpoints, SHARED_SCOPE, type TurnLimits, WORKSPACE_SCOPE } from '../../../control-plane/api/inference';
+import { type AuthenticatedKey, type Deployment, parseResponsesRequest, type ResponseScope, type InferencePort, type ResponsesRequest, type ResponsesService, type ResponseTurn, type RunSummary, servedEndpoints, SHARED_SCOPE, type TurnLimits, WORKSPACE_SCOPE } from '../../../control-plane/api/inference';
 import type { BackgroundResponses } from '../../../control-plane/api/records';
 import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
@@ -25,12 +25,12 @@ export class ResponsesRoute {
     private readonly options: TextRouteOptions & StreamLimits,
   ) {}
 
-  async create(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget): Promise<void> {
-    await this.createFromBody(response, await readBody(request, this.options.maxBodyBytes, held), deployment, key, trace);
+  async create(request: IncomingMessage, response: ServerResponse, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget): Promise<RunSummary | void> {
+    return await this.createFromBody(response, await readBody(request, this.options.maxBodyBytes, held), deployment, key, trace);
   }
 
   /** `create` with the body already read (the workspace base URL reads it to find the deployment). */
-  async createFromBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace): Promise<void> {
+  async createFromBody(response: ServerResponse, body: Buffer, deployment: Deployment, key: AuthenticatedKey, trace: RequestTrace): Promise<RunSummary | void> {
     const parsed = this.parse(body);
     if (parsed.background) {
       // Admitted now (its refusals answer the create), run by the background runner: the create answers `queued` at once.
@@ -42,16 +42,16 @@ export class ResponsesRoute {
       response.end(answer);
       return;
     }
-    await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
+    return await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
   }
 
   /** `POST /shared/v1/responses`: a guest's turn on a shared model (`model: "shared/<model-id>"`), as `/shared/v1/chat/completions`. */
-  async createShared(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget, labelled: (label: string) => void): Promise<void> {
+  async createShared(request: IncomingMessage, response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, held: RequestBudget, labelled: (label: string) => void): Promise<RunSummary> {
     const parsed = await this.read(request, held);
     if (parsed.background) {
       throw new AppError('invalid_request', 'background: guests\' responses on /shared/v1 run in the foreground only; send background: false', { param: 'background' });
     }
-    await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
+    return await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
   }
 
   private async read(request: IncomingMessage, held: RequestBudget): Promise<ResponsesRequest> {
@@ -70,8 +70,8 @@ export class ResponsesRoute {
     return { deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints };
   }
 
-  private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<void> {
-    await this.responses.run(turn, new ResponseSink(response, { turn, service: this.responses, key, trace, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options }));
+  private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<RunSummary> {
+    return await this.responses.run(turn, new ResponseSink(response, { turn, service: this.responses, key, trace, requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options }));
   }
 
 }

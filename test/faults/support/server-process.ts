@@ -14,7 +14,10 @@ const LAUNCHER = path.resolve(__dirname, '../../../dist/gateway/launch.js');
 export const AGENT_ENTRY_MATCH = 'dist/worker-agent/main.js';
 
 export interface ServerProcessOptions {
-  readonly databaseUrl: string;
+  /** The test database; undefined: the server starts its embedded PostgreSQL in its DATA_DIR. */
+  readonly databaseUrl: string | undefined;
+  /** A DATA_DIR of the test's (kept on dispose: the test removes it); otherwise a fresh one, removed on dispose. */
+  readonly dataDir?: string;
   /** Reuse a gRPC port (a server restarted in place); otherwise a free one. */
   readonly grpcPort?: number;
   /** Server variables over the defaults below. */
@@ -34,6 +37,7 @@ export class ServerProcess {
   private constructor(
     private readonly launcher: ChildProcess,
     private readonly dataDir: string,
+    private readonly ownsDataDir: boolean,
     readonly url: string,
     readonly grpcPort: number,
     /** The server process proper (`main.js`), the launcher's child. */
@@ -46,12 +50,12 @@ export class ServerProcess {
   }
 
   static async start(options: ServerProcessOptions): Promise<ServerProcess> {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fault-server-'));
+    const dataDir = options.dataDir ?? freshDataDir();
     const port = await freePort();
     const grpcPort = options.grpcPort ?? await freePort();
     const launcher = spawn(process.execPath, [LAUNCHER], {
       env: {
-        PATH: process.env.PATH, DATA_DIR: dataDir, DATABASE_URL: options.databaseUrl,
+        PATH: process.env.PATH, DATA_DIR: dataDir, ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
         HOST: '127.0.0.1', PORT: String(port), GRPC_HOST: '127.0.0.1', GRPC_PORT: String(grpcPort), LOG_LEVEL: 'warn',
         ...options.env,
       },
@@ -73,11 +77,11 @@ export class ServerProcess {
       if (pid === undefined) throw new Error('the launcher has no server child');
     } catch (error) {
       if (!exited()) killTree(launcher.pid!);
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
       throw error;
     }
     const apiKey = /API key:\s+(mk-\S+)/.exec(output)?.[1];
-    return new ServerProcess(launcher, dataDir, url, grpcPort, pid, apiKey, () => output);
+    return new ServerProcess(launcher, dataDir, !options.dataDir, url, grpcPort, pid, apiKey, () => output);
   }
 
   /** The worker agents this server spawned that still run (also remembered for `dispose`). */
@@ -127,7 +131,18 @@ export class ServerProcess {
       killTree(pid);
     }
     await launcherExited;
-    fs.rmSync(this.dataDir, { recursive: true, force: true });
+    if (this.ownsDataDir) fs.rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** Calls `listener` with the launcher's exit code (the server's) when it exits. */
+  onExit(listener: (code: number | null) => void): void {
+    if (!this.launcherRunning()) listener(this.launcher.exitCode);
+    else this.launcher.once('exit', (code) => listener(code));
+  }
+
+  /** Whether the launcher (and so the server) still runs. */
+  get running(): boolean {
+    return this.launcherRunning();
   }
 
   private launcherRunning(): boolean {
@@ -139,8 +154,18 @@ export class ServerProcess {
   }
 }
 
+/**
+ * A fresh DATA_DIR. Readable by others (mkdtemp makes it 0700): run as root, the embedded
+ * PostgreSQL drops to the `postgres` user, which must reach its folder inside.
+ */
+export function freshDataDir(): string {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fault-server-'));
+  fs.chmodSync(dataDir, 0o755);
+  return dataDir;
+}
+
 /** SIGKILL of a process and, first, of its descendants (an agent's children would outlive it otherwise). */
-function killTree(pid: number): void {
+export function killTree(pid: number): void {
   for (const child of childrenOf(pid)) killTree(child);
   killQuietly(pid);
 }
