@@ -3,13 +3,10 @@ import path from 'node:path';
 import { Command, Option } from 'commander';
 import { UsageError } from '../errors';
 import { graphql, rest } from '../graphql-client';
+import { OPERATIONS } from '../operations';
 import { type CommonOptions, connectionOf, withConnection } from '../options';
 import { fields, printJson } from '../output';
 
-const BATCH_FIELDS = 'id deploymentId endpoint model status completionWindow inputFileId outputFileId errorFileId '
-  + 'requestCounts { total completed failed } usage { inputTokens cachedTokens outputTokens totalTokens } errors { code message param line } '
-  + 'metadata createdAt expiresAt inProgressAt finalizingAt completedAt failedAt expiredAt cancellingAt cancelledAt';
-const GET = `query($id: ID!) { batch(id: $id) { ${BATCH_FIELDS} } }`;
 const ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
 
 interface Batch {
@@ -71,7 +68,7 @@ export function batchCommand(): Command {
     .description('show a batch: status, request counts, usage and, when it failed, why')
     .action(async (id: string, options: CommonOptions) => {
       const { connection, output } = connectionOf(options, 'workspace');
-      const { batch: found } = await graphql<{ batch: Batch }>(connection, GET, { id });
+      const { batch: found } = await graphql<{ batch: Batch }>(connection, OPERATIONS.batch, { id });
       if (output.json) return printJson(output, found);
       const counts = found.requestCounts;
       output.write(fields([

@@ -3,10 +3,9 @@ import WebSocket from 'ws';
 import { ServerError } from '../errors';
 import { type Connection, graphql } from '../graphql-client';
 import { type Output, printJsonLine } from '../output';
-import { DECISION_FIELDS, type Deployment, DEPLOYMENT_FIELDS, type ScalingDecision } from './deployment-fields';
+import { OPERATIONS } from '../operations';
+import type { Deployment, ScalingDecision } from './deployment-fields';
 
-const SNAPSHOT = `query($id: ID!, $limit: Int!) { deployment(id: $id) { ${DEPLOYMENT_FIELDS} scalingDecisions(limit: $limit) { ${DECISION_FIELDS} } } }`;
-const UPDATES = `subscription { deploymentUpdated { ${DEPLOYMENT_FIELDS} } }`;
 /** Decisions read at each poll while following: more than the autoscaler records between two polls at any sane interval. */
 const POLL_DECISIONS = 50;
 
@@ -31,7 +30,7 @@ export interface FollowOptions {
 export async function followEvents(connection: Connection, output: Output, options: FollowOptions): Promise<void> {
   const printer = new EventPrinter(output, options.id);
   if (!options.follow) {
-    const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, SNAPSHOT, { id: options.id, limit: options.limit });
+    const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, OPERATIONS.deploymentEvents, { id: options.id, limit: options.limit });
     printer.decisions(deployment.scalingDecisions);
     printer.deployment(deployment);
     return;
@@ -60,7 +59,7 @@ export async function followEvents(connection: Connection, output: Output, optio
       retryAttempts: 5,
     });
     const connected = new Promise<void>((resolve) => client!.on('connected', () => resolve()));
-    client.subscribe<{ deploymentUpdated: Deployment }>({ query: UPDATES }, {
+    client.subscribe<{ deploymentUpdated: Deployment }>({ query: OPERATIONS.deploymentUpdated }, {
       next: (event) => {
         const updated = event.data?.deploymentUpdated;
         if (!updated || updated.id !== options.id) return;
@@ -73,7 +72,7 @@ export async function followEvents(connection: Connection, output: Output, optio
     await Promise.race([connected, finished]);
 
     const poll = async (limit: number) => {
-      const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, SNAPSHOT, { id: options.id, limit });
+      const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, OPERATIONS.deploymentEvents, { id: options.id, limit });
       const { scalingDecisions, ...rest } = deployment;
       printer.decisions(scalingDecisions);
       printer.deployment(rest);

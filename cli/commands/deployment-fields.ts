@@ -1,10 +1,6 @@
 import { table } from '../output';
 
-/** The fields the deployment commands read (every one checked against schema.graphql's Deployment and ScalingDecision). */
-export const DEPLOYMENT_FIELDS = 'id slug modelId status statusReason provider minReplicas maxReplicas desiredReplicas autoscale priceCapPerHour '
-  + 'routingPolicy baseUrl createdAt updatedAt';
-export const DECISION_FIELDS = 'decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas';
-
+/** What the deployment commands read (operations.ts's DEPLOYMENT_FIELDS and scaling decisions), and how decisions print. */
 export interface Deployment {
   id: string;
   slug: string;

@@ -1,10 +1,11 @@
 import { Command, Option } from 'commander';
 import { UsageError } from '../errors';
-import { type Connection, graphql } from '../graphql-client';
+import { graphql } from '../graphql-client';
+import { OPERATIONS } from '../operations';
 import { type CommonOptions, connectionOf, positiveNumber, wholeNumber, withConnection } from '../options';
 import { fields, type Output, printJson, table } from '../output';
 import { followEvents } from './deployment-events';
-import { DECISION_FIELDS, decisionTable, type Deployment, DEPLOYMENT_FIELDS, type ScalingDecision } from './deployment-fields';
+import { decisionTable, type Deployment, type ScalingDecision } from './deployment-fields';
 
 interface Replica {
   id: string;
@@ -16,11 +17,6 @@ interface Replica {
   terminatedAt: string | null;
 }
 
-const LIST = `{ deployments { ${DEPLOYMENT_FIELDS} } }`;
-const GET = `query($id: ID!, $limit: Int!) { deployment(id: $id) { ${DEPLOYMENT_FIELDS}
-  replicas { id status statusReason provider engineKind createdAt terminatedAt } scalingDecisions(limit: $limit) { ${DECISION_FIELDS} } } }`;
-const CREATE = `mutation($input: CreateDeploymentInput!) { createDeployment(input: $input) { deployment { ${DEPLOYMENT_FIELDS} } joinToken } }`;
-const UPDATE = `mutation($id: ID!, $input: UpdateDeploymentInput!) { updateDeployment(id: $id, input: $input) { ${DEPLOYMENT_FIELDS} } }`;
 const TRANSITIONS = {
   pause: ['pauseDeployment', 'pause a deployment: its endpoint answers 503, replicas are released and billing stops'],
   resume: ['resumeDeployment', 'resume a paused deployment: replicas are placed again (it goes through Creating)'],
@@ -35,7 +31,7 @@ export function deploymentCommand(): Command {
     .description('list the workspace\'s deployments (deleted ones excluded)')
     .action(async (options: CommonOptions) => {
       const { connection, output } = connectionOf(options, 'workspace');
-      const { deployments } = await graphql<{ deployments: Deployment[] }>(connection, LIST);
+      const { deployments } = await graphql<{ deployments: Deployment[] }>(connection, OPERATIONS.deployments);
       if (output.json) return printJson(output, deployments);
       output.write(table(deployments, [
         { header: 'id', value: (row) => row.id },
@@ -54,7 +50,7 @@ export function deploymentCommand(): Command {
     .action(async (id: string, options: CommonOptions & { decisions: number }) => {
       const { connection, output } = connectionOf(options, 'workspace');
       const { deployment: found } = await graphql<{ deployment: Deployment & { replicas: Replica[]; scalingDecisions: ScalingDecision[] } }>(
-        connection, GET, { id, limit: options.decisions });
+        connection, OPERATIONS.deployment, { id, limit: options.decisions });
       if (output.json) return printJson(output, found);
       const { replicas, scalingDecisions, ...rest } = found;
       printDeployment(output, rest);
@@ -85,7 +81,7 @@ export function deploymentCommand(): Command {
         modelId, priceCapPerHour: options.priceCap, minReplicas: options.min, maxReplicas: options.max, autoscale: options.autoscale,
         provider: options.provider, routingPolicy: options.routingPolicy,
       };
-      const { createDeployment } = await graphql<{ createDeployment: { deployment: Deployment; joinToken: string | null } }>(connection, CREATE, { input });
+      const { createDeployment } = await graphql<{ createDeployment: { deployment: Deployment; joinToken: string | null } }>(connection, OPERATIONS.createDeployment, { input });
       if (output.json) return printJson(output, createDeployment);
       printDeployment(output, createDeployment.deployment);
       if (createDeployment.joinToken) output.write(`join token (shown this once; agents join with WORKER_JOIN_TOKEN): ${createDeployment.joinToken}\n`);
@@ -103,7 +99,7 @@ export function deploymentCommand(): Command {
       }
       const { connection, output } = connectionOf(options, 'workspace');
       const input = { minReplicas: options.min, maxReplicas: options.max, autoscale: options.autoscale };
-      const { updateDeployment } = await graphql<{ updateDeployment: Deployment }>(connection, UPDATE, { id, input });
+      const { updateDeployment } = await graphql<{ updateDeployment: Deployment }>(connection, OPERATIONS.updateDeployment, { id, input });
       if (output.json) return printJson(output, updateDeployment);
       printDeployment(output, updateDeployment);
     });
@@ -113,7 +109,7 @@ export function deploymentCommand(): Command {
       .description(description)
       .action(async (id: string, options: CommonOptions) => {
         const { connection, output } = connectionOf(options, 'workspace');
-        const result = await transition(connection, mutation, id);
+        const result = (await graphql<Record<string, Deployment>>(connection, OPERATIONS[mutation], { id }))[mutation];
         if (output.json) return printJson(output, result);
         output.write(`${result.id} ${result.status}${result.statusReason ? ` (${result.statusReason})` : ''}\n`);
       });
@@ -131,11 +127,6 @@ export function deploymentCommand(): Command {
     });
 
   return deployment;
-}
-
-async function transition(connection: Connection, mutation: string, id: string): Promise<Deployment> {
-  const data = await graphql<Record<string, Deployment>>(connection, `mutation($id: ID!) { ${mutation}(id: $id) { ${DEPLOYMENT_FIELDS} } }`, { id });
-  return data[mutation];
 }
 
 function printDeployment(output: Output, deployment: Deployment): void {

@@ -1,12 +1,8 @@
 import { Command, Option } from 'commander';
 import { graphql } from '../graphql-client';
+import { OPERATIONS } from '../operations';
 import { type CommonOptions, connectionOf, wholeNumber, withConnection } from '../options';
 import { fields, printJson, table } from '../output';
-
-const KEY_FIELDS = 'id name displayPrefix rpmLimit tpdLimit createdAt regeneratedAt';
-const CREATE = `mutation($input: CreateApiKeyInput!) { createApiKey(input: $input) { apiKey { ${KEY_FIELDS} } plaintext } }`;
-const LIST = `{ apiKeys { ${KEY_FIELDS} } }`;
-const REVOKE = `mutation($id: ID!) { revokeApiKey(id: $id) { ${KEY_FIELDS} } }`;
 
 interface ApiKey {
   id: string;
@@ -29,7 +25,7 @@ export function keyCommand(): Command {
     .action(async (name: string, options: CommonOptions & { rpm?: number; tpd?: number }) => {
       const { connection, output } = connectionOf(options, 'workspace');
       const { createApiKey } = await graphql<{ createApiKey: { apiKey: ApiKey; plaintext: string } }>(
-        connection, CREATE, { input: { name, rpmLimit: options.rpm, tpdLimit: options.tpd } });
+        connection, OPERATIONS.createApiKey, { input: { name, rpmLimit: options.rpm, tpdLimit: options.tpd } });
       if (output.json) return printJson(output, createApiKey);
       output.write(fields([
         ['key id', createApiKey.apiKey.id], ['name', createApiKey.apiKey.name], ['rpm limit', createApiKey.apiKey.rpmLimit],
@@ -42,7 +38,7 @@ export function keyCommand(): Command {
     .description('list the workspace\'s active keys (never their plaintext)')
     .action(async (options: CommonOptions) => {
       const { connection, output } = connectionOf(options, 'workspace');
-      const { apiKeys } = await graphql<{ apiKeys: ApiKey[] }>(connection, LIST);
+      const { apiKeys } = await graphql<{ apiKeys: ApiKey[] }>(connection, OPERATIONS.apiKeys);
       if (output.json) return printJson(output, apiKeys);
       output.write(table(apiKeys, [
         { header: 'id', value: (row) => row.id },
@@ -58,7 +54,7 @@ export function keyCommand(): Command {
     .description('revoke a key at once (its open subscriptions are closed)')
     .action(async (id: string, options: CommonOptions) => {
       const { connection, output } = connectionOf(options, 'workspace');
-      const { revokeApiKey } = await graphql<{ revokeApiKey: ApiKey }>(connection, REVOKE, { id });
+      const { revokeApiKey } = await graphql<{ revokeApiKey: ApiKey }>(connection, OPERATIONS.revokeApiKey, { id });
       if (output.json) return printJson(output, revokeApiKey);
       output.write(`revoked ${revokeApiKey.id} (${revokeApiKey.name})\n`);
     });

@@ -1,17 +1,8 @@
 import { Command, Option } from 'commander';
 import { graphql } from '../graphql-client';
+import { OPERATIONS } from '../operations';
 import { type CommonOptions, connectionOf, decimal, wholeNumber, withConnection } from '../options';
 import { fields, printJson, table } from '../output';
-
-const WORKSPACE_FIELDS = 'id name creditBalance createdAt deletedAt';
-
-const CREATE = `mutation($name: String!, $creditBalance: Decimal) {
-  createWorkspace(name: $name, creditBalance: $creditBalance) { workspace { ${WORKSPACE_FIELDS} } apiKey { id name displayPrefix } plaintext }
-}`;
-const SET_LOCAL_REPLICAS = `mutation($workspaceId: ID!, $value: Float) {
-  setWorkspaceBudget(workspaceId: $workspaceId, budget: "local_replicas", scope: "workspace", value: $value) { budget scope limit }
-}`;
-const LIST = `query($includeDeleted: Boolean!) { workspaces(includeDeleted: $includeDeleted) { ${WORKSPACE_FIELDS} } }`;
 
 interface Workspace {
   id: string;
@@ -38,11 +29,11 @@ export function workspaceCommand(): Command {
       .argParser(wholeNumber(0)))
     .action(async (name: string, options: CommonOptions & { credit?: string; localReplicas?: number }) => {
       const { connection, output } = connectionOf(options, 'operator');
-      const { createWorkspace } = await graphql<{ createWorkspace: CreateWorkspacePayload }>(connection, CREATE, { name, creditBalance: options.credit ?? null });
+      const { createWorkspace } = await graphql<{ createWorkspace: CreateWorkspacePayload }>(connection, OPERATIONS.createWorkspace, { name, creditBalance: options.credit ?? null });
       let localReplicas: number | undefined;
       if (options.localReplicas !== undefined) {
         const { setWorkspaceBudget } = await graphql<{ setWorkspaceBudget: Array<{ budget: string; scope: string; limit: number }> }>(
-          connection, SET_LOCAL_REPLICAS, { workspaceId: createWorkspace.workspace.id, value: options.localReplicas });
+          connection, OPERATIONS.setLocalReplicas, { workspaceId: createWorkspace.workspace.id, value: options.localReplicas });
         localReplicas = setWorkspaceBudget.find((row) => row.budget === 'local_replicas' && row.scope === 'workspace')?.limit ?? options.localReplicas;
       }
       if (output.json) {
@@ -65,7 +56,7 @@ export function workspaceCommand(): Command {
     .option('--include-deleted', 'include deleted workspaces')
     .action(async (options: CommonOptions & { includeDeleted?: boolean }) => {
       const { connection, output } = connectionOf(options, 'operator');
-      const { workspaces } = await graphql<{ workspaces: Workspace[] }>(connection, LIST, { includeDeleted: Boolean(options.includeDeleted) });
+      const { workspaces } = await graphql<{ workspaces: Workspace[] }>(connection, OPERATIONS.workspaces, { includeDeleted: Boolean(options.includeDeleted) });
       if (output.json) return printJson(output, workspaces);
       output.write(table(workspaces, [
         { header: 'id', value: (row) => row.id },
