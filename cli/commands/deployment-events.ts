@@ -22,19 +22,25 @@ export interface FollowOptions {
  * `deployment events <id> [--follow]`: the latest scaling decisions (oldest first) and the
  * deployment's state; with --follow, every update of it the `deploymentUpdated` subscription
  * (graphql-ws) brings, and each new scaling decision (`scalingDecisions`, read every
- * `intervalMs`: a decision is no event). The poll also prints a state the subscription missed
- * (a reconnect), so nothing is lost between the first read and the subscription. Ends at
+ * `intervalMs`: a decision is no event). Those reads also print a state the subscription
+ * missed (before it was subscribed, or while its socket was dialled again). Ends at
  * SIGINT/SIGTERM (resolves: exit 0), when the deployment is deleted, or at an error the server
  * sends (rejects with it: exit 1).
  */
 export async function followEvents(connection: Connection, output: Output, options: FollowOptions): Promise<void> {
   const printer = new EventPrinter(output, options.id);
-  if (!options.follow) {
-    const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, OPERATIONS.deploymentEvents, { id: options.id, limit: options.limit });
-    printer.decisions(deployment.scalingDecisions);
-    printer.deployment(deployment);
-    return;
-  }
+  /** Reads the deployment and its latest decisions, prints what is new; returns its status. */
+  const read = async (limit: number): Promise<string> => {
+    const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(
+      connection, OPERATIONS.deploymentEvents, { id: options.id, limit });
+    const { scalingDecisions, ...rest } = deployment;
+    printer.decisions(scalingDecisions);
+    printer.deployment(rest);
+    return deployment.status;
+  };
+  // The first read fails with the server's own error (a bad key, an unknown id) before any socket is opened.
+  const status = await read(options.limit);
+  if (!options.follow || status === 'Deleted') return;
 
   let client: Client | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -51,14 +57,15 @@ export async function followEvents(connection: Connection, output: Output, optio
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    // Subscribed before the first read, so an update between the two is not lost.
     client = createClient({
       url: `${connection.url.replace(/^http/, 'ws')}/graphql`,
       webSocketImpl: WebSocket,
       connectionParams: { authorization: `Bearer ${connection.token}` },
+      // A lost socket is dialled again (0.5, 1, 2, 4, 5 s); a refusal (4400–4499: a key revoked, a budget spent) ends the follow.
       retryAttempts: 5,
+      retryWait: async (retries) => await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** retries, 5_000))),
+      shouldRetry: (event) => !refused(event),
     });
-    const connected = new Promise<void>((resolve) => client!.on('connected', () => resolve()));
     client.subscribe<{ deploymentUpdated: Deployment }>({ query: OPERATIONS.deploymentUpdated }, {
       next: (event) => {
         const updated = event.data?.deploymentUpdated;
@@ -69,20 +76,12 @@ export async function followEvents(connection: Connection, output: Output, optio
       error: (error) => finish(subscriptionError(error)),
       complete: () => finish(new ServerError('SUBSCRIPTION_ENDED', 'the server ended the deploymentUpdated subscription')),
     });
-    await Promise.race([connected, finished]);
-
-    const poll = async (limit: number) => {
-      const { deployment } = await graphql<{ deployment: Deployment & { scalingDecisions: ScalingDecision[] } }>(connection, OPERATIONS.deploymentEvents, { id: options.id, limit });
-      const { scalingDecisions, ...rest } = deployment;
-      printer.decisions(scalingDecisions);
-      printer.deployment(rest);
-      if (deployment.status === 'Deleted') finish();
-    };
+    // The reads also print a state the subscription missed: before it was subscribed, or while its socket was dialled again.
     const schedule = () => {
       if (done) return;
-      timer = setTimeout(() => poll(POLL_DECISIONS).then(schedule, finish), options.intervalMs);
+      timer = setTimeout(() => read(POLL_DECISIONS).then((now) => (now === 'Deleted' ? finish() : schedule()), finish), options.intervalMs);
     };
-    await Promise.race([poll(options.limit).then(schedule), finished]);
+    schedule();
     await finished;
   } finally {
     process.off('SIGINT', onSignal);
@@ -90,6 +89,12 @@ export async function followEvents(connection: Connection, output: Output, optio
     clearTimeout(timer);
     await client?.dispose();
   }
+}
+
+/** A close the server sent to refuse the socket (4400–4499), which dialling again would not change. */
+function refused(event: unknown): boolean {
+  const code = (event as { code?: unknown } | null)?.code;
+  return typeof code === 'number' && code >= 4400 && code < 4500;
 }
 
 /** graphql-ws reports a failed subscription as GraphQL errors, a CloseEvent or an Error. */

@@ -223,10 +223,41 @@ describe('the platform CLI against a real server', () => {
     expect(await exited).toEqual({ code: 0, signal: null });
     expect(stderr).toBe('');
 
+    // A follower whose key is revoked ends with exit 1; one whose deployment is deleted, with exit 0.
+    const extra = await cliJson(['key', 'create', 'follower'], env);
+    const revokedFollower = start(['deployment', 'events', id, '--follow', '--interval', '300'], { PLATFORM_API_KEY: extra.plaintext });
+    const deletedFollower = start(['deployment', 'events', id, '--follow', '--interval', '300'], env);
+    const outcome = (child: ChildProcessWithoutNullStreams) => {
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (chunk) => { out += chunk; });
+      child.stderr.on('data', (chunk) => { err += chunk; });
+      return {
+        exit: new Promise<{ code: number | null; out: string; err: string }>((resolve) => child.on('close', (code) => resolve({ code, out, err }))),
+        printed: () => out,
+      };
+    };
+    const revokedRun = outcome(revokedFollower);
+    const deletedRun = outcome(deletedFollower);
+    await waitFor(() => revokedRun.printed().includes('Paused') && deletedRun.printed().includes('Paused'), 10_000, 'both followers\' first state');
+    expect((await cli(['key', 'revoke', extra.apiKey.id], env)).code).toBe(0);
+    const revokedExit = await revokedRun.exit;
+    expect(revokedExit.code).toBe(1);
+    expect(revokedExit.err).toMatch(/^error: [A-Z_0-9]+: /);
+
     // Without --follow: the latest decisions and the state, in lines, then exit.
     const once = await cli(['deployment', 'events', id], env);
     expect(once.code).toBe(0);
     expect(once.stdout).toMatch(/ {2}decision {2}\w+ \(\w+\) replicas \d+->\d+/);
     expect(once.stdout).toMatch(new RegExp(`update {4}${id} Paused`));
+
+    expect((await cli(['deployment', 'delete', id], env)).code).toBe(0);
+    const deletedExit = await deletedRun.exit;
+    expect(deletedExit).toMatchObject({ code: 0, err: '' });
+    expect(deletedExit.out).toMatch(new RegExp(`update {4}${id} Deleted`));
+
+    // Following with a bad key fails at the first read, with the server's error.
+    const badFollow = await cli(['deployment', 'events', id, '--follow', '--token', 'mk-not-a-key']);
+    expect(badFollow).toMatchObject({ code: 1, stderr: 'error: UNAUTHENTICATED: incorrect API key provided\n' });
   });
 });
