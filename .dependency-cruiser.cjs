@@ -13,6 +13,9 @@
  *   proto/         imports nothing of ours but proto/ (the wire contract).
  *   common/        code the gateway and the agent (and the control plane) share; imports only
  *                  common/ and packages.
+ *   cli/           the platform CLI: imports only cli/ and packages. It talks to a server over
+ *                  HTTP (GraphQL, graphql-ws, the OpenAI-compatible endpoints) as the console does,
+ *                  never through the server's code.
  *   test/, bench/  nothing else imports them.
  *
  * Control-plane layers, lowest first; an import may point down or sideways (within a layer,
@@ -128,6 +131,14 @@ module.exports = {
       comment: 'common/ is shared by the gateway, the control plane and the agent: it imports only common/ and packages.',
       from: { path: '^common/' },
       to: { pathNot: '^common/', dependencyTypesNot: PACKAGES },
+    },
+    {
+      name: 'cli-over-http',
+      severity: 'error',
+      comment: 'The CLI is a client of the server\'s HTTP API (GraphQL, graphql-ws, /d/<slug>/v1), like the console: it imports only cli/ and '
+        + 'packages, never control-plane/ or gateway/ internals (type-only imports count).',
+      from: { path: '^cli/' },
+      to: { pathNot: '^cli/', dependencyTypesNot: PACKAGES },
     },
     {
       name: 'not-to-test-or-bench',
