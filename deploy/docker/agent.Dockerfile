@@ -20,6 +20,7 @@ COPY gateway/ gateway/
 COPY worker-agent/ worker-agent/
 COPY proto/ proto/
 COPY bench/ bench/
+COPY cli/ cli/
 # The package only (dist/agent-package): the container has Node already.
 RUN npx tsc -p tsconfig.json && node dist/worker-agent/packaging/build-agent.js --skip-binary
 

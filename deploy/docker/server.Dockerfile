@@ -21,6 +21,7 @@ COPY gateway/ gateway/
 COPY worker-agent/ worker-agent/
 COPY proto/ proto/
 COPY bench/ bench/
+COPY cli/ cli/
 COPY console/ console/
 # tsc to dist/, the web console to dist/console, and the agent's single binary to dist/bin,
 # which the server serves to the Kubernetes provider's pods (/agent/{version}/…).
