@@ -16,11 +16,25 @@ const server = spawn(process.execPath, [path.join(__dirname, 'main.js'), ...proc
 // npm forwards the signal it got from the terminal too: one Ctrl-C must arrive once, or the
 // server would take it for the second, forcing one.
 let lastForwardedAt = 0;
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.on(signal, () => {
-    if (Date.now() - lastForwardedAt < 500) return;
-    lastForwardedAt = Date.now();
-    server.kill(signal);
-  });
-}
+const forward = (signal: NodeJS.Signals): void => {
+  if (Date.now() - lastForwardedAt < 500) return;
+  lastForwardedAt = Date.now();
+  server.kill(signal);
+};
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => forward(signal));
+
+/**
+ * How often the launcher looks for its parent. A SIGTERM to `npm start`'s own pid (what `kill`,
+ * a supervisor or a CI timeout sends) ends npm and its shell without a word to this process,
+ * which is re-parented: that is its parent's death, and it stops the server as for a SIGTERM.
+ */
+const PARENT_CHECK_MS = 250;
+const parent = process.ppid;
+const watch = setInterval(() => {
+  if (process.ppid === parent) return;
+  clearInterval(watch);
+  forward('SIGTERM');
+}, PARENT_CHECK_MS);
+watch.unref();
+
 server.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + 2 : 1)));
