@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startTestServer, type TestServer } from '../support/test-server';
+import { serverForSuite } from '../support/test-server';
 
 /**
  * One request cannot take a key's day far past its TPD (issue 33: TPD 50 served 64,001 tokens in
@@ -7,14 +7,7 @@ import { startTestServer, type TestServer } from '../support/test-server';
  * it (docs/tenant-budget.md: "TPD: clamped, not refused"), with the official SDK as the client.
  */
 describe('TPD: the worst case of one request', () => {
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer();
-  });
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite();
 
   it('max_tokens 64,000 at TPD 50 is clamped to what the day has left: at most 50 completion tokens, finish_reason length, then 429', async () => {
     const workspace = await test.createWorkspace({ tpdLimit: 50 });

@@ -9,6 +9,7 @@ import type { GatewayConfig } from '../../gateway/gateway-config';
 import { startServer, type Server } from '../../gateway/server';
 import { UNLIMITED } from '../../control-plane/budgets/budget-kinds';
 import { createTestDatabase, dropTestDatabase } from './test-database';
+import { openForSuite } from './suite';
 
 export interface TestServerOptions {
   controlPlane?: ControlPlaneOverrides;
@@ -147,6 +148,19 @@ export async function startWithDeployment(options: DeploymentServerOptions = {})
     await test.stop().catch(() => {});
     throw error;
   }
+}
+
+/** startTestServer for a describe block: started in its beforeAll, stopped in its afterAll (openForSuite). */
+export function serverForSuite(options: TestServerOptions = {}): TestServer {
+  return openForSuite(() => startTestServer(options), (test) => test.stop());
+}
+
+/**
+ * startWithDeployment for a describe block: started in its beforeAll, stopped in its afterAll
+ * (openForSuite). `options` may be a function, called in beforeAll (a model file written then).
+ */
+export function deploymentForSuite(options: DeploymentServerOptions | (() => DeploymentServerOptions) = {}, timeoutMs?: number): ServerWithDeployment {
+  return openForSuite(() => startWithDeployment(typeof options === 'function' ? options() : options), ({ test }) => test.stop(), timeoutMs);
 }
 
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
