@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** A running job's server renews its claim within this; a server that stops renewing loses its jobs (`pod_crash`). @default 30000 */
@@ -37,6 +37,4 @@ const names = {
 export type RequestConfig = ReturnType<typeof loadRequestConfig>;
 
 /** Image/video request settings, validated at boot. */
-export function loadRequestConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('requests', shape, names, env);
-}
+export const loadRequestConfig = envReader('requests', shape, names);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** Share of each shared replica's slots kept free for its owner's bursts: guests never take them (at least 1 slot). @default 0.25 */
@@ -34,6 +34,4 @@ const names = {
 
 export type SharingConfig = ReturnType<typeof loadSharingConfig>;
 
-export function loadSharingConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('shared serving', shape, names, env);
-}
+export const loadSharingConfig = envReader('shared serving', shape, names);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolField, intField, loadEnv } from '../config/env-fields';
+import { boolField, envReader, intField } from '../config/env-fields';
 
 const schedule = z.string().regex(/^\d+(,\d+)*$/, 'must be comma-separated milliseconds, e.g. 2000,4000,8000')
   .transform((value) => value.split(',').map(Number));
@@ -29,6 +29,4 @@ const names = {
 
 export type WebhookConfig = ReturnType<typeof loadWebhookConfig>;
 
-export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('webhooks', shape, names, env);
-}
+export const loadWebhookConfig = envReader('webhooks', shape, names);
