@@ -1,7 +1,5 @@
-import fs from 'node:fs';
 import OpenAI from 'openai';
-import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, startWithDeployment, waitFor, deploymentForSuite, type TestServer } from '../support/test-server';
+import { deploymentForSuite, restartForSuite, waitFor } from '../support/test-server';
 import { chatLine, fileLines, jsonl, upload, waitForBatch } from './support/batch-helpers';
 
 const FAST_BATCHES = { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50, lineLeaseMs: 1_500 };
@@ -9,32 +7,26 @@ const slow = (customId: string, seconds: number) => chatLine(customId, `slow ${c
 
 /** A batch across the life of its servers: a restart, a server that died holding lines, a paused deployment, the window passing. */
 describe('batches: lifecycle', () => {
-  it('survives a server restart: lines that ran are kept, the rest run on the next server, every custom_id answered once', async () => {
-    const agentEnv = { WORKER_CPU_TEST_CONTROLS: 'true' };
-    const { test: first, workspace, deployment, client } = await startWithDeployment({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
-    let second: TestServer | undefined;
-    let firstStopped = false;
-    try {
+  describe('a restart', () => {
+    const restart = restartForSuite();
+
+    it('survives a server restart: lines that ran are kept, the rest run on the next server, every custom_id answered once', async () => {
+      const agentEnv = { WORKER_CPU_TEST_CONTROLS: 'true' };
+      const { workspace, client } = await restart.start({ controlPlane: { localAgentEnv: agentEnv, localMaxConcurrency: 2, batches: FAST_BATCHES } });
       const lines = Array.from({ length: 10 }, (_, index) => slow(`r-${index}`, 0.4));
       const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
       await waitForBatch(client, created.id, 10_000, (batch) => (batch.request_counts?.completed ?? 0) >= 2);
       // A graceful stop: no line starts any more, running ones finish on their draining agent.
-      await first.stop({ keepDatabase: true, keepData: true });
-      firstStopped = true;
-      second = await startTestServer({ databaseUrl: first.databaseUrl, dataDir: first.dataDir, controlPlane: { localAgentEnv: agentEnv, batches: FAST_BATCHES } });
-      const restarted = new OpenAI({ baseURL: `${second.url}/d/${deployment.slug}/v1`, apiKey: workspace.apiKey, maxRetries: 0 });
+      await restart.stopFirst();
+      const { test: second, baseUrl } = await restart.startSecond({ controlPlane: { localAgentEnv: agentEnv, batches: FAST_BATCHES } });
+      const restarted = new OpenAI({ baseURL: baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
       const batch = await waitForBatch(restarted, created.id, 30_000);
       expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 10, completed: 10, failed: 0 } });
       expect((await fileLines(restarted, batch.output_file_id)).map((line) => line.custom_id)).toEqual(lines.map((line) => line.custom_id));
       const attempts: Array<{ attempts: number }> = await second.server.controlPlane.dataSource.query('SELECT attempts FROM batch_lines WHERE batch_id = $1', [batch.id]);
       expect(attempts.every((row) => row.attempts === 1)).toBe(true);
-    } finally {
-      if (!firstStopped) await first.stop({ keepDatabase: true, keepData: true });
-      await second?.stop();
-      await dropTestDatabase(first.databaseUrl);
-      fs.rmSync(first.dataDir, { recursive: true, force: true });
-    }
-  }, 90_000);
+    }, 90_000);
+  });
 
   describe('paused, and a dead server', () => {
     const served = deploymentForSuite({ controlPlane: { batches: FAST_BATCHES } });

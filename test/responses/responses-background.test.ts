@@ -1,9 +1,7 @@
-import fs from 'node:fs';
 import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { verifyWebhookSignature } from '../../control-plane/webhooks/webhook-signature';
-import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, startWithDeployment, waitFor, deploymentForSuite, type TestServer } from '../support/test-server';
+import { deploymentForSuite, restartForSuite, startTestServer, waitFor, type TestServer } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
 import { openForSuite } from '../support/suite';
 
@@ -197,32 +195,17 @@ describe('background responses', () => {
 
 /** A background response survives its server: stopped mid-turn, it is run again by the server started on the same database. */
 describe('background responses across a restart', () => {
-  let first: TestServer | null = null;
-  let second: TestServer | null = null;
-  let kept: { databaseUrl: string; dataDir: string } | null = null;
-
-  afterAll(async () => {
-    await first?.stop({ keepDatabase: true, keepData: true });
-    await second?.stop();
-    if (kept) {
-      await dropTestDatabase(kept.databaseUrl);
-      fs.rmSync(kept.dataDir, { recursive: true, force: true });
-    }
-  });
+  const restart = restartForSuite();
 
   it('completes on the next server a response that was in progress when its server stopped', async () => {
-    const { test: started, workspace, deployment, client: before } = await startWithDeployment({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
-    first = started;
-    const { databaseUrl, dataDir } = first;
-    kept = { databaseUrl, dataDir };
+    const { workspace, deployment, client: before } = await restart.start({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
     const created = await before.responses.create({ input: 'Outlive the server', max_output_tokens: 50, background: true });
     await waitFor(async () => (await before.responses.retrieve(created.id)).status === 'in_progress', 10_000, 'the turn to start');
-    await first.stop({ keepDatabase: true, keepData: true });
-    first = null;
+    await restart.stopFirst();
 
-    second = await startTestServer({ databaseUrl, dataDir, controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
+    const { test: second, baseUrl } = await restart.startSecond({ controlPlane: { localAgentEnv: SLOW_AGENT_ENV, responses: BACKGROUND } });
     await second.waitForReplicas(deployment.id, 1);
-    const after = new OpenAI({ baseURL: `${second.url}/d/${deployment.slug}/v1`, apiKey: workspace.apiKey, maxRetries: 0 });
+    const after = new OpenAI({ baseURL: baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
     const ended = await settled(after, created.id, 30_000);
     // Run again from the start: the whole answer, as a turn that never stopped gives it.
     expect(ended.status).toBe('incomplete');

@@ -163,6 +163,52 @@ export function deploymentForSuite(options: DeploymentServerOptions | (() => Dep
   return openForSuite(() => startWithDeployment(typeof options === 'function' ? options() : options), ({ test }) => test.stop(), timeoutMs);
 }
 
+export interface ServerRestart {
+  /** The first server, with its workspace and deployment (startWithDeployment). */
+  start(options?: DeploymentServerOptions): Promise<ServerWithDeployment>;
+  /** Stops the first server as an operator would (its agents drain), keeping its database and data directory. */
+  stopFirst(): Promise<void>;
+  /** A second server on the first one's database and data directory (`options` beside them), and the deployment's base URL on it. */
+  startSecond(options?: TestServerOptions): Promise<{ test: TestServer; baseUrl: string }>;
+}
+
+/**
+ * The two servers of a restart test, for a describe block: after it, whichever still runs is
+ * stopped and the database and data directory they shared are removed.
+ */
+export function restartForSuite(): ServerRestart {
+  let first: ServerWithDeployment | undefined;
+  let firstRunning = false;
+  let second: TestServer | undefined;
+  afterAll(async () => {
+    if (!first) return;
+    if (firstRunning) await first.test.stop({ keepDatabase: true, keepData: true });
+    await second?.stop();
+    await dropTestDatabase(first.test.databaseUrl);
+    fs.rmSync(first.test.dataDir, { recursive: true, force: true });
+  });
+  const started = () => {
+    if (!first) throw new Error('restartForSuite: start() the first server first');
+    return first;
+  };
+  return {
+    async start(options) {
+      first = await startWithDeployment(options);
+      firstRunning = true;
+      return first;
+    },
+    async stopFirst() {
+      await started().test.stop({ keepDatabase: true, keepData: true });
+      firstRunning = false;
+    },
+    async startSecond(options = {}) {
+      const { test, deployment } = started();
+      second = await startTestServer({ ...options, databaseUrl: test.databaseUrl, dataDir: test.dataDir });
+      return { test: second, baseUrl: `${second.url}/d/${deployment.slug}/v1` };
+    },
+  };
+}
+
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
