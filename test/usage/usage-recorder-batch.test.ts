@@ -1,4 +1,5 @@
 import pino from 'pino';
+import type { DataSource } from 'typeorm';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { UsageRecorder, type UsageInput } from '../../control-plane/usage/usage-recorder';
 import { dataSourceForSuite } from '../support/test-database';
