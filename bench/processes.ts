@@ -165,3 +165,19 @@ export function machineTicks() {
   const [user, nice, system, , , irq, softirq, steal] = fields;
   return { busy: user + nice + system + irq + softirq, steal, total: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) };
 }
+
+/**
+ * Waits for `pattern` in what a server process printed so far (`output`, read every 100 ms).
+ * Throws with the end of that output when the process exits first or `timeoutMs` passes;
+ * `who` names the server in those errors.
+ */
+export async function waitForOutput(child: ChildProcess, output: () => string, pattern: RegExp, timeoutMs: number, what: string, who = 'the server'): Promise<RegExpExecArray> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const match = pattern.exec(output());
+    if (match) return match;
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what}: ${who} exited: ${output().slice(-2000)}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; ${who} said: ${output().slice(-2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { commandOf, descendants, pin, stopServerTree } from './processes';
+import { commandOf, descendants, pin, stopServerTree, waitForOutput } from './processes';
 import { markdownTables, median, number, signed, summarize, type Summary } from './report';
 import type { RunResult } from './scenario';
 import { freePort, PROJECT_ROOT, type Target } from './targets';
@@ -72,15 +72,8 @@ class Server {
     return this.output;
   }
 
-  async waitFor(pattern: RegExp, timeoutMs: number, what: string): Promise<RegExpExecArray> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const match = pattern.exec(this.output);
-      if (match) return match;
-      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`${what}: the server exited: ${this.output.slice(-2000)}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; the server said: ${this.output.slice(-2000)}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  waitFor(pattern: RegExp, timeoutMs: number, what: string): Promise<RegExpExecArray> {
+    return waitForOutput(this.child, () => this.output, pattern, timeoutMs, what);
   }
 
   /** SIGINT (drains agents, stops the embedded PostgreSQL), SIGKILL to the group after 30 s, then any straggler. */

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { stopServerTree } from './processes';
+import { stopServerTree, waitForOutput } from './processes';
 import { freePort, PROJECT_ROOT } from './targets';
 
 const stoppers: Array<{ name: string; stop: () => Promise<void> }> = [];
@@ -90,15 +90,8 @@ export class BenchServer {
     return this.output;
   }
 
-  async waitFor(pattern: RegExp, timeoutMs: number, what: string): Promise<RegExpExecArray> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const match = pattern.exec(this.output);
-      if (match) return match;
-      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`${what}: server ${this.name} exited: ${this.output.slice(-2000)}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; server ${this.name} said: ${this.output.slice(-2000)}`);
-      await sleep(100);
-    }
+  waitFor(pattern: RegExp, timeoutMs: number, what: string): Promise<RegExpExecArray> {
+    return waitForOutput(this.child, () => this.output, pattern, timeoutMs, what, `server ${this.name}`);
   }
 
   /** A GraphQL call with the workspace key (or `token`); throws on GraphQL errors. */

@@ -32,7 +32,6 @@
  *        no batch; the runs after it stay on that server)
  * Results: bench/results/<date>-batches-<sha>[-suffix].{md,json}.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,13 +40,13 @@ import OpenAI, { toFile } from 'openai';
 import {
   counterAt, liveLoad, liveStats, meanInFlight, promptFor, Watcher, type LiveSample, type LiveStats, type WatchSample,
 } from './batch-live-load';
-import { describeMachine } from './machine';
+import { describeMachine, sourceState } from './machine';
 import { percentile } from './paced-client';
 import { coresBetween, cpuByRole, machineTicks, type CpuSnapshot } from './processes';
 import { saveResults } from './report';
 import { BenchServer, onStop, sleep, stopEverything, until } from './routing-processes';
 import { outstandingJobs, round, scrape } from './routing-stats';
-import { freePort, PROJECT_ROOT } from './targets';
+import { freePort } from './targets';
 
 const RUNS = ['live', 'batch', 'mixed', 'live-again'] as const;
 type RunName = (typeof RUNS)[number];
@@ -522,16 +521,6 @@ function pooledTtfts(runs: readonly Run[]): number[] {
     }
   }
   return values.sort((a, b) => a - b);
-}
-
-function sourceState() {
-  try {
-    const git = (...args: string[]) => execFileSync('git', ['--no-optional-locks', ...args], { cwd: PROJECT_ROOT, encoding: 'utf8' });
-    const changed = git('status', '--porcelain').split('\n').filter(Boolean);
-    return { commit: git('rev-parse', 'HEAD').trim(), changedOutsideBench: changed.filter((line) => !line.slice(3).startsWith('bench/')).map((line) => line.trim()) };
-  } catch {
-    return { commit: 'unknown', changedOutsideBench: ['(not a git checkout)'] };
-  }
 }
 
 const RUN_TITLES: Record<RunName, string> = {

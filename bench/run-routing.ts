@@ -30,14 +30,13 @@
  *        sequences both replicas keep, 2 × --cached-sequences)
  * Results: bench/results/<date>-routing-<sha>.{md,json}.
  */
-import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { writeTinyGguf } from '../worker-agent/llama/tiny-gguf';
-import { describeMachine } from './machine';
+import { describeMachine, sourceState } from './machine';
 import { percentile } from './paced-client';
 import { coresBetween, cpuByRole, machineTicks, type CpuSnapshot } from './processes';
 import { saveResults } from './report';
@@ -48,7 +47,7 @@ import {
   conversationTrace, newTokensPerRequest, noPrefixTrace, randomText, type ConversationShape, type Trace, type TraceRequest,
 } from './routing-trace';
 import { seededRandom } from '../common/seeded-random';
-import { freePort, PROJECT_ROOT } from './targets';
+import { freePort } from './targets';
 
 const POLICIES = ['prefix-aware', 'least-loaded', 'round-robin'] as const;
 type Policy = (typeof POLICIES)[number];
@@ -580,16 +579,6 @@ function partTable(runs: PolicyRun[]): string[] {
       `${stats.ttftMs.p50} / ${stats.ttftMs.p90} / ${stats.ttftMs.p99}${censored} | ${stats.outputTokensPerSecond} | ${(stats.cacheHitRatio * 100).toFixed(1)} % | ${reasons} | ${run.machine.busyCores} (${Object.entries(run.machine.coresByRole).map(([role, value]) => `${role} ${value}`).join(', ')}) |`);
   }
   return lines;
-}
-
-function sourceState() {
-  try {
-    const git = (...args: string[]) => execFileSync('git', ['--no-optional-locks', ...args], { cwd: PROJECT_ROOT, encoding: 'utf8' });
-    const changed = git('status', '--porcelain').split('\n').filter(Boolean);
-    return { commit: git('rev-parse', 'HEAD').trim(), changedOutsideBench: changed.filter((line) => !line.slice(3).startsWith('bench/')).map((line) => line.trim()) };
-  } catch {
-    return { commit: 'unknown', changedOutsideBench: ['(not a git checkout)'] };
-  }
 }
 
 function write(results: {

@@ -1,4 +1,4 @@
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** Largest file `POST /files` takes. @default 104857600 (100 MiB) */
@@ -39,6 +39,4 @@ export type BatchConfig = ReturnType<typeof loadBatchConfig>;
 export const BATCH_SETTINGS = { what: 'batches', shape, names };
 
 /** Files and batches (the OpenAI Batch API), validated at boot. */
-export function loadBatchConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('batches', shape, names, env);
-}
+export const loadBatchConfig = envReader('batches', shape, names);

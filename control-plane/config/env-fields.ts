@@ -22,3 +22,11 @@ export function loadEnv<T extends z.ZodRawShape>(
   }
   return Object.freeze(parsed.data);
 }
+
+/**
+ * A module's settings reader: loadEnv of its `shape` under its env `names`, reading process.env
+ * unless given another env (tests never touch process.env).
+ */
+export function envReader<T extends z.ZodRawShape>(what: string, shape: T, names: Record<keyof T, string>) {
+  return (env: NodeJS.ProcessEnv = process.env) => loadEnv(what, shape, names, env);
+}

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** A running job's server renews its claim within this; a server that stops renewing loses its jobs (`pod_crash`). @default 30000 */
@@ -40,6 +40,4 @@ export type RequestConfig = ReturnType<typeof loadRequestConfig>;
 export const REQUEST_SETTINGS = { what: 'requests', shape, names };
 
 /** Image/video request settings, validated at boot. */
-export function loadRequestConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('requests', shape, names, env);
-}
+export const loadRequestConfig = envReader('requests', shape, names);

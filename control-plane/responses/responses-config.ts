@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** How long a stored response (and its chain's items) is kept; retrieve, chaining and input_items 404 after. @default 30 */
@@ -30,6 +30,4 @@ export type ResponsesConfig = ReturnType<typeof loadResponsesConfig>;
 export const RESPONSES_SETTINGS = { what: 'responses', shape, names };
 
 /** The Responses API's state settings (docs/api-contract.md#responses-api), validated at boot. */
-export function loadResponsesConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('responses', shape, names, env);
-}
+export const loadResponsesConfig = envReader('responses', shape, names);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intField, loadEnv } from '../config/env-fields';
+import { envReader, intField } from '../config/env-fields';
 
 const shape = {
   /** Share of each shared replica's slots kept free for its owner's bursts: guests never take them (at least 1 slot). @default 0.25 */
@@ -37,6 +37,4 @@ export type SharingConfig = ReturnType<typeof loadSharingConfig>;
 /** The settings and their variables, for the server's `--help`. */
 export const SHARING_SETTINGS = { what: 'shared serving', shape, names };
 
-export function loadSharingConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('shared serving', shape, names, env);
-}
+export const loadSharingConfig = envReader('shared serving', shape, names);

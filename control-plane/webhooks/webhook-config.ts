@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolField, intField, loadEnv } from '../config/env-fields';
+import { boolField, envReader, intField } from '../config/env-fields';
 
 const schedule = z.string().regex(/^\d+(,\d+)*$/, 'must be comma-separated milliseconds, e.g. 2000,4000,8000')
   .transform((value) => value.split(',').map(Number));
@@ -32,6 +32,4 @@ export type WebhookConfig = ReturnType<typeof loadWebhookConfig>;
 /** The settings and their variables, for the server's `--help`. */
 export const WEBHOOK_SETTINGS = { what: 'webhooks', shape, names };
 
-export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env) {
-  return loadEnv('webhooks', shape, names, env);
-}
+export const loadWebhookConfig = envReader('webhooks', shape, names);

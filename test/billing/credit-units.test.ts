@@ -1,20 +1,13 @@
 import { moneyOf, tokenCost, unitPrices, unitsOf } from '../../control-plane/billing/credit-units';
-import { openBillingDatabase, type BillingDatabase } from './support/billing-database';
+import { openBillingDatabase } from './support/billing-database';
+import { openForSuite } from '../support/suite';
 
 /**
  * Money in memory (ledger units of 1e-10 as bigint) agrees with PostgreSQL's `numeric` to the
  * unit: guest credit is decided in memory and written by SQL, so the two must never differ.
  */
 describe('credit units', () => {
-  let database: BillingDatabase;
-
-  beforeAll(async () => {
-    database = await openBillingDatabase();
-  });
-
-  afterAll(async () => {
-    await database?.close();
-  });
+  const database = openForSuite(() => openBillingDatabase(), (opened) => opened.close());
 
   test('decimal text round-trips through units', () => {
     for (const [text, canonical] of [['0', '0'], ['12.5', '12.5'], ['-0.0000001800', '-0.00000018'], ['9999999999.9999999999', '9999999999.9999999999'], ['1.0000000000', '1']]) {

@@ -4,7 +4,8 @@ import { topUp } from '../../control-plane/billing/top-up';
 import { Metering } from '../../control-plane/billing/metering';
 import { canonicalMoney } from '../../control-plane/billing/money';
 import { SharedBilling, type SettlementItem, type TokenPrices } from '../../control-plane/billing/shared-billing';
-import { openBillingDatabase, type BillingDatabase } from './support/billing-database';
+import { openBillingDatabase } from './support/billing-database';
+import { openForSuite } from '../support/suite';
 
 const MODELS: Record<string, TokenPrices> = {
   'org/cheap': { inputPerMillion: '0.18', outputPerMillion: '0.18' },
@@ -19,15 +20,7 @@ const RUN_MS = 2_500;
  * and a postpaid workspace becoming prepaid mid-run — and afterwards the books balance exactly.
  */
 describe('ledger reconciliation under concurrency', () => {
-  let database: BillingDatabase;
-
-  beforeAll(async () => {
-    database = await openBillingDatabase();
-  });
-
-  afterAll(async () => {
-    await database?.close();
-  });
+  const database = openForSuite(() => openBillingDatabase(), (opened) => opened.close());
 
   it('every prepaid balance equals its ledger rows, guests never go below zero, debits mirror credits, and each cost is tokens × prices', async () => {
     const { dataSource } = database;

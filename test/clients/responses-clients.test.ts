@@ -10,25 +10,20 @@ import { z } from 'zod';
 import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool as agentTool } from '@openai/agents';
 import { generateObject, generateText, stepCountIs, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
-import { startWithDeployment, type TestServer } from '../support/test-server';
+import { deploymentForSuite } from '../support/test-server';
 
 describe('stock clients on /v1/responses (CPU engine)', () => {
-  let test: TestServer;
-  let apiKey: string;
-  let baseURL: string;
+  const served = deploymentForSuite();
+  /** What each client is built with: the deployment's base URL and the workspace's key. */
+  const options = () => ({ apiKey: served.workspace.apiKey, baseURL: served.deployment.baseUrl });
   let model: string;
 
   beforeAll(async () => {
-    ({ test, workspace: { apiKey }, deployment: { baseUrl: baseURL } } = await startWithDeployment());
-    model = (await new OpenAI({ apiKey, baseURL }).models.list()).data[0].id;
-  });
-
-  afterAll(async () => {
-    await test?.stop();
+    model = (await new OpenAI(options()).models.list()).data[0].id;
   });
 
   it('@openai/agents: an agent with a function tool calls it and runs to its final output', async () => {
-    setDefaultOpenAIClient(new OpenAI({ apiKey, baseURL }));
+    setDefaultOpenAIClient(new OpenAI(options()));
     setOpenAIAPI('responses');
     setTracingDisabled(true);
     const calls: string[] = [];
@@ -50,7 +45,7 @@ describe('stock clients on /v1/responses (CPU engine)', () => {
   });
 
   it('@openai/agents: an agent with an output type returns a parsed object', async () => {
-    setDefaultOpenAIClient(new OpenAI({ apiKey, baseURL }));
+    setDefaultOpenAIClient(new OpenAI(options()));
     setTracingDisabled(true);
     const Person = z.object({ name: z.string(), age: z.number().int() });
     const agent = new Agent({ name: 'Extractor', instructions: 'Extract the person.', outputType: Person, model });
@@ -59,7 +54,7 @@ describe('stock clients on /v1/responses (CPU engine)', () => {
   });
 
   it('AI SDK openai(): generateText with tools runs the tool and ends with text', async () => {
-    const openai = createOpenAI({ apiKey, baseURL });
+    const openai = createOpenAI(options());
     const calls: string[] = [];
     const result = await generateText({
       model: openai(model),
@@ -83,7 +78,7 @@ describe('stock clients on /v1/responses (CPU engine)', () => {
   });
 
   it("AI SDK openai(): toolChoice 'required' gets a tool call", async () => {
-    const openai = createOpenAI({ apiKey, baseURL });
+    const openai = createOpenAI(options());
     const result = await generateText({
       model: openai(model),
       tools: { lookup: tool({ description: 'Look a word up', inputSchema: z.object({ word: z.string() }) }) },
@@ -95,7 +90,7 @@ describe('stock clients on /v1/responses (CPU engine)', () => {
   });
 
   it('AI SDK openai(): generateObject returns an object that satisfies the schema', async () => {
-    const openai = createOpenAI({ apiKey, baseURL });
+    const openai = createOpenAI(options());
     const schema = z.object({ title: z.string(), tags: z.array(z.string()), rating: z.number().min(1).max(5) });
     const { object } = await generateObject({ model: openai(model), schema, prompt: 'Review a film.' });
     expect(schema.safeParse(object).success).toBe(true);

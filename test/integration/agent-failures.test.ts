@@ -3,22 +3,14 @@ import OpenAI from 'openai';
 import { DEFAULT_AGENT_ENTRY } from '../../control-plane/config/control-plane-config';
 import { freePort } from '../../control-plane/database/embedded-database';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
-import { FAST_AGENT_ENV, startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { FAST_AGENT_ENV, startTestServer, waitFor, serverForSuite, type TestServer } from '../support/test-server';
 import { chatOnce, userChat } from '../support/chat';
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 
 /** What happens when agents die, clients leave, and the control plane restarts. */
 describe('agent failures and reconnects', () => {
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
 
   it('ends a stream with a terminal error event when its agent is killed, then serves again from the restarted agent', async () => {
     const workspace = await test.createWorkspace();

@@ -1,16 +1,12 @@
 import OpenAI from 'openai';
-import { startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { deploymentForSuite } from '../support/test-server';
 
 interface ErrorBody { error: { message: string; type: string; param: string | null; code: string } }
 
 /** Every row of the chat/completions error table (docs/api-contract.md#chat-and-completions), and bad input naming the field. */
 describe('chat/completions errors', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: { id: string; slug: string; baseUrl: string };
-  let modelId: string;
 
-  const post = async (path: string, body: unknown, key = workspace.apiKey, baseUrl = deployment.baseUrl) => {
+  const post = async (path: string, body: unknown, key = served.workspace.apiKey, baseUrl = served.deployment.baseUrl) => {
     const response = await fetch(`${baseUrl}${path}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -19,30 +15,24 @@ describe('chat/completions errors', () => {
     return { status: response.status, headers: response.headers, body: (await response.json()) as ErrorBody };
   };
 
-  beforeAll(async () => {
-    ({ test, workspace, deployment, modelId } = await startWithDeployment());
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite();
 
   const messages = [{ role: 'user', content: 'hi' }];
 
   it('400 when model differs from the endpoint model (SDK BadRequestError naming model)', async () => {
-    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: served.deployment.baseUrl, apiKey: served.workspace.apiKey, maxRetries: 0 });
     const error = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((caught) => caught);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect(error.status).toBe(400);
     expect(error.param).toBe('model');
     expect(error.code).toBe('model_mismatch');
-    expect(error.message).toContain(modelId);
+    expect(error.message).toContain(served.modelId);
   });
 
   it('401 for a bad, missing or malformed key', async () => {
-    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: 'mk-not-a-real-key', maxRetries: 0 });
-    await expect(client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
-    const missing = await fetch(`${deployment.baseUrl}/chat/completions`, { method: 'POST', body: '{}' });
+    const client = new OpenAI({ baseURL: served.deployment.baseUrl, apiKey: 'mk-not-a-real-key', maxRetries: 0 });
+    await expect(client.chat.completions.create({ model: served.modelId, messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    const missing = await fetch(`${served.deployment.baseUrl}/chat/completions`, { method: 'POST', body: '{}' });
     expect(missing.status).toBe(401);
     expect(((await missing.json()) as ErrorBody).error.type).toBe('authentication_error');
     expect((await post('/chat/completions', { messages }, 'sk-other-format')).status).toBe(401);
@@ -50,47 +40,47 @@ describe('chat/completions errors', () => {
 
   it('402 insufficient_quota when the workspace credit is used up', async () => {
     // Prepaid with nothing: its balance (0) and its ledger (no rows) agree.
-    const opened = await test.server.controlPlane.workspaceAdmin.create('broke', '0');
+    const opened = await served.test.server.controlPlane.workspaceAdmin.create('broke', '0');
     const broke = { workspaceId: opened.workspace.id, apiKey: opened.plaintext, apiKeyId: opened.apiKey.id };
-    await test.server.controlPlane.workspaceBudgets.set(broke.workspaceId, 'local_replicas', 'workspace', 1);
-    const brokeDeployment = await test.createDeployment(broke);
+    await served.test.server.controlPlane.workspaceBudgets.set(broke.workspaceId, 'local_replicas', 'workspace', 1);
+    const brokeDeployment = await served.test.createDeployment(broke);
     const result = await post('/chat/completions', { messages }, broke.apiKey, brokeDeployment.baseUrl);
     expect(result.status).toBe(402);
     expect(result.body.error.code).toBe('insufficient_quota');
-    await test.server.controlPlane.deployments.delete(broke.workspaceId, brokeDeployment.id);
+    await served.test.server.controlPlane.deployments.delete(broke.workspaceId, brokeDeployment.id);
   });
 
   it('404 for an unknown endpoint, another workspace\'s deployment, or an unknown path', async () => {
-    const unknown = await post('/chat/completions', { messages }, workspace.apiKey, `${test.url}/d/no-such-deployment/v1`);
+    const unknown = await post('/chat/completions', { messages }, served.workspace.apiKey, `${served.test.url}/d/no-such-deployment/v1`);
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('deployment_not_found');
-    const other = await test.createWorkspace();
+    const other = await served.test.createWorkspace();
     const foreign = await post('/chat/completions', { messages }, other.apiKey);
     expect(foreign.status).toBe(404);
     const wrongPath = await post('/audio/speech', { input: 'x' });
     expect(wrongPath.status).toBe(404);
-    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: served.deployment.baseUrl, apiKey: served.workspace.apiKey, maxRetries: 0 });
     await expect(client.models.retrieve('gpt-4o')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     // The workspace base URL (/v1) answers, and asks which deployment: `model` (workspace-base-url.test.ts).
-    const root = await fetch(`${test.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: '{}' });
+    const root = await fetch(`${served.test.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${served.workspace.apiKey}` }, body: '{}' });
     expect(root.status).toBe(400);
     expect((await root.json()).error.param).toBe('model');
-    const rootUnknown = await fetch(`${test.url}/v1/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}` }, body: '{}' });
+    const rootUnknown = await fetch(`${served.test.url}/v1/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${served.workspace.apiKey}` }, body: '{}' });
     expect(rootUnknown.status).toBe(404);
   });
 
   it('503 when the deployment is paused (saying so) or has no ready replica', async () => {
-    const own = await test.createWorkspace();
-    const paused = await test.createDeployment(own);
-    await test.waitForReplicas(paused.id, 1);
-    await test.server.controlPlane.deployments.pause(own.workspaceId, paused.id);
+    const own = await served.test.createWorkspace();
+    const paused = await served.test.createDeployment(own);
+    await served.test.waitForReplicas(paused.id, 1);
+    await served.test.server.controlPlane.deployments.pause(own.workspaceId, paused.id);
     const pausedResult = await post('/chat/completions', { messages }, own.apiKey, paused.baseUrl);
     expect(pausedResult.status).toBe(503);
     expect(pausedResult.body.error.code).toBe('deployment_paused');
     expect(pausedResult.body.error.message).toMatch(/paused/);
-    expect(test.server.controlPlane.dispatcher.readyReplicas(paused.id)).toBe(0);
+    expect(served.test.server.controlPlane.dispatcher.readyReplicas(paused.id)).toBe(0);
 
-    const external = await test.createDeployment(own, { provider: 'external' });
+    const external = await served.test.createDeployment(own, { provider: 'external' });
     const noReplica = await post('/chat/completions', { messages }, own.apiKey, external.baseUrl);
     expect(noReplica.status).toBe(503);
     expect(noReplica.body.error.code).toBe('no_replica_available');
@@ -98,8 +88,8 @@ describe('chat/completions errors', () => {
   });
 
   it('400 for a chat call on a base completion model', async () => {
-    const own = await test.createWorkspace();
-    const base = await test.createDeployment(own, { modelId: 'Qwen/Qwen2.5-7B', provider: 'external' });
+    const own = await served.test.createWorkspace();
+    const base = await served.test.createDeployment(own, { modelId: 'Qwen/Qwen2.5-7B', provider: 'external' });
     const result = await post('/chat/completions', { messages }, own.apiKey, base.baseUrl);
     expect(result.status).toBe(400);
     expect(result.body.error.code).toBe('unsupported_endpoint');

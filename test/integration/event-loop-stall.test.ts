@@ -5,27 +5,17 @@
  * (3 heartbeat intervals: 3 s here) while a stream is in flight.
  */
 import fs from 'node:fs';
-import { startWithDeployment, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { deploymentForSuite } from '../support/test-server';
 
 describe('a stalled server event loop', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: TestDeployment;
-
-  beforeAll(async () => {
-    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } }));
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite({ controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
 
   it('keeps its agents: the stream in flight finishes whole on the same replica', async () => {
-    const replicas = () => test.server.controlPlane.dataSource.query(
-      `SELECT id, status FROM replicas WHERE deployment_id = $1 ORDER BY created_at`, [deployment.id]) as Promise<Array<{ id: string; status: string }>>;
+    const replicas = () => served.test.server.controlPlane.dataSource.query(
+      `SELECT id, status FROM replicas WHERE deployment_id = $1 ORDER BY created_at`, [served.deployment.id]) as Promise<Array<{ id: string; status: string }>>;
     const before = await replicas();
-    const response = await fetch(`${deployment.baseUrl}/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
+    const response = await fetch(`${served.deployment.baseUrl}/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${served.workspace.apiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'slowly' }], max_tokens: 10, stream: true, cpu_engine: { tokens_per_second: 5 } }),
     });
     const reader = response.body!.getReader();

@@ -1,4 +1,4 @@
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { serverForSuite, type TestWorkspace } from '../support/test-server';
 import { graphqlClient, OPERATOR_TOKEN } from '../capacity/support/graphql-client';
 
 type Client = ReturnType<typeof graphqlClient>;
@@ -28,20 +28,15 @@ const MODEL = {
 
 /** Bad arguments to GraphQL operations are refused naming the argument (or field) and what is allowed. */
 describe('GraphQL refuses bad input', () => {
-  let test: TestServer;
+  const test = serverForSuite({ controlPlane: { operatorToken: OPERATOR_TOKEN } });
   let workspace: TestWorkspace;
   let graphql: Client;
   let operator: Client;
 
   beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { operatorToken: OPERATOR_TOKEN } });
     workspace = await test.createWorkspace();
     graphql = graphqlClient(test.url, workspace.apiKey);
     operator = graphqlClient(test.url, OPERATOR_TOKEN);
-  });
-
-  afterAll(async () => {
-    await test?.stop();
   });
 
   it('costs and usage: an unknown groupBy, to not after from, a range over 366 days', async () => {

@@ -1,9 +1,9 @@
 import OpenAI from 'openai';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { graphqlClient } from '../capacity/support/graphql-client';
-import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { waitFor } from '../support/test-server';
 import { parsePrometheusText, sampleValue } from '../telemetry/support/prometheus-text';
-import { modelDirectory, type ModelDirectory } from '../llama/support/tiny-model';
+import { llamaDeploymentForSuite } from '../llama/support/llama-deployment';
 
 const CONTEXT_SIZE = 2048;
 
@@ -23,34 +23,14 @@ function systemPrompt(application: string): string {
  * deployment switches to round-robin over GraphQL and consecutive requests alternate.
  */
 describe('prefix-aware routing across llama.cpp replicas', () => {
-  let models: ModelDirectory;
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: { id: string; slug: string; baseUrl: string };
-  let client: OpenAI;
-  let modelId: string;
+  const served = llamaDeploymentForSuite('tiny-routing.gguf', { contextSize: CONTEXT_SIZE, deployment: { minReplicas: 2, maxReplicas: 2 }, readyTimeoutMs: 30_000, timeoutMs: 45_000 });
 
-  beforeAll(async () => {
-    models = modelDirectory();
-    const modelPath = models.write('tiny-routing.gguf', { contextLength: CONTEXT_SIZE });
-    ({ test, workspace, deployment, modelId, client } = await startWithDeployment({
-      controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: 2 },
-      deployment: (started) => ({ modelId: started.server.controlPlane.catalog.localModel()!.id, minReplicas: 2, maxReplicas: 2 }),
-      readyTimeoutMs: 30_000,
-    }));
-  }, 45_000);
-
-  afterAll(async () => {
-    await test?.stop();
-    models?.remove();
-  });
-
-  const records = () => test.server.controlPlane.dataSource.getRepository(UsageRecord);
+  const records = () => served.test.server.controlPlane.dataSource.getRepository(UsageRecord);
 
   /** The replica that served the deployment's latest request: its usage record is the `count`-th. */
   async function servedBy(count: number, promptTokens: number): Promise<string> {
-    await waitFor(async () => (await records().count({ where: { deploymentId: deployment.id } })) >= count, 5_000, `usage record ${count}`);
-    const [latest] = await records().find({ where: { deploymentId: deployment.id }, order: { id: 'DESC' }, take: 1 });
+    await waitFor(async () => (await records().count({ where: { deploymentId: served.deployment.id } })) >= count, 5_000, `usage record ${count}`);
+    const [latest] = await records().find({ where: { deploymentId: served.deployment.id }, order: { id: 'DESC' }, take: 1 });
     expect(latest.promptTokens).toBe(promptTokens);
     expect(latest.replicaId).toMatch(/^rep_/);
     return latest.replicaId!;
@@ -62,13 +42,13 @@ describe('prefix-aware routing across llama.cpp replicas', () => {
     let usage: OpenAI.CompletionUsage | undefined;
     let answer = '';
     if (stream) {
-      const chunks = await client.chat.completions.create({ model: modelId, messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } });
+      const chunks = await served.client.chat.completions.create({ model: served.modelId, messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } });
       for await (const chunk of chunks) {
         answer += chunk.choices[0]?.delta?.content ?? '';
         if (chunk.usage) usage = chunk.usage;
       }
     } else {
-      const completion = await client.chat.completions.create({ model: modelId, messages, max_tokens: 12, temperature: 0 });
+      const completion = await served.client.chat.completions.create({ model: served.modelId, messages, max_tokens: 12, temperature: 0 });
       answer = completion.choices[0].message.content ?? '';
       usage = completion.usage;
     }
@@ -77,16 +57,16 @@ describe('prefix-aware routing across llama.cpp replicas', () => {
     return { answer, usage, replicaId: await servedBy(requests, usage.prompt_tokens) };
   }
 
-  const metrics = async () => parsePrometheusText(await (await fetch(`${test.url}/metrics`)).text());
+  const metrics = async () => parsePrometheusText(await (await fetch(`${served.test.url}/metrics`)).text());
 
   it('keeps each conversation on one replica, whose engine reuses the earlier turn', async () => {
-    const replicas = test.server.controlPlane.dispatcher.connections(deployment.id).map((connection) => connection.replicaId);
+    const replicas = served.test.server.controlPlane.dispatcher.connections(served.deployment.id).map((connection) => connection.replicaId);
     expect(new Set(replicas).size).toBe(2);
     const conversations = [
       { system: systemPrompt('billing'), first: 'How do I read my invoice?', next: 'And the tax line?', stream: false },
       { system: systemPrompt('deployments'), first: 'Why is my replica still loading?', next: 'How long does a restart take?', stream: true },
     ];
-    const served: Array<{ turn1: string; turn2: string }> = [];
+    const servedTurns: Array<{ turn1: string; turn2: string }> = [];
     for (const conversation of conversations) {
       const turn1: ChatMessage[] = [{ role: 'system', content: conversation.system }, { role: 'user', content: conversation.first }];
       const first = await chat(turn1);
@@ -98,17 +78,17 @@ describe('prefix-aware routing across llama.cpp replicas', () => {
       expect(second.usage.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0);
       expect(second.usage.prompt_tokens_details!.cached_tokens!).toBeGreaterThanOrEqual(first.usage.prompt_tokens - 1);
       expect(replicas).toContain(first.replicaId);
-      served.push({ turn1: first.replicaId, turn2: second.replicaId });
+      servedTurns.push({ turn1: first.replicaId, turn2: second.replicaId });
     }
     // Both conversations may share a replica (2 replicas, 2 home replicas per application): only stickiness is asserted.
     const samples = await metrics();
-    const decisions = (reason: string) => sampleValue(samples, 'inference_routing_decisions_total', { deployment: deployment.id, policy: 'prefix-aware', reason }) ?? 0;
+    const decisions = (reason: string) => sampleValue(samples, 'inference_routing_decisions_total', { deployment: served.deployment.id, policy: 'prefix-aware', reason }) ?? 0;
     expect(decisions('prefix_hit') + decisions('prefix_cold')).toBe(4);
   });
 
   it('alternates replicas once the deployment is switched to round-robin', async () => {
-    const graphql = graphqlClient(test.url, workspace.apiKey);
-    const updated = await graphql('mutation($id: ID!) { updateDeployment(id: $id, input: {routingPolicy: "round-robin"}) { routingPolicy } }', { id: deployment.id });
+    const graphql = graphqlClient(served.test.url, served.workspace.apiKey);
+    const updated = await graphql('mutation($id: ID!) { updateDeployment(id: $id, input: {routingPolicy: "round-robin"}) { routingPolicy } }', { id: served.deployment.id });
     expect(updated.errors).toBeUndefined();
     expect(updated.data.updateDeployment).toEqual({ routingPolicy: 'round-robin' });
     const conversation: ChatMessage[] = [{ role: 'system', content: systemPrompt('billing') }, { role: 'user', content: 'How do I read my invoice?' }];
@@ -116,6 +96,6 @@ describe('prefix-aware routing across llama.cpp replicas', () => {
     for (let index = 0; index < 4; index += 1) order.push((await chat(conversation)).replicaId);
     expect(new Set(order).size).toBe(2);
     for (let index = 1; index < order.length; index += 1) expect(order[index]).not.toBe(order[index - 1]);
-    expect(sampleValue(await metrics(), 'inference_routing_decisions_total', { deployment: deployment.id, policy: 'round-robin', reason: 'round_robin' })).toBe(4);
+    expect(sampleValue(await metrics(), 'inference_routing_decisions_total', { deployment: served.deployment.id, policy: 'round-robin', reason: 'round_robin' })).toBe(4);
   });
 });

@@ -1,19 +1,11 @@
 import OpenAI from 'openai';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, waitFor, serverForSuite } from '../support/test-server';
 import { postChat, userChat } from '../support/chat';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 
 /** RPM from an exact sliding window, TPD from recorded usage; 429 with Retry-After. */
 describe('rate limits', () => {
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer();
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite();
 
   const chat = (baseUrl: string, apiKey: string) => postChat(baseUrl, apiKey, userChat('rate me', { max_tokens: 4 }));
 

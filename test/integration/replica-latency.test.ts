@@ -2,7 +2,7 @@ import { createClient } from 'graphql-ws';
 import OpenAI from 'openai';
 import WebSocket from 'ws';
 import { LatencyWindow } from '../../control-plane/dispatch/latency-window';
-import { startWithDeployment, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { waitFor, deploymentForSuite } from '../support/test-server';
 
 describe('latency window', () => {
   it('reports the means of the interval it closes, then starts afresh', () => {
@@ -18,23 +18,13 @@ describe('latency window', () => {
 
 /** replicaLoad carries what the replica's jobs took since its previous report: the console's latency over time. */
 describe('replica latency in load reports', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: TestDeployment;
-
-  beforeAll(async () => {
-    ({ test, workspace, deployment } = await startWithDeployment({ controlPlane: { heartbeatIntervalMs: 200 } }));
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite({ controlPlane: { heartbeatIntervalMs: 200 } });
 
   it('a report after requests has their mean time to first output and to completion; a quiet one has none', async () => {
-    const ws = createClient({ url: `${test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
+    const ws = createClient({ url: `${served.test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${served.workspace.apiKey}` } });
     const loads: Array<{ firstOutputMs: number | null; completionMs: number | null; completed: number }> = [];
     const subscription = ws.iterate<{ replicaLoad: (typeof loads)[number] }>({
-      query: 'subscription($id: ID!) { replicaLoad(deploymentId: $id) { firstOutputMs completionMs completed } }', variables: { id: deployment.id },
+      query: 'subscription($id: ID!) { replicaLoad(deploymentId: $id) { firstOutputMs completionMs completed } }', variables: { id: served.deployment.id },
     });
     const collecting = (async () => {
       for await (const event of subscription) loads.push(event.data!.replicaLoad);
@@ -42,7 +32,7 @@ describe('replica latency in load reports', () => {
     try {
       await waitFor(() => loads.some((load) => load.completed === 0), 5_000, 'a quiet report');
       expect(loads.find((load) => load.completed === 0)).toEqual({ firstOutputMs: null, completionMs: null, completed: 0 });
-      const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey });
+      const client = new OpenAI({ baseURL: served.deployment.baseUrl, apiKey: served.workspace.apiKey });
       const startedAt = performance.now();
       await Promise.all([1, 2, 3].map(() => client.chat.completions.create({ model: 'meta-llama/Llama-3.1-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 })));
       const elapsed = performance.now() - startedAt;

@@ -3,19 +3,11 @@ import { DeploymentEngines } from '../../control-plane/replicas/deployment-engin
 import { ensureFirstRun } from '../../control-plane/workspaces/first-run';
 import { firstRunBanner } from '../../gateway/first-run-banner';
 import { standInDeployments } from '../../gateway/stand-in-engine';
-import { startTestServer, waitFor, type TestServer } from '../support/test-server';
+import { waitFor, serverForSuite } from '../support/test-server';
 import { postChat, userChat } from '../support/chat';
 
 describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer({ gateway: { requestTimeoutMs: 400 }, controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite({ gateway: { requestTimeoutMs: 400 }, controlPlane: { localAgentEnv: { WORKER_CPU_TEST_CONTROLS: 'true' } } });
 
   const call = async (baseUrl: string, apiKey: string, body: Record<string, unknown>) => postChat(baseUrl, apiKey, userChat('slow', body));
 
@@ -45,15 +37,7 @@ describe('request timeout (REQUEST_TIMEOUT_MS, 120 s by default)', () => {
 });
 
 describe('first run', () => {
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer();
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite();
 
   it('creates a dev workspace, key and deployment once; the printed URL and key work with the SDK; both banners say the CPU engine is a stand-in', async () => {
     const engines = new DeploymentEngines(test.server.controlPlane.replicas, test.server.controlPlane.localProvider);

@@ -3,9 +3,9 @@ import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
-import { startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+
 import { runAiSdk } from './support/ai-sdk-client';
-import { modelDirectory, type ModelDirectory } from './support/tiny-model';
+import { llamaDeploymentForSuite } from './support/llama-deployment';
 
 const CONTEXT_SIZE = 4096;
 const SEEDS = [1, 2, 3];
@@ -33,32 +33,13 @@ const parametersOf: Record<string, z.ZodType> = { get_weather: GetWeather, get_t
  * grammar leaves it only output that the client's zod schema accepts.
  */
 describe('llama.cpp structured outputs and tool calls', () => {
-  let models: ModelDirectory;
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: { id: string; slug: string; baseUrl: string };
-  let client: OpenAI;
-  let model: string;
-
-  beforeAll(async () => {
-    models = modelDirectory();
-    const modelPath = models.write('tiny-tools.gguf', { contextLength: CONTEXT_SIZE });
-    ({ test, workspace, deployment, modelId: model, client } = await startWithDeployment({
-      controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: CONTEXT_SIZE, localLlamaParallel: 2 },
-      deployment: (started) => ({ modelId: started.server.controlPlane.catalog.localModel()!.id }),
-    }));
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-    models?.remove();
-  });
+  const served = llamaDeploymentForSuite('tiny-tools.gguf', { contextSize: CONTEXT_SIZE });
 
   const ask = (content: string) => [{ role: 'user' as const, content }];
 
   it('parses a zodResponseFormat answer that satisfies the zod schema, under several seeds', async () => {
     for (const seed of SEEDS) {
-      const completion = await client.chat.completions.parse({ model, messages: ask('Weather in Oslo?'), seed, response_format: zodResponseFormat(Weather, 'weather') });
+      const completion = await served.client.chat.completions.parse({ model: served.modelId, messages: ask('Weather in Oslo?'), seed, response_format: zodResponseFormat(Weather, 'weather') });
       const [choice] = completion.choices;
       expect(choice.finish_reason).toBe('stop');
       expect(Weather.parse(choice.message.parsed)).toEqual(choice.message.parsed);
@@ -69,8 +50,8 @@ describe('llama.cpp structured outputs and tool calls', () => {
   it('takes z.toJSONSchema output as is: 2020-12, $defs and a recursive $ref', async () => {
     const Tree: z.ZodType<{ name: string; children: Array<{ name: string; children: unknown[] }> }> = z.object({ name: z.string().max(8), get children() { return z.array(Tree).max(1); } });
     const schema = z.toJSONSchema(z.object({ root: Tree, size: z.int().nullable() }));
-    const completion = await client.chat.completions.create({
-      model, messages: ask('A tree'), seed: 5, response_format: { type: 'json_schema', json_schema: { name: 'tree', schema, strict: true } },
+    const completion = await served.client.chat.completions.create({
+      model: served.modelId, messages: ask('A tree'), seed: 5, response_format: { type: 'json_schema', json_schema: { name: 'tree', schema, strict: true } },
     });
     expect(completion.choices[0].finish_reason).toBe('stop');
     z.object({ root: Tree, size: z.int().nullable() }).parse(JSON.parse(completion.choices[0].message.content!));
@@ -78,12 +59,12 @@ describe('llama.cpp structured outputs and tool calls', () => {
 
   it('answers json_object with a JSON object, and says "length" when max_tokens cuts it', async () => {
     for (const seed of SEEDS) {
-      const completion = await client.chat.completions.create({ model, messages: ask('Any JSON'), seed, response_format: { type: 'json_object' } });
+      const completion = await served.client.chat.completions.create({ model: served.modelId, messages: ask('Any JSON'), seed, response_format: { type: 'json_object' } });
       expect(completion.choices[0].finish_reason).toBe('stop');
       expect(z.record(z.string(), z.unknown()).parse(JSON.parse(completion.choices[0].message.content!))).toBeDefined();
     }
     // `{"city": ` alone is more than 5 tokens of the byte-level vocabulary.
-    const cut = await client.chat.completions.create({ model, messages: ask('Weather'), seed: 1, max_tokens: 5, response_format: zodResponseFormat(Weather, 'weather') });
+    const cut = await served.client.chat.completions.create({ model: served.modelId, messages: ask('Weather'), seed: 1, max_tokens: 5, response_format: zodResponseFormat(Weather, 'weather') });
     expect(cut.choices[0].finish_reason).toBe('length');
     expect(cut.choices[0].message.content).toMatch(/^\{/);
     expect(cut.usage!.completion_tokens).toBe(5);
@@ -91,7 +72,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
 
   it('calls an allowed tool with arguments that satisfy its parameters when a call is required', async () => {
     for (const seed of SEEDS) {
-      const completion = await client.chat.completions.create({ model, messages: ask('Weather and time?'), seed, tools, tool_choice: 'required' });
+      const completion = await served.client.chat.completions.create({ model: served.modelId, messages: ask('Weather and time?'), seed, tools, tool_choice: 'required' });
       const [choice] = completion.choices;
       expect(choice.finish_reason).toBe('tool_calls');
       expect(choice.message.content).toBeNull();
@@ -107,8 +88,8 @@ describe('llama.cpp structured outputs and tool calls', () => {
 
   it('calls the named function only, once when parallel_tool_calls is false; parse() reads its arguments', async () => {
     for (const seed of SEEDS) {
-      const completion = await client.chat.completions.parse({
-        model, messages: ask('Forecast please'), seed, tools, parallel_tool_calls: false, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      const completion = await served.client.chat.completions.parse({
+        model: served.modelId, messages: ask('Forecast please'), seed, tools, parallel_tool_calls: false, tool_choice: { type: 'function', function: { name: 'get_weather' } },
       });
       const calls = completion.choices[0].message.tool_calls;
       expect(calls).toHaveLength(1);
@@ -118,7 +99,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
   });
 
   it('streams tool calls in OpenAI\'s delta shape, assembled by the SDK\'s stream helper', async () => {
-    const stream = client.chat.completions.stream({ model, messages: ask('Time?'), seed: 4, tools, tool_choice: 'required', stream_options: { include_usage: true } });
+    const stream = served.client.chat.completions.stream({ model: served.modelId, messages: ask('Time?'), seed: 4, tools, tool_choice: 'required', stream_options: { include_usage: true } });
     const deltas: unknown[] = [];
     stream.on('chunk', (chunk) => { if (chunk.choices[0]?.delta?.tool_calls) deltas.push(...chunk.choices[0].delta.tool_calls); });
     const final = await stream.finalChatCompletion();
@@ -135,23 +116,23 @@ describe('llama.cpp structured outputs and tool calls', () => {
   });
 
   it('accepts an agent loop turn: the assistant\'s tool_calls and the tool\'s result go into the prompt', async () => {
-    const first = await client.chat.completions.create({ model, messages: ask('Weather in Oslo?'), seed: 1, tools, tool_choice: 'required' });
+    const first = await served.client.chat.completions.create({ model: served.modelId, messages: ask('Weather in Oslo?'), seed: 1, tools, tool_choice: 'required' });
     const message = first.choices[0].message;
     const results = message.tool_calls!.map((call) => ({ role: 'tool' as const, tool_call_id: call.id, content: '{"temperature": 4}' }));
     const messages: OpenAI.ChatCompletionMessageParam[] = [...ask('Weather in Oslo?'), message, ...results];
-    const second = await client.chat.completions.create({ model, messages, seed: 1, tools, max_tokens: 8 });
+    const second = await served.client.chat.completions.create({ model: served.modelId, messages, seed: 1, tools, max_tokens: 8 });
     const [choice] = second.choices;
     expect(['length', 'tool_calls', 'stop']).toContain(choice.finish_reason);
     // The earlier turns are in the prompt: it is longer than the question alone by their text.
-    const alone = await client.chat.completions.create({ model, messages: ask('Weather in Oslo?'), seed: 1, tools, max_tokens: 1 });
+    const alone = await served.client.chat.completions.create({ model: served.modelId, messages: ask('Weather in Oslo?'), seed: 1, tools, max_tokens: 1 });
     const callText = JSON.stringify(message.tool_calls!.map((call) => ({ name: call.type === 'function' ? call.function.name : '', arguments: JSON.parse(call.type === 'function' ? call.function.arguments : '{}') })));
     expect(second.usage!.prompt_tokens).toBeGreaterThan(alone.usage!.prompt_tokens + callText.length);
-    const none = await client.chat.completions.create({ model, messages, seed: 1, tools, tool_choice: 'none', max_tokens: 4 });
+    const none = await served.client.chat.completions.create({ model: served.modelId, messages, seed: 1, tools, tool_choice: 'none', max_tokens: 4 });
     expect(none.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: expect.any(String) } });
   });
 
   it('serves LangChain: withStructuredOutput with both methods, and bindTools with a required call', async () => {
-    const chat = new ChatOpenAI({ model, apiKey: workspace.apiKey, configuration: { baseURL: deployment.baseUrl }, maxRetries: 0, modelKwargs: { seed: 7 } });
+    const chat = new ChatOpenAI({ model: served.modelId, apiKey: served.workspace.apiKey, configuration: { baseURL: served.deployment.baseUrl }, maxRetries: 0, modelKwargs: { seed: 7 } });
     const Answer = z.object({ title: z.string().max(20), score: z.int(), flags: z.array(z.boolean()).max(3) });
     for (const method of ['jsonSchema', 'functionCalling'] as const) {
       const answer = await chat.withStructuredOutput(Answer, { method, name: 'answer' }).invoke('Rate the weather');
@@ -166,7 +147,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
   });
 
   it('serves the Vercel AI SDK\'s chat provider: generateObject, and generateText with a required tool', async () => {
-    const answers = await runAiSdk(deployment.baseUrl, workspace.apiKey, model);
+    const answers = await runAiSdk(served.deployment.baseUrl, served.workspace.apiKey, served.modelId);
     z.object({ title: z.string().max(20), score: z.int(), flags: z.array(z.boolean()).max(3) }).parse(answers.object);
     expect(answers.finishReason).toBe('tool-calls');
     expect(answers.toolCalls.length).toBeGreaterThanOrEqual(1);
@@ -185,7 +166,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
     const BoundedWeather = z.object({ city: z.string().max(24), days: z.int() });
     const getWeather = tool({ name: 'get_weather', description: 'Forecast for a city', parameters: BoundedWeather, execute: async (input) => { asked.push(input); return 'sunny, 4 degrees'; } });
     // Turn 1 must call the tool; the SDK then resets tool_choice, and the model answers.
-    const agent = new Agent({ name: 'forecaster', instructions: 'Answer briefly.', tools: [getWeather], model: new OpenAIChatCompletionsModel(client, model), modelSettings: { toolChoice: 'required', maxTokens: 600 } });
+    const agent = new Agent({ name: 'forecaster', instructions: 'Answer briefly.', tools: [getWeather], model: new OpenAIChatCompletionsModel(served.client, served.modelId), modelSettings: { toolChoice: 'required', maxTokens: 600 } });
     const result = await run(agent, 'Weather in Oslo?');
     expect(asked.length).toBeGreaterThanOrEqual(1);
     for (const input of asked) BoundedWeather.parse(input);
@@ -194,7 +175,7 @@ describe('llama.cpp structured outputs and tool calls', () => {
 
   it('refuses a schema keyword the grammar cannot honour, and malformed tool requests, with a 400 naming them', async () => {
     const refusal = async (body: Record<string, unknown>) => {
-      const error = await client.chat.completions.create({ model, messages: ask('x'), max_tokens: 2, ...body } as never).then(() => undefined, (failure: unknown) => failure);
+      const error = await served.client.chat.completions.create({ model: served.modelId, messages: ask('x'), max_tokens: 2, ...body } as never).then(() => undefined, (failure: unknown) => failure);
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);
       return (error as InstanceType<typeof OpenAI.BadRequestError>).error as { param: string; code: string; message: string };
     };

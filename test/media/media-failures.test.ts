@@ -1,7 +1,5 @@
-import fs from 'node:fs';
 import { openDatabase } from '../../control-plane/data-source';
-import { dropTestDatabase } from '../support/test-database';
-import { startTestServer, startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { restartForSuite, startWithDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { MediaClient } from './support/media-client';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
@@ -83,53 +81,45 @@ describe('media jobs that do not finish normally', () => {
 });
 
 describe('a server restart with queued work', () => {
+  const restart = restartForSuite();
+
   it('runs every queued record exactly once after the restart; nothing is lost', async () => {
     // A drain long enough for the running job to finish even on a loaded machine.
     const agentEnv = { ...TEST_CONTROLS, WORKER_DRAIN_TIMEOUT_MS: '30000' };
-    const { test: first, workspace, deployment } = await startWithDeployment({ controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } }, deployment: { modelId: IMAGE_MODEL } });
-    let second: TestServer | null = null;
-    let firstStopped = false;
-    try {
-      const client = new MediaClient(deployment.baseUrl, workspace.apiKey);
-      const slow = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'holds the replica [cpu-engine:delay=1200]', size: '512x512' });
-      await client.waitForRecord(slow.body.id, (record) => record.status === 'running');
-      const queued: string[] = [];
-      for (let index = 0; index < 4; index++) {
-        queued.push((await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: `queued ${index}`, size: '512x512' })).body.id);
-      }
-      // Shutdown drains the agent: the running job finishes; the queued ones stay queued.
-      await first.stop({ keepDatabase: true, keepData: true });
-      firstStopped = true;
-      const records = await (async () => {
-        const dataSource = await openDatabase(first.databaseUrl);
-        try {
-          return await dataSource.query(`SELECT id, status FROM request_records ORDER BY queued_at`);
-        } finally {
-          await dataSource.destroy();
-        }
-      })();
-      expect(records.find((record: { id: string }) => record.id === slow.body.id).status).toBe('succeeded');
-      expect(records.filter((record: { status: string }) => record.status === 'queued').map((record: { id: string }) => record.id).sort()).toEqual([...queued].sort());
-
-      second = await startTestServer({ databaseUrl: first.databaseUrl, dataDir: first.dataDir, controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } } });
-      const restarted = new MediaClient(`${second.url}/d/${deployment.slug}/v1`, workspace.apiKey);
-      for (const id of queued) {
-        const record = await restarted.waitForRecord(id);
-        expect(record.status).toBe('succeeded');
-        expect(record.output_urls).toHaveLength(1);
-        expect((await fetch(record.output_urls[0])).status).toBe(200);
-      }
-      // Each ran once: started once, on one replica of the new server, with one output.
-      const rows = await second.server.controlPlane.requestRecords.repository.findBy({ status: 'succeeded' });
-      expect(rows).toHaveLength(5);
-      const replicas = new Set((await second.server.controlPlane.replicas.list(deployment.id)).map((replica) => replica.id));
-      for (const id of queued) expect(replicas.has(rows.find((row) => row.id === id)!.replicaId!)).toBe(true);
-      expect(rows.every((row) => row.outputKeys.length === 1)).toBe(true);
-    } finally {
-      if (!firstStopped) await first.stop({ keepDatabase: true, keepData: true });
-      await second?.stop();
-      await dropTestDatabase(first.databaseUrl);
-      fs.rmSync(first.dataDir, { recursive: true, force: true });
+    const { test: first, workspace, deployment } = await restart.start({ controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } }, deployment: { modelId: IMAGE_MODEL } });
+    const client = new MediaClient(deployment.baseUrl, workspace.apiKey);
+    const slow = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'holds the replica [cpu-engine:delay=1200]', size: '512x512' });
+    await client.waitForRecord(slow.body.id, (record) => record.status === 'running');
+    const queued: string[] = [];
+    for (let index = 0; index < 4; index++) {
+      queued.push((await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: `queued ${index}`, size: '512x512' })).body.id);
     }
+    // Shutdown drains the agent: the running job finishes; the queued ones stay queued.
+    await restart.stopFirst();
+    const records = await (async () => {
+      const dataSource = await openDatabase(first.databaseUrl);
+      try {
+        return await dataSource.query(`SELECT id, status FROM request_records ORDER BY queued_at`);
+      } finally {
+        await dataSource.destroy();
+      }
+    })();
+    expect(records.find((record: { id: string }) => record.id === slow.body.id).status).toBe('succeeded');
+    expect(records.filter((record: { status: string }) => record.status === 'queued').map((record: { id: string }) => record.id).sort()).toEqual([...queued].sort());
+
+    const { test: second, baseUrl } = await restart.startSecond({ controlPlane: { localAgentEnv: agentEnv, requests: { sweepIntervalMs: 200 } } });
+    const restarted = new MediaClient(baseUrl, workspace.apiKey);
+    for (const id of queued) {
+      const record = await restarted.waitForRecord(id);
+      expect(record.status).toBe('succeeded');
+      expect(record.output_urls).toHaveLength(1);
+      expect((await fetch(record.output_urls[0])).status).toBe(200);
+    }
+    // Each ran once: started once, on one replica of the new server, with one output.
+    const rows = await second.server.controlPlane.requestRecords.repository.findBy({ status: 'succeeded' });
+    expect(rows).toHaveLength(5);
+    const replicas = new Set((await second.server.controlPlane.replicas.list(deployment.id)).map((replica) => replica.id));
+    for (const id of queued) expect(replicas.has(rows.find((row) => row.id === id)!.replicaId!)).toBe(true);
+    expect(rows.every((row) => row.outputKeys.length === 1)).toBe(true);
   });
 });

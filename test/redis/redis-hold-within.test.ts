@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import pino from 'pino';
 import { LocalRateLimiter } from '../../control-plane/rate-limits/local-rate-limiter';
 import { RedisRateLimiter } from '../../control-plane/rate-limits/redis-rate-limiter';
-import { describeWithRedis, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
+import { describeWithRedis, removeRedisKeys, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
 
 /** Batch lines' holds on the shared day counter: two servers never hold more than the limit between them. */
 describeWithRedis('RedisRateLimiter.holdWithin (real Redis)', () => {
@@ -16,11 +16,7 @@ describeWithRedis('RedisRateLimiter.holdWithin (real Redis)', () => {
   };
 
   afterAll(async () => {
-    const cleanup = new Redis(TEST_REDIS_URL!);
-    const keys = await cleanup.keys(`${keyPrefix}*`);
-    if (keys.length > 0) await cleanup.del(...keys);
-    await cleanup.quit();
-    await Promise.all(clients.map((client) => client.quit()));
+    await removeRedisKeys(keyPrefix, clients);
   });
 
   it('holds only what fits whole across servers, from the recorded day, and frees it on settle', async () => {

@@ -4,7 +4,7 @@ import type { AuthenticatedKey } from '../../control-plane/api-keys/api-key.serv
 import { AppError } from '../../control-plane/errors/app-error';
 import { LocalRateLimiter } from '../../control-plane/rate-limits/local-rate-limiter';
 import { RedisRateLimiter } from '../../control-plane/rate-limits/redis-rate-limiter';
-import { describeWithRedis, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
+import { describeWithRedis, removeRedisKeys, TEST_REDIS_URL, testRedisPrefix } from '../support/test-redis';
 
 /** Two limiters on one Redis stand for two gateway processes behind a load balancer. */
 describeWithRedis('RedisRateLimiter (real Redis)', () => {
@@ -24,11 +24,7 @@ describeWithRedis('RedisRateLimiter (real Redis)', () => {
   const outcome = (promise: Promise<unknown>) => promise.then(() => 'admitted', (error: AppError) => error.code);
 
   afterAll(async () => {
-    const cleanup = new Redis(TEST_REDIS_URL!);
-    const keys = await cleanup.keys(`${keyPrefix}*`);
-    if (keys.length > 0) await cleanup.del(...keys);
-    await cleanup.quit();
-    await Promise.all(clients.map((client) => client.quit()));
+    await removeRedisKeys(keyPrefix, clients);
   });
 
   it('admits exactly the RPM limit across two servers, even for a concurrent burst', async () => {

@@ -1,33 +1,22 @@
 import OpenAI from 'openai';
-import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { waitFor, deploymentForSuite } from '../support/test-server';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { ResponseRecord } from '../../control-plane/responses/response-record.entity';
 
 /** `POST /d/<slug>/v1/responses` and the stored responses, with the official SDK against real agents (built-in CPU engine). */
 describe('the Responses API', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: { id: string; slug: string; baseUrl: string };
-  let client: OpenAI;
-  let modelId: string;
 
-  const storedCount = async () => test.server.controlPlane.dataSource.getRepository(ResponseRecord).count();
-  const usageRecords = async (endpoint: string) => test.server.controlPlane.dataSource.getRepository(UsageRecord)
-    .find({ where: { workspaceId: workspace.workspaceId, endpoint }, order: { id: 'ASC' } });
+  const storedCount = async () => served.test.server.controlPlane.dataSource.getRepository(ResponseRecord).count();
+  const usageRecords = async (endpoint: string) => served.test.server.controlPlane.dataSource.getRepository(UsageRecord)
+    .find({ where: { workspaceId: served.workspace.workspaceId, endpoint }, order: { id: 'ASC' } });
 
-  beforeAll(async () => {
-    ({ test, workspace, deployment, modelId, client } = await startWithDeployment());
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite();
 
   it('creates a response from a string in OpenAI\'s shape, then retrieves, lists its input items and deletes it', async () => {
-    const response = await client.responses.create({ model: modelId, input: 'Say hello to the platform', max_output_tokens: 12, metadata: { case: 'one' } });
+    const response = await served.client.responses.create({ model: served.modelId, input: 'Say hello to the platform', max_output_tokens: 12, metadata: { case: 'one' } });
     expect(response.id).toMatch(/^resp_/);
     expect(response.object).toBe('response');
-    expect(response.model).toBe(modelId);
+    expect(response.model).toBe(served.modelId);
     expect(['completed', 'incomplete']).toContain(response.status);
     if (response.status === 'incomplete') expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
     expect(response.output).toHaveLength(1);
@@ -48,22 +37,22 @@ describe('the Responses API', () => {
       parallel_tool_calls: true, tool_choice: 'auto', tools: [], text: { format: { type: 'text' } }, instructions: null,
     });
 
-    const retrieved = await client.responses.retrieve(response.id);
+    const retrieved = await served.client.responses.retrieve(response.id);
     expect(retrieved).toEqual(response);
 
-    const items = await client.responses.inputItems.list(response.id);
+    const items = await served.client.responses.inputItems.list(response.id);
     expect(items.data).toHaveLength(1);
     expect(items.data[0]).toMatchObject({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Say hello to the platform' }] });
 
-    const deleted = await client.responses.delete(response.id);
+    const deleted = await served.client.responses.delete(response.id);
     expect(deleted).toEqual({ id: response.id, object: 'response', deleted: true });
-    await expect(client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
-    await expect(client.responses.delete(response.id)).rejects.toMatchObject({ status: 404 });
+    await expect(served.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
+    await expect(served.client.responses.delete(response.id)).rejects.toMatchObject({ status: 404 });
   });
 
   it('takes input items (text and image parts, instructions) and pages input_items', async () => {
-    const response = await client.responses.create({
-      model: modelId, instructions: 'You are terse.', max_output_tokens: 5,
+    const response = await served.client.responses.create({
+      model: served.modelId, instructions: 'You are terse.', max_output_tokens: 5,
       input: [
         { role: 'user', content: 'first' },
         { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'ok' }] } as OpenAI.Responses.ResponseInputItem,
@@ -71,54 +60,54 @@ describe('the Responses API', () => {
       ],
     });
     expect(response.instructions).toBe('You are terse.');
-    const all = await client.responses.inputItems.list(response.id, { order: 'asc' });
+    const all = await served.client.responses.inputItems.list(response.id, { order: 'asc' });
     expect(all.data.map((item) => (item as { role: string }).role)).toEqual(['user', 'assistant', 'user']);
-    const first = await client.responses.inputItems.list(response.id, { order: 'asc', limit: 2 });
+    const first = await served.client.responses.inputItems.list(response.id, { order: 'asc', limit: 2 });
     expect(first.data).toHaveLength(2);
     expect(first.has_more).toBe(true);
     expect(first.data[1].id).toBe(all.data[1].id);
-    const raw = await (await fetch(`${deployment.baseUrl}/responses/${response.id}/input_items?order=asc&limit=2`, { headers: { authorization: `Bearer ${workspace.apiKey}` } })).json();
+    const raw = await (await fetch(`${served.deployment.baseUrl}/responses/${response.id}/input_items?order=asc&limit=2`, { headers: { authorization: `Bearer ${served.workspace.apiKey}` } })).json();
     expect(raw).toMatchObject({ object: 'list', first_id: all.data[0].id, last_id: all.data[1].id, has_more: true });
-    const rest = await client.responses.inputItems.list(response.id, { order: 'asc', after: raw.last_id });
+    const rest = await served.client.responses.inputItems.list(response.id, { order: 'asc', after: raw.last_id });
     expect(rest.data.map((item) => item.id)).toEqual([all.data[2].id]);
     expect(rest.has_more).toBe(false);
   });
 
   it('continues a chain by previous_response_id: the next turn\'s prompt holds the earlier turns', async () => {
-    const first = await client.responses.create({ model: modelId, input: 'Remember the word apricot', max_output_tokens: 6 });
-    const second = await client.responses.create({ model: modelId, input: 'Which word?', previous_response_id: first.id, max_output_tokens: 6 });
+    const first = await served.client.responses.create({ model: served.modelId, input: 'Remember the word apricot', max_output_tokens: 6 });
+    const second = await served.client.responses.create({ model: served.modelId, input: 'Which word?', previous_response_id: first.id, max_output_tokens: 6 });
     expect(second.previous_response_id).toBe(first.id);
     expect(second.usage!.input_tokens).toBeGreaterThan(first.usage!.input_tokens + first.usage!.output_tokens);
     // A turn's input_items are its own input.
-    const items = await client.responses.inputItems.list(second.id);
+    const items = await served.client.responses.inputItems.list(second.id);
     expect(items.data).toHaveLength(1);
   });
 
   it('store: false is answered but neither retrievable nor chainable', async () => {
     const before = await storedCount();
-    const response = await client.responses.create({ model: modelId, input: 'not kept', store: false, max_output_tokens: 4 });
+    const response = await served.client.responses.create({ model: served.modelId, input: 'not kept', store: false, max_output_tokens: 4 });
     expect(response.store).toBe(false);
     expect(await storedCount()).toBe(before);
-    await expect(client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
-    await expect(client.responses.create({ model: modelId, input: 'next', previous_response_id: response.id }))
+    await expect(served.client.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
+    await expect(served.client.responses.create({ model: served.modelId, input: 'next', previous_response_id: response.id }))
       .rejects.toMatchObject({ status: 400, param: 'previous_response_id' });
   });
 
   it('another workspace gets 404 for the response and 400 for chaining it', async () => {
-    const response = await client.responses.create({ model: modelId, input: 'mine', max_output_tokens: 4 });
-    const other = await test.createWorkspace();
-    const otherDeployment = await test.createDeployment(other);
+    const response = await served.client.responses.create({ model: served.modelId, input: 'mine', max_output_tokens: 4 });
+    const other = await served.test.createWorkspace();
+    const otherDeployment = await served.test.createDeployment(other);
     const otherClient = new OpenAI({ baseURL: otherDeployment.baseUrl, apiKey: other.apiKey, maxRetries: 0 });
     await expect(otherClient.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
     await expect(otherClient.responses.delete(response.id)).rejects.toMatchObject({ status: 404 });
     await expect(otherClient.responses.inputItems.list(response.id)).rejects.toMatchObject({ status: 404 });
     // Its key on this deployment's URL: the deployment itself is not found.
-    const intruder = new OpenAI({ baseURL: deployment.baseUrl, apiKey: other.apiKey, maxRetries: 0 });
+    const intruder = new OpenAI({ baseURL: served.deployment.baseUrl, apiKey: other.apiKey, maxRetries: 0 });
     await expect(intruder.responses.retrieve(response.id)).rejects.toMatchObject({ status: 404 });
-    await test.waitForReplicas(otherDeployment.id, 1);
-    await expect(otherClient.responses.create({ model: modelId, input: 'steal', previous_response_id: response.id }))
+    await served.test.waitForReplicas(otherDeployment.id, 1);
+    await expect(otherClient.responses.create({ model: served.modelId, input: 'steal', previous_response_id: response.id }))
       .rejects.toMatchObject({ status: 400, param: 'previous_response_id' });
-    expect((await client.responses.retrieve(response.id)).id).toBe(response.id);
+    expect((await served.client.responses.retrieve(response.id)).id).toBe(response.id);
   });
 
   it('passes function tools, tool_choice and text.format through, validated and echoed', async () => {
@@ -126,8 +115,8 @@ describe('the Responses API', () => {
       type: 'function', name: 'get_weather', description: 'Weather of a city', strict: true,
       parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
     }];
-    const response = await client.responses.create({
-      model: modelId, max_output_tokens: 8, tools, tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false,
+    const response = await served.client.responses.create({
+      model: served.modelId, max_output_tokens: 8, tools, tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false,
       input: [
         { role: 'user', content: 'Weather in Paris?' },
         { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
@@ -137,12 +126,12 @@ describe('the Responses API', () => {
     expect(response.tools).toEqual(tools);
     expect(response.tool_choice).toEqual({ type: 'function', name: 'get_weather' });
     expect(response.parallel_tool_calls).toBe(false);
-    const items = await client.responses.inputItems.list(response.id, { order: 'asc' });
+    const items = await served.client.responses.inputItems.list(response.id, { order: 'asc' });
     expect(items.data.map((item) => item.type)).toEqual(['message', 'function_call', 'function_call_output']);
     expect(items.data[1]).toMatchObject({ call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' });
 
-    const schema = await client.responses.create({
-      model: modelId, input: 'a city', max_output_tokens: 8,
+    const schema = await served.client.responses.create({
+      model: served.modelId, input: 'a city', max_output_tokens: 8,
       text: { format: { type: 'json_schema', name: 'city', schema: { type: 'object', properties: { name: { type: 'string' } } }, strict: false } },
     });
     expect(schema.text.format).toEqual({ type: 'json_schema', name: 'city', schema: { type: 'object', properties: { name: { type: 'string' } } }, strict: false });
@@ -152,8 +141,8 @@ describe('the Responses API', () => {
     const prompt = 'Count the replicas of the cluster';
     const chatsBefore = (await usageRecords('chat.completions')).length;
     const responsesBefore = (await usageRecords('responses')).length;
-    const chat = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: prompt }], max_tokens: 9 });
-    const response = await client.responses.create({ model: modelId, input: prompt, max_output_tokens: 9, store: false });
+    const chat = await served.client.chat.completions.create({ model: served.modelId, messages: [{ role: 'user', content: prompt }], max_tokens: 9 });
+    const response = await served.client.responses.create({ model: served.modelId, input: prompt, max_output_tokens: 9, store: false });
     expect(response.usage!.input_tokens).toBe(chat.usage!.prompt_tokens);
     expect(response.usage!.output_tokens).toBe(chat.usage!.completion_tokens);
     expect(response.output_text).toBe(chat.choices[0].message.content);
@@ -208,11 +197,11 @@ describe('the Responses API', () => {
       [{ input: 'x', prompt_cache_key: 'k' }, 'prompt_cache_key'],
     ];
     for (const [body, param] of bad) {
-      const error = await client.responses.create(body as never).then(() => null, (caught: unknown) => caught);
+      const error = await served.client.responses.create(body as never).then(() => null, (caught: unknown) => caught);
       expect({ param, status: (error as { status?: number })?.status, got: (error as { param?: string })?.param }).toEqual({ param, status: 400, got: param });
       expect((error as { type?: string }).type).toBe('invalid_request_error');
     }
     expect(await storedCount()).toBe(before);
-    await expect(client.responses.inputItems.list('resp_x', { limit: 1000 })).rejects.toMatchObject({ status: 400, param: 'limit' });
+    await expect(served.client.responses.inputItems.list('resp_x', { limit: 1000 })).rejects.toMatchObject({ status: 400, param: 'limit' });
   });
 });

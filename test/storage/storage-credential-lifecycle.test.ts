@@ -1,16 +1,9 @@
-import { startCredentialFixture, type CredentialFixture } from './credential-fixture';
+import { startCredentialFixture } from './credential-fixture';
+import { openForSuite } from '../support/suite';
 
 /** Workspace isolation, soft delete and the migration's way back, on a fresh database. */
 describe('storage credential lifecycle', () => {
-  let fixture: CredentialFixture;
-
-  beforeAll(async () => {
-    fixture = await startCredentialFixture();
-  });
-
-  afterAll(async () => {
-    await fixture?.stop();
-  });
+  const fixture = openForSuite(() => startCredentialFixture(), (opened) => opened.stop());
 
   it('isolates workspaces: another workspace\'s id behaves exactly like an unknown one', async () => {
     const owner = await fixture.newWorkspace();

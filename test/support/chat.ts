@@ -3,6 +3,7 @@
  * URL (a deployment's `<server>/d/<slug>/v1`, the workspace's `<server>/v1`) with a key. The SDK
  * is for tests of what the SDK sees; these are for statuses, headers, raw bodies and streams.
  */
+import type OpenAI from 'openai';
 
 /** A chat/completions body of one user message, with `fields` beside it (max_tokens, stream, cpu_engine…). */
 export function userChat(content: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
@@ -46,4 +47,15 @@ export async function chatOnce(baseUrl: string, apiKey: string, body: unknown = 
     // Not JSON: the text is the body.
   }
   return { status: response.status, headers: response.headers, body: parsed };
+}
+
+/** A streamed /v1/completions (the SDK's) read to its end: each choice's text, by index, and the usage chunk's usage. */
+export async function readCompletionStream(stream: AsyncIterable<OpenAI.Completion>, choices: number): Promise<{ texts: string[]; usage: OpenAI.CompletionUsage | undefined }> {
+  const texts = Array.from({ length: choices }, () => '');
+  let usage: OpenAI.CompletionUsage | undefined;
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) texts[choice.index] += choice.text;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  return { texts, usage };
 }

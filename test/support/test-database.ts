@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import type { DataSource } from 'typeorm';
+import { openDatabase } from '../../control-plane/data-source';
+import { openForSuite } from './suite';
 
 /** A fresh, empty database on the run's PostgreSQL (see global-setup.ts); returns its URL. */
 export async function createTestDatabase(): Promise<string> {
@@ -27,4 +30,24 @@ export async function dropTestDatabase(databaseUrl: string): Promise<void> {
   } finally {
     await admin.end();
   }
+}
+
+export interface TestDataSource {
+  databaseUrl: string;
+  /** Open on the database, its migrations run. */
+  dataSource: DataSource;
+}
+
+/**
+ * A fresh database with the platform's schema, for a describe block (openForSuite): created and
+ * opened in its beforeAll; destroyed (unless a test already did) and dropped in its afterAll.
+ */
+export function dataSourceForSuite(): TestDataSource {
+  return openForSuite(async () => {
+    const databaseUrl = await createTestDatabase();
+    return { databaseUrl, dataSource: await openDatabase(databaseUrl) };
+  }, async ({ databaseUrl, dataSource }) => {
+    if (dataSource.isInitialized) await dataSource.destroy();
+    await dropTestDatabase(databaseUrl);
+  });
 }

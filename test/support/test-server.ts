@@ -9,6 +9,7 @@ import type { GatewayConfig } from '../../gateway/gateway-config';
 import { startServer, type Server } from '../../gateway/server';
 import { UNLIMITED } from '../../control-plane/budgets/budget-kinds';
 import { createTestDatabase, dropTestDatabase } from './test-database';
+import { openForSuite } from './suite';
 
 export interface TestServerOptions {
   controlPlane?: ControlPlaneOverrides;
@@ -147,6 +148,65 @@ export async function startWithDeployment(options: DeploymentServerOptions = {})
     await test.stop().catch(() => {});
     throw error;
   }
+}
+
+/** startTestServer for a describe block: started in its beforeAll, stopped in its afterAll (openForSuite). */
+export function serverForSuite(options: TestServerOptions = {}): TestServer {
+  return openForSuite(() => startTestServer(options), (test) => test.stop());
+}
+
+/**
+ * startWithDeployment for a describe block: started in its beforeAll, stopped in its afterAll
+ * (openForSuite). `options` may be a function, called in beforeAll (a model file written then).
+ */
+export function deploymentForSuite(options: DeploymentServerOptions | (() => DeploymentServerOptions) = {}, timeoutMs?: number): ServerWithDeployment {
+  return openForSuite(() => startWithDeployment(typeof options === 'function' ? options() : options), ({ test }) => test.stop(), timeoutMs);
+}
+
+export interface ServerRestart {
+  /** The first server, with its workspace and deployment (startWithDeployment). */
+  start(options?: DeploymentServerOptions): Promise<ServerWithDeployment>;
+  /** Stops the first server as an operator would (its agents drain), keeping its database and data directory. */
+  stopFirst(): Promise<void>;
+  /** A second server on the first one's database and data directory (`options` beside them), and the deployment's base URL on it. */
+  startSecond(options?: TestServerOptions): Promise<{ test: TestServer; baseUrl: string }>;
+}
+
+/**
+ * The two servers of a restart test, for a describe block: after it, whichever still runs is
+ * stopped and the database and data directory they shared are removed.
+ */
+export function restartForSuite(): ServerRestart {
+  let first: ServerWithDeployment | undefined;
+  let firstRunning = false;
+  let second: TestServer | undefined;
+  afterAll(async () => {
+    if (!first) return;
+    if (firstRunning) await first.test.stop({ keepDatabase: true, keepData: true });
+    await second?.stop();
+    await dropTestDatabase(first.test.databaseUrl);
+    fs.rmSync(first.test.dataDir, { recursive: true, force: true });
+  });
+  const started = () => {
+    if (!first) throw new Error('restartForSuite: start() the first server first');
+    return first;
+  };
+  return {
+    async start(options) {
+      first = await startWithDeployment(options);
+      firstRunning = true;
+      return first;
+    },
+    async stopFirst() {
+      await started().test.stop({ keepDatabase: true, keepData: true });
+      firstRunning = false;
+    },
+    async startSecond(options = {}) {
+      const { test, deployment } = started();
+      second = await startTestServer({ ...options, databaseUrl: test.databaseUrl, dataDir: test.dataDir });
+      return { test: second, baseUrl: `${second.url}/d/${deployment.slug}/v1` };
+    },
+  };
 }
 
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {

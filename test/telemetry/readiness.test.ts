@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import pino from 'pino';
 import { controlPlaneProbes } from '../../control-plane/telemetry/readiness-probes';
 import { Readiness } from '../../gateway/http/readiness.route';
-import { startTestServer, startWithDeployment, waitFor, type TestServer } from '../support/test-server';
+import { startTestServer, startWithDeployment, waitFor, serverForSuite, type TestServer } from '../support/test-server';
 
 /** Turns new connections to one test database away and ends the open ones, until restored. */
 async function setDatabaseReachable(databaseUrl: string, reachable: boolean): Promise<void> {
@@ -116,15 +116,7 @@ describe('/readyz during shutdown', () => {
 
 describe('/metrics with METRICS_TOKEN', () => {
   const token = 'metrics-token-0123456789abcdef';
-  let test: TestServer;
-
-  beforeAll(async () => {
-    test = await startTestServer({ controlPlane: { localAgents: false }, gateway: { metricsToken: token } });
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const test = serverForSuite({ controlPlane: { localAgents: false }, gateway: { metricsToken: token } });
 
   it('refuses scrapes without the token, even from loopback, and serves them with it', async () => {
     const missing = await fetch(`${test.url}/metrics`);

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { startWithDeployment, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
+import { waitFor, deploymentForSuite } from '../support/test-server';
 import { postChat } from '../support/chat';
 import { parsePrometheusText, sampleValue, type Sample } from './support/prometheus-text';
 
@@ -7,41 +7,30 @@ const GENERATED_ID = /^req_[0-9a-f]{12}_[0-9a-z]+$/;
 
 /** /metrics, /readyz and X-Request-Id on a whole server: real agents, real gRPC, real PostgreSQL. */
 describe('telemetry on the serving path', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: { id: string; slug: string; baseUrl: string };
-  let client: OpenAI;
-  let modelId: string;
 
   const scrape = async (): Promise<Sample[]> => {
-    const response = await fetch(`${test.url}/metrics`);
+    const response = await fetch(`${served.test.url}/metrics`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     return parsePrometheusText(await response.text());
   };
   const value = (samples: Sample[], name: string, labels: Record<string, string>) => sampleValue(samples, name, labels) ?? 0;
-  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = workspace.apiKey) => postChat(deployment.baseUrl, key, body, { headers });
+  const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}, key = served.workspace.apiKey) => postChat(served.deployment.baseUrl, key, body, { headers });
 
-  beforeAll(async () => {
-    ({ test, workspace, deployment, modelId, client } = await startWithDeployment());
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite();
 
   it('counts chat requests (plain, stream, 4xx) with their status, duration, first token and tokens', async () => {
     const before = await scrape();
-    const plain = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: 'metrics please' }], max_tokens: 8 });
-    const stream = await client.chat.completions.create({
-      model: modelId, messages: [{ role: 'user', content: 'stream for metrics' }], max_tokens: 8, stream: true, stream_options: { include_usage: true },
+    const plain = await served.client.chat.completions.create({ model: served.modelId, messages: [{ role: 'user', content: 'metrics please' }], max_tokens: 8 });
+    const stream = await served.client.chat.completions.create({
+      model: served.modelId, messages: [{ role: 'user', content: 'stream for metrics' }], max_tokens: 8, stream: true, stream_options: { include_usage: true },
     });
     let streamUsage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of stream) if (chunk.usage) streamUsage = chunk.usage;
     expect((await chat({ model: 'not-this-model', messages: [{ role: 'user', content: 'x' }] })).status).toBe(400);
     expect((await chat({ messages: [] }, {}, 'sk-not-a-key')).status).toBe(401);
 
-    const ok = { deployment: deployment.id, route: 'chat.completions', status: '200' };
+    const ok = { deployment: served.deployment.id, route: 'chat.completions', status: '200' };
     const delta = (after: Sample[], name: string, labels: Record<string, string>) => value(after, name, labels) - value(before, name, labels);
     let after: Sample[] = [];
     await waitFor(async () => {
@@ -49,28 +38,28 @@ describe('telemetry on the serving path', () => {
       return delta(after, 'inference_requests_total', ok) >= 2;
     }, 5_000, 'the two answered chat requests in /metrics');
     expect(delta(after, 'inference_requests_total', ok)).toBe(2);
-    expect(delta(after, 'inference_requests_total', { deployment: deployment.id, route: 'chat.completions', status: '400' })).toBe(1);
+    expect(delta(after, 'inference_requests_total', { deployment: served.deployment.id, route: 'chat.completions', status: '400' })).toBe(1);
     // A bad key is answered before any deployment is resolved: no deployment id in its labels.
     expect(delta(after, 'inference_requests_total', { deployment: 'none', route: 'chat.completions', status: '401' })).toBe(1);
     expect(delta(after, 'inference_request_duration_seconds_count', { route: 'chat.completions' })).toBe(4);
     expect(delta(after, 'inference_request_duration_seconds_sum', { route: 'chat.completions' })).toBeGreaterThan(0);
     expect(delta(after, 'inference_time_to_first_token_seconds_count', { route: 'chat.completions' })).toBe(1);
-    expect(delta(after, 'inference_tokens_total', { deployment: deployment.id, kind: 'prompt' }))
+    expect(delta(after, 'inference_tokens_total', { deployment: served.deployment.id, kind: 'prompt' }))
       .toBe(plain.usage!.prompt_tokens + streamUsage!.prompt_tokens);
-    expect(delta(after, 'inference_tokens_total', { deployment: deployment.id, kind: 'completion' }))
+    expect(delta(after, 'inference_tokens_total', { deployment: served.deployment.id, kind: 'completion' }))
       .toBe(plain.usage!.completion_tokens + streamUsage!.completion_tokens);
   });
 
   it('counts errors the Koa routes render, labelled by route and (once resolved) deployment', async () => {
     const before = await scrape();
-    const image = await fetch(`${deployment.baseUrl}/images/generations`, {
-      method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a cat' }),
+    const image = await fetch(`${served.deployment.baseUrl}/images/generations`, {
+      method: 'POST', headers: { authorization: `Bearer ${served.workspace.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a cat' }),
     });
     expect(image.status).toBe(400);
-    expect((await fetch(`${test.url}/no/such/path/${'x'.repeat(50)}`)).status).toBe(404);
+    expect((await fetch(`${served.test.url}/no/such/path/${'x'.repeat(50)}`)).status).toBe(404);
     const after = await scrape();
     const delta = (labels: Record<string, string>) => value(after, 'inference_requests_total', labels) - value(before, 'inference_requests_total', labels);
-    expect(delta({ deployment: deployment.id, route: 'images.generations', status: '400' })).toBe(1);
+    expect(delta({ deployment: served.deployment.id, route: 'images.generations', status: '400' })).toBe(1);
     expect(delta({ deployment: 'none', route: 'other', status: '404' })).toBe(1);
     // No raw path ever becomes a label value.
     expect(after.some((sample) => Object.values(sample.labels).some((label) => label.includes('/')))).toBe(false);
@@ -78,8 +67,8 @@ describe('telemetry on the serving path', () => {
 
   it('exposes queue depth and replicas per deployment, and the process metrics', async () => {
     const samples = await scrape();
-    expect(sampleValue(samples, 'inference_queue_depth', { deployment: deployment.id })).toBe(0);
-    expect(sampleValue(samples, 'inference_replicas', { deployment: deployment.id, state: 'Running' })).toBe(1);
+    expect(sampleValue(samples, 'inference_queue_depth', { deployment: served.deployment.id })).toBe(0);
+    expect(sampleValue(samples, 'inference_replicas', { deployment: served.deployment.id, state: 'Running' })).toBe(1);
     expect(sampleValue(samples, 'inference_process_resident_memory_bytes')).toBeGreaterThan(0);
   });
 
@@ -108,35 +97,35 @@ describe('telemetry on the serving path', () => {
     // As in OpenAI's API, the id travels in the header, not in the error body.
     expect(JSON.stringify(await fastLaneError.json())).not.toContain('bad-key-trace');
 
-    const koaError = await fetch(`${deployment.baseUrl}/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'x-request-id': 'koa-trace' } });
+    const koaError = await fetch(`${served.deployment.baseUrl}/audio/speech`, { method: 'POST', headers: { authorization: `Bearer ${served.workspace.apiKey}`, 'x-request-id': 'koa-trace' } });
     expect(koaError.status).toBe(404);
     expect(koaError.headers.get('x-request-id')).toBe('koa-trace');
-    const models = await fetch(`${deployment.baseUrl}/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    const models = await fetch(`${served.deployment.baseUrl}/models`, { headers: { authorization: `Bearer ${served.workspace.apiKey}` } });
     expect(models.status).toBe(200);
     expect(models.headers.get('x-request-id')).toMatch(GENERATED_ID);
     for (const path of ['/healthz', '/readyz', '/metrics']) {
-      expect((await fetch(`${test.url}${path}`)).headers.get('x-request-id')).toMatch(GENERATED_ID);
+      expect((await fetch(`${served.test.url}${path}`)).headers.get('x-request-id')).toMatch(GENERATED_ID);
     }
-    const graphql = await fetch(`${test.url}/graphql`, {
+    const graphql = await fetch(`${served.test.url}/graphql`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'graphql-trace' }, body: JSON.stringify({ query: '{ __typename }' }),
     });
     expect(graphql.headers.get('x-request-id')).toBe('graphql-trace');
   });
 
   it('answers /readyz 200 naming each check, and keeps /healthz', async () => {
-    const ready = await fetch(`${test.url}/readyz`);
+    const ready = await fetch(`${served.test.url}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ status: 'ready', checks: { rate_limits: 'ok', database: 'ok', agent_server: 'ok', shutdown: 'ok' } });
-    const health = await fetch(`${test.url}/healthz`);
+    const health = await fetch(`${served.test.url}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ status: 'ok' });
   });
 
   it('serves /metrics only to direct local clients when no token is set', async () => {
-    const proxied = await fetch(`${test.url}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
+    const proxied = await fetch(`${served.test.url}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
     expect(proxied.status).toBe(403);
     expect((await proxied.json()).error.type).toBe('permission_error');
-    expect((await fetch(`${test.url}/metrics`, { headers: { forwarded: 'for=203.0.113.9' } })).status).toBe(403);
-    expect((await fetch(`${test.url}/metrics`, { method: 'POST' })).status).toBe(404);
+    expect((await fetch(`${served.test.url}/metrics`, { headers: { forwarded: 'for=203.0.113.9' } })).status).toBe(403);
+    expect((await fetch(`${served.test.url}/metrics`, { method: 'POST' })).status).toBe(404);
   });
 });

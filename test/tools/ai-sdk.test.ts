@@ -7,25 +7,14 @@
 import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { startWithDeployment, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { deploymentForSuite } from '../support/test-server';
 
 describe('Vercel AI SDK (openai.chat) on the built-in CPU engine', () => {
-  let test: TestServer;
-  let workspace: TestWorkspace;
-  let deployment: TestDeployment;
-  let model: string;
-
-  beforeAll(async () => {
-    ({ test, workspace, deployment, modelId: model } = await startWithDeployment());
-  });
-
-  afterAll(async () => {
-    await test?.stop();
-  });
+  const served = deploymentForSuite();
 
   it('generateObject, toolChoice "required" and a tool loop work unchanged', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, [path.join(__dirname, 'ai-sdk-flows.mjs')], {
-      env: { ...process.env, BASE_URL: deployment.baseUrl, API_KEY: workspace.apiKey, MODEL: model }, encoding: 'utf8',
+      env: { ...process.env, BASE_URL: served.deployment.baseUrl, API_KEY: served.workspace.apiKey, MODEL: served.modelId }, encoding: 'utf8',
     });
     const flows = JSON.parse(stdout.trim().split('\n').pop()!);
     expect(flows.objectFinish).toBe('stop');

@@ -1,25 +1,13 @@
 import pino from 'pino';
 import type { DataSource } from 'typeorm';
-import { openDatabase } from '../../control-plane/data-source';
 import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { UsageRecorder, type UsageInput } from '../../control-plane/usage/usage-recorder';
-import { createTestDatabase, dropTestDatabase } from '../support/test-database';
+import { dataSourceForSuite } from '../support/test-database';
 
 /** A batch is written as one JSON parameter: every column of every record must come back as it went in. */
 describe('usage records written in a batch', () => {
-  let databaseUrl: string;
-  let dataSource: DataSource;
+  const database = dataSourceForSuite();
   const logger = pino({ level: 'silent' });
-
-  beforeAll(async () => {
-    databaseUrl = await createTestDatabase();
-    dataSource = await openDatabase(databaseUrl);
-  });
-
-  afterAll(async () => {
-    if (dataSource?.isInitialized) await dataSource.destroy();
-    await dropTestDatabase(databaseUrl);
-  });
 
   it('keeps ids, nulls, booleans, counts and the millisecond of created_at for each of 500 records', async () => {
     const inputs: UsageInput[] = Array.from({ length: 500 }, (_, index) => ({
@@ -29,13 +17,13 @@ describe('usage records written in a batch', () => {
       promptTokens: index, completionTokens: 2 * index, totalTokens: 3 * index, latencyMs: 1_000 + index,
       createdAt: new Date(Date.UTC(2026, 10, 27, 3, 4, 5, index % 1000)), batchId: index % 4 === 0 ? `batch_${index}` : null,
     }) as UsageInput);
-    const recorder = new UsageRecorder(dataSource, 60_000, logger);
+    const recorder = new UsageRecorder(database.dataSource, 60_000, logger);
     for (const input of inputs) recorder.record(input);
     await recorder.flush();
     // A failed write is kept for a retry timer: stop drops it, so a failure here cannot hang jest.
     await recorder.stop();
 
-    const rows = await dataSource.getRepository(UsageRecord).find({ order: { apiKeyId: 'ASC' } });
+    const rows = await database.dataSource.getRepository(UsageRecord).find({ order: { apiKeyId: 'ASC' } });
     const byKey = new Map(rows.map((row) => [row.apiKeyId, row]));
     expect(rows).toHaveLength(500);
     for (const input of inputs) {

@@ -121,18 +121,14 @@ function NewSecret({ name, plaintext, regenerated, onDone }: { name: string; pla
 
 function CreateKeyForm({ onCreated }: { onCreated: (name: string, plaintext: string) => void }) {
   const [name, setName] = useState('');
-  const [rpm, setRpm] = useState('');
-  const [tpd, setTpd] = useState('');
-  const [local, setLocal] = useState<Record<string, string>>({});
+  const { rpm, setRpm, tpd, setTpd, local, checkedLimits } = useLimitFields('', '');
   const [created, create] = useMutation(CREATE_API_KEY);
 
   const submit = async (event: React.FormEvent) => {
     event.preventDefault();
-    const limits = parseLimits(rpm, tpd);
-    setLocal(limits.problems);
-    if (!limits.valid) return;
-    const { rpmLimit, tpdLimit } = limits;
-    const result = await create({ input: { name: name.trim(), rpmLimit, tpdLimit } });
+    const limits = checkedLimits();
+    if (!limits) return;
+    const result = await create({ input: { name: name.trim(), ...limits } });
     if (result.data) {
       onCreated(result.data.createApiKey.apiKey.name, result.data.createApiKey.plaintext);
       setName('');
@@ -156,18 +152,14 @@ function CreateKeyForm({ onCreated }: { onCreated: (name: string, plaintext: str
 }
 
 function LimitsForm({ apiKey, onClose }: { apiKey: Key; onClose: () => void }) {
-  const [rpm, setRpm] = useState(String(apiKey.rpmLimit));
-  const [tpd, setTpd] = useState(String(apiKey.tpdLimit));
-  const [local, setLocal] = useState<Record<string, string>>({});
+  const { rpm, setRpm, tpd, setTpd, local, checkedLimits } = useLimitFields(String(apiKey.rpmLimit), String(apiKey.tpdLimit));
   const [saved, save] = useMutation(SET_API_KEY_LIMITS);
 
   const submit = async (event: React.FormEvent) => {
     event.preventDefault();
-    const limits = parseLimits(rpm, tpd);
-    setLocal(limits.problems);
-    if (!limits.valid) return;
-    const { rpmLimit, tpdLimit } = limits;
-    const result = await save({ id: apiKey.id, limits: { rpmLimit, tpdLimit } });
+    const limits = checkedLimits();
+    if (!limits) return;
+    const result = await save({ id: apiKey.id, limits });
     if (result.data) onClose();
   };
 
@@ -183,6 +175,23 @@ function LimitsForm({ apiKey, onClose }: { apiKey: Key; onClose: () => void }) {
       <UnplacedError error={saved.error} params={['rpmLimit', 'tpdLimit']} title="The limits were not saved" />
     </form>
   );
+}
+
+/**
+ * The RPM and TPD fields of a key form: their text, the problems found in it, and
+ * `checkedLimits()`, which parses them on submit, shows what is wrong, and gives the limits
+ * (undefined when empty) or null when one is not a whole number.
+ */
+function useLimitFields(initialRpm: string, initialTpd: string) {
+  const [rpm, setRpm] = useState(initialRpm);
+  const [tpd, setTpd] = useState(initialTpd);
+  const [local, setLocal] = useState<Record<string, string>>({});
+  const checkedLimits = (): { rpmLimit?: number; tpdLimit?: number } | null => {
+    const limits = parseLimits(rpm, tpd);
+    setLocal(limits.problems);
+    return limits.valid ? { rpmLimit: limits.rpmLimit, tpdLimit: limits.tpdLimit } : null;
+  };
+  return { rpm, setRpm, tpd, setTpd, local, checkedLimits };
 }
 
 /** Empty means "leave it to the server"; anything but a whole number is refused here (GraphQL's Int would refuse it without naming the field). */
