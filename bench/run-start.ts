@@ -83,7 +83,7 @@ async function main(): Promise<void> {
     'Target (issue 36): first answer under 3 s.',
   ].join('\n');
   process.stdout.write(`${markdown}\n`);
-  saveResults('start', { machine, results }, markdown);
+  saveResults(`start-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`, { machine, results }, markdown);
 }
 
 main().catch((error) => {

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import busboy from 'busboy';
+import Busboy, { type BusboyInstance } from '@fastify/busboy';
 import { AppError } from '../../control-plane/api/errors';
 import { cutShort, type BodyMemory } from './read-body';
 import { takeRoutedForm } from './routed-body';
@@ -29,9 +29,12 @@ export function readMultipart(request: IncomingMessage, limit: number, memory: B
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
-    let parser: busboy.Busboy;
+    let parser: BusboyInstance;
     try {
-      parser = busboy({ headers: request.headers, limits: { fileSize: limit, fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files: 8 } });
+      parser = new Busboy({
+        headers: request.headers as IncomingMessage['headers'] & { 'content-type': string },
+        limits: { fileSize: limit, fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files: 8 },
+      });
     } catch (error) {
       reject(new AppError('invalid_request', `malformed multipart/form-data request: ${(error as Error).message}`, { cause: error }));
       return;
@@ -49,15 +52,15 @@ export function readMultipart(request: IncomingMessage, limit: number, memory: B
     // A part without `name=` reaches these handlers with no name; throwing here would escape
     // busboy's stream as an uncaught exception and stop the server.
     const unnamed = () => new AppError('invalid_request', 'every form part needs a name (Content-Disposition: form-data; name="…")');
-    parser.on('field', (name, value, info) => {
+    parser.on('field', (name, value, _nameTruncated, valueTruncated) => {
       if (typeof name !== 'string') return fail(unnamed());
-      if (info.valueTruncated) return fail(new AppError('invalid_request', `form field ${name} is longer than ${MAX_FIELD_BYTES} bytes`, { param: name }));
+      if (valueTruncated) return fail(new AppError('invalid_request', `form field ${name} is longer than ${MAX_FIELD_BYTES} bytes`, { param: name }));
       total += value.length;
       const refusal = memory.body(total);
       if (refusal) return fail(refusal);
       form.fields[name.replace(/\[\]$/, '')] = value;
     });
-    parser.on('file', (name, stream, info) => {
+    parser.on('file', (name, stream, filename, _encoding, mimeType) => {
       if (typeof name !== 'string') {
         stream.resume();
         return fail(unnamed());
@@ -77,14 +80,14 @@ export function readMultipart(request: IncomingMessage, limit: number, memory: B
       stream.on('end', () => {
         const field = name.replace(/\[\]$/, '');
         const files = form.files.get(field) ?? [];
-        files.push({ data: Buffer.concat(chunks), filename: info.filename ?? field, contentType: info.mimeType || 'application/octet-stream' });
+        files.push({ data: Buffer.concat(chunks), filename: filename || field, contentType: mimeType || 'application/octet-stream' });
         form.files.set(field, files);
       });
     });
     parser.on('fieldsLimit', () => fail(new AppError('invalid_request', `a form may have at most ${MAX_FIELDS} fields`)));
     parser.on('filesLimit', () => fail(new AppError('invalid_request', 'a form may carry at most 8 files')));
     parser.on('error', (error: Error) => fail(new AppError('invalid_request', `malformed multipart/form-data request: ${error.message}`, { cause: error })));
-    parser.on('close', () => {
+    parser.on('finish', () => {
       if (!failed) resolve(form);
     });
     // pipe() does not pass on the request's errors: without this, a form cut short by the
