@@ -37,8 +37,10 @@ describe('several servers on one database', () => {
     const keyId = (await serverA.server.controlPlane.apiKeys.list(workspace.workspaceId)).find((key) => key.name === 'rotating')!.id;
     const regenerated = await serverA.server.controlPlane.apiKeys.regenerate(workspace.workspaceId, keyId);
     const changedAt = Date.now();
-    await waitFor(async () => (await statusOf(serverB, plaintext)) === 401, 1_000, 'the old key refused on server B');
-    expect(Date.now() - changedAt).toBeLessThan(1_000);
+    // A notification takes milliseconds; the bound only has to be far below the caches' 600 s, and
+    // leaves a loaded 2-core machine (load 6.5 once made 1 s too short) room.
+    await waitFor(async () => (await statusOf(serverB, plaintext)) === 401, 10_000, 'the old key refused on server B');
+    expect(Date.now() - changedAt).toBeLessThan(10_000);
     expect(await statusOf(serverB, regenerated.plaintext)).toBe(503);
     expect(await statusOf(serverA, regenerated.plaintext)).toBe(200);
   });
@@ -57,7 +59,7 @@ describe('several servers on one database', () => {
       expect(before.status).toBe(200); // B has the deployment in its slug cache now
       await new Promise((resolve) => setTimeout(resolve, 100));
       await serverA.server.controlPlane.deployments.pause(workspace.workspaceId, other.id);
-      await waitFor(() => seen.includes('Paused'), 1_000, 'the Paused event on server B\'s subscription');
+      await waitFor(() => seen.includes('Paused'), 10_000, 'the Paused event on server B\'s subscription');
       const response = await fetch(`${serverB.url}/d/${other.slug}/v1/chat/completions`, {
         method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }] }),

@@ -44,9 +44,10 @@ export async function startReceiver() {
         hanging.add(response);
         return;
       }
+      // Unref'd: a slow answer still pending when the test ends keeps no process alive (close() cuts its connection).
       setTimeout(() => {
         if (!response.writableEnded && !response.destroyed) response.writeHead(behaviour.status).end();
-      }, behaviour.delayMs ?? 0);
+      }, behaviour.delayMs ?? 0).unref();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
