@@ -113,7 +113,7 @@ describe('shared serving: the ledger after a burst, and isolation of guest conte
     const logs = lines.join('');
     // The capture works: it holds this server's request lines and its agents' trace-level output (from their start).
     expect(logs).toContain('"deployment":"shared/meta-llama/Llama-3.1-8B-Instruct","status":502');
-    expect(logs).toContain('"msg":"agent output"');
+    expect(logs).toContain('"source":"agent"');
     expect(logs).not.toContain(marker);
     expect(logs).not.toContain(output);
     expect(logs).not.toContain(streamed.trim());
