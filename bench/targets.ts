@@ -171,7 +171,8 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
   const serverNodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...serverNodeArgs, path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
     env: {
-      PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
+      // BENCH_SERVER_LOG_LEVEL=info measures the server with its one line per request (the default outside benches).
+      PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'warn',
       LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: upstream.url, LOCAL_AGENT_MAX_CONCURRENCY: '1024',
       DEFAULT_RPM_LIMIT: '1000000000', DEFAULT_TPD_LIMIT: '1000000000000000', LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS ?? '',
     },
@@ -179,8 +180,10 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
     detached: true,
   });
   let banner = '';
-  child.stdout!.on('data', (part) => (banner += part));
-  child.stderr!.on('data', (part) => (banner += part));
+  // Kept until the server answers; after that its log lines are read and dropped (a run at info writes one per request).
+  let keep = true;
+  child.stdout!.on('data', (part) => keep && (banner += part));
+  child.stderr!.on('data', (part) => keep && (banner += part));
   const pid = child.pid!;
   // Once: a Ctrl-C during the run and the `finally` after it both call it, and a second SIGINT would make the server exit without draining.
   let stopping: Promise<void> | null = null;
@@ -199,6 +202,7 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
     key = /API key:\s+(mk-\S+)/.exec(banner)![1];
     url = `${/Base URL:\s+(\S+)/.exec(banner)![1]}/chat/completions`;
     await waitUntil(() => answers(url, key), 60_000, 'the first 200 through our path');
+    keep = false;
   } catch (error) {
     await stop();
     throw error;
