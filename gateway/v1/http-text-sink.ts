@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Usage } from '../../proto/worker/v1';
 import { AppError, errorBody, jobFailureError } from '../../control-plane/api/errors';
 import type { AuthenticatedKey, Job, JobFailure, JobSink, RateLimitDecision } from '../../control-plane/api/inference';
-import { ResponseFlow, type ResponseFlowOptions } from '../http/response-flow';
+import { ResponseFlow, type ResponseFlowEvents, type ResponseFlowOptions } from '../http/response-flow';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import type { RequestTrace } from '../http/request-id';
 
@@ -31,7 +31,7 @@ const DONE = Buffer.from('data: [DONE]\n\n');
 
 /** What `guardJob` asks of a sink: whether its answer ended, and how to end it. */
 export interface GuardedAnswer {
-  ended(): boolean;
+  isEnded(): boolean;
   /** The deadline passed: end the answer with this error (written, or thrown before the first byte). */
   fail(error: AppError): void;
   /** The client went away: write nothing more. */
@@ -49,7 +49,7 @@ export function guardJob(response: ServerResponse, job: Job, timeoutMs: number, 
     job.cancel('deadline');
   }, timeoutMs);
   response.once('close', () => {
-    if (answer.ended()) return;
+    if (answer.isEnded()) return;
     answer.abandon();
     job.cancel('client_disconnected');
   });
@@ -66,7 +66,7 @@ export function guardJob(response: ServerResponse, job: Job, timeoutMs: number, 
  * or when it stops reading (`client_stalled`). It meters nothing: the pipeline's ticket does,
  * from the job's terminal event.
  */
-export class HttpTextSink implements JobSink {
+export class HttpTextSink implements JobSink, ResponseFlowEvents {
   private started = false;
   private output: Buffer | null = null;
   private ended = false;
@@ -75,9 +75,12 @@ export class HttpTextSink implements JobSink {
   private readonly flow: ResponseFlow;
   private readonly headers: string[] = [];
   private job: Job | undefined;
-  private respond: (error?: AppError) => void = () => {};
-  private readonly responded = new Promise<AppError | undefined>((resolve) => (this.respond = resolve));
+  /** How the HTTP side ended (undefined: written in full or the client left; an error: to render), once it has. */
+  private answer: { readonly error: AppError | undefined } | null = null;
+  private wake: ((error: AppError | undefined) => void) | null = null;
 
+  // No closure is made here (docs/performance.md: one allocated per request in the constructor is
+  // promoted to old space with everything it reaches): the flow reports to this object's methods.
   constructor(
     private readonly response: ServerResponse,
     private readonly stream: boolean,
@@ -87,7 +90,7 @@ export class HttpTextSink implements JobSink {
   ) {
     this.flow = new ResponseFlow(response, {
       stallTimeoutMs: options.limits.streamStallTimeoutMs, maxBufferedBytes: BUFFER_LIMIT_WINDOWS * options.limits.streamBufferBytes, memory: options.memory,
-    }, { consumed: (bytes) => this.job?.consumed(bytes), stalled: () => this.onStalled() });
+    }, this);
   }
 
   admitted(rateLimit: RateLimitDecision): void {
@@ -96,11 +99,34 @@ export class HttpTextSink implements JobSink {
 
   async carry(job: Job): Promise<number> {
     this.job = job;
-    const unguard = guardJob(this.response, job, this.options.requestTimeoutMs, { ended: () => this.ended, fail: (error) => this.fail(error), abandon: () => this.abandon() });
-    const error = await this.responded;
+    const unguard = guardJob(this.response, job, this.options.requestTimeoutMs, this);
+    const error = this.answer ? this.answer.error : await new Promise<AppError | undefined>((resolve) => (this.wake = resolve));
     unguard();
     if (error) throw error;
     return this.firstByteAt ? this.firstByteAt - this.trace.receivedAt : 0;
+  }
+
+  /** ResponseFlowEvents: the client took `bytes` more of the stream, so the job may produce that many more. */
+  consumed(bytes: number): void {
+    this.job?.consumed(bytes);
+  }
+
+  /**
+   * ResponseFlowEvents: the client holds its socket open and reads nothing. The job is let go as
+   * for a disconnect (while it runs), and the socket with what it still buffers is destroyed (also after the end).
+   */
+  stalled(): void {
+    if (!this.ended) {
+      this.ended = true;
+      this.job?.cancel('client_stalled');
+      this.respond();
+    }
+    this.response.destroy();
+  }
+
+  /** GuardedAnswer: whether the answer ended. */
+  isEnded(): boolean {
+    return this.ended;
   }
 
   onChunk(data: Buffer): void {
@@ -131,8 +157,8 @@ export class HttpTextSink implements JobSink {
     this.fail(jobFailureError(failure));
   }
 
-  /** Ends the response with `error`: a final SSE error event once streaming, else handed back. */
-  private fail(error: AppError): void {
+  /** GuardedAnswer and a failed job: ends the response with `error`, a final SSE error event once streaming, else handed back. */
+  fail(error: AppError): void {
     if (this.ended) return;
     this.ended = true;
     if (this.started) {
@@ -143,24 +169,18 @@ export class HttpTextSink implements JobSink {
     }
   }
 
-  /** The client went away: nothing more is written. */
-  private abandon(): void {
+  /** GuardedAnswer: the client went away, nothing more is written. */
+  abandon(): void {
     if (this.ended) return;
     this.ended = true;
     this.respond();
   }
 
-  /**
-   * The client holds its socket open and reads nothing: the job is let go as for a disconnect
-   * (while it runs), and the socket with what it still buffers is destroyed (also after the end).
-   */
-  private onStalled(): void {
-    if (!this.ended) {
-      this.ended = true;
-      this.job?.cancel('client_stalled');
-      this.respond();
-    }
-    this.response.destroy();
+  /** The HTTP side is settled: written in full (or the client left), or `error` is the caller's to render. First call wins. */
+  private respond(error?: AppError): void {
+    if (this.answer) return;
+    this.answer = { error };
+    this.wake?.(error);
   }
 
   private start(contentHeaders: string[]): void {

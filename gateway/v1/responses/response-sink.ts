@@ -53,7 +53,7 @@ export class ResponseSink implements JobSink {
 
   async carry(job: Job): Promise<number> {
     this.job = job;
-    const unguard = guardJob(this.response, job, this.run.requestTimeoutMs, { ended: () => this.answered, fail: (error) => this.fail(error), abandon: () => this.abandon() });
+    const unguard = guardJob(this.response, job, this.run.requestTimeoutMs, { isEnded: () => this.answered, fail: (error) => this.fail(error), abandon: () => this.abandon() });
     if (this.run.turn.request.stream) this.startStream();
     try {
       const error = await this.settled;
