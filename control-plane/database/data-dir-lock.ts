@@ -81,24 +81,43 @@ function readOwner(file: string): LockOwner | null {
   }
 }
 
-/** Alive: the pid exists and, where the kernel tells start times, started when the lock says. */
+/**
+ * Alive: the pid exists, is not a zombie (dead, waiting to be reaped: an init that reaps late
+ * leaves a killed server's pid "existing"), and, where the kernel tells start times, started
+ * when the lock says.
+ */
 export function ownerAlive(owner: LockOwner): boolean {
   if (owner.hostname !== os.hostname()) return true;
-  try {
-    process.kill(owner.pid, 0);
-  } catch (error) {
-    // EPERM: a process we may not signal exists with that pid.
-    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
+  if (!processRunning(owner.pid)) return false;
   const ticks = startTicksOf(owner.pid);
   return owner.startTicks === null || ticks === null || ticks === owner.startTicks;
 }
 
-/** Field 22 of `/proc/<pid>/stat` (after the parenthesised command, which may hold spaces), or null off Linux. */
+/**
+ * The pid runs: it exists (or one we may not signal does) and is not a zombie. A zombie is dead,
+ * only not reaped yet: in a container whose init reaps late, a killed process stays one a while.
+ */
+export function processRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  const state = statOf(pid)?.state;
+  return state !== 'Z' && state !== 'X';
+}
+
+/** Field 22 of `/proc/<pid>/stat` (the start time), or null off Linux. */
 export function startTicksOf(pid: number): string | null {
+  return statOf(pid)?.startTicks ?? null;
+}
+
+/** The state (field 3) and start time (field 22) of `/proc/<pid>/stat`, read after the parenthesised command, which may hold spaces. */
+function statOf(pid: number): { state: string; startTicks: string | null } | null {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0], startTicks: fields[19] ?? null };
   } catch {
     return null;
   }

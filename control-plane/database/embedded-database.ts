@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { processRunning } from './data-dir-lock';
 
 /** How the embedded database is started and watched. */
 export interface EmbeddedDatabaseOptions {
@@ -154,13 +155,9 @@ async function recoverDataDirectory(directory: string): Promise<void> {
   for (let waited = 0; waited < 15_000 && isAlive(pid); waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
 }
 
+/** A PostgreSQL that died but is not reaped yet (a zombie) is dead: PostgreSQL itself would take its postmaster.pid for a live one. */
 function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return processRunning(pid);
 }
 
 export async function freePort(): Promise<number> {

@@ -76,11 +76,12 @@ describe('kill -9 of a server', () => {
     const agents = server.agentPids();
     expect(await server.signal('SIGTERM', 30_000)).toBe(0);
     expect(agents.filter(isRunning)).toEqual([]);
-    // The server logs each agent's own lines (local provider: stdout and stderr forwarded).
+    // The server logs each agent's own records (local provider: stdout and stderr relayed), its
+    // message as the line's and its fields nested under `agent`.
     const agentLines = server.output().split('\n').flatMap((line) => {
       try {
         const record = JSON.parse(line);
-        return typeof record.agent === 'string' && record.agent.startsWith('{') ? [JSON.parse(record.agent)] : [];
+        return record.source === 'agent' && typeof record.agent === 'object' ? [{ msg: record.msg, ...record.agent }] : [];
       } catch {
         return [];
       }

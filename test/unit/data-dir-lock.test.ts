@@ -3,7 +3,7 @@
  * a live owner (this process stands in for one) is never displaced, nor one that cannot be
  * proven dead (another host's, or a pid whose start time cannot be read).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -64,5 +64,32 @@ describe('DataDirLock', () => {
     writeLock({ pid: 1, startTicks: startTicksOf(1), hostname: os.hostname(), startedAt: 'later' });
     lock.release();
     expect(JSON.parse(fs.readFileSync(lockFile(), 'utf8')).pid).toBe(1);
+  });
+});
+
+describe('a zombie owner (killed, not yet reaped)', () => {
+  test('is dead: its lock is taken over', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lock-'));
+    // A child that exits while this process does not reap it yet: node reaps on its event loop, so poll /proc before that turn.
+    const child = spawn('sh', ['-c', 'exit 0']);
+    const pid = child.pid!;
+    const startTicks = startTicksOf(pid);
+    fs.writeFileSync(path.join(dataDir, LOCK_FILE), JSON.stringify({ pid, startTicks, hostname: os.hostname(), startedAt: 'then' }));
+    // Busy-wait (no event-loop turn, so no reaping) until the kernel shows it as a zombie.
+    const until = Date.now() + 5_000;
+    let state = '';
+    while (Date.now() < until) {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+        state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+      } catch {
+        state = 'gone';
+      }
+      if (state === 'Z' || state === 'gone') break;
+    }
+    expect(['Z', 'gone']).toContain(state);
+    DataDirLock.acquire(dataDir).release();
+    await new Promise((resolve) => child.once('exit', resolve).once('error', resolve));
+    fs.rmSync(dataDir, { recursive: true, force: true });
   });
 });
