@@ -1,4 +1,4 @@
-import { DataDirInUseError, DeploymentEngines, ensureFirstRun } from '../control-plane/api/startup';
+import { ConfigError, DataDirInUseError, DeploymentEngines, ensureFirstRun } from '../control-plane/api/startup';
 import { firstRunBanner } from './first-run-banner';
 import { startServer, type Server } from './server';
 import { CONSOLE_PATH } from './http/console.route';
@@ -34,7 +34,7 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stderr.write(`${error.message}\n`);
       process.exit(EXIT.dataDirInUse);
     }
-    if (error instanceof Error && error.message.startsWith('invalid ')) {
+    if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
       process.exit(EXIT.badUsage);
     }

@@ -21,7 +21,7 @@ export type { ControlPlane } from '../main';
 export { controlPlaneSettingRows, loadFullControlPlaneConfig, settingRows } from '../full-config';
 export type { ControlPlaneConfig, ControlPlaneOverrides, SettingRow, SettingsDeclaration } from '../full-config';
 export { DEFAULT_AGENT_BINARY_DIR } from '../config/control-plane-config';
-export { boolField, intField, loadEnv } from '../config/env-fields';
+export { boolField, ConfigError, intField, loadEnv } from '../config/env-fields';
 export { withLimits } from '../budgets/budget-config';
 export { openDatabase } from '../data-source';
 export { EmbeddedDatabase } from '../database/embedded-database';

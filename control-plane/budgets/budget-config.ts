@@ -1,3 +1,4 @@
+import { ConfigError } from '../config/env-fields';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budget-kinds';
 
 /** Each budget's default limit per scope, as the environment sets them. */
@@ -25,7 +26,7 @@ export function loadBudgetLimits(env: NodeJS.ProcessEnv = process.env): BudgetLi
     }
     limits[name] = Object.freeze(scopes);
   }
-  if (problems.length > 0) throw new Error(`invalid budget configuration: ${problems.join('; ')}`);
+  if (problems.length > 0) throw new ConfigError(`invalid budget configuration: ${problems.join('; ')}`);
   return Object.freeze(limits);
 }
 

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { AGENT_ENGINE_KINDS } from '../../common/engine-kinds';
 import { PROJECT_ROOT } from '../project-root';
-import { boolField, intField, loadEnv } from './env-fields';
+import { boolField, ConfigError, intField, loadEnv } from './env-fields';
 
 const shape = {
   /** External PostgreSQL; when unset an embedded PostgreSQL is started with data in `dataDir`. */
@@ -153,7 +153,7 @@ export const CONTROL_PLANE_SETTINGS = { what: 'control plane', shape, names };
 export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = loadEnv('control plane', shape, names, env);
   if (config.localEngine === 'llama-cpp' && !config.localModelPath) {
-    throw new Error('invalid control plane configuration: LOCAL_ENGINE=llama-cpp needs LOCAL_MODEL_PATH (the GGUF file to serve)');
+    throw new ConfigError('invalid control plane configuration: LOCAL_ENGINE=llama-cpp needs LOCAL_MODEL_PATH (the GGUF file to serve)');
   }
   return config;
 }

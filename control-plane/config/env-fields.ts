@@ -6,6 +6,9 @@ export const intField = (min: number, max = Number.MAX_SAFE_INTEGER) =>
 export const boolField = () =>
   z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((value) => ['true', '1', 'yes'].includes(value));
 
+/** A setting the server refuses (its message names the variable): `main` exits 2 on it, not 1. */
+export class ConfigError extends Error {}
+
 /** Parses `env` with `shape`, mapping each field to its env var; throws one readable error. */
 export function loadEnv<T extends z.ZodRawShape>(
   what: string, shape: T, names: Record<keyof T, string>, env: NodeJS.ProcessEnv,
@@ -18,7 +21,7 @@ export function loadEnv<T extends z.ZodRawShape>(
   const parsed = z.object(shape).safeParse(input);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${names[issue.path[0] as keyof T] ?? issue.path.join('.')}: ${issue.message}`);
-    throw new Error(`invalid ${what} configuration: ${problems.join('; ')}`);
+    throw new ConfigError(`invalid ${what} configuration: ${problems.join('; ')}`);
   }
   return Object.freeze(parsed.data);
 }

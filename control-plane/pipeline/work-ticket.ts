@@ -167,11 +167,6 @@ export class WorkTicket {
     if (this.settleWhen === 'terminal' || (this.settleWhen === 'closed' && this.closed && this.ended === this.sent)) this.settleNow();
   }
 
-  /** What the jobs ended with so far (a batch line's runner settles with it). */
-  get used(): Usage {
-    return this.usage ?? NO_USAGE;
-  }
-
   /** The request's usage once every job it sent has ended; undefined while one still runs. */
   get endedUsage(): Usage | undefined {
     return this.ended === this.sent ? this.usage ?? NO_USAGE : undefined;

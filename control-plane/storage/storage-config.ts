@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolField, intField, loadEnv } from '../config/env-fields';
+import { boolField, ConfigError, intField, loadEnv } from '../config/env-fields';
 import { bucketNameProblem, keyPrefixProblem, normalizeKeyPrefix } from './object-names';
 import { MAX_PRESIGN_SECONDS } from './s3-object-store';
 
@@ -59,7 +59,7 @@ export function loadStorageConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = loadEnv('storage', shape, names, env);
   if (config.storageProvider === 's3') {
     const missing = (['s3AccessKeyId', 's3SecretAccessKey'] as const).filter((field) => !config[field]).map((field) => names[field]);
-    if (missing.length) throw new Error(`invalid storage configuration: STORAGE_PROVIDER=s3 needs ${missing.join(' and ')}`);
+    if (missing.length) throw new ConfigError(`invalid storage configuration: STORAGE_PROVIDER=s3 needs ${missing.join(' and ')}`);
   }
   return config;
 }

@@ -27,9 +27,9 @@ async function ready(url: string): Promise<boolean> {
 }
 
 /** `node dist/gateway/main.js` on `dataDir` with free ports, run to its exit: its code and output. */
-async function runToExit(dataDir: string, timeoutMs: number): Promise<{ code: number | null; output: string }> {
+async function runToExit(dataDir: string, timeoutMs: number, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
   const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH, DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    env: { PATH: process.env.PATH, DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -67,6 +67,10 @@ describe('DATA_DIR: one server per folder, its embedded PostgreSQL watched', () 
 
     const second = await runToExit(dataDir, 20_000);
     expect(second.code).toBe(EXIT_DATA_DIR_IN_USE);
+    // A setting it refuses is exit 2, named, before it touches the folder either.
+    const badSetting = await runToExit(dataDir, 20_000, { SHUTDOWN_TIMEOUT_MS: 'soon' });
+    expect(badSetting.code).toBe(2);
+    expect(badSetting.output).toContain('SHUTDOWN_TIMEOUT_MS');
     expect(second.output).toContain(`is in use by another server (pid ${first.pid}`);
     expect(isRunning(postgres)).toBe(true);
     expect(postgresPid(dataDir)).toBe(postgres);

@@ -147,13 +147,13 @@ describe('WorkTicket: several jobs (embedding batches), settled once when closed
 });
 
 describe('WorkTicket: settled by its holder (a batch line)', () => {
-  test('terminal events do not settle; settle does, once; release after it changes nothing; `used` sums what the jobs reported', () => {
+  test('terminal events do not settle; settle does, once; release after it changes nothing; `endedUsage` sums what the jobs reported', () => {
     const { work, sent, records, settles } = ticket({ owner: { batchId: 'batch_1', recordsReplica: false, stream: false }, settleWhen: 'explicit' });
     work.dispatch(new RecordingListener(), Buffer.from('line'));
     sent[0].listener.onCompleted(USED, 'stop');
     work.close();
     expect(records).toEqual([]);
-    expect(work.used).toEqual(USED);
+    expect(work.endedUsage).toEqual(USED);
     work.settle('failed', USED, null);
     work.release();
     expect(records).toMatchObject([{ status: 'failed', totalTokens: 40, batchId: 'batch_1', replicaId: null }]);
