@@ -152,7 +152,12 @@ describe('the openai engine (vLLM at the boundary): each workspace\'s own cache_
       controlPlane: { ...cluster, localEngine: 'openai', localEngineUrl: engine.url, localAgentEnv: { WORKER_ENGINE_PRIORITY_SCHEDULING: 'true' } },
     });
     databaseUrl = fixture.test.databaseUrl;
-    serverB = await startTestServer({ databaseUrl, controlPlane: { ...cluster, localAgents: false, sharing: { availabilityIntervalMs: 100, settleIntervalMs: 50, creditLeaseIdleMs: 300 } } });
+    // One object store for the cluster, as several servers need (docs/operating.md#one-server-per-data_dir): a batch's files are written by
+    // whichever server's upkeep takes it and read through either; on two local stores they were found on one only.
+    serverB = await startTestServer({
+      databaseUrl, dataDir: fixture.test.dataDir,
+      controlPlane: { ...cluster, localAgents: false, sharing: { availabilityIntervalMs: 100, settleIntervalMs: 50, creditLeaseIdleMs: 300 } },
+    });
     owner = await fixture.workspace('owner');
     guests = [await fixture.workspace('guest one', '5'), await fixture.workspace('guest two', '5')];
     deployment = await fixture.sharedDeployment(owner.apiKey);
