@@ -60,6 +60,7 @@ import { relayToken, ServerRegistry } from './cluster/server-registry';
 import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
+import { RequestObservers } from './pipeline/finished-request';
 import { InferencePipeline } from './pipeline/inference-pipeline';
 import { OpenAiBatchLines } from './openai/batch-lines';
 import { servedEndpoints } from './openai/inference-endpoints';
@@ -363,7 +364,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }
   await replicas.reconcile(await servers.liveServerIds());
   agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
-  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts });
+  // Every settled request is heard here: per-deployment metrics, minute rollups, the request log.
+  const requestObservers = new RequestObservers((error) => logger.error({ err: error }, 'a finished-request observer failed'));
+  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
   const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));

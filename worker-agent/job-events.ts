@@ -1,5 +1,5 @@
 /** Builders for the job events the agent sends, so every `Failed` carries the same fields. */
-import type { JobEvent, JobFailureCode, Usage } from '../proto/worker/v1/index';
+import { wireUsage, type JobEvent, type JobFailureCode, type Usage } from '../proto/worker/v1/index';
 import type { EngineResult } from './engines/engine';
 import { EngineFailure } from './engines/engine-failure';
 
@@ -8,11 +8,11 @@ export function acceptedEvent(jobId: string, queued: boolean): JobEvent {
 }
 
 export function completedEvent(jobId: string, result: EngineResult): JobEvent {
-  return { jobId, completed: { usage: result.usage, finishReason: result.finishReason } };
+  return { jobId, completed: { usage: wireUsage(result.usage), finishReason: result.finishReason } };
 }
 
 export function failedEvent(jobId: string, code: JobFailureCode, message: string, engineStatus = 0, engineBody: Buffer = EMPTY, usage?: Usage): JobEvent {
-  return { jobId, failed: { code, message, engineStatus, engineBody, usage } };
+  return { jobId, failed: { code, message, engineStatus, engineBody, usage: wireUsage(usage) } };
 }
 
 /** An engine error becomes its protocol code; anything else is the engine's fault too. */

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { RELAY_TOKEN_HEADER, type RelayEvent, type RelayEvents, type RelayRequest } from '../../proto/cluster/v1';
-import type { JobEvent } from '../../proto/worker/v1';
+import { wireUsage, type JobEvent } from '../../proto/worker/v1';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import { fromRelayJob } from '../dispatch/assign-mapping';
 import type { Dispatcher } from '../dispatch/dispatcher';
@@ -113,10 +113,10 @@ class RelayedJobs {
       onChunk: (data) => send({ jobId: '', event: 'chunk', chunk: { data } }),
       onOutput: (data, contentType, objectKey) => send({ jobId: '', event: 'output', output: { data, contentType, objectKey } }),
       onProgress: (percent, stage) => send({ jobId: '', event: 'progress', progress: { percent, stage } }),
-      onCompleted: (usage, finishReason) => end({ jobId: '', event: 'completed', completed: { usage, finishReason } }),
+      onCompleted: (usage, finishReason) => end({ jobId: '', event: 'completed', completed: { usage: wireUsage(usage), finishReason } }),
       onFailed: (failure) => end({
         jobId: '', event: 'failed',
-        failed: { code: failure.code, message: failure.message, engineStatus: failure.engineStatus, engineBody: failure.engineBody ?? Buffer.alloc(0), usage: failure.usage },
+        failed: { code: failure.code, message: failure.message, engineStatus: failure.engineStatus, engineBody: failure.engineBody ?? Buffer.alloc(0), usage: wireUsage(failure.usage) },
       }),
     };
   }

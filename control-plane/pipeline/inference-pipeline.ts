@@ -21,6 +21,7 @@ import { checkModelField, checkTextModel, clampCompletion, creditRefusal, paused
 import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketParts } from './work-ticket';
+import type { RequestObserver } from './finished-request';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
 export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
@@ -44,6 +45,14 @@ export interface TextWork {
    * which builds on this folder and so is passed in, not imported).
    */
   readonly servedBy: (model: CatalogModel) => string;
+  /** The gateway's request id and the request's trace, carried to its FinishedRequest. */
+  readonly trace?: RequestTrace;
+}
+
+/** Which HTTP request and trace a piece of work belongs to. */
+export interface RequestTrace {
+  readonly requestId?: string;
+  readonly traceId?: string;
 }
 
 /** An embeddings body the gateway parsed against the model's limits. */
@@ -52,6 +61,7 @@ export interface EmbeddingWork {
   /** The request's size in bytes: no input has more tokens than bytes, so it bounds the TPD hold. */
   readonly bodyBytes: number;
   readonly deadlineUnixMs: number;
+  readonly trace?: RequestTrace;
 }
 
 /** Where the pipeline records what it measured; telemetry's Metrics is one. */
@@ -70,6 +80,8 @@ export interface PipelineParts {
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
+  /** Hears every settled request (metrics per deployment, rollups, the request log). */
+  readonly observer?: RequestObserver;
   /** Each text job carries its caller's salt: prefix caches never cross workspaces. */
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
   readonly now?: () => number;
@@ -83,6 +95,8 @@ export interface BatchLineOwner {
   readonly batchId: string;
   /** As live requests name theirs (`chat.completions`, `embeddings`, …). */
   readonly endpoint: string;
+  /** The catalog model id of the batch's deployment. */
+  readonly model: string;
 }
 
 /** A batch line's ticket answers no HTTP request: no rate-limit headers to give. */
@@ -90,6 +104,7 @@ const NO_RATE_LIMIT = { remainingRequests: 0, resetRequestsSeconds: 0, remaining
 /** A line whose key is gone holds no tokens, and has none to settle. */
 const NO_HOLD = { apiKeyId: '', day: 0, tokens: 0, shared: false } as unknown as TokenHold;
 const NO_TOKEN_BUDGET: Settlement['rateLimiter'] = { settle: () => {} };
+const NO_OBSERVER: RequestObserver = { requestFinished: () => {} };
 
 const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB_KIND_CHAT_COMPLETION', completions: 'JOB_KIND_COMPLETION', responses: 'JOB_KIND_CHAT_COMPLETION' };
 
@@ -107,7 +122,7 @@ export class InferencePipeline {
 
   constructor(private readonly parts: PipelineParts) {
     this.now = parts.now ?? Date.now;
-    this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, metrics: parts.metrics, now: this.now };
+    this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, metrics: parts.metrics, observer: parts.observer ?? NO_OBSERVER, now: this.now };
   }
 
   /**
@@ -194,6 +209,7 @@ export class InferencePipeline {
     const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
+      model: deployment.modelId, ...work.trace,
     }, {
       send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
@@ -253,7 +269,7 @@ export class InferencePipeline {
     // which the guest's usage answers never show) and the shared model it called; never the replica.
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
-      recordsReplica: false,
+      recordsReplica: false, model: model.modelId, ...work.trace,
     }, {
       send: (listener) => shared.dispatch(guest, job, listener),
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
@@ -302,6 +318,7 @@ export class InferencePipeline {
     };
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
+      model: deployment.modelId, ...work.trace,
     }, {
       send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
     }, this.settlement, startedAt, 'closed');
@@ -319,7 +336,7 @@ export class InferencePipeline {
     const settlement = hold ? this.settlement : { ...this.settlement, rateLimiter: NO_TOKEN_BUDGET };
     return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, {
       workspaceId: line.workspaceId, apiKeyId: line.apiKeyId, deploymentId: line.deploymentId, sharedModel: null,
-      endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId,
+      endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId, model: line.model,
     }, { send }, settlement, startedAt, 'explicit');
   }
 

@@ -2,6 +2,7 @@ import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { Usage } from '../../proto/worker/v1';
+import type { RequestObserver } from './finished-request';
 
 /** How a request ended, as its usage record and a guest's billing see it. */
 export type WorkOutcome = 'succeeded' | 'failed' | 'canceled';
@@ -11,6 +12,8 @@ export interface Settlement {
   readonly rateLimiter: Pick<RateLimiter, 'settle'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
+  /** Hears every settled request (metrics per deployment, rollups, the request log); not a released one. */
+  readonly observer: RequestObserver;
   readonly now: () => number;
 }
 
@@ -32,6 +35,12 @@ export interface TicketOwner {
   readonly recordsReplica: boolean;
   /** A batch line's batch: its record carries it, so a batch's tokens can be summed. */
   readonly batchId?: string;
+  /** The catalog model id the request ran on. */
+  readonly model: string;
+  /** The gateway's request id; absent for work no HTTP request carries (a batch line). */
+  readonly requestId?: string;
+  /** The W3C trace id of the request's trace, when tracing is on. */
+  readonly traceId?: string;
 }
 
 /** What differs between an owner's and a guest's request once admitted. */
@@ -75,6 +84,9 @@ export class WorkTicket {
   private outcome: WorkOutcome = 'succeeded';
   private usage: Usage | undefined;
   private replicaId: string | null = null;
+  private finishReason: string | null = null;
+  private errorCode: string | null = null;
+  private ttftMs: number | null = null;
 
   constructor(
     /** The rate-limit state at admission, for the response headers. */
@@ -108,26 +120,35 @@ export class WorkTicket {
    * the TPD hold becomes the real usage, the usage record is written, a guest is billed. Once;
    * later calls, and a settle after a release, are ignored.
    */
-  settle(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | null): void {
+  settle(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | null, finish?: { reason?: string; errorCode?: string }): void {
     if (this.settled) return;
     this.settled = true;
-    const { rateLimiter, usage: records, metrics, now } = this.settlement;
+    const { rateLimiter, usage: records, metrics, observer, now } = this.settlement;
     const total = usage?.totalTokens ?? 0;
     rateLimiter.settle(this.rateLimit.hold, total);
     const { owner } = this;
+    const latencyMs = now() - this.startedAt;
     records.record({
       workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,
       replicaId: owner.recordsReplica ? replicaId : null,
       endpoint: owner.endpoint, status: outcome, stream: owner.stream, promptTokens: usage?.promptTokens ?? 0,
-      completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs: now() - this.startedAt, createdAt: new Date(this.startedAt),
+      completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs, createdAt: new Date(this.startedAt),
       ...(owner.batchId ? { batchId: owner.batchId } : {}),
     });
     if (usage && total > 0) metrics.recordTokens(this.label, usage.promptTokens, usage.completionTokens);
     this.parts.finish?.(outcome, usage);
+    observer.requestFinished({
+      workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,
+      model: owner.model, endpoint: owner.endpoint, stream: owner.stream, batchId: owner.batchId, outcome,
+      finishReason: finish?.reason ?? this.finishReason, errorCode: outcome === 'succeeded' ? null : finish?.errorCode ?? this.errorCode ?? outcome,
+      promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, cachedTokens: usage?.cachedTokens ?? 0,
+      startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null,
+    });
   }
 
   /** The first byte reached the client `ms` after the request arrived. */
   firstToken(ms: number): void {
+    this.ttftMs ??= ms;
     this.parts.firstToken?.(ms);
   }
 
@@ -159,9 +180,11 @@ export class WorkTicket {
    * A job this ticket sent ended on `replicaId` (known only now for a job relayed to a peer
    * server): its usage joins the request's, and the request is settled if that was its last.
    */
-  jobEnded(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | undefined): void {
+  jobEnded(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | undefined, finishReason: string | null, errorCode: string | null): void {
     this.ended++;
     this.replicaId ||= replicaId || null;
+    this.finishReason ??= finishReason || null;
+    this.errorCode ??= errorCode;
     if (OUTCOME_RANK[outcome] > OUTCOME_RANK[this.outcome]) this.outcome = outcome;
     if (usage) this.usage = this.usage ? sum(this.usage, usage) : usage;
     if (this.settleWhen === 'terminal' || (this.settleWhen === 'closed' && this.closed && this.ended === this.sent)) this.settleNow();
@@ -197,17 +220,21 @@ class MeteredListener implements JobListener {
 
   /** Completed after a cancel (the client left, the deadline passed): canceled, metered for what it made. */
   onCompleted(usage: Usage | undefined, finishReason: string): void {
-    this.ticket.jobEnded(this.job?.canceled ? 'canceled' : 'succeeded', usage, this.job?.replicaId);
+    const canceled = this.job?.canceled ?? false;
+    this.ticket.jobEnded(canceled ? 'canceled' : 'succeeded', usage, this.job?.replicaId, finishReason, canceled ? 'canceled' : null);
     this.listener.onCompleted(usage, finishReason);
   }
 
   onFailed(failure: JobFailure): void {
-    this.ticket.jobEnded(failure.code === 'canceled' ? 'canceled' : 'failed', failure.usage, this.job?.replicaId);
+    this.ticket.jobEnded(failure.code === 'canceled' ? 'canceled' : 'failed', failure.usage, this.job?.replicaId, null, failure.code);
     this.listener.onFailed(failure);
   }
 }
 
 function sum(a: Usage, b: Usage): Usage {
-  return { promptTokens: a.promptTokens + b.promptTokens, completionTokens: a.completionTokens + b.completionTokens, totalTokens: a.totalTokens + b.totalTokens };
+  return {
+    promptTokens: a.promptTokens + b.promptTokens, completionTokens: a.completionTokens + b.completionTokens, totalTokens: a.totalTokens + b.totalTokens,
+    cachedTokens: (a.cachedTokens ?? 0) + (b.cachedTokens ?? 0),
+  };
 }
 

@@ -70,7 +70,7 @@ export class SharedChatRoute {
     return await this.pipeline.runShared(key, {
       endpoint: 'chat.completions', body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream,
       includeUsage: textRequest.includeUsage, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
-      streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
+      streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: { requestId: trace.id },
     }, labelled, screened, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 

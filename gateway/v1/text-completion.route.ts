@@ -28,7 +28,7 @@ export class TextCompletionRoute {
     const textRequest = parseTextRequest(body, endpoint);
     return await this.pipeline.runText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,
-      deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
+      deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: { requestId: trace.id },
     }, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 }

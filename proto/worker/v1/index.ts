@@ -70,7 +70,13 @@ export type HeartbeatEngineSignals = EngineSignals__Output;
  * engine reports them (a receiver gets null when they are absent, as from older agents).
  */
 export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals'>;
-export type Usage = Usage__Output;
+/** `cachedTokens` is optional here: an engine that does not report its prefix cache leaves it out (0 on the wire). */
+export type Usage = Omit<Usage__Output, 'cachedTokens'> & { cachedTokens?: number };
+
+/** A Usage as the wire message wants it (every field set). */
+export function wireUsage(usage: Usage | undefined): Usage__Output | undefined {
+  return usage && { ...usage, cachedTokens: usage.cachedTokens ?? 0 };
+}
 
 /** Closed vocabulary of `Failed.code`; PROTOCOL.md says when each is used. */
 export type JobFailureCode =

@@ -11,11 +11,15 @@ import type { RateLimitDecision, TokenHold } from '../../../control-plane/rate-l
 import type { UsageInput } from '../../../control-plane/usage/usage-recorder';
 import { WorkTicket, type SettleWhen, type TicketOwner, type TicketParts, type WorkOutcome } from '../../../control-plane/pipeline/work-ticket';
 import type { Usage } from '../../../proto/worker/v1';
+import type { FinishedRequest } from '../../../control-plane/pipeline/finished-request';
 import { RecordingListener, thrownCode } from './fakes';
 
 const HOLD = { apiKeyId: 'key_1', day: 20_000, tokens: 1_030, shared: false } as TokenHold;
 const DECISION: RateLimitDecision = { remainingRequests: 59, resetRequestsSeconds: 60, remainingTokens: 900, resetTokensSeconds: 3_600, hold: HOLD };
-const OWNER: TicketOwner = { workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, endpoint: 'chat.completions', stream: true, recordsReplica: true };
+const OWNER: TicketOwner = {
+  workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, endpoint: 'chat.completions', stream: true, recordsReplica: true,
+  model: 'org/model-1', requestId: 'req_1',
+};
 const USED: Usage = { promptTokens: 10, completionTokens: 30, totalTokens: 40 };
 const canceledWith = (usage?: Usage): JobFailure => ({ code: 'canceled', message: 'canceled', usage } as JobFailure);
 
@@ -28,6 +32,7 @@ function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSe
   const sent: Array<{ listener: JobListener; body: Buffer | undefined; job: Job }> = [];
   const finished: Array<[WorkOutcome, Usage | undefined]> = [];
   const firstTokens: number[] = [];
+  const observed: FinishedRequest[] = [];
   const parts: TicketParts = {
     send(listener, body) {
       if (options.failSend) throw options.failSend;
@@ -42,10 +47,11 @@ function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSe
     rateLimiter: { settle: (hold: TokenHold, used: number) => void settles.push({ hold, used }) },
     usage: { record: (input: UsageInput) => { log.push('record'); records.push(input); } },
     metrics: { recordTokens: (label: string, prompt: number, completion: number) => void tokens.push([label, prompt, completion]) },
+    observer: { requestFinished: (request: FinishedRequest) => void observed.push(request) },
     now: () => clock,
   };
   const work = new WorkTicket(DECISION, { ...OWNER, ...options.owner }, parts, settlement, 4_000, options.settleWhen);
-  return { work, log, settles, records, tokens, sent, finished, firstTokens, advance: (ms: number) => (clock += ms) };
+  return { work, log, settles, records, tokens, sent, finished, firstTokens, observed, advance: (ms: number) => (clock += ms) };
 }
 
 /** A listener that logs its terminal event into `log`, to see it comes after the record. */
@@ -218,5 +224,45 @@ describe('WorkTicket release rules', () => {
     work.settle('succeeded', USED, 'rep_1');
     expect(settles).toEqual([{ hold: HOLD, used: 0 }]);
     expect(records).toEqual([]);
+  });
+});
+
+describe('WorkTicket: the FinishedRequest its observer hears', () => {
+  test('a completed stream: its model, finish reason, first-token latency, replica, request id and cached tokens, once', () => {
+    const { work, sent, observed, advance } = ticket();
+    work.dispatch(new RecordingListener());
+    advance(120);
+    work.firstToken(120);
+    work.firstToken(300);
+    advance(880);
+    sent[0].listener.onCompleted({ ...USED, cachedTokens: 6 }, 'length');
+    work.close();
+    expect(observed).toEqual([{
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, model: 'org/model-1', endpoint: 'chat.completions',
+      stream: true, batchId: undefined, outcome: 'succeeded', finishReason: 'length', errorCode: null, promptTokens: 10, completionTokens: 30,
+      cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null,
+    }]);
+  });
+
+  test('a failed job gives its code and no finish reason; a guest\'s request still names its replica to observers (they decide what a guest sees)', () => {
+    const { work, sent, observed } = ticket({ owner: { sharedModel: 'shared/m', recordsReplica: false }, guest: true });
+    work.dispatch(new RecordingListener());
+    sent[0].listener.onFailed({ code: 'engine_error', message: 'boom', engineStatus: 500, engineBody: null, usage: undefined });
+    expect(observed).toHaveLength(1);
+    expect(observed[0]).toMatchObject({ outcome: 'failed', errorCode: 'engine_error', finishReason: null, ttftMs: null, replicaId: 'rep_1', sharedModel: 'shared/m' });
+  });
+
+  test('a client that left: canceled, with what the engine made metered', () => {
+    const { work, sent, observed } = ticket();
+    const job = work.dispatch(new RecordingListener());
+    (job as { canceled: boolean }).canceled = true;
+    sent[0].listener.onCompleted(USED, 'stop');
+    expect(observed[0]).toMatchObject({ outcome: 'canceled', errorCode: 'canceled', completionTokens: 30 });
+  });
+
+  test('a request that never ran is released: no FinishedRequest (nothing ran, nothing to observe)', () => {
+    const { work, observed } = ticket();
+    work.close();
+    expect(observed).toEqual([]);
   });
 });

@@ -5,10 +5,12 @@ export interface Usage {
   'promptTokens'?: (number);
   'completionTokens'?: (number);
   'totalTokens'?: (number);
+  'cachedTokens'?: (number);
 }
 
 export interface Usage__Output {
   'promptTokens': (number);
   'completionTokens': (number);
   'totalTokens': (number);
+  'cachedTokens': (number);
 }
