@@ -40,6 +40,26 @@ export interface FinishedRequest {
   readonly requestId: string | null;
   /** The W3C trace id of the request's trace, when tracing is on. */
   readonly traceId: string | null;
+  /** When each step of the request happened, for the request log's timeline; null where none was marked. */
+  readonly phases: RequestPhases | null;
+}
+
+/**
+ * A request's steps, each in ms after its arrival (`startedAt`); a step it never reached is
+ * absent. Marked on the request path whether or not tracing is on (a few numbers per request),
+ * so the console's timeline needs no trace backend.
+ */
+export interface RequestPhases {
+  /** Admission done (credit, RPM and TPD hold, the pool slot of a guest). */
+  admittedMs?: number;
+  /** A replica was chosen and the job sent to it (here or through a peer server). */
+  dispatchedMs?: number;
+  /** The agent began running it (the end of its wait in the agent's queue). */
+  startedMs?: number;
+  /** Its first byte reached the client (streams). */
+  firstTokenMs?: number;
+  /** Settled: the last event of its last job. */
+  endedMs?: number;
 }
 
 /** Hears each finished request, synchronously on the request path: keep it to a few field writes. */

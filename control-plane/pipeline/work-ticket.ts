@@ -142,7 +142,7 @@ export class WorkTicket {
       model: owner.model, endpoint: owner.endpoint, stream: owner.stream, batchId: owner.batchId, outcome,
       finishReason: finish?.reason ?? this.finishReason, errorCode: outcome === 'succeeded' ? null : finish?.errorCode ?? this.errorCode ?? outcome,
       promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, cachedTokens: usage?.cachedTokens ?? 0,
-      startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null,
+      startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null, phases: null,
     });
   }
 

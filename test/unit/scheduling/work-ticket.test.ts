@@ -240,7 +240,7 @@ describe('WorkTicket: the FinishedRequest its observer hears', () => {
     expect(observed).toEqual([{
       workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, model: 'org/model-1', endpoint: 'chat.completions',
       stream: true, batchId: undefined, outcome: 'succeeded', finishReason: 'length', errorCode: null, promptTokens: 10, completionTokens: 30,
-      cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null,
+      cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null, phases: null,
     }]);
   });
 
