@@ -1,4 +1,5 @@
-import type { WorkOutcome } from './work-ticket';
+/** How a request ended, as its usage record and a guest's billing see it. */
+export type WorkOutcome = 'succeeded' | 'failed' | 'canceled';
 
 /**
  * One request of the pipeline, as it ended: what every observer of finished requests reads

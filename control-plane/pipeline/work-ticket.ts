@@ -2,10 +2,9 @@ import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { Usage } from '../../proto/worker/v1';
-import type { RequestObserver } from './finished-request';
+import type { RequestObserver, WorkOutcome } from './finished-request';
 
-/** How a request ended, as its usage record and a guest's billing see it. */
-export type WorkOutcome = 'succeeded' | 'failed' | 'canceled';
+export type { WorkOutcome };
 
 /** What settlement writes to: the key's day budget, the usage records, the token metrics. */
 export interface Settlement {
