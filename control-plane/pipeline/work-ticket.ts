@@ -152,6 +152,16 @@ export class WorkTicket {
   }
 
   /**
+   * A stream's first chunk of output arrived (the sink writes it in the same turn): its time to
+   * first token, on the clock `latencyMs` is measured on. Marked here, not by `firstToken`:
+   * the route hears when its first byte went out only once the whole answer is written, after
+   * a `terminal` ticket has settled and its observers have read the request.
+   */
+  firstChunk(): void {
+    if (this.ttftMs === null && this.owner.stream) this.ttftMs = this.settlement.now() - this.startedAt;
+  }
+
+  /**
    * The request's side that carried the answer is done. One that never sent a job has no
    * terminal event to settle it: its holds go back whole, and it leaves no usage record. One
    * that did is settled by its jobs' terminal events, which may come later (after a client
@@ -202,10 +212,15 @@ export class WorkTicket {
 /** A job's listener with its terminal event metered on the ticket first. */
 class MeteredListener implements JobListener {
   job: Job | undefined;
+  private chunked = false;
 
   constructor(private readonly listener: JobListener, private readonly ticket: WorkTicket) {}
 
   onChunk(data: Buffer): void {
+    if (!this.chunked) {
+      this.chunked = true;
+      this.ticket.firstChunk();
+    }
     this.listener.onChunk(data);
   }
 

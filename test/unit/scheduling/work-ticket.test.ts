@@ -244,6 +244,35 @@ describe('WorkTicket: the FinishedRequest its observer hears', () => {
     }]);
   });
 
+  test('a stream\'s time to first token is its first chunk\'s, known at settlement (the route learns its first byte only after the answer ends)', () => {
+    const { work, sent, observed, advance, firstTokens } = ticket();
+    const listener = new RecordingListener();
+    work.dispatch(listener);
+    advance(150);
+    sent[0].listener.onChunk(Buffer.from('data: a\n\n'));
+    advance(500);
+    sent[0].listener.onChunk(Buffer.from('data: b\n\n'));
+    advance(350);
+    sent[0].listener.onCompleted(USED, 'stop');
+    // As InferencePipeline.run does: the sink's first-byte latency comes once carry resolves, after settlement.
+    work.firstToken(151);
+    work.close();
+    expect(listener.chunks).toHaveLength(2);
+    expect(observed).toHaveLength(1);
+    // The ticket's clock: admitted at 4 000, now 5 000 when dispatched.
+    expect(observed[0]).toMatchObject({ ttftMs: 1_150, latencyMs: 2_000 });
+    expect(firstTokens).toEqual([151]);
+  });
+
+  test('a request answered in one piece has no time to first token, whatever chunk-like event it sees', () => {
+    const { work, sent, observed, advance } = ticket({ owner: { stream: false } });
+    work.dispatch(new RecordingListener());
+    advance(100);
+    sent[0].listener.onChunk(Buffer.from('x'));
+    sent[0].listener.onCompleted(USED, 'stop');
+    expect(observed[0].ttftMs).toBeNull();
+  });
+
   test('a failed job gives its code and no finish reason; a guest\'s request still names its replica to observers (they decide what a guest sees)', () => {
     const { work, sent, observed } = ticket({ owner: { sharedModel: 'shared/m', recordsReplica: false }, guest: true });
     work.dispatch(new RecordingListener());
