@@ -366,6 +366,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   // Every settled request is heard here: per-deployment metrics, minute rollups, the request log.
   const requestObservers = new RequestObservers((error) => logger.error({ err: error }, 'a finished-request observer failed'));
+  requestObservers.add(metrics);
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });

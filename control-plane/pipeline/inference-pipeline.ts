@@ -64,9 +64,8 @@ export interface EmbeddingWork {
   readonly trace?: RequestTrace;
 }
 
-/** Where the pipeline records what it measured; telemetry's Metrics is one. */
+/** Where the pipeline records what it measured; telemetry's Metrics is one (tokens and the rest per request: the observer). */
 export interface PipelineMetrics {
-  recordTokens(label: string, promptTokens: number, completionTokens: number): void;
   recordTimeToFirstToken(endpoint: TextEndpoint, seconds: number): void;
 }
 
@@ -122,7 +121,7 @@ export class InferencePipeline {
 
   constructor(private readonly parts: PipelineParts) {
     this.now = parts.now ?? Date.now;
-    this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, metrics: parts.metrics, observer: parts.observer ?? NO_OBSERVER, now: this.now };
+    this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, observer: parts.observer ?? NO_OBSERVER, now: this.now };
   }
 
   /**

@@ -6,12 +6,11 @@ import type { RequestObserver, WorkOutcome } from './finished-request';
 
 export type { WorkOutcome };
 
-/** What settlement writes to: the key's day budget, the usage records, the token metrics. */
+/** What settlement writes to: the key's day budget, the usage records, and the observers (metrics, rollups, the request log). */
 export interface Settlement {
   readonly rateLimiter: Pick<RateLimiter, 'settle'>;
   readonly usage: { record(input: UsageInput): void };
-  readonly metrics: { recordTokens(label: string, promptTokens: number, completionTokens: number): void };
-  /** Hears every settled request (metrics per deployment, rollups, the request log); not a released one. */
+  /** Hears every settled request (metrics per deployment and their tokens, rollups, the request log); not a released one. */
   readonly observer: RequestObserver;
   readonly now: () => number;
 }
@@ -122,7 +121,7 @@ export class WorkTicket {
   settle(outcome: WorkOutcome, usage: Usage | undefined, replicaId: string | null, finish?: { reason?: string; errorCode?: string }): void {
     if (this.settled) return;
     this.settled = true;
-    const { rateLimiter, usage: records, metrics, observer, now } = this.settlement;
+    const { rateLimiter, usage: records, observer, now } = this.settlement;
     const total = usage?.totalTokens ?? 0;
     rateLimiter.settle(this.rateLimit.hold, total);
     const { owner } = this;
@@ -134,7 +133,6 @@ export class WorkTicket {
       completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs, createdAt: new Date(this.startedAt),
       ...(owner.batchId ? { batchId: owner.batchId } : {}),
     });
-    if (usage && total > 0) metrics.recordTokens(this.label, usage.promptTokens, usage.completionTokens);
     this.parts.finish?.(outcome, usage);
     observer.requestFinished({
       workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,

@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import type { FinishedRequest, RequestObserver } from '../pipeline/finished-request';
 import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histogram';
+import { RequestMetrics } from './request-metrics';
 
 /** The `deployment` label of requests answered before their deployment was resolved (bad key, unknown slug, …). */
 export const NO_DEPLOYMENT = 'none';
@@ -74,9 +76,6 @@ interface RequestCell {
 class DeploymentSeries {
   /** Keyed by `routeIndex * 1000 + status`: the label tuple as one number, so no string is built per request. */
   readonly requests = new Map<number, RequestCell>();
-  tokensRecorded = false;
-  promptTokens = 0;
-  completionTokens = 0;
 
   constructor(readonly deployment: string) {}
 }
@@ -86,10 +85,12 @@ class DeploymentSeries {
  * process). Request-path series are plain numbers behind cached Maps, handed to prom-client
  * only when scraped: recording a request costs tens of nanoseconds, where prom-client's
  * labelled children re-hash their labels on every `inc`/`observe` (~4 µs for one request's
- * series, measured). Low-rate series (autoscaler, spend) use prom-client directly.
+ * series, measured). Low-rate series (autoscaler, spend) use prom-client directly. As a
+ * RequestObserver it keeps the per-deployment series of finished text requests (request-metrics.ts).
  */
-export class Metrics {
+export class Metrics implements RequestObserver {
   readonly registry = new Registry();
+  private readonly finishedRequests: RequestMetrics;
   private readonly deployments = new Map<string, DeploymentSeries>();
   private readonly durations = new AccumulatedHistogram('inference_request_duration_seconds',
     'Time from a request\'s arrival until it was answered (chat/completions: its last byte), by route.', 'route', DURATION_BUCKETS);
@@ -127,18 +128,7 @@ export class Metrics {
         }
       },
     });
-    const tokens: Counter<'deployment' | 'kind'> = new Counter({
-      name: 'inference_tokens_total', help: 'Tokens metered on text requests, by deployment and kind (prompt, completion).',
-      labelNames: ['deployment', 'kind'], registers,
-      collect: () => {
-        tokens.reset();
-        for (const series of this.deployments.values()) {
-          if (!series.tokensRecorded) continue;
-          tokens.inc({ deployment: series.deployment, kind: 'prompt' }, series.promptTokens);
-          tokens.inc({ deployment: series.deployment, kind: 'completion' }, series.completionTokens);
-        }
-      },
-    });
+    this.finishedRequests = new RequestMetrics(this.registry);
     // Not prom-client classes, but the collector shape its Registry reads (name, get, reset).
     this.registry.registerMetric(this.durations as unknown as Metric);
     this.registry.registerMetric(this.timesToFirstToken as unknown as Metric);
@@ -245,11 +235,9 @@ export class Metrics {
     (this.ttftByRoute[routeIndex] ??= this.timesToFirstToken.series(this.routes[routeIndex])).observe(seconds);
   }
 
-  recordTokens(deploymentId: string, promptTokens: number, completionTokens: number): void {
-    const series = this.series(deploymentId);
-    series.tokensRecorded = true;
-    if (promptTokens > 0) series.promptTokens += promptTokens;
-    if (completionTokens > 0) series.completionTokens += completionTokens;
+  /** A settled text request (the pipeline's RequestObservers): latency, first token, per output token, outcome and tokens by deployment and model. */
+  requestFinished(request: FinishedRequest): void {
+    this.finishedRequests.requestFinished(request);
   }
 
   /**
@@ -260,11 +248,6 @@ export class Metrics {
     this.scalingDecisions.inc({ deployment: deploymentId, action: SCALING_ACTION.test(action) ? action : 'other' });
   }
 
-  /**
-   * GPU spend metered for a deployment, in US dollars. Counters only go up: a negative or
-   * non-finite amount throws (a refund is not spend). Record it where it is metered once in
-   * the cluster, so `sum()` over servers is the total.
-   */
   /** One replica choice of a text request (cluster/job-router.ts). */
   recordRouting(deploymentId: string, policy: string, reason: string): void {
     // Once per text request: counted in plain maps (no label hashing, no string built), handed to prom-client at scrape.
@@ -275,6 +258,11 @@ export class Metrics {
     byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
   }
 
+  /**
+   * GPU spend metered for a deployment, in US dollars. Counters only go up: a negative or
+   * non-finite amount throws (a refund is not spend). Record it where it is metered once in
+   * the cluster, so `sum()` over servers is the total.
+   */
   recordSpend(deploymentId: string, usd: number): void {
     if (!Number.isFinite(usd) || usd < 0) throw new RangeError(`spend must be a finite, non-negative number of dollars, got ${usd}`);
     this.spend.inc({ deployment: deploymentId }, usd);

@@ -1,8 +1,18 @@
+import type { FinishedRequest } from '../../control-plane/pipeline/finished-request';
 import { Metrics, NO_DEPLOYMENT } from '../../control-plane/telemetry/metrics';
 import { isLoopbackAddress } from '../../gateway/http/metrics.route';
 import { RequestIds } from '../../gateway/http/request-id';
 import { ROUTE_LABELS, routeLabel } from '../../gateway/route-label';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
+
+/** A settled owner's chat stream; `overrides` make it another. */
+function finished(overrides: Partial<FinishedRequest> = {}): FinishedRequest {
+  return {
+    workspaceId: 'ws_1', apiKeyId: 'key_1', deploymentId: 'dep_a', sharedModel: null, model: 'org/chat-8b', endpoint: 'chat.completions', stream: true,
+    batchId: undefined, outcome: 'succeeded', finishReason: 'stop', errorCode: null, promptTokens: 10, completionTokens: 5, cachedTokens: 0,
+    startedAt: 1_000, latencyMs: 500, ttftMs: 100, replicaId: 'rep_1', requestId: 'req_1', traceId: null, phases: null, ...overrides,
+  };
+}
 
 describe('Metrics', () => {
   const metricsInTest: Metrics[] = [];
@@ -47,13 +57,79 @@ describe('Metrics', () => {
     expect(sampleValue(samples, 'inference_time_to_first_token_seconds_bucket', { ...chat, le: '0.025' })).toBe(1);
   });
 
-  it('sums tokens per deployment and kind', async () => {
+  it('sums tokens per deployment, model and kind, from finished requests that reported usage', async () => {
     const metrics = create();
-    metrics.recordTokens('dep_a', 10, 5);
-    metrics.recordTokens('dep_a', 7, 3);
+    metrics.requestFinished(finished({ promptTokens: 10, completionTokens: 5 }));
+    metrics.requestFinished(finished({ promptTokens: 7, completionTokens: 3, stream: false, ttftMs: null }));
+    metrics.requestFinished(finished({ deploymentId: 'dep_b', outcome: 'failed', finishReason: null, errorCode: 'pod_crash', promptTokens: 0, completionTokens: 0 }));
     const samples = await scrape(metrics);
-    expect(sampleValue(samples, 'inference_tokens_total', { deployment: 'dep_a', kind: 'prompt' })).toBe(17);
-    expect(sampleValue(samples, 'inference_tokens_total', { deployment: 'dep_a', kind: 'completion' })).toBe(8);
+    expect(sampleValue(samples, 'inference_tokens_total', { deployment: 'dep_a', model: 'org/chat-8b', kind: 'prompt' })).toBe(17);
+    expect(sampleValue(samples, 'inference_tokens_total', { deployment: 'dep_a', model: 'org/chat-8b', kind: 'completion' })).toBe(8);
+    // A request with no usage adds no token series.
+    expect(sampleValue(samples, 'inference_tokens_total', { deployment: 'dep_b', kind: 'prompt' })).toBeUndefined();
+  });
+
+  it('fills the per-deployment latency, first-token and per-output-token histograms of finished requests', async () => {
+    const metrics = create();
+    // Stream: 0.1 s to the first token, 0.5 s in all, 5 tokens: (0.5 - 0.1) / 4 = 0.1 s per token after the first.
+    metrics.requestFinished(finished());
+    // Answered in one piece: latency only.
+    metrics.requestFinished(finished({ stream: false, ttftMs: null, latencyMs: 3_000, completionTokens: 40 }));
+    // One token: a first token, no time per output token.
+    metrics.requestFinished(finished({ latencyMs: 60, ttftMs: 40, completionTokens: 1 }));
+    // Canceled after its first token: latency and first token, no time per output token (its end is not its last token's).
+    metrics.requestFinished(finished({ outcome: 'canceled', errorCode: 'canceled', latencyMs: 9_000, ttftMs: 20, completionTokens: 300 }));
+    const samples = await scrape(metrics);
+    const series = { deployment: 'dep_a', model: 'org/chat-8b' };
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', series)).toBe(4);
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_sum', series)).toBeCloseTo(12.56, 6);
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_bucket', { ...series, le: '0.5' })).toBe(2);
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_bucket', { ...series, le: '4' })).toBe(3);
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_bucket', { ...series, le: '+Inf' })).toBe(4);
+    expect(sampleValue(samples, 'inference_request_time_to_first_token_seconds_count', series)).toBe(3);
+    expect(sampleValue(samples, 'inference_request_time_to_first_token_seconds_sum', series)).toBeCloseTo(0.16, 6);
+    expect(sampleValue(samples, 'inference_request_time_to_first_token_seconds_bucket', { ...series, le: '0.025' })).toBe(1);
+    expect(sampleValue(samples, 'inference_request_time_to_first_token_seconds_bucket', { ...series, le: '0.05' })).toBe(2);
+    expect(sampleValue(samples, 'inference_request_time_per_output_token_seconds_count', series)).toBe(1);
+    expect(sampleValue(samples, 'inference_request_time_per_output_token_seconds_sum', series)).toBeCloseTo(0.1, 9);
+    expect(sampleValue(samples, 'inference_request_time_per_output_token_seconds_bucket', { ...series, le: '0.075' })).toBe(0);
+    expect(sampleValue(samples, 'inference_request_time_per_output_token_seconds_bucket', { ...series, le: '0.1' })).toBe(1);
+  });
+
+  it('counts finished requests by outcome, finish reason and error, from closed sets', async () => {
+    const metrics = create();
+    metrics.requestFinished(finished());
+    metrics.requestFinished(finished());
+    metrics.requestFinished(finished({ finishReason: 'length' }));
+    metrics.requestFinished(finished({ finishReason: 'tool_calls' }));
+    metrics.requestFinished(finished({ finishReason: 'made_up_by_an_engine"}' }));
+    metrics.requestFinished(finished({ outcome: 'failed', finishReason: null, errorCode: 'engine_error' }));
+    metrics.requestFinished(finished({ outcome: 'failed', finishReason: null, errorCode: 'a code no one listed' }));
+    metrics.requestFinished(finished({ outcome: 'canceled', finishReason: 'abort', errorCode: 'canceled' }));
+    const samples = await scrape(metrics);
+    const count = (labels: Record<string, string>) => sampleValue(samples, 'inference_requests_finished_total', { deployment: 'dep_a', model: 'org/chat-8b', ...labels });
+    expect(count({ outcome: 'succeeded', finish_reason: 'stop', error: 'none' })).toBe(2);
+    expect(count({ outcome: 'succeeded', finish_reason: 'length', error: 'none' })).toBe(1);
+    expect(count({ outcome: 'succeeded', finish_reason: 'tool_calls', error: 'none' })).toBe(1);
+    expect(count({ outcome: 'succeeded', finish_reason: 'other', error: 'none' })).toBe(1);
+    expect(count({ outcome: 'failed', finish_reason: 'none', error: 'engine_error' })).toBe(1);
+    expect(count({ outcome: 'failed', finish_reason: 'none', error: 'other' })).toBe(1);
+    expect(count({ outcome: 'canceled', finish_reason: 'abort', error: 'canceled' })).toBe(1);
+    expect(samples.filter((sample) => sample.name === 'inference_requests_finished_total')).toHaveLength(7);
+    expect(samples.some((sample) => Object.values(sample.labels).some((value) => value.includes('made_up') || value.includes('no one')))).toBe(false);
+  });
+
+  it('labels a guest\'s request with the shared model it called, never the owner\'s deployment that served it', async () => {
+    const metrics = create();
+    metrics.requestFinished(finished({ deploymentId: 'dep_owner', sharedModel: 'shared/org/chat-8b' }));
+    metrics.requestFinished(finished({ deploymentId: 'dep_owner' }));
+    const samples = await scrape(metrics);
+    const guest = { deployment: 'shared/org/chat-8b', model: 'org/chat-8b' };
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', guest)).toBe(1);
+    expect(sampleValue(samples, 'inference_requests_finished_total', { ...guest, outcome: 'succeeded' })).toBe(1);
+    expect(sampleValue(samples, 'inference_tokens_total', { ...guest, kind: 'prompt' })).toBe(10);
+    // The owner's own request is the only one under its deployment id.
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', { deployment: 'dep_owner' })).toBe(1);
   });
 
   it('reads queue depth and replicas from their sources at scrape time, and drops what is gone', async () => {
@@ -149,18 +225,19 @@ describe('Metrics', () => {
     expect(secondSamples.some((sample) => sample.name.startsWith('inference_nodejs_heap_size_total_bytes'))).toBe(true);
   });
 
-  it('records a request in well under 3 µs (request id, status, duration, first token, tokens)', () => {
+  it('records a request in well under 3 µs (request id, status, duration, first token, its finished-request series)', () => {
     const metrics = create();
     const ids = new RequestIds();
     const deployments = Array.from({ length: 20 }, (_, index) => `dep_${index.toString(36).padStart(8, '0')}`);
     const statuses = [200, 200, 200, 200, 400, 429, 503];
+    const finishedRequests = deployments.map((deploymentId) => finished({ deploymentId, promptTokens: 40, completionTokens: 120 }));
     const perRequest = (iteration: number) => {
       const deployment = deployments[iteration % deployments.length];
       const route = (iteration & 1) === 0 ? 'chat.completions' : 'completions';
       const id = ids.from(undefined);
       const receivedAt = performance.now();
       metrics.recordTimeToFirstToken(route, (performance.now() - receivedAt) / 1000);
-      metrics.recordTokens(deployment, 40, 120);
+      metrics.requestFinished(finishedRequests[iteration % finishedRequests.length]);
       metrics.recordRequest(deployment, route, statuses[iteration % statuses.length], (performance.now() - receivedAt) / 1000 + id.length * 1e-6);
     };
     const iterations = 200_000;

@@ -80,7 +80,7 @@ function world(options: { tpdLeft?: number } = {}) {
     catalog: { find: (id: string) => (id === SHARED_MODEL ? chatModel() : undefined) },
     deployments: { findBySlug: async () => null },
     rateLimiter: rate, jobs, shared, requests: {}, usage: { record() {} },
-    metrics: { recordTokens() {}, recordTimeToFirstToken() {} },
+    metrics: { recordTimeToFirstToken() {} },
     cacheSalts: { of: (workspaceId: string) => `salt-of-${workspaceId}` },
   } as unknown as PipelineParts);
   return { pipeline, rate, billing, sent };

@@ -8,6 +8,7 @@ import type { AuthenticatedKey } from '../../../control-plane/api-keys/api-key.s
 import type { CatalogModel } from '../../../control-plane/catalog/catalog';
 import type { Deployment } from '../../../control-plane/deployments/deployment.entity';
 import type { DispatchRequest, Job, JobFailure, JobListener } from '../../../control-plane/dispatch/job';
+import type { FinishedRequest } from '../../../control-plane/pipeline/finished-request';
 import type { FanOutSink, JobDispatch, JobSink } from '../../../control-plane/pipeline/job-sink';
 import type { Usage } from '../../../proto/worker/v1';
 import { AppError } from '../../../control-plane/errors/app-error';
@@ -122,17 +123,20 @@ function world() {
   };
   const usage = { records: [] as UsageInput[], record: (input: UsageInput) => void usage.records.push(input) };
   const metrics = {
+    /** What the metrics observer counts of each settled request: its label (a guest's is the shared model), prompt and completion tokens. */
     tokens: [] as unknown[][],
     ttft: [] as unknown[][],
-    recordTokens: (label: string, prompt: number, completion: number) => void metrics.tokens.push([label, prompt, completion]),
     recordTimeToFirstToken: (endpoint: string, seconds: number) => void metrics.ttft.push([endpoint, seconds]),
+  };
+  const observer = {
+    requestFinished: (request: FinishedRequest) => void metrics.tokens.push([request.sharedModel ?? request.deploymentId, request.promptTokens, request.completionTokens]),
   };
   const models = [chatModel(), EMBEDDER, BASE, PAINTER, PAINTER_2];
   const slugs: Deployment[] = [OWNED, deployment({ id: 'dep_other', slug: 'theirs', workspaceId: 'ws_other' })];
   const parts = {
     catalog: { find: (id: string) => models.find((model) => model.id === id) },
     deployments: { findBySlug: async (slug: string) => slugs.find((candidate) => candidate.slug === slug) ?? null },
-    rateLimiter: rate, jobs, shared, requests, usage, metrics, now: () => clock,
+    rateLimiter: rate, jobs, shared, requests, usage, metrics, observer, now: () => clock,
     cacheSalts: { of: (workspaceId: string) => `salt-of-${workspaceId}` },
   };
   const pipeline = new InferencePipeline(parts as unknown as PipelineParts);

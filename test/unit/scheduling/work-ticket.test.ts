@@ -46,8 +46,13 @@ function ticket(options: { owner?: Partial<TicketOwner>; guest?: boolean; failSe
   const settlement = {
     rateLimiter: { settle: (hold: TokenHold, used: number) => void settles.push({ hold, used }) },
     usage: { record: (input: UsageInput) => { log.push('record'); records.push(input); } },
-    metrics: { recordTokens: (label: string, prompt: number, completion: number) => void tokens.push([label, prompt, completion]) },
-    observer: { requestFinished: (request: FinishedRequest) => void observed.push(request) },
+    observer: {
+      requestFinished: (request: FinishedRequest) => {
+        observed.push(request);
+        // What the token metrics count of it (request-metrics.ts): under the request's label, when it reported usage.
+        if (request.promptTokens + request.completionTokens > 0) tokens.push([request.sharedModel ?? request.deploymentId, request.promptTokens, request.completionTokens]);
+      },
+    },
     now: () => clock,
   };
   const work = new WorkTicket(DECISION, { ...OWNER, ...options.owner }, parts, settlement, 4_000, options.settleWhen);
