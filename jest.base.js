@@ -10,8 +10,12 @@ module.exports = {
   // AI SDK, ai and @ai-sdk/*, and what it imports, for the stock-client tests): Node 24 requires
   // them natively (the server in dist/), jest's module runtime only with --experimental-vm-modules,
   // so swc turns them into CommonJS for tests.
-  transformIgnorePatterns: ['/node_modules/(?!(@kubernetes/client-node|openid-client|oauth4webapi|jose|socks-proxy-agent|agent-base|ai|@ai-sdk|@vercel|eventsource-parser|@standard-schema|zod|@workflow)/)'],
+  // The OTLP exporters' transport loads node:http with a dynamic import() when it first sends,
+  // which jest's module runtime refuses without --experimental-vm-modules: in tests alone, swc
+  // turns those imports into require() (the server in dist/ runs them natively).
+  transformIgnorePatterns: ['/node_modules/(?!(@kubernetes/client-node|openid-client|oauth4webapi|jose|socks-proxy-agent|agent-base|ai|@ai-sdk|@vercel|eventsource-parser|@standard-schema|zod|@workflow|@opentelemetry/otlp-exporter-base)/)'],
   transform: {
+    '/node_modules/@opentelemetry/otlp-exporter-base/.+\\.cjs$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs', ignoreDynamic: false } }],
     '/node_modules/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs', ignoreDynamic: true } }],
     '^.+\\.ts$': ['@swc/jest', {
       jsc: {

@@ -60,6 +60,7 @@ import { relayToken, ServerRegistry } from './cluster/server-registry';
 import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
+import { startOtelMetrics } from './telemetry/otel-metrics';
 import { RequestObservers } from './pipeline/finished-request';
 import { InferencePipeline } from './pipeline/inference-pipeline';
 import { OpenAiBatchLines } from './openai/batch-lines';
@@ -367,6 +368,12 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   // Every settled request is heard here: per-deployment metrics, minute rollups, the request log.
   const requestObservers = new RequestObservers((error) => logger.error({ err: error }, 'a finished-request observer failed'));
   requestObservers.add(metrics);
+  // Off by default: then no exporter, timer or observer exists, and a request pays nothing for it.
+  if (config.otelMetrics) {
+    const otelMetrics = startOtelMetrics(config.otelMetrics, notifier.instanceId, logger.child({ component: 'otel-metrics' }));
+    requestObservers.add(otelMetrics.observer);
+    lifecycle.add('OpenTelemetry metrics', () => otelMetrics.shutdown());
+  }
   const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });

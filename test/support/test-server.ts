@@ -20,6 +20,8 @@ export interface TestServerOptions {
   dataDir?: string;
   /** The server's logger (tests that read the logs); otherwise one at TEST_LOG_LEVEL, silent by default. */
   logger?: Logger;
+  /** The environment the server reads its settings from (the standard OTEL_* variables, say); otherwise an empty one. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface TestWorkspace {
@@ -65,7 +67,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const databaseUrl = options.databaseUrl ?? await createTestDatabase();
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'inference-test-data-'));
   const server = await startServer({
-    env: {},
+    env: options.env ?? {},
     logger: options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     controlPlane: {
       databaseUrl, dataDir, grpcPort: 0, heartbeatIntervalMs: 1_000, localRestartDelayMs: 100,

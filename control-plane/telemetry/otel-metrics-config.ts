@@ -1,0 +1,115 @@
+import { ConfigError } from '../config/env-fields';
+
+/** How finished requests' OpenTelemetry GenAI metrics are exported (otel-metrics.ts); null when they are not. */
+export interface OtelMetricsConfig {
+  /** The OTLP/HTTP metrics URL, e.g. `http://collector:4318/v1/metrics`. */
+  readonly url: string;
+  /** Sent with every export (an API key of a hosted backend). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** One export request's timeout. @default 10000 */
+  readonly exportTimeoutMs: number;
+  /** Time between two exports. @default 60000 */
+  readonly exportIntervalMs: number;
+  /** How long the periodic reader waits for one whole collection and export. @default 30000, at most the interval */
+  readonly readerTimeoutMs: number;
+  readonly temporality: 'cumulative' | 'delta' | 'lowmemory';
+  /** `service.name` of the resource. @default inference-platform */
+  readonly serviceName: string;
+  /** OTEL_RESOURCE_ATTRIBUTES, parsed. */
+  readonly resourceAttributes: Readonly<Record<string, string>>;
+}
+
+const DEFAULT_URL = 'http://localhost:4318/v1/metrics';
+export const DEFAULT_SERVICE_NAME = 'inference-platform';
+
+/**
+ * The standard OpenTelemetry variables (the SDK environment specification), read from `env`
+ * rather than process.env so a test or a second server in one process has its own:
+ * - `OTEL_METRICS_EXPORTER`: `otlp` turns the export on; unset or `none` leaves it off (off by
+ *   default, unlike the specification's `otlp`: a server with no collector would fail an
+ *   export every minute). `OTEL_SDK_DISABLED=true` turns it off whatever else is set.
+ * - `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` (used as given) or `OTEL_EXPORTER_OTLP_ENDPOINT`
+ *   (+ `/v1/metrics`); `…_HEADERS`, `…_TIMEOUT`, `…_PROTOCOL` likewise, the metrics variable first.
+ * - `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_METRIC_EXPORT_TIMEOUT` (ms),
+ *   `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`.
+ * The protocol is `http/json`, the one the installed exporter speaks; `http/protobuf` or `grpc`
+ * is refused at start rather than sent as JSON to a port that expects something else.
+ */
+export function loadOtelMetricsConfig(env: NodeJS.ProcessEnv = process.env): OtelMetricsConfig | null {
+  const read = (name: string) => {
+    const value = env[name]?.trim();
+    return value ? value : undefined;
+  };
+  if (read('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return null;
+  const exporters = (read('OTEL_METRICS_EXPORTER') ?? 'none').split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
+  const unknown = exporters.filter((name) => name !== 'otlp' && name !== 'none');
+  if (unknown.length > 0) throw new ConfigError(`OTEL_METRICS_EXPORTER: '${unknown[0]}' is not supported (use otlp or none)`);
+  if (!exporters.includes('otlp')) return null;
+
+  const protocol = read('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ?? read('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/json';
+  if (protocol !== 'http/json') {
+    const variable = read('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+    throw new ConfigError(`${variable}: '${protocol}' is not supported for metrics (only http/json)`);
+  }
+  const signalEndpoint = read('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
+  const baseEndpoint = read('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (signalEndpoint) checkUrl(signalEndpoint, 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
+  else if (baseEndpoint) checkUrl(baseEndpoint, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const url = signalEndpoint ?? (baseEndpoint ? `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics` : DEFAULT_URL);
+
+  const exportIntervalMs = milliseconds(env, 'OTEL_METRIC_EXPORT_INTERVAL', 60_000);
+  const temporality = (read('OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE') ?? 'cumulative').toLowerCase();
+  if (temporality !== 'cumulative' && temporality !== 'delta' && temporality !== 'lowmemory') {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: '${temporality}' is not one of cumulative, delta, lowmemory`);
+  }
+  return {
+    url,
+    headers: {
+      ...keyValues(read('OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS'),
+      ...keyValues(read('OTEL_EXPORTER_OTLP_METRICS_HEADERS'), 'OTEL_EXPORTER_OTLP_METRICS_HEADERS'),
+    },
+    exportTimeoutMs: env.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT?.trim()
+      ? milliseconds(env, 'OTEL_EXPORTER_OTLP_METRICS_TIMEOUT', 10_000) : milliseconds(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000),
+    exportIntervalMs,
+    // The SDK refuses a reader timeout longer than its interval.
+    readerTimeoutMs: Math.min(milliseconds(env, 'OTEL_METRIC_EXPORT_TIMEOUT', 30_000), exportIntervalMs),
+    temporality,
+    serviceName: read('OTEL_SERVICE_NAME') ?? DEFAULT_SERVICE_NAME,
+    resourceAttributes: keyValues(read('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES'),
+  };
+}
+
+function milliseconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const text = env[name]?.trim();
+  if (!text) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1 || value > 86_400_000) throw new ConfigError(`${name}: expected a whole number of milliseconds from 1 to 86400000, got '${text}'`);
+  return value;
+}
+
+function checkUrl(text: string, variable: string): void {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError(`${variable}: '${text}' is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`${variable}: '${text}' is not an http or https URL`);
+}
+
+/** `key1=value1,key2=value2`, each side percent-decoded (the W3C Baggage form the specification uses). */
+function keyValues(text: string | undefined, variable: string): Record<string, string> {
+  const pairs: Record<string, string> = {};
+  if (!text) return pairs;
+  for (const item of text.split(',')) {
+    if (!item.trim()) continue;
+    const equals = item.indexOf('=');
+    if (equals <= 0) throw new ConfigError(`${variable}: '${item.trim()}' is not key=value`);
+    try {
+      pairs[decodeURIComponent(item.slice(0, equals).trim())] = decodeURIComponent(item.slice(equals + 1).trim());
+    } catch {
+      throw new ConfigError(`${variable}: '${item.trim()}' is not percent-encoded correctly`);
+    }
+  }
+  return pairs;
+}
