@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import WebSocket from 'ws';
 import { waitFor } from '../support/test-server';
 import { chatOnce } from '../support/chat';
+import { parsePrometheusText, sampleValue } from '../telemetry/support/prometheus-text';
 import { PRICE_PER_MILLION, SHARED_ID, SHARED_MODEL, slowChat, startSharingFixture, type SharingFixture } from './support/sharing-fixture';
 
 /**
@@ -207,6 +208,14 @@ describe('shared serving', () => {
       const guestUsage = await fixture.graphql(`query($from: DateTimeISO!, $to: DateTimeISO!) { usage(from: $from, to: $to, groupBy: "deployment") { key requests } }`,
         { from: new Date(today.getTime() - 86_400_000).toISOString(), to: new Date(today.getTime() + 86_400_000).toISOString() }, guest.apiKey);
       expect(guestUsage.data.usage).toEqual([{ key: SHARED_ID, requests: 2 }]);
+
+      // /metrics labels the guest's requests with the shared model it called, never the owner's deployment that served them.
+      const samples = parsePrometheusText(await (await fetch(`${fixture.test.url}/metrics`)).text());
+      const guestSeries = { deployment: SHARED_ID, model: SHARED_MODEL };
+      expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', guestSeries)).toBe(2);
+      expect(sampleValue(samples, 'inference_request_time_to_first_token_seconds_count', guestSeries)).toBe(1);
+      expect(sampleValue(samples, 'inference_tokens_total', { ...guestSeries, kind: 'completion' })).toBe(9);
+      expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', { deployment: shared.id })).toBeUndefined();
     });
 
     it('a guest who aborts a stream pays for the tokens it was sent, and the owner is credited the same', async () => {

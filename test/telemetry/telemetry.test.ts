@@ -44,10 +44,24 @@ describe('telemetry on the serving path', () => {
     expect(delta(after, 'inference_request_duration_seconds_count', { route: 'chat.completions' })).toBe(4);
     expect(delta(after, 'inference_request_duration_seconds_sum', { route: 'chat.completions' })).toBeGreaterThan(0);
     expect(delta(after, 'inference_time_to_first_token_seconds_count', { route: 'chat.completions' })).toBe(1);
-    expect(delta(after, 'inference_tokens_total', { deployment: served.deployment.id, kind: 'prompt' }))
-      .toBe(plain.usage!.prompt_tokens + streamUsage!.prompt_tokens);
-    expect(delta(after, 'inference_tokens_total', { deployment: served.deployment.id, kind: 'completion' }))
-      .toBe(plain.usage!.completion_tokens + streamUsage!.completion_tokens);
+    const tokens = { deployment: served.deployment.id, model: served.modelId };
+    expect(delta(after, 'inference_tokens_total', { ...tokens, kind: 'prompt' })).toBe(plain.usage!.prompt_tokens + streamUsage!.prompt_tokens);
+    expect(delta(after, 'inference_tokens_total', { ...tokens, kind: 'completion' })).toBe(plain.usage!.completion_tokens + streamUsage!.completion_tokens);
+
+    // Per deployment and model, from the pipeline's finished requests: both ran, the stream had a first token and tokens after it.
+    const series = { deployment: served.deployment.id, model: served.modelId };
+    expect(streamUsage!.completion_tokens).toBeGreaterThanOrEqual(2);
+    expect(delta(after, 'inference_request_e2e_latency_seconds_count', series)).toBe(2);
+    expect(delta(after, 'inference_request_e2e_latency_seconds_sum', series)).toBeGreaterThan(0);
+    expect(delta(after, 'inference_request_time_to_first_token_seconds_count', series)).toBe(1);
+    expect(delta(after, 'inference_request_time_per_output_token_seconds_count', series)).toBe(1);
+    const finishedOk = after.filter((sample) => sample.name === 'inference_requests_finished_total' && sample.labels.deployment === served.deployment.id
+      && sample.labels.outcome === 'succeeded' && sample.labels.error === 'none');
+    const finishedBefore = before.filter((sample) => sample.name === 'inference_requests_finished_total' && sample.labels.deployment === served.deployment.id
+      && sample.labels.outcome === 'succeeded');
+    expect(finishedOk.reduce((sum, sample) => sum + sample.value, 0) - finishedBefore.reduce((sum, sample) => sum + sample.value, 0)).toBe(2);
+    // The refused requests (400, 401) never reached the pipeline: no finished request of theirs.
+    expect(after.filter((sample) => sample.name === 'inference_requests_finished_total' && sample.labels.outcome !== 'succeeded')).toEqual([]);
   });
 
   it('counts errors the Koa routes render, labelled by route and (once resolved) deployment', async () => {
@@ -61,8 +75,9 @@ describe('telemetry on the serving path', () => {
     const delta = (labels: Record<string, string>) => value(after, 'inference_requests_total', labels) - value(before, 'inference_requests_total', labels);
     expect(delta({ deployment: served.deployment.id, route: 'images.generations', status: '400' })).toBe(1);
     expect(delta({ deployment: 'none', route: 'other', status: '404' })).toBe(1);
-    // No raw path ever becomes a label value.
-    expect(after.some((sample) => Object.values(sample.labels).some((label) => label.includes('/')))).toBe(false);
+    // No raw path ever becomes a label value (`model` holds catalog ids, which have slashes: `org/name`).
+    expect(after.some((sample) => Object.values(sample.labels).some((label) => label.includes('no/such/path')))).toBe(false);
+    expect(after.filter((sample) => Object.entries(sample.labels).some(([name, label]) => name !== 'model' && label.includes('/')))).toEqual([]);
   });
 
   it('exposes queue depth and replicas per deployment, and the process metrics', async () => {
