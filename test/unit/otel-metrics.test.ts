@@ -4,7 +4,7 @@
  * MetricReader of the SDK itself. The export over OTLP/HTTP to a receiver is
  * test/telemetry/otel-metrics.test.ts.
  */
-import { MeterProvider, MetricReader, type HistogramMetricData, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
+import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetricData, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import { ConfigError } from '../../control-plane/config/env-fields';
 import type { FinishedRequest } from '../../control-plane/pipeline/finished-request';
 import { loadOtelMetricsConfig } from '../../control-plane/telemetry/otel-metrics-config';
@@ -72,6 +72,13 @@ function finished(overrides: Partial<FinishedRequest> = {}): FinishedRequest {
 }
 
 describe('GenAiMetrics', () => {
+  /** GenAiMetrics as the producer of a reader bound to a provider, as startOtelMetrics wires it. */
+  const exported = (temporality?: AggregationTemporality) => {
+    const genAi = new GenAiMetrics('inference-platform', temporality);
+    const reader = new ReadNow({ metricProducers: [genAi] });
+    const provider = new MeterProvider({ readers: [reader] });
+    return { reader, provider, genAi };
+  };
   const read = async (reader: ReadNow) => {
     const { resourceMetrics } = await reader.collect() as { resourceMetrics: ResourceMetrics };
     const metrics = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics) as HistogramMetricData[];
@@ -79,9 +86,7 @@ describe('GenAiMetrics', () => {
   };
 
   test('records the four GenAI histograms with the conventions\' attributes; a guest under its shared model', async () => {
-    const reader = new ReadNow();
-    const provider = new MeterProvider({ readers: [reader] });
-    const genAi = new GenAiMetrics(provider.getMeter('test'), 'inference-platform');
+    const { reader, provider, genAi } = exported();
     genAi.requestFinished(finished());
     genAi.requestFinished(finished({ stream: false, ttftMs: null, endpoint: 'completions', latencyMs: 2_000 }));
     genAi.requestFinished(finished({ deploymentId: 'dep_owner', sharedModel: 'shared/org/chat-8b', completionTokens: 1, ttftMs: 50, latencyMs: 60 }));
@@ -115,9 +120,7 @@ describe('GenAiMetrics', () => {
   });
 
   test('a failed or canceled request has error.type from a closed set, and no first-token or per-token point', async () => {
-    const reader = new ReadNow();
-    const provider = new MeterProvider({ readers: [reader] });
-    const genAi = new GenAiMetrics(provider.getMeter('test'), 'inference-platform');
+    const { reader, provider, genAi } = exported();
     genAi.requestFinished(finished({ outcome: 'failed', finishReason: null, errorCode: 'engine_error', promptTokens: 0, completionTokens: 0 }));
     genAi.requestFinished(finished({ outcome: 'failed', finishReason: null, errorCode: 'something "new"' }));
     genAi.requestFinished(finished({ outcome: 'canceled', errorCode: 'canceled' }));
@@ -127,6 +130,23 @@ describe('GenAiMetrics', () => {
     expect(points('gen_ai.server.time_per_output_token')).toEqual([]);
     // Usage known (the canceled stream's, the unknown failure's): counted; the engine error reported none.
     expect(points('gen_ai.client.token.usage').find((point) => point.attributes['gen_ai.token.type'] === 'input')?.value).toMatchObject({ count: 2, sum: 24 });
+    await provider.shutdown();
+  });
+
+  test('buckets each value by the convention\'s boundaries; delta temporality starts each collection from zero', async () => {
+    const { reader, provider, genAi } = exported(AggregationTemporality.DELTA);
+    genAi.requestFinished(finished({ latencyMs: 15 }));
+    genAi.requestFinished(finished({ latencyMs: 30 }));
+    genAi.requestFinished(finished({ latencyMs: 100_000 }));
+    let [duration] = (await read(reader))('gen_ai.server.request.duration');
+    expect(duration.value).toMatchObject({ count: 3, min: 0.015, max: 100 });
+    // Boundaries 0.01, 0.02, 0.04, …, 81.92: 0.015 in (0.01, 0.02], 0.03 in (0.02, 0.04], 100 above them all.
+    expect(duration.value.buckets.counts).toEqual([0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    const points = await read(reader);
+    expect(points('gen_ai.server.request.duration')).toEqual([]);
+    genAi.requestFinished(finished({ latencyMs: 50 }));
+    [duration] = (await read(reader))('gen_ai.server.request.duration');
+    expect(duration.value).toMatchObject({ count: 1, sum: 0.05 });
     await provider.shutdown();
   });
 });
