@@ -39,7 +39,8 @@ export class AccumulatedHistogram {
   readonly type = 'histogram';
   readonly aggregator: Aggregator = 'sum';
   private readonly bySeries = new Map<string, { labels: Record<string, string>; series: HistogramSeries }>();
-  private readonly labelNames: readonly string[];
+  /** As prom-client's metrics have it (tests read each metric's labels from the registry). */
+  readonly labelNames: readonly string[];
 
   constructor(readonly name: string, readonly help: string, labelNames: string | readonly string[], private readonly bounds: readonly number[]) {
     this.labelNames = typeof labelNames === 'string' ? [labelNames] : labelNames;
