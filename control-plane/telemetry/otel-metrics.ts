@@ -102,7 +102,8 @@ interface PointSet {
 
 /**
  * The GenAI metrics of every settled text request, as the OpenTelemetry conventions name them:
- * - `gen_ai.server.request.duration` (s): admission to settlement, every outcome; `error.type`
+ * - `gen_ai.server.request.duration` (s): admission to settlement, every outcome, batch lines
+ *   aside (they wait for free capacity by design); `error.type`
  *   on a failed or canceled request (its code, from a closed set, else `_OTHER`);
  * - `gen_ai.server.time_to_first_token` and `gen_ai.server.time_per_output_token` (s):
  *   succeeded streams, as the conventions define them (per output token as /metrics: after
@@ -129,7 +130,7 @@ export class GenAiMetrics implements RequestObserver, MetricProducer {
     const set = this.pointSet(request.sharedModel ?? request.deploymentId, request.model, request.endpoint);
     const { latencyMs, ttftMs, completionTokens } = request;
     const succeeded = request.outcome === 'succeeded';
-    if (latencyMs >= 0) (succeeded ? set.duration : this.failedPoint(set, request.errorCode ?? request.outcome)).record(latencyMs / 1000);
+    if (latencyMs >= 0 && request.batchId === undefined) (succeeded ? set.duration : this.failedPoint(set, request.errorCode ?? request.outcome)).record(latencyMs / 1000);
     if (succeeded && request.stream && ttftMs !== null && ttftMs >= 0) {
       set.firstToken.record(ttftMs / 1000);
       if (completionTokens >= 2 && latencyMs >= ttftMs) set.perOutputToken.record((latencyMs - ttftMs) / 1000 / (completionTokens - 1));

@@ -67,7 +67,7 @@ export class RequestMetrics implements RequestObserver {
   /** deployment label → model → series: two lookups of strings the request already holds. */
   private readonly byDeployment = new Map<string, Map<string, DeploymentModelSeries>>();
   private readonly latency = new AccumulatedHistogram('inference_request_e2e_latency_seconds',
-    'Text requests from admission to settlement (the engine\'s last event), every outcome, by deployment and model.', ['deployment', 'model'], LATENCY_BUCKETS);
+    'Text requests (not batch lines) from admission to settlement (the engine\'s last event), every outcome, by deployment and model.', ['deployment', 'model'], LATENCY_BUCKETS);
   private readonly timeToFirstToken = new AccumulatedHistogram('inference_request_time_to_first_token_seconds',
     'Streams: admission to the first chunk of output, by deployment and model.', ['deployment', 'model'], TTFT_BUCKETS);
   private readonly timePerOutputToken = new AccumulatedHistogram('inference_request_time_per_output_token_seconds',
@@ -113,7 +113,8 @@ export class RequestMetrics implements RequestObserver {
   requestFinished(request: FinishedRequest): void {
     const series = this.series(request.sharedModel ?? request.deploymentId, request.model);
     const { latencyMs, ttftMs, completionTokens } = request;
-    if (latencyMs >= 0) series.latency.observe(latencyMs / 1000);
+    // A batch line waits for capacity live traffic leaves free, by design: its time is not a latency anyone waits on.
+    if (latencyMs >= 0 && request.batchId === undefined) series.latency.observe(latencyMs / 1000);
     if (request.stream && ttftMs !== null && ttftMs >= 0) {
       series.timeToFirstToken.observe(ttftMs / 1000);
       // One token has no gap after the first; a failed or canceled stream's end is not its last token's time.

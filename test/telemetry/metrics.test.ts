@@ -96,6 +96,16 @@ describe('Metrics', () => {
     expect(sampleValue(samples, 'inference_request_time_per_output_token_seconds_bucket', { ...series, le: '0.1' })).toBe(1);
   });
 
+  it('counts a batch line\'s outcome and tokens, but not its wait for free capacity as a latency', async () => {
+    const metrics = create();
+    metrics.requestFinished(finished({ batchId: 'batch_1', stream: false, ttftMs: null, latencyMs: 90_000 }));
+    const samples = await scrape(metrics);
+    const series = { deployment: 'dep_a', model: 'org/chat-8b' };
+    expect(sampleValue(samples, 'inference_requests_finished_total', { ...series, outcome: 'succeeded' })).toBe(1);
+    expect(sampleValue(samples, 'inference_tokens_total', { ...series, kind: 'completion' })).toBe(5);
+    expect(sampleValue(samples, 'inference_request_e2e_latency_seconds_count', series)).toBe(0);
+  });
+
   it('counts finished requests by outcome, finish reason and error, from closed sets', async () => {
     const metrics = create();
     metrics.requestFinished(finished());

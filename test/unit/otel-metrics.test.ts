@@ -91,6 +91,8 @@ describe('GenAiMetrics', () => {
     genAi.requestFinished(finished({ stream: false, ttftMs: null, endpoint: 'completions', latencyMs: 2_000 }));
     genAi.requestFinished(finished({ deploymentId: 'dep_owner', sharedModel: 'shared/org/chat-8b', completionTokens: 1, ttftMs: 50, latencyMs: 60 }));
     genAi.requestFinished(finished({ endpoint: 'embeddings', stream: false, ttftMs: null, promptTokens: 30, completionTokens: 0, latencyMs: 40 }));
+    // A batch line: its tokens, not its wait for free capacity.
+    genAi.requestFinished(finished({ endpoint: 'completions', batchId: 'batch_1', stream: false, ttftMs: null, promptTokens: 8, latencyMs: 90_000 }));
     const points = await read(reader);
     const chat = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'inference-platform', 'gen_ai.request.model': 'org/chat-8b', 'inference.deployment': 'dep_a' };
 
@@ -99,7 +101,7 @@ describe('GenAiMetrics', () => {
       chat, { ...chat, 'gen_ai.operation.name': 'text_completion' }, { ...chat, 'inference.deployment': 'shared/org/chat-8b' },
       { ...chat, 'gen_ai.operation.name': 'embeddings' },
     ]));
-    expect(durations.find((point) => point.attributes['gen_ai.operation.name'] === 'text_completion')?.value.sum).toBe(2);
+    expect(durations.find((point) => point.attributes['gen_ai.operation.name'] === 'text_completion')?.value).toMatchObject({ count: 1, sum: 2 });
 
     // First token: the two streams; per output token: only the one with 2 tokens or more, (0.9 - 0.1) / 4.
     const ttft = points('gen_ai.server.time_to_first_token');
@@ -111,6 +113,8 @@ describe('GenAiMetrics', () => {
     expect(tpot[0].attributes).toEqual(chat);
 
     const tokens = points('gen_ai.client.token.usage');
+    expect(tokens.find((point) => point.attributes['gen_ai.operation.name'] === 'text_completion' && point.attributes['gen_ai.token.type'] === 'input')?.value)
+      .toMatchObject({ count: 2, sum: 20 });
     const input = tokens.find((point) => point.attributes['gen_ai.token.type'] === 'input' && point.attributes['gen_ai.operation.name'] === 'chat'
       && point.attributes['inference.deployment'] === 'dep_a');
     expect(input?.value).toMatchObject({ count: 1, sum: 12 });
