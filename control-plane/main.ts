@@ -182,8 +182,9 @@ export interface ControlPlane {
   readonly grpcAddress: string;
   /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
   readonly agentReach: AgentReach;
-  /** Per-minute deployment history (GraphQL `deploymentMetrics`); `rollupWriter` writes this server's minutes (tests flush it). */
+  /** Per-minute deployment history (GraphQL `deploymentMetrics`); `minuteRollups` counts this server's minutes, `rollupWriter` writes them (tests flush it). */
   readonly metricsHistory: DeploymentMetrics;
+  readonly minuteRollups: MinuteRollups;
   readonly rollupWriter: RollupWriter;
   /** The request log of text calls (GraphQL `requestLog`) and its batched writer (tests flush it). */
   readonly requestLog: RequestLog;
@@ -447,7 +448,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
-    metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), rollupWriter,
+    metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.

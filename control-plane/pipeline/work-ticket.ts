@@ -149,6 +149,15 @@ export class WorkTicket {
     });
   }
 
+  /**
+   * The job's first chunk arrived (and is being written to the client): a stream's TTFT as its
+   * FinishedRequest tells it. The sink's own measure (`firstToken`) comes only once the answer
+   * is carried, after a chat request is settled at its terminal event.
+   */
+  firstChunk(): void {
+    this.ttftMs ??= this.settlement.now() - this.startedAt;
+  }
+
   /** The first byte reached the client `ms` after the request arrived. */
   firstToken(ms: number): void {
     this.ttftMs ??= ms;
@@ -206,10 +215,15 @@ export class WorkTicket {
 /** A job's listener with its terminal event metered on the ticket first. */
 class MeteredListener implements JobListener {
   job: Job | undefined;
+  private chunked = false;
 
   constructor(private readonly listener: JobListener, private readonly ticket: WorkTicket, private readonly capture: ContentCapture | undefined) {}
 
   onChunk(data: Buffer): void {
+    if (!this.chunked) {
+      this.chunked = true;
+      this.ticket.firstChunk();
+    }
     this.capture?.chunk(data);
     this.listener.onChunk(data);
   }
