@@ -114,7 +114,7 @@ function Charts({ points, stepMinutes, rangeLabel }: { points: Array<Point & { t
         <BarChart data={points} accessibilityLayer={false}>
           <CartesianGrid stroke="#e5e8ec" />
           <XAxis dataKey="time" minTickGap={40} tick={AXIS} />
-          <YAxis tick={AXIS} width={64} tickFormatter={(value: number) => formatUsd(value)} />
+          <YAxis tick={AXIS} width={76} tickFormatter={(value: number) => formatUsd(value)} />
           <Tooltip formatter={(value) => `$${Number(value).toFixed(4)}`} />
           <Bar dataKey="gpuCostUsd" name="GPU cost" fill="#b04a00" isAnimationActive={false} />
         </BarChart>
