@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { waitFor } from '../support/test-server';
 import { SHARED_ID, SHARED_MODEL, startSharingFixture, type SharingFixture } from '../sharing/support/sharing-fixture';
+import { chatLine, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 
 const ENTRY = `id requestId startedAt apiKeyId apiKeyName deploymentId deploymentSlug sharedModel replicaId batchId model endpoint stream status
   errorCode finishReason promptTokens completionTokens cachedTokens latencyMs ttftMs traceId hasBody
@@ -22,7 +23,10 @@ describe('request log', () => {
 
   beforeAll(async () => {
     fixture = await startSharingFixture({
-      controlPlane: { requestLog: { flushIntervalMs: 20, bodyMaxBytes: 1024, sweepIntervalMs: 100 } },
+      controlPlane: {
+        requestLog: { flushIntervalMs: 20, bodyMaxBytes: 1024, sweepIntervalMs: 100 },
+        batches: { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50 },
+      },
     });
     owner = await fixture.workspace('owner');
     other = await fixture.workspace('other');
@@ -167,4 +171,21 @@ describe('request log', () => {
     await waitFor(async () => (await query('SELECT count(*)::int AS n FROM request_log WHERE request_id = $1', [entry.id]))[0].n === 0, 10_000, 'the old entry swept');
     expect((await page(owner.apiKey, { filter: { search: entry.id } })).data.requestLog.entries).toEqual([]);
   });
+
+  it('logs batch lines, marked with their batch, under log_<n> ids that find them', async () => {
+    const lines = [chatLine('line-a', 'one'), chatLine('line-b', 'two')];
+    const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    expect((await waitForBatch(client, created.id, 30_000)).status).toBe('completed');
+    let lineEntries: any[] = [];
+    await waitFor(async () => {
+      await flushed();
+      lineEntries = (await page(owner.apiKey, { first: 200 })).data.requestLog.entries.filter((entry: any) => entry.batchId === created.id);
+      return lineEntries.length === 2;
+    }, 10_000, 'both lines logged');
+    for (const entry of lineEntries) {
+      expect(entry).toMatchObject({ id: expect.stringMatching(/^log_\d+$/), requestId: null, deploymentId: shared.id, endpoint: 'chat.completions', status: 'succeeded', hasBody: false });
+      const found = await fixture.graphql('query($id: ID!) { requestLogEntry(id: $id) { id batchId } }', { id: entry.id }, owner.apiKey);
+      expect(found.data.requestLogEntry).toEqual({ id: entry.id, batchId: created.id });
+    }
+  }, 60_000);
 });
