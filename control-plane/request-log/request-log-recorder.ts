@@ -25,12 +25,13 @@ export class RequestLogRecorder implements RequestObserver {
   constructor(private readonly dataSource: DataSource, private readonly flushIntervalMs: number, private readonly logger: Logger) {}
 
   requestFinished(request: FinishedRequest): void {
+    if (this.stopped) return this.writeLate(request);
     if (this.pending.length >= MAX_PENDING) {
       this.dropped++;
       return;
     }
     this.pending.push(request);
-    if (!this.timer && !this.stopped) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
+    if (!this.timer) this.timer = setTimeout(() => void this.flush(), this.flushIntervalMs);
   }
 
   /** Writes what is pending; a failed write keeps it for the next flush. */
@@ -54,6 +55,15 @@ export class RequestLogRecorder implements RequestObserver {
       }
     });
     return this.writing;
+  }
+
+  /**
+   * A request settled after shutdown began (a job the engine ended late): written at once while
+   * the database is open, as the usage recorder does; never a timer that would keep the process alive.
+   */
+  private writeLate(request: FinishedRequest): void {
+    if (!this.dataSource.isInitialized) return;
+    this.insert([request]).catch((error) => this.logger.warn({ err: error, requestId: request.requestId }, 'a request log entry arrived after shutdown and was not written'));
   }
 
   async stop(): Promise<void> {
