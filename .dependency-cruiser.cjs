@@ -49,7 +49,7 @@ const LAYERS = {
     'replicas/', 'storage/', 'console/', 'placement/', 'budgets/',
   ],
   pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
-  operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],
+  operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'metrics-history/', 'request-log/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],
 };
 
 const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -4,6 +4,8 @@ import { loadBudgetLimits, type BudgetLimits } from './budgets/budget-config';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
 import { CONTROL_PLANE_SETTINGS, loadControlPlaneConfig } from './config/control-plane-config';
 import { loadRequestConfig, REQUEST_SETTINGS, type RequestConfig } from './requests/request-config';
+import { loadMetricsHistoryConfig, METRICS_HISTORY_SETTINGS, type MetricsHistoryConfig } from './metrics-history/metrics-history-config';
+import { loadRequestLogConfig, REQUEST_LOG_SETTINGS, type RequestLogConfig } from './request-log/request-log-config';
 import { loadResponsesConfig, RESPONSES_SETTINGS, type ResponsesConfig } from './responses/responses-config';
 import { loadSharingConfig, SHARING_SETTINGS, type SharingConfig } from './sharing/sharing-config';
 import { loadStorageConfig, STORAGE_SETTINGS, type StorageConfig } from './storage/storage-config';
@@ -32,6 +34,10 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   budgets: BudgetLimits;
   /** The OpenTelemetry GenAI metrics export (the standard `OTEL_*` variables); null: off, the default. */
   otelMetrics: OtelMetricsConfig | null;
+  /** Per-minute deployment metrics: retention and write interval. */
+  metricsHistory: MetricsHistoryConfig;
+  /** The request log of text calls: retention, write interval, the stored bodies' cap. */
+  requestLog: RequestLogConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -44,17 +50,20 @@ export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env)
     ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
     responses: loadResponsesConfig(env),
     sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env), otelMetrics: loadOtelMetricsConfig(env),
+    metricsHistory: loadMetricsHistoryConfig(env), requestLog: loadRequestLogConfig(env),
   };
 }
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'responses' | 'sharing' | 'batches' | 'budgets'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'responses' | 'sharing' | 'batches' | 'budgets' | 'metricsHistory' | 'requestLog'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
   responses?: Partial<ResponsesConfig>;
   sharing?: Partial<SharingConfig>;
   batches?: Partial<BatchConfig>;
+  metricsHistory?: Partial<MetricsHistoryConfig>;
+  requestLog?: Partial<RequestLogConfig>;
   /** Some scopes of some budgets; the rest keep their defaults. */
   budgets?: Partial<Record<BudgetName, Partial<Record<BudgetScope, number>>>>;
 };
@@ -75,7 +84,7 @@ export interface SettingsDeclaration {
 
 /** Every control-plane setting with its default, read from the loaders' own declarations (so `--help` cannot drift from them). */
 export function controlPlaneSettingRows(): SettingRow[] {
-  const rows = [CONTROL_PLANE_SETTINGS, STORAGE_SETTINGS, REQUEST_SETTINGS, WEBHOOK_SETTINGS, RESPONSES_SETTINGS, SHARING_SETTINGS, BATCH_SETTINGS]
+  const rows = [CONTROL_PLANE_SETTINGS, STORAGE_SETTINGS, REQUEST_SETTINGS, WEBHOOK_SETTINGS, RESPONSES_SETTINGS, SHARING_SETTINGS, BATCH_SETTINGS, METRICS_HISTORY_SETTINGS, REQUEST_LOG_SETTINGS]
     .flatMap((declaration) => settingRows(declaration as SettingsDeclaration));
   for (const name of BUDGET_NAMES) {
     for (const limit of Object.values(BUDGETS[name].limits) as { env: string; default: number }[]) rows.push({ env: limit.env, default: String(limit.default), group: 'tenant budget' });

@@ -85,6 +85,14 @@ import { TenantBudget } from './budgets/tenant-budget';
 import { WorkspaceBudgets } from './budgets/workspace-budgets';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
 import { tenantQueriesOf } from './data-source';
+import { RetentionSweep } from './database/retention-sweep';
+import { DeploymentMetrics } from './metrics-history/deployment-metrics';
+import { MetricsHistoryStore } from './metrics-history/metrics-history-store';
+import { MinuteRollups } from './metrics-history/minute-rollups';
+import { RollupWriter } from './metrics-history/rollup-writer';
+import { RequestLog } from './request-log/request-log';
+import { RequestLogRecorder } from './request-log/request-log-recorder';
+import { RequestLogStore } from './request-log/request-log-store';
 import type { TenantQueries } from './database/tenant-queries';
 
 /** Everything the gateway calls; built in one place from one config object. */
@@ -175,6 +183,13 @@ export interface ControlPlane {
   readonly grpcAddress: string;
   /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
   readonly agentReach: AgentReach;
+  /** Per-minute deployment history (GraphQL `deploymentMetrics`); `minuteRollups` counts this server's minutes, `rollupWriter` writes them (tests flush it). */
+  readonly metricsHistory: DeploymentMetrics;
+  readonly minuteRollups: MinuteRollups;
+  readonly rollupWriter: RollupWriter;
+  /** The request log of text calls (GraphQL `requestLog`) and its batched writer (tests flush it). */
+  readonly requestLog: RequestLog;
+  readonly requestLogRecorder: RequestLogRecorder;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -227,6 +242,26 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   });
   capacity.metering.start();
   lifecycle.add('metering', () => capacity.metering.stop());
+  // Minute rollups count what this server's metering passes bill; written with the requests' counts.
+  const minuteRollups = new MinuteRollups();
+  capacity.metering.onCharges((charges) => minuteRollups.charged(charges));
+  const rollupWriter = new RollupWriter(dataSource, minuteRollups, config.metricsHistory.flushIntervalMs, logger.child({ component: 'metrics-history' }));
+  rollupWriter.start();
+  lifecycle.add('metrics history', () => rollupWriter.stop());
+  const metricsHistoryStore = new MetricsHistoryStore(dataSource);
+  const metricsRetention = new RetentionSweep('metrics history', (before, limit) => metricsHistoryStore.deleteBefore(before, limit), {
+    retentionDays: config.metricsHistory.retentionDays, intervalMs: config.metricsHistory.sweepIntervalMs,
+  }, logger.child({ component: 'metrics-history' }));
+  metricsRetention.start();
+  lifecycle.add('metrics history retention', () => metricsRetention.stop());
+  const requestLogStore = new RequestLogStore(dataSource);
+  const requestLogRecorder = new RequestLogRecorder(dataSource, config.requestLog.flushIntervalMs, logger.child({ component: 'request-log' }));
+  lifecycle.add('request log', () => requestLogRecorder.stop());
+  const requestLogRetention = new RetentionSweep('request log', (before, limit) => requestLogStore.deleteBefore(before, limit), {
+    retentionDays: config.requestLog.retentionDays, intervalMs: config.requestLog.sweepIntervalMs,
+  }, logger.child({ component: 'request-log' }));
+  requestLogRetention.start();
+  lifecycle.add('request log retention', () => requestLogRetention.stop());
 
   const publicUrl = new PublicUrl();
   const storage = config.storage;
@@ -374,7 +409,12 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     requestObservers.add(otelMetrics.observer);
     lifecycle.add('OpenTelemetry metrics', () => otelMetrics.shutdown());
   }
-  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers });
+  requestObservers.add(minuteRollups);
+  requestObservers.add(requestLogRecorder);
+  const pipeline = new InferencePipeline({
+    catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers,
+    contentMaxBytes: config.requestLog.bodyMaxBytes,
+  });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
   const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));
@@ -416,6 +456,8 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
+    metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
+    requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();

@@ -43,6 +43,8 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     responses: { ...defaults.responses, ...overrides.responses },
     sharing: { ...defaults.sharing, ...overrides.sharing },
     batches: { ...defaults.batches, ...overrides.batches },
+    metricsHistory: { ...defaults.metricsHistory, ...overrides.metricsHistory },
+    requestLog: { ...defaults.requestLog, ...overrides.requestLog },
     budgets: withLimits(defaults.budgets, overrides.budgets ?? {}),
   };
   const configuredConnections = controlPlaneConfig.budgets.connections.server ?? 0;

@@ -14,11 +14,14 @@ import { Batches } from './pages/Batches';
 import { Webhooks } from './pages/Webhooks';
 import { Usage } from './pages/Usage';
 import { SharedModels } from './pages/SharedModels';
+import { RequestLog } from './pages/RequestLog';
+import { RequestLogEntry } from './pages/RequestLogEntry';
 
 const NAV = [
   ['/deployments', 'Deployments'],
   ['/catalog', 'Catalog'],
   ['/requests', 'Requests'],
+  ['/request-log', 'Request log'],
   ['/batches', 'Batches'],
   ['/keys', 'API keys'],
   ['/webhooks', 'Webhooks'],
@@ -56,6 +59,8 @@ export function App() {
                 <Route path="/keys" element={<ApiKeys />} />
                 <Route path="/requests" element={<Requests />} />
                 <Route path="/requests/:id" element={<RequestDetail />} />
+                <Route path="/request-log" element={<RequestLog />} />
+                <Route path="/request-log/:id" element={<RequestLogEntry />} />
                 <Route path="/batches" element={<Batches />} />
                 <Route path="/webhooks" element={<Webhooks />} />
                 <Route path="/usage" element={<Usage />} />

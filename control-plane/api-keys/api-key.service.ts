@@ -19,6 +19,8 @@ export interface AuthenticatedKey {
   readonly tpdLimit: number;
   /** The workspace has a credit balance and it is used up (402 `insufficient_quota`). */
   readonly creditExhausted: boolean;
+  /** The workspace stores request and answer bodies in its request log (off by default; changing it clears every server's cache). */
+  readonly storesBodies: boolean;
 }
 
 export interface ApiKeyServiceOptions {
@@ -161,6 +163,7 @@ export class ApiKeyService {
     return Object.freeze({
       id: row.id, workspaceId: row.workspaceId, rpmLimit: row.rpmLimit, tpdLimit: row.tpdLimit,
       creditExhausted: workspace.creditBalance !== null && !isPositive(workspace.creditBalance),
+      storesBodies: workspace.storeRequestBodies,
     });
   }
 

@@ -10,7 +10,7 @@ import type { ControlPlane } from '../main';
 export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
   | 'deployments' | 'deploymentStore' | 'replicas' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
-  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared'>;
+  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'metricsHistory' | 'requestLog'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
 export type { CostGrouping, UsageGrouping } from '../billing/billing-queries';
@@ -20,3 +20,6 @@ export type { GpuOffer } from '../replicas/gpu-offer';
 export type { Replica } from '../replicas/replica.entity';
 export type { StorageCredential } from '../storage/storage-credential.entity';
 export type { WebhookAttempt } from '../webhooks/webhook.entities';
+export type { MetricsPoint } from '../metrics-history/metrics-history-store';
+export type { RequestLogBody, RequestLogEntry, RequestLogFilter, RequestLogPage } from '../request-log/request-log-store';
+export type { RequestPhases } from '../pipeline/finished-request';

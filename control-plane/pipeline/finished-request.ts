@@ -1,3 +1,5 @@
+import type { RequestContent } from './request-content';
+
 /** How a request ended, as its usage record and a guest's billing see it. */
 export type WorkOutcome = 'succeeded' | 'failed' | 'canceled';
 
@@ -43,6 +45,8 @@ export interface FinishedRequest {
   readonly traceId: string | null;
   /** When each step of the request happened, for the request log's timeline; null where none was marked. */
   readonly phases: RequestPhases | null;
+  /** Its request and answer bodies, only where its workspace stores them (request log); absent otherwise. */
+  readonly content?: RequestContent | undefined;
 }
 
 /**

@@ -22,6 +22,7 @@ import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketParts } from './work-ticket';
 import type { RequestObserver } from './finished-request';
+import { ContentCapture } from './request-content';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
 export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
@@ -60,6 +61,8 @@ export interface EmbeddingWork {
   readonly model: string | undefined;
   /** The request's size in bytes: no input has more tokens than bytes, so it bounds the TPD hold. */
   readonly bodyBytes: number;
+  /** The client's body, kept in the request log where its workspace stores bodies. */
+  readonly body?: Buffer;
   readonly deadlineUnixMs: number;
   readonly trace?: RequestTrace;
 }
@@ -83,6 +86,8 @@ export interface PipelineParts {
   readonly observer?: RequestObserver;
   /** Each text job carries its caller's salt: prefix caches never cross workspaces. */
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
+  /** The request log's cap on each stored body (a workspace that stores bodies: `AuthenticatedKey.storesBodies`). @default 32768 */
+  readonly contentMaxBytes?: number;
   readonly now?: () => number;
 }
 
@@ -118,9 +123,11 @@ const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB
 export class InferencePipeline {
   private readonly settlement: Settlement;
   private readonly now: () => number;
+  private readonly contentMaxBytes: number;
 
   constructor(private readonly parts: PipelineParts) {
     this.now = parts.now ?? Date.now;
+    this.contentMaxBytes = parts.contentMaxBytes ?? 32_768;
     this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, observer: parts.observer ?? NO_OBSERVER, now: this.now };
   }
 
@@ -203,12 +210,13 @@ export class InferencePipeline {
     refuseToolsWithoutParser(entry, work.fields);
     refuseWithoutCredit(key);
     refusePaused(deployment, 'text');
+    const content = this.capture(key, work.body);
     const { decision, work: admitted } = await this.admitTokens(key, work);
     work = admitted;
     const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
-      model: deployment.modelId, ...work.trace,
+      model: deployment.modelId, ...work.trace, content,
     }, {
       send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
       firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
@@ -249,6 +257,7 @@ export class InferencePipeline {
     const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
     // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
     const label = sharedModelName(model);
+    const content = this.capture(key, work.body);
     refuseToolsWithoutParser(this.parts.catalog.find(model.modelId), work.fields);
     work = { ...work, ...withCompletionBound(work.fields, work.body, shared.defaultMaxTokens) };
     const tokens = await this.admitTokens(key, work);
@@ -268,7 +277,7 @@ export class InferencePipeline {
     // which the guest's usage answers never show) and the shared model it called; never the replica.
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
-      recordsReplica: false, model: model.modelId, ...work.trace,
+      recordsReplica: false, model: model.modelId, ...work.trace, content,
     }, {
       send: (listener) => shared.dispatch(guest, job, listener),
       finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
@@ -286,6 +295,11 @@ export class InferencePipeline {
     if (!clamped) return { decision, work };
     const hold = rateLimiter.resize(decision.hold, decision.hold.tokens - clamped.freedTokens);
     return { decision: { ...decision, hold }, work: { ...work, fields: clamped.fields, body: clamped.body } };
+  }
+
+  /** A capture of the request's bodies where its workspace stores them (the request log); undefined, and nothing kept, elsewhere. */
+  private capture(key: AuthenticatedKey, body: Buffer): ContentCapture | undefined {
+    return key.storesBodies ? new ContentCapture(body, this.contentMaxBytes) : undefined;
   }
 
   private screened(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void): PricedModel {
@@ -317,7 +331,7 @@ export class InferencePipeline {
     };
     return new WorkTicket(decision, {
       workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
-      model: deployment.modelId, ...work.trace,
+      model: deployment.modelId, ...work.trace, content: key.storesBodies && work.body ? new ContentCapture(work.body, this.contentMaxBytes, false) : undefined,
     }, {
       send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
     }, this.settlement, startedAt, 'closed');

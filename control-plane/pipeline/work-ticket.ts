@@ -3,6 +3,7 @@ import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-d
 import type { UsageInput } from '../usage/usage-recorder';
 import type { Usage } from '../../proto/worker/v1';
 import type { RequestObserver, WorkOutcome } from './finished-request';
+import type { ContentCapture } from './request-content';
 
 export type { WorkOutcome };
 
@@ -39,6 +40,8 @@ export interface TicketOwner {
   readonly requestId?: string;
   /** The W3C trace id of the request's trace, when tracing is on. */
   readonly traceId?: string;
+  /** Collects its bodies for the request log; only where the workspace stores them. */
+  readonly content?: ContentCapture;
 }
 
 /** What differs between an owner's and a guest's request once admitted. */
@@ -106,7 +109,7 @@ export class WorkTicket {
    * throws (nothing sent, nothing to settle for it) when it cannot be placed.
    */
   dispatch(listener: JobListener, body?: Buffer): Job {
-    const metered = new MeteredListener(listener, this);
+    const metered = new MeteredListener(listener, this, this.owner.content);
     const job = this.parts.send(metered, body);
     metered.job = job;
     this.sent++;
@@ -140,6 +143,7 @@ export class WorkTicket {
       finishReason: finish?.reason ?? this.finishReason, errorCode: outcome === 'succeeded' ? null : finish?.errorCode ?? this.errorCode ?? outcome,
       promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, cachedTokens: usage?.cachedTokens ?? 0,
       startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null, phases: null,
+      content: owner.content?.content(),
     });
   }
 
@@ -212,17 +216,19 @@ class MeteredListener implements JobListener {
   job: Job | undefined;
   private chunked = false;
 
-  constructor(private readonly listener: JobListener, private readonly ticket: WorkTicket) {}
+  constructor(private readonly listener: JobListener, private readonly ticket: WorkTicket, private readonly capture: ContentCapture | undefined) {}
 
   onChunk(data: Buffer): void {
     if (!this.chunked) {
       this.chunked = true;
       this.ticket.firstChunk();
     }
+    this.capture?.chunk(data);
     this.listener.onChunk(data);
   }
 
   onOutput(data: Buffer, contentType: string, objectKey: string): void {
+    this.capture?.output(data);
     this.listener.onOutput(data, contentType, objectKey);
   }
 

@@ -14,6 +14,11 @@ export class Workspace {
   @Column({ type: 'numeric', name: 'credit_balance', precision: 20, scale: 10, nullable: true, update: false, insert: false })
   creditBalance: Money | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  /**
+   * Whether the request log keeps this workspace's request and answer bodies. Off by default:
+   * prompts hold the users' data, so keeping them is the workspace's choice (docs/observability-history.md).
+   */
+  @Column('boolean', { name: 'store_request_bodies', default: false }) storeRequestBodies: boolean;
   /** Soft delete: keys revoked, deployments deleted; the row and its ledger stay for audit. */
   @Column('timestamptz', { name: 'deleted_at', nullable: true }) deletedAt: Date | null;
 }

@@ -14,9 +14,12 @@ import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
+import { MetricsHistoryResolver } from './resolvers/metrics-history.resolver';
+import { RequestLogResolver } from './resolvers/request-log.resolver';
 
 export const RESOLVERS = [
   CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
+  MetricsHistoryResolver, RequestLogResolver,
 ] as const;
 
 /**

@@ -29,6 +29,8 @@ import { WorkspaceResolver } from './resolvers/workspace.resolver';
 import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
+import { MetricsHistoryResolver } from './resolvers/metrics-history.resolver';
+import { RequestLogResolver } from './resolvers/request-log.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import type { RequestGate } from '../http/request-gate';
 import { limitDatabaseQueries, QuerySlots } from './database-cost';
@@ -77,6 +79,8 @@ export class GraphQLServer {
       [ConsoleResolver, new ConsoleResolver(admin)],
       [BatchResolver, batches],
       [BudgetResolver, new BudgetResolver(admin)],
+      [MetricsHistoryResolver, new MetricsHistoryResolver(admin)],
+      [RequestLogResolver, new RequestLogResolver(admin)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);

@@ -39,6 +39,6 @@ export class EmbeddingsRoute {
         context.body = result;
       },
     };
-    recordSummary(context, await this.pipeline.runEmbeddings(key, deployment, model, { model: request.model, bodyBytes: raw.length, deadlineUnixMs: Date.now() + timeoutMs, trace: { requestId: requestIdOf(context) } }, sink));
+    recordSummary(context, await this.pipeline.runEmbeddings(key, deployment, model, { model: request.model, bodyBytes: raw.length, body: raw, deadlineUnixMs: Date.now() + timeoutMs, trace: { requestId: requestIdOf(context) } }, sink));
   }
 }

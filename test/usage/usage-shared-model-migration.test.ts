@@ -32,7 +32,9 @@ describe('usage shared_model migration', () => {
         INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, shared_model, endpoint, status, stream, prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at)
         VALUES ('ws_1', 'key_new_guest', 'dep_provider', 'shared/acme/chat-8b', 'chat.completions', 'succeeded', false, 1, 2, 3, 4, now())`);
 
-      await dataSource.undoLastMigration({ transaction: 'all' });
+      // Back to before this migration: the ones after it first (undoLastMigration undoes the newest).
+      const later = MIGRATIONS.length - MIGRATIONS.indexOf(UsageSharedModel1765500000000);
+      for (let index = 0; index < later; index++) await dataSource.undoLastMigration({ transaction: 'all' });
       expect(await records('deployment_id')).toEqual([
         { api_key_id: 'key_guest', deployment_id: 'shared/acme/chat-8b' },
         { api_key_id: 'key_new_guest', deployment_id: 'shared/acme/chat-8b' },

@@ -8,6 +8,7 @@ import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
 import { Empty, ErrorView, Loading } from '../components/states';
 import { formatUsd } from '../components/format';
+import { HistoryCharts } from '../components/HistoryCharts';
 
 const DEPLOYMENT = graphql(`
   query DeploymentDetail($id: ID!) {
@@ -190,6 +191,9 @@ export function DeploymentDetail() {
 
       <h2>Replicas</h2>
       <Replicas replicas={deployment.replicas} />
+
+      <h2>History</h2>
+      <HistoryCharts deploymentId={deployment.id} />
 
       <h2>Load and latency over time</h2>
       <LoadChart points={points} latest={latest.current} />

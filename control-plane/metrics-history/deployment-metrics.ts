@@ -1,0 +1,19 @@
+import type { DeploymentStore } from '../deployments/deployment-store';
+import { AppError } from '../errors/app-error';
+import type { MetricsHistoryStore, MetricsPoint, MetricsRange } from './metrics-history-store';
+
+/**
+ * A workspace's view of its deployments' minute history. Another workspace's deployment is
+ * not found, as a missing one is: its existence is not the caller's to learn.
+ */
+export class DeploymentMetrics {
+  constructor(private readonly deployments: Pick<DeploymentStore, 'find'>, private readonly store: Pick<MetricsHistoryStore, 'points'>) {}
+
+  async points(workspaceId: string, deploymentId: string, range: MetricsRange): Promise<MetricsPoint[]> {
+    const deployment = await this.deployments.find(deploymentId);
+    if (!deployment || deployment.workspaceId !== workspaceId) {
+      throw new AppError('not_found', `no deployment '${deploymentId.slice(0, 64)}' in this workspace`, { param: 'deploymentId' });
+    }
+    return await this.store.points(deploymentId, range);
+  }
+}
