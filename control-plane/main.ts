@@ -25,7 +25,6 @@ import { PublicUrl } from './public-url';
 import { MediaJobs } from './requests/media-jobs';
 import { OutputDestinations } from './requests/output-destinations';
 import { OutputRetention } from './requests/output-retention';
-import { ResponseRetention } from './responses/response-retention';
 import { ResponseStore } from './responses/response-store';
 import { ResponsesService } from './responses/responses-service';
 import { BackgroundQueue } from './responses/background-queue';
@@ -142,7 +141,7 @@ export interface ControlPlane {
   readonly responses: ResponsesService;
   /** `background: true` responses: queued in the responses table, run by any server, cancellable. */
   readonly backgroundResponses: BackgroundResponses;
-  readonly responseRetention: ResponseRetention;
+  readonly responseRetention: RetentionSweep;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
   /** Set by the gateway once it listens; signed file links are built on it. */
@@ -249,17 +248,17 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   rollupWriter.start();
   lifecycle.add('metrics history', () => rollupWriter.stop());
   const metricsHistoryStore = new MetricsHistoryStore(dataSource);
-  const metricsRetention = new RetentionSweep('metrics history', (before, limit) => metricsHistoryStore.deleteBefore(before, limit), {
-    retentionDays: config.metricsHistory.retentionDays, intervalMs: config.metricsHistory.sweepIntervalMs,
-  }, logger.child({ component: 'metrics-history' }));
+  const metricsRetention = new RetentionSweep('metrics history',
+    RetentionSweep.olderThan(config.metricsHistory.retentionDays, (before, limit) => metricsHistoryStore.deleteBefore(before, limit)),
+    config.metricsHistory.sweepIntervalMs, logger.child({ component: 'metrics-history' }));
   metricsRetention.start();
   lifecycle.add('metrics history retention', () => metricsRetention.stop());
   const requestLogStore = new RequestLogStore(dataSource);
   const requestLogRecorder = new RequestLogRecorder(dataSource, config.requestLog.flushIntervalMs, logger.child({ component: 'request-log' }));
   lifecycle.add('request log', () => requestLogRecorder.stop());
-  const requestLogRetention = new RetentionSweep('request log', (before, limit) => requestLogStore.deleteBefore(before, limit), {
-    retentionDays: config.requestLog.retentionDays, intervalMs: config.requestLog.sweepIntervalMs,
-  }, logger.child({ component: 'request-log' }));
+  const requestLogRetention = new RetentionSweep('request log',
+    RetentionSweep.olderThan(config.requestLog.retentionDays, (before, limit) => requestLogStore.deleteBefore(before, limit)),
+    config.requestLog.sweepIntervalMs, logger.child({ component: 'request-log' }));
   requestLogRetention.start();
   lifecycle.add('request log retention', () => requestLogRetention.stop());
 
@@ -417,7 +416,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
-  const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));
+  // Stored responses carry their expiry (RESPONSES_RETENTION_DAYS from their creation); reads already hide expired ones.
+  const responseRetention = new RetentionSweep('responses', (limit) => responseStore.deleteExpired(limit), config.responses.sweepIntervalMs,
+    logger.child({ component: 'responses-retention' }));
   responseRetention.start();
   lifecycle.add('responses retention', () => responseRetention.stop());
   const backgroundQueue = new BackgroundQueue(dataSource);
