@@ -9,7 +9,7 @@ import type { ControlPlane } from '../main';
 /** The operator's and the console's side of the platform; each member is the control plane's own service. */
 export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
-  | 'deployments' | 'deploymentStore' | 'replicas' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
+  | 'deployments' | 'deploymentStore' | 'replicas' | 'replicaLogs' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
   | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
@@ -18,5 +18,6 @@ export { BUDGETS } from '../budgets/budget-kinds';
 export type { ControlPlaneEventMap, ControlPlaneEvents, ReplicaLoad } from '../events/control-plane-events';
 export type { GpuOffer } from '../replicas/gpu-offer';
 export type { Replica } from '../replicas/replica.entity';
+export type { ReplicaLogLine } from '../replicas/replica-logs';
 export type { StorageCredential } from '../storage/storage-credential.entity';
 export type { WebhookAttempt } from '../webhooks/webhook.entities';

@@ -14,9 +14,11 @@ import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
+import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
 
 export const RESOLVERS = [
   CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
+  ReplicaLogResolver,
 ] as const;
 
 /**

@@ -30,6 +30,7 @@ import { SharingResolver } from './resolvers/sharing.resolver';
 import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
+import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
 import type { RequestGate } from '../http/request-gate';
 import { limitDatabaseQueries, QuerySlots } from './database-cost';
 import { operationBudgetPlugin } from './operation-budget';
@@ -77,11 +78,12 @@ export class GraphQLServer {
       [ConsoleResolver, new ConsoleResolver(admin)],
       [BatchResolver, batches],
       [BudgetResolver, new BudgetResolver(admin)],
+      [ReplicaLogResolver, new ReplicaLogResolver(admin, deployments)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);
     this.subscriptions = new SubscriptionHub(schema, subscriptionRoutes({
-      ownDeployment: (caller, deploymentId) => deployments.checkReplicaLoadSubscription(caller, deploymentId),
+      ownDeployment: (caller, deploymentId) => deployments.checkOwnDeployment(caller, deploymentId),
       ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
     }), {
       events: admin.events, tenantQueries: admin.tenantQueries,

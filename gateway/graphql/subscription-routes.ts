@@ -25,7 +25,7 @@ export interface SubscriptionRoute {
 
 /** The checks a subscription's arguments need (resolvers own them: the same refusals as their queries). */
 export interface SubscriptionChecks {
-  /** `replicaLoad(deploymentId)`: the caller's own deployment. */
+  /** `replicaLoad(deploymentId)` and `replicaLogLine(deploymentId)`: the caller's own deployment. */
   ownDeployment(caller: GraphQLContext, deploymentId: string): Promise<void>;
   /** `batchUpdated(deploymentId)`: no deployment, or the caller's own. */
   ownBatchDeployment(caller: GraphQLContext, deploymentId: string | null | undefined): Promise<void>;
@@ -47,6 +47,15 @@ export function subscriptionRoutes(checks: SubscriptionChecks): Readonly<Record<
     replicaLoad: {
       event: 'replicaLoad',
       channelsOf: (load: OfDeployment) => [`${load.workspaceId}/${load.deploymentId}`],
+      async channelFor(args, caller) {
+        const deploymentId = String(args.deploymentId);
+        await checks.ownDeployment(caller, deploymentId);
+        return `${workspaceOf(caller)}/${deploymentId}`;
+      },
+    },
+    replicaLogLine: {
+      event: 'replicaLogLine',
+      channelsOf: (line: OfDeployment) => [`${line.workspaceId}/${line.deploymentId}`],
       async channelFor(args, caller) {
         const deploymentId = String(args.deploymentId);
         await checks.ownDeployment(caller, deploymentId);

@@ -201,6 +201,7 @@ describe('tenant isolation', () => {
       ['resumeDeployment', 'mutation($id: ID!) { resumeDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['deleteDeployment', 'mutation($id: ID!) { deleteDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['cancelRequest', 'mutation($id: ID!) { cancelRequest(id: $id) { id status } }', { id: theirs.requestId }, 'FORBIDDEN'],
+      ['replicaLogs', 'query($id: ID!) { replicaLogs(deploymentId: $id) { replicaId message } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['batch', 'query($id: ID!) { batch(id: $id) { id status inputFileId inputFileUrl outputFileUrl } }', { id: theirs.batchId }, 'NOT_FOUND'],
       ['batches(deploymentId)', 'query($id: ID!) { batches(deploymentId: $id) { id inputFileId } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['cancelBatch', 'mutation($id: ID!) { cancelBatch(id: $id) { id status } }', { id: theirs.batchId }, 'NOT_FOUND'],
