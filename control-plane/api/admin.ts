@@ -1,8 +1,9 @@
 /**
  * The admin port (docs/layers.md#the-door): what the GraphQL resolvers and the GraphQL server
  * use (deployments, replicas and capacity, keys, workspaces, billing, budgets, webhooks, storage
- * credentials, sharing, the catalog, console sign-in, the event bus for subscriptions), and the
- * types they speak.
+ * credentials, sharing, the catalog, console sign-in, the event bus for subscriptions, the
+ * pipeline the console's playground runs its requests through, as `/v1` does), and the types
+ * they speak.
  */
 import type { ControlPlane } from '../main';
 
@@ -10,7 +11,7 @@ import type { ControlPlane } from '../main';
 export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
   | 'deployments' | 'deploymentStore' | 'replicas' | 'replicaLogs' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
-  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared'>;
+  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'pipeline'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
 export type { CostGrouping, UsageGrouping } from '../billing/billing-queries';

@@ -15,10 +15,11 @@ import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
+import { PlaygroundResolver } from './resolvers/playground.resolver';
 
 export const RESOLVERS = [
   CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
-  ReplicaLogResolver,
+  ReplicaLogResolver, PlaygroundResolver,
 ] as const;
 
 /**

@@ -31,6 +31,7 @@ import { ConsoleResolver } from './resolvers/console.resolver';
 import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
+import { PlaygroundResolver, type PlaygroundOptions } from './resolvers/playground.resolver';
 import type { RequestGate } from '../http/request-gate';
 import { limitDatabaseQueries, QuerySlots } from './database-cost';
 import { operationBudgetPlugin } from './operation-budget';
@@ -57,10 +58,11 @@ export class GraphQLServer {
 
   constructor(
     private readonly admin: AdminPort, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
-    private readonly gate: RequestGate,
+    private readonly gate: RequestGate, playground: PlaygroundOptions,
   ) {
     this.operatorTokenHash = admin.config.operatorToken ? hashSecret(admin.config.operatorToken) : null;
     const deployments = new DeploymentResolver(admin, publicUrl);
+    const playgroundResolver = new PlaygroundResolver(admin, playground, logger.child({ component: 'playground' }));
     const batches = new BatchResolver(admin, new BatchFileLinks(admin.batches.files, admin.managedStore, admin.storageCredentials, {
       managedLinkTtlSeconds: admin.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: admin.config.storage.customerOutputUrlTtlSeconds,
     }, logger.child({ component: 'graphql' })));
@@ -79,13 +81,14 @@ export class GraphQLServer {
       [BatchResolver, batches],
       [BudgetResolver, new BudgetResolver(admin)],
       [ReplicaLogResolver, new ReplicaLogResolver(admin, deployments)],
+      [PlaygroundResolver, playgroundResolver],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);
     this.subscriptions = new SubscriptionHub(schema, subscriptionRoutes({
       ownDeployment: (caller, deploymentId) => deployments.checkOwnDeployment(caller, deploymentId),
       ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
-    }), {
+    }, { playgroundChat: playgroundResolver.chatStream }), {
       events: admin.events, tenantQueries: admin.tenantQueries,
       format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
       logger: logger.child({ component: 'subscriptions' }),
