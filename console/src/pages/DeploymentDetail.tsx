@@ -3,6 +3,7 @@ import { Link, useNavigate, useParams } from 'react-router-dom';
 import { useMutation, useQuery, useSubscription } from 'urql';
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { DeploymentDetailQuery } from '../gql/graphql';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
@@ -179,7 +180,7 @@ export function DeploymentDetail() {
       )}
 
       <h2>Settings</h2>
-      <div className="table-scroll"><table>
+      <TableScroll><table>
         <tbody>
           <tr><th scope="row">Price cap</th><td><Money amount={deployment.priceCapPerHour} /> per replica-hour</td></tr>
           <tr><th scope="row">Replicas</th><td>{deployment.minReplicas} to {deployment.maxReplicas}; desired now {deployment.desiredReplicas}</td></tr>
@@ -189,7 +190,7 @@ export function DeploymentDetail() {
           <tr><th scope="row">Share idle capacity</th><td>{shareable ? (deployment.shareIdleCapacity ? 'On' : 'Off') : 'Not available for this model'}</td></tr>
           <tr><th scope="row">Created</th><td>{new Date(deployment.createdAt).toLocaleString()}</td></tr>
         </tbody>
-      </table></div>
+      </table></TableScroll>
 
       <h2>Cost so far</h2>
       <CostSoFar deploymentId={deployment.id} since={deployment.createdAt} />
@@ -267,7 +268,7 @@ function Replicas({ replicas, onShowLogs }: { replicas: Deployment['replicas']; 
       {shown.length === 0
         ? <Empty>No replicas are placed now.</Empty>
         : (
-          <div className="table-scroll"><table aria-label="Replicas">
+          <TableScroll><table aria-label="Replicas">
             <thead><tr><th scope="col">Replica</th><th scope="col">Status</th><th scope="col">GPU</th><th scope="col">Per hour</th><th scope="col">Engine or load</th><th scope="col"><span className="muted">Logs</span></th></tr></thead>
             <tbody>
               {shown.map((replica) => (
@@ -281,7 +282,7 @@ function Replicas({ replicas, onShowLogs }: { replicas: Deployment['replicas']; 
                 </tr>
               ))}
             </tbody>
-          </table></div>
+          </table></TableScroll>
         )}
     </>
   );
@@ -341,7 +342,7 @@ function formatMs(ms: number | null): string {
 function ScalingDecisions({ decisions }: { decisions: Deployment['scalingDecisions'] }) {
   if (decisions.length === 0) return <Empty>No scaling decisions recorded yet.</Empty>;
   return (
-    <div className="table-scroll"><table aria-label="Scaling decisions">
+    <TableScroll><table aria-label="Scaling decisions">
       <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Reason</th><th scope="col">Replicas</th><th scope="col">Why</th></tr></thead>
       <tbody>
         {decisions.map((decision, index) => (
@@ -354,6 +355,6 @@ function ScalingDecisions({ decisions }: { decisions: Deployment['scalingDecisio
           </tr>
         ))}
       </tbody>
-    </table></div>
+    </table></TableScroll>
   );
 }

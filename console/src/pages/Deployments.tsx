@@ -2,6 +2,7 @@ import { useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { useQuery, useSubscription } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { DeploymentsQuery } from '../gql/graphql';
 import { Empty, ErrorView, Loading } from '../components/states';
 import { useRefetchWhenIdle } from '../graphql/use-refetch-when-idle';
@@ -63,7 +64,7 @@ export function Deployments() {
       {!data && fetching && <Loading what="deployments" />}
       {data && rows.length === 0 && <Empty>No deployments yet. <Link to="/catalog">Create one from the catalog.</Link></Empty>}
       {data && rows.length > 0 && (
-        <div className="table-scroll">
+        <TableScroll>
           <table aria-label="Deployments">
             <thead><tr><th scope="col">Model</th><th scope="col">Slug</th><th scope="col">Status</th><th scope="col">Replicas</th></tr></thead>
             <tbody>
@@ -77,7 +78,7 @@ export function Deployments() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
       )}
     </section>
   );
