@@ -52,6 +52,7 @@ import { SharedServing } from './sharing/shared-serving';
 import { SharingRollout } from './sharing/sharing-rollout';
 import { clusterLoad } from './cluster/cluster-load';
 import { bridgeEvents } from './cluster/event-bridge';
+import { ReplicaLogs } from './replicas/replica-logs';
 import { JobRouter } from './cluster/job-router';
 import { RelayClient } from './cluster/relay-client';
 import { RelayServer } from './cluster/relay-server';
@@ -111,6 +112,8 @@ export interface ControlPlane {
   readonly deploymentStore: DeploymentStore;
   readonly deployments: DeploymentService;
   readonly replicas: ReplicaManager;
+  /** Each replica's recent agent and engine lines (scrubbed, bounded), from this server's agents and its peers'. */
+  readonly replicaLogs: ReplicaLogs;
   readonly dispatcher: Dispatcher;
   /** Text jobs to a ready replica of their deployment on any server: here, or relayed to the peer holding it. */
   readonly jobs: JobRouter;
@@ -234,7 +237,9 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   });
   lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
-  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId, quotas);
+  // The recent lines of the agents this server spawns, and those other servers' agents printed (the event bridge).
+  const replicaLogs = new ReplicaLogs(events);
+  const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId, quotas, replicaLogs);
   const { replicas, localProvider } = capacity;
   capacity.metering.onCharges((charges) => {
     for (const charge of charges) if (charge.amount > 0) metrics.recordSpend(charge.deploymentId, charge.amount);
@@ -305,7 +310,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   lifecycle.add('rate limiter', () => rateLimiter.close?.());
   const requestConfig = config.requests;
   const requestRecords = new RequestRecords(dataSource);
-  bridgeEvents(events, notifier, requestRecords, logger.child({ component: 'cluster' }));
+  bridgeEvents(events, notifier, requestRecords, logger.child({ component: 'cluster' }), replicaLogs);
   requestRecords.onTerminal(webhooks.outbox.onRequestTerminal);
   const mediaJobs = new MediaJobs(requestRecords, dispatcher, destinations, events, {
     imageTimeoutMs: requestConfig.imageTimeoutMs, videoTimeoutMs: requestConfig.videoTimeoutMs,
@@ -447,7 +452,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   runner.start();
 
   return {
-    config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas,
+    config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas, replicaLogs,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline, responses, responseRetention, backgroundResponses,

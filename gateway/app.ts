@@ -62,7 +62,9 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
     maxBodyBytes: config.graphqlMaxBodyBytes, anonymousMaxBodyBytes: config.graphqlAnonymousMaxBodyBytes, maxTokens: config.graphqlMaxTokens,
     keepAliveMs: config.graphqlKeepAliveMs, connectionInitTimeoutMs: config.graphqlConnectionInitTimeoutMs,
     maxDatabaseCost: config.graphqlMaxDatabaseCost, databaseQueriesPerOperation: config.graphqlDatabaseQueriesPerOperation,
-  }, logger.child({ component: 'graphql' }), gate);
+  }, logger.child({ component: 'graphql' }), gate, {
+    requestTimeoutMs: config.requestTimeoutMs, streamBufferBytes: config.streamBufferBytes, syncImageBudgetMs: host.config.requests.syncImageBudgetMs,
+  });
   await graphql.start();
 
   const requestIds = new RequestIds();

@@ -56,7 +56,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // Synchronous so the last lines reach stderr before process.exit.
   const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId } }, pino.destination({ dest: 2, sync: true }));
   // Joins before the model is loaded, so the replica shows the download and load as they go.
-  const engine = new LoadingEngine(createEngine(options, logger), () => session.heartbeatNow());
+  // The engine's records say `component: "engine"`: the control plane shows them as the engine's lines of the replica's log.
+  const engine = new LoadingEngine(createEngine(options, logger.child({ component: 'engine' })), () => session.heartbeatNow());
   // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
   const gpus = IN_PROCESS_ENGINE_KINDS.includes(engine.kind) ? [] : options.gpus;
   const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });

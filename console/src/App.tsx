@@ -16,6 +16,7 @@ import { Usage } from './pages/Usage';
 import { SharedModels } from './pages/SharedModels';
 import { RequestLog } from './pages/RequestLog';
 import { RequestLogEntry } from './pages/RequestLogEntry';
+import { Playground } from './pages/Playground';
 
 const NAV = [
   ['/deployments', 'Deployments'],
@@ -27,10 +28,13 @@ const NAV = [
   ['/webhooks', 'Webhooks'],
   ['/usage', 'Usage and billing'],
   ['/shared', 'Shared models'],
+  ['/playground', 'Playground'],
 ] as const;
 
 export function App() {
   const [apiKey, setApiKey] = useState<string | null>(storedKey);
+  // Narrow screens: the links fold behind a Menu button (styles.css); following one folds them again.
+  const [menuOpen, setMenuOpen] = useState(false);
   const client = useMemo(() => createGraphQLClient(apiKey), [apiKey]);
   const signIn = (key: string) => {
     storeKey(key);
@@ -45,10 +49,15 @@ export function App() {
       <BrowserRouter basename="/console">
         {apiKey === null ? <SignIn onSignedIn={signIn} /> : (
           <div className="shell">
-            <nav aria-label="Main">
-              <strong className="brand">Inference</strong>
-              {NAV.map(([to, label]) => <NavLink key={to} to={to}>{label}</NavLink>)}
-              <button type="button" className="link" onClick={signOut}>Sign out</button>
+            <nav aria-label="Main" className={menuOpen ? 'open' : undefined}>
+              <div className="nav-top">
+                <strong className="brand">Inference</strong>
+                <button type="button" className="menu-toggle" aria-expanded={menuOpen} aria-controls="main-links" onClick={() => setMenuOpen(!menuOpen)}>Menu</button>
+              </div>
+              <div id="main-links" className="nav-links" onClick={(event) => { if ((event.target as HTMLElement).closest('a')) setMenuOpen(false); }}>
+                {NAV.map(([to, label]) => <NavLink key={to} to={to}>{label}</NavLink>)}
+                <button type="button" className="link" onClick={signOut}>Sign out</button>
+              </div>
             </nav>
             <main>
               <Routes>
@@ -65,6 +74,7 @@ export function App() {
                 <Route path="/webhooks" element={<Webhooks />} />
                 <Route path="/usage" element={<Usage />} />
                 <Route path="/shared" element={<SharedModels />} />
+                <Route path="/playground" element={<Playground />} />
                 <Route path="*" element={<p>There is no page here.</p>} />
               </Routes>
             </main>

@@ -1,16 +1,17 @@
 /**
  * The admin port (docs/layers.md#the-door): what the GraphQL resolvers and the GraphQL server
  * use (deployments, replicas and capacity, keys, workspaces, billing, budgets, webhooks, storage
- * credentials, sharing, the catalog, console sign-in, the event bus for subscriptions), and the
- * types they speak.
+ * credentials, sharing, the catalog, console sign-in, the event bus for subscriptions, the
+ * pipeline the console's playground runs its requests through, as `/v1` does), and the types
+ * they speak.
  */
 import type { ControlPlane } from '../main';
 
 /** The operator's and the console's side of the platform; each member is the control plane's own service. */
 export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
-  | 'deployments' | 'deploymentStore' | 'replicas' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
-  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'metricsHistory' | 'requestLog'>;
+  | 'deployments' | 'deploymentStore' | 'replicas' | 'replicaLogs' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
+  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'pipeline' | 'metricsHistory' | 'requestLog'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
 export type { CostGrouping, UsageGrouping } from '../billing/billing-queries';
@@ -18,6 +19,7 @@ export { BUDGETS } from '../budgets/budget-kinds';
 export type { ControlPlaneEventMap, ControlPlaneEvents, ReplicaLoad } from '../events/control-plane-events';
 export type { GpuOffer } from '../replicas/gpu-offer';
 export type { Replica } from '../replicas/replica.entity';
+export type { ReplicaLogLine } from '../replicas/replica-logs';
 export type { StorageCredential } from '../storage/storage-credential.entity';
 export type { WebhookAttempt } from '../webhooks/webhook.entities';
 export type { MetricsPoint } from '../metrics-history/metrics-history-store';

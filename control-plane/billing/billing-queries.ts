@@ -3,6 +3,7 @@ import { retryTransaction } from '../database/retry-transaction';
 import { AppError } from '../errors/app-error';
 import { LEDGER_KINDS, type LedgerKind } from './ledger-entry.entity';
 import { canonicalMoney, parseTopUp, type Money } from './money';
+import { RecordLabels } from './record-labels';
 import { topUp } from './top-up';
 
 export type CostGrouping = 'day' | 'deployment' | 'replica';
@@ -11,6 +12,8 @@ export type UsageGrouping = 'day' | 'deployment' | 'api_key';
 export interface CostRow {
   /** The day (YYYY-MM-DD, UTC), deployment id or replica id. */
   key: string;
+  /** By deployment: its model and slug (record-labels.ts); else null. */
+  label: string | null;
   gpuHours: number;
   /** What the GPU time cost (positive). */
   amount: Money;
@@ -19,6 +22,8 @@ export interface CostRow {
 export interface UsageRow {
   /** The day (YYYY-MM-DD, UTC), API key id, or deployment id; a guest's calls are grouped by the shared model they called (`shared/<model-id>`). */
   key: string;
+  /** By deployment: its model and slug; by API key: its name and prefix (record-labels.ts); by day, or a shared model: null. */
+  label: string | null;
   requests: number;
   promptTokens: number;
   completionTokens: number;
@@ -52,6 +57,8 @@ export interface LedgerRow {
   modelId: string | null;
   /** gpu_time and owner_credit rows; null on guest_debit rows (the owner's deployment is not the guest's business). */
   deploymentId: string | null;
+  /** The deployment's model and slug (record-labels.ts), when the row names one. */
+  deploymentLabel: string | null;
   replicaId: string | null;
   promptTokens: number | null;
   completionTokens: number | null;
@@ -86,8 +93,12 @@ const MAX_RANGE_DAYS = 366;
  * and the earnings of shared deployments; and its prepaid credit.
  */
 export class BillingQueries {
+  private readonly labels: RecordLabels;
+
   /** `creditChanged`: caches that hold a workspace's credit state (its keys' lookups) forget it. */
-  constructor(private readonly dataSource: DataSource, private readonly creditChanged: () => void = () => {}) {}
+  constructor(private readonly dataSource: DataSource, private readonly creditChanged: () => void = () => {}) {
+    this.labels = new RecordLabels(dataSource);
+  }
 
   async costs(workspaceId: string, from: Date, to: Date, groupBy: CostGrouping): Promise<CostRow[]> {
     checkRange(from, to);
@@ -95,7 +106,8 @@ export class BillingQueries {
       SELECT ${COST_KEYS[groupBy]} AS key, sum(extract(epoch FROM period_end - period_start)) / 3600 AS gpu_hours, -sum(amount) AS amount
       FROM billing_ledger WHERE workspace_id = $1 AND kind = 'gpu_time' AND period_start >= $2 AND period_start < $3
       GROUP BY 1 ORDER BY 1`, [workspaceId, from, to]);
-    return rows.map((row) => ({ key: row.key, gpuHours: Number(row.gpu_hours), amount: canonicalMoney(row.amount) }));
+    const labels = groupBy === 'deployment' ? await this.labels.deployments(workspaceId, rows.map((row) => row.key)) : new Map<string, string>();
+    return rows.map((row) => ({ key: row.key, label: labels.get(row.key) ?? null, gpuHours: Number(row.gpu_hours), amount: canonicalMoney(row.amount) }));
   }
 
   async usage(workspaceId: string, from: Date, to: Date, groupBy: UsageGrouping): Promise<UsageRow[]> {
@@ -104,8 +116,12 @@ export class BillingQueries {
       SELECT ${USAGE_KEYS[groupBy]} AS key, count(*) AS requests, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, sum(total_tokens) AS total
       FROM usage_records WHERE workspace_id = $1 AND created_at >= $2 AND created_at < $3
       GROUP BY 1 ORDER BY 1`, [workspaceId, from, to]);
+    const keys = rows.map((row) => row.key);
+    const labels = groupBy === 'deployment' ? await this.labels.deployments(workspaceId, keys)
+      : groupBy === 'api_key' ? await this.labels.apiKeys(workspaceId, keys) : new Map<string, string>();
     return rows.map((row) => ({
-      key: row.key, requests: Number(row.requests), promptTokens: Number(row.prompt), completionTokens: Number(row.completion), totalTokens: Number(row.total),
+      key: row.key, label: labels.get(row.key) ?? null,
+      requests: Number(row.requests), promptTokens: Number(row.prompt), completionTokens: Number(row.completion), totalTokens: Number(row.total),
     }));
   }
 
@@ -143,8 +159,10 @@ export class BillingQueries {
         CASE WHEN kind = 'guest_debit' THEN NULL ELSE deployment_id END AS deployment_id, replica_id
       FROM billing_ledger WHERE workspace_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4::text IS NULL OR kind = $4)
       ORDER BY created_at DESC, id DESC LIMIT $5`, [workspaceId, query.from, query.to, query.kind ?? null, limit]);
+    const labels = await this.labels.deployments(workspaceId, rows.map((row) => row.deployment_id).filter((id): id is string => id !== null));
     return rows.map((row) => ({
-      kind: row.kind, amount: canonicalMoney(row.amount), modelId: row.model_id, deploymentId: row.deployment_id, replicaId: row.replica_id,
+      kind: row.kind, amount: canonicalMoney(row.amount), modelId: row.model_id, deploymentId: row.deployment_id,
+      deploymentLabel: row.deployment_id === null ? null : labels.get(row.deployment_id) ?? null, replicaId: row.replica_id,
       promptTokens: row.prompt_tokens, completionTokens: row.completion_tokens,
       pricePerHour: row.price_per_hour === null ? null : canonicalMoney(row.price_per_hour),
       periodStart: row.period_start, periodEnd: row.period_end, createdAt: row.created_at,

@@ -13,6 +13,7 @@ import { LocalProvider } from '../providers/local-provider';
 import type { KubernetesProvider } from '../providers/kubernetes/kubernetes-provider';
 import { ReplicaManager } from '../replicas/replica-manager';
 import { ReplicaQuota } from '../replicas/replica-quota';
+import type { ReplicaLogs } from '../replicas/replica-logs';
 import type { StoredQuotas } from '../budgets/stored-quota';
 import { MarketProvider } from './market-provider';
 import { StaticProvider } from './static-provider';
@@ -36,7 +37,7 @@ export interface Capacity {
 /** The GPU capacity side: providers and their offers, replica placement, and metering. */
 export function startCapacity(
   config: ControlPlaneConfig, dataSource: DataSource, catalog: Catalog, deployments: DeploymentStore,
-  grpcAddress: () => string, logger: Logger, serverId: string, quotas: StoredQuotas,
+  grpcAddress: () => string, logger: Logger, serverId: string, quotas: StoredQuotas, replicaLogs?: Pick<ReplicaLogs, 'append'>,
 ): Capacity {
   let replicas: ReplicaManager | undefined;
   // Hosts that disappear (reclaimed, removed) are replaced; an agent process that exits is
@@ -64,6 +65,7 @@ export function startCapacity(
     extraEnv: config.localAgentEnv,
     nodeArgs: config.localAgentNodeArgs,
     onAgentExit: agentExited,
+    onAgentLine: replicaLogs ? (owner, text) => replicaLogs.append(owner, text) : undefined,
     offer,
   }, logger.child({ component }));
 

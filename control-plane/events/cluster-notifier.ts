@@ -12,11 +12,12 @@ import type { Logger } from 'pino';
  * and the batch runners, which start, stop or finalize its lines); a guest workspace's available
  * credit changed (`<workspace id>|<balance minus holds>`, billing/guest-credit.ts); the operator
  * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts); a background
- * response was cancelled (by id: the server running it cancels its engine job).
+ * response was cancelled (by id: the server running it cancels its engine job); a replica's agent printed a line
+ * (the scrubbed line as JSON, replicas/replica-logs.ts: every server keeps and streams it).
  */
 export type ClusterTopic =
   | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch'
-  | 'guest-credit' | 'budget' | 'response-cancel';
+  | 'guest-credit' | 'budget' | 'response-cancel' | 'replica-log';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

@@ -5,6 +5,7 @@ import type { GpuOffer } from '../replicas/gpu-offer';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { Replica } from '../replicas/replica.entity';
 import type { CapacityProvider } from '../replicas/capacity-provider';
+import type { ReplicaLogOwner } from '../replicas/replica-logs';
 import { relayAgentLine } from './agent-log-line';
 
 export interface LocalProviderOptions {
@@ -32,6 +33,8 @@ export interface LocalProviderOptions {
   sharedModelCache?: boolean;
   /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
   onAgentExit?: (replicaId: string, reason: string) => void;
+  /** Told of every line an agent prints, with its replica (the replica's log: replicas/replica-logs.ts). */
+  onAgentLine?: (owner: ReplicaLogOwner, text: string) => void;
   /** What this machine offers placement: one offer, as many replicas as wanted. */
   offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number };
   /** The clock in milliseconds an agent's run is timed by (a short run counts as a crash). @default Date.now */
@@ -84,7 +87,8 @@ export class LocalProvider implements CapacityProvider {
     agent.start = () => {
       const startedAt = this.now();
       const env = { ...this.downloadEnv(deployment.modelId), ...this.options.engineEnv?.(deployment), ...extraEnv };
-      agent.child = this.spawnAgent(replica.id, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
+      const owner: ReplicaLogOwner = { replicaId: replica.id, deploymentId: deployment.id, workspaceId: deployment.workspaceId };
+      agent.child = this.spawnAgent(owner, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
         if (!agent.wanted) return;
         agent.crashes = this.now() - startedAt > HEALTHY_RUN_MS ? 0 : agent.crashes + 1;
@@ -138,7 +142,8 @@ export class LocalProvider implements CapacityProvider {
     return this.agents.get(replicaId)?.child;
   }
 
-  private spawnAgent(replicaId: string, joinToken: string, maxConcurrency: number, extraEnv: Record<string, string>, onLine: (line: string) => void): ChildProcess {
+  private spawnAgent(owner: ReplicaLogOwner, joinToken: string, maxConcurrency: number, extraEnv: Record<string, string>, onLine: (line: string) => void): ChildProcess {
+    const { replicaId } = owner;
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       NODE_ENV: process.env.NODE_ENV,
@@ -168,6 +173,7 @@ export class LocalProvider implements CapacityProvider {
         if (plain || !plainSeen) onLine(text.slice(0, 500));
         plainSeen ||= plain;
         relayAgentLine(log, text);
+        this.options.onAgentLine?.(owner, text);
       }
     };
     child.stdout?.on('data', forward);

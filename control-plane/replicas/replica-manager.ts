@@ -220,9 +220,12 @@ export class ReplicaManager {
     await this.end(await this.listActive(deployment.id), reason);
   }
 
-  /** Ends replicas: their last running stretch is billed, their agents drained, their capacity given back. */
+  /** Ends replicas: their last running stretch is billed, their deployments' subscribers told, their agents drained, their capacity given back. */
   private async end(replicas: Replica[], reason: string): Promise<void> {
     await this.metering.leaveRunning(replicas.map((replica) => replica.id), 'Terminated', reason);
+    // Their deployments' subscribers hear it: a pause's own event was rendered before its replicas ended
+    // (the console's list counted a terminated replica until something else changed).
+    for (const deploymentId of new Set(replicas.map((replica) => replica.deploymentId))) await this.deployments.replicasChanged(deploymentId);
     for (const replica of replicas) this.drain(replica.id, reason);
     await Promise.all(replicas.map((replica) => this.providers.get(replica.provider)?.terminate(replica.id).catch((error) =>
       this.logger.warn({ err: error, replicaId: replica.id }, 'the provider could not release a replica'))));

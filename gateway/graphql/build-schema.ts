@@ -16,10 +16,12 @@ import { BatchResolver } from './resolvers/batch.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import { MetricsHistoryResolver } from './resolvers/metrics-history.resolver';
 import { RequestLogResolver } from './resolvers/request-log.resolver';
+import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
+import { PlaygroundResolver } from './resolvers/playground.resolver';
 
 export const RESOLVERS = [
   CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
-  MetricsHistoryResolver, RequestLogResolver,
+  MetricsHistoryResolver, RequestLogResolver, ReplicaLogResolver, PlaygroundResolver,
 ] as const;
 
 /**

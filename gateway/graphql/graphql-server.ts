@@ -32,6 +32,8 @@ import { BatchResolver } from './resolvers/batch.resolver';
 import { MetricsHistoryResolver } from './resolvers/metrics-history.resolver';
 import { RequestLogResolver } from './resolvers/request-log.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
+import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
+import { PlaygroundResolver, type PlaygroundOptions } from './resolvers/playground.resolver';
 import type { RequestGate } from '../http/request-gate';
 import { limitDatabaseQueries, QuerySlots } from './database-cost';
 import { operationBudgetPlugin } from './operation-budget';
@@ -58,10 +60,11 @@ export class GraphQLServer {
 
   constructor(
     private readonly admin: AdminPort, httpServer: http.Server, publicUrl: () => string, private readonly limits: GraphQLLimits, logger: Logger,
-    private readonly gate: RequestGate,
+    private readonly gate: RequestGate, playground: PlaygroundOptions,
   ) {
     this.operatorTokenHash = admin.config.operatorToken ? hashSecret(admin.config.operatorToken) : null;
     const deployments = new DeploymentResolver(admin, publicUrl);
+    const playgroundResolver = new PlaygroundResolver(admin, playground, logger.child({ component: 'playground' }));
     const batches = new BatchResolver(admin, new BatchFileLinks(admin.batches.files, admin.managedStore, admin.storageCredentials, {
       managedLinkTtlSeconds: admin.config.storage.outputUrlTtlSeconds, customerLinkTtlSeconds: admin.config.storage.customerOutputUrlTtlSeconds,
     }, logger.child({ component: 'graphql' })));
@@ -81,13 +84,15 @@ export class GraphQLServer {
       [BudgetResolver, new BudgetResolver(admin)],
       [MetricsHistoryResolver, new MetricsHistoryResolver(admin)],
       [RequestLogResolver, new RequestLogResolver(admin)],
+      [ReplicaLogResolver, new ReplicaLogResolver(admin, deployments)],
+      [PlaygroundResolver, playgroundResolver],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);
     this.subscriptions = new SubscriptionHub(schema, subscriptionRoutes({
-      ownDeployment: (caller, deploymentId) => deployments.checkReplicaLoadSubscription(caller, deploymentId),
+      ownDeployment: (caller, deploymentId) => deployments.checkOwnDeployment(caller, deploymentId),
       ownBatchDeployment: (caller, deploymentId) => batches.checkBatchUpdatedSubscription(caller, deploymentId),
-    }), {
+    }, { playgroundChat: playgroundResolver.chatStream }), {
       events: admin.events, tenantQueries: admin.tenantQueries,
       format: (result) => formatExecutionResult(result, logger), databaseQueriesPerOperation: limits.databaseQueriesPerOperation,
       logger: logger.child({ component: 'subscriptions' }),

@@ -6,7 +6,7 @@ import { AppError } from '../../control-plane/api/errors';
 import type { BudgetLease, TenantQueries } from '../../control-plane/api/inference';
 import { QuerySlots } from './database-cost';
 import type { GraphQLContext } from './graphql-context';
-import type { SubscriptionRoute } from './subscription-routes';
+import type { EventRoute, StreamRoute, SubscriptionRoute } from './subscription-routes';
 
 /** A subscription operation as its socket sent it. */
 export interface SocketOperation {
@@ -77,6 +77,7 @@ export class SubscriptionHub {
   private readonly channels = new Map<string, Map<string, RenderGroup>>();
   private readonly operations = new WeakMap<GraphQLContext, SocketOperation>();
   private readonly subscribers = new Set<Subscriber>();
+  private readonly streams = new Set<RenderedStream>();
   private readonly stopListening: Array<() => void> = [];
   private rendered = 0;
 
@@ -86,6 +87,10 @@ export class SubscriptionHub {
       const route = routes[name];
       // A subscription field without a route would be accepted and never fire.
       if (!route) throw new Error(`subscription '${name}' has no route (subscription-routes.ts)`);
+      if ('stream' in route) {
+        fields[name].subscribe = (_source, args, context: GraphQLContext) => this.stream(route, args, context);
+        continue;
+      }
       fields[name].subscribe = (_source, args, context: GraphQLContext) => this.listen(name, route, args, context);
       const publish = (event: unknown) => this.publish(name, route.channelsOf(event as never), event);
       options.events.on(route.event, publish as never);
@@ -100,7 +105,7 @@ export class SubscriptionHub {
 
   /** Subscriptions open now. */
   get size(): number {
-    return this.subscribers.size;
+    return this.subscribers.size + this.streams.size;
   }
 
   /** `context` is the context of `operation`, which its subscription's events are written to. */
@@ -112,9 +117,32 @@ export class SubscriptionHub {
   stop(): void {
     for (const stop of this.stopListening.splice(0)) stop();
     for (const subscriber of [...this.subscribers]) subscriber.end();
+    for (const stream of [...this.streams]) void stream.return();
   }
 
-  private async listen(field: string, route: SubscriptionRoute, args: Record<string, unknown>, context: GraphQLContext): Promise<Subscriber> {
+  /**
+   * A stream route's subscription: its work's items, each executed with the operation's own
+   * selection (graphql-ws sends what this yields as it is), its hold on the `subscriptions`
+   * budget given back when it ends, however.
+   */
+  private async stream(route: StreamRoute, args: Record<string, unknown>, context: GraphQLContext): Promise<RenderedStream> {
+    const operation = this.operations.get(context);
+    if (!operation) throw new AppError('invalid_request', 'subscriptions are served over WebSocket (graphql-transport-ws) at /graphql');
+    const source = await route.stream(args, context);
+    const { schema, options } = this;
+    const render = async (item: unknown) => await options.tenantQueries.run(async () => await execute({
+      schema, document: operation.document, rootValue: item, operationName: operation.operationName ?? undefined, variableValues: operation.variables ?? undefined,
+      contextValue: { ...context, database: new QuerySlots(options.databaseQueriesPerOperation) },
+    }));
+    const stream = new RenderedStream(source, render, () => {
+      this.streams.delete(stream);
+      operation.lease.release();
+    });
+    this.streams.add(stream);
+    return stream;
+  }
+
+  private async listen(field: string, route: EventRoute, args: Record<string, unknown>, context: GraphQLContext): Promise<Subscriber> {
     const operation = this.operations.get(context);
     if (!operation) throw new AppError('invalid_request', 'subscriptions are served over WebSocket (graphql-transport-ws) at /graphql');
     const channel = await route.channelFor(args, context);
@@ -240,5 +268,50 @@ class Subscriber implements AsyncIterableIterator<never> {
 
   [Symbol.asyncIterator](): this {
     return this;
+  }
+}
+
+/** A stream route's items as execution results; `onEnd` runs once, when it ends (done, thrown, or returned). */
+class RenderedStream implements AsyncIterableIterator<ExecutionResult> {
+  private ended = false;
+
+  constructor(private readonly source: AsyncIterator<unknown>, private readonly render: (item: unknown) => Promise<ExecutionResult>, private readonly onEnd: () => void) {}
+
+  async next(): Promise<IteratorResult<ExecutionResult>> {
+    if (this.ended) return { done: true, value: undefined };
+    let step: IteratorResult<unknown>;
+    try {
+      step = await this.source.next();
+    } catch (error) {
+      this.end();
+      throw error;
+    }
+    if (step.done) {
+      this.end();
+      return { done: true, value: undefined };
+    }
+    return { done: false, value: await this.render(step.value) };
+  }
+
+  async return(): Promise<IteratorResult<ExecutionResult>> {
+    if (!this.ended) {
+      this.end();
+      await this.source.return?.();
+    }
+    return { done: true, value: undefined };
+  }
+
+  async throw(): Promise<IteratorResult<ExecutionResult>> {
+    return await this.return();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.onEnd();
   }
 }

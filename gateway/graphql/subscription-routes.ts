@@ -10,7 +10,10 @@ import { workspaceOf, type GraphQLContext } from './graphql-context';
  * whatever the arguments say (the filters that used to check it ran once per subscription per
  * event: each heartbeat touched all 40,000 subscriptions of a server, issue 33).
  */
-export interface SubscriptionRoute {
+export type SubscriptionRoute = EventRoute | StreamRoute;
+
+/** A subscription that follows a control-plane event: rendered once per event for all its subscribers (subscription-hub.ts). */
+export interface EventRoute {
   /** The control-plane event it follows. */
   readonly event: keyof ControlPlaneEventMap;
   /** The channels an event goes out on. */
@@ -23,9 +26,23 @@ export interface SubscriptionRoute {
   channelFor(args: Record<string, unknown>, caller: GraphQLContext): Promise<string>;
 }
 
+/**
+ * A subscription that is its own piece of work, not a view of shared events (the playground's
+ * chat: one request, streamed): `stream` checks the caller and arguments (throwing the refusal,
+ * as a query would) and returns what the subscription yields, in order, each rendered with the
+ * operation's own selection; it ends when the work does, or is ended (`return`) when the client
+ * completes or goes away.
+ */
+export interface StreamRoute {
+  stream(args: Record<string, unknown>, caller: GraphQLContext): Promise<AsyncIterator<unknown>>;
+}
+
+/** Streams each served by the resolver that owns it. */
+export type SubscriptionStreams = Readonly<Record<string, StreamRoute>>;
+
 /** The checks a subscription's arguments need (resolvers own them: the same refusals as their queries). */
 export interface SubscriptionChecks {
-  /** `replicaLoad(deploymentId)`: the caller's own deployment. */
+  /** `replicaLoad(deploymentId)` and `replicaLogLine(deploymentId)`: the caller's own deployment. */
   ownDeployment(caller: GraphQLContext, deploymentId: string): Promise<void>;
   /** `batchUpdated(deploymentId)`: no deployment, or the caller's own. */
   ownBatchDeployment(caller: GraphQLContext, deploymentId: string | null | undefined): Promise<void>;
@@ -42,11 +59,21 @@ const ofWorkspace = (event: OfWorkspace) => [event.workspaceId];
 const inWorkspace = async (_args: Record<string, unknown>, caller: GraphQLContext) => workspaceOf(caller);
 
 /** The route of every subscription field of the schema, by field name. */
-export function subscriptionRoutes(checks: SubscriptionChecks): Readonly<Record<string, SubscriptionRoute>> {
+export function subscriptionRoutes(checks: SubscriptionChecks, streams: SubscriptionStreams = {}): Readonly<Record<string, SubscriptionRoute>> {
   return {
+    ...streams,
     replicaLoad: {
       event: 'replicaLoad',
       channelsOf: (load: OfDeployment) => [`${load.workspaceId}/${load.deploymentId}`],
+      async channelFor(args, caller) {
+        const deploymentId = String(args.deploymentId);
+        await checks.ownDeployment(caller, deploymentId);
+        return `${workspaceOf(caller)}/${deploymentId}`;
+      },
+    },
+    replicaLogLine: {
+      event: 'replicaLogLine',
+      channelsOf: (line: OfDeployment) => [`${line.workspaceId}/${line.deploymentId}`],
       async channelFor(args, caller) {
         const deploymentId = String(args.deploymentId);
         await checks.ownDeployment(caller, deploymentId);

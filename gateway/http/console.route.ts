@@ -35,6 +35,9 @@ export function contentSecurityPolicy(host: string | undefined): string {
   ].join('; ');
 }
 
+/** The one file outside `assets/` the app links to (index.html's `<link rel="icon">`; Vite copies it from console/public). */
+const FAVICON = 'favicon.svg';
+
 /** A DNS name or IP literal and an optional port: no wildcard, path, space or `;` can pass. */
 const PLAIN_HOST = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
@@ -72,6 +75,16 @@ export function consoleRoute(dir: string = defaultConsoleDir()) {
     context.set('content-security-policy', contentSecurityPolicy(context.get('host') || undefined));
     context.set('x-content-type-options', 'nosniff');
     context.set('referrer-policy', 'no-referrer');
+    if (relative === FAVICON) {
+      const icon = read(path.join(dir, FAVICON));
+      if (icon) {
+        context.type = TYPES['.svg'];
+        // Not content-hashed: a day, so a changed icon shows up without a reload storm.
+        context.set('cache-control', 'public, max-age=86400');
+        context.body = icon;
+        return;
+      }
+    }
     const asset = relative.startsWith('assets/') && /^[\w./-]+$/.test(relative) && !relative.includes('..') ? read(path.join(dir, relative)) : null;
     if (asset) {
       context.type = TYPES[path.extname(relative)] ?? 'application/octet-stream';

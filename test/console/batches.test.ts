@@ -90,6 +90,33 @@ describe('console: batches', () => {
     await screenshot(page, 'batches');
   });
 
+  it('fits 1440 px: each Cancel button shows "Cancel" and is named for its batch (the id is not in the visible label)', async () => {
+    const batch = await createBatch(['wide-1', 'wide-2', 'wide-3'], { cpu_engine: { ttft_ms: 1_500 } });
+    await page.setViewportSize({ width: 1440, height: 900 });
+    try {
+      const row = page.getByRole('row').filter({ hasText: batch.id });
+      const cancel = row.getByRole('button', { name: `Cancel ${batch.id}` });
+      await cancel.waitFor({ timeout: 20_000 });
+      expect(await cancel.textContent()).toBe('Cancel');
+      // Neither the page nor the table's own box scrolls sideways.
+      const overflow = await page.evaluate(() => {
+        const box = document.querySelector('table.batches')!.parentElement!;
+        return { page: document.documentElement.scrollWidth - document.documentElement.clientWidth, table: box.scrollWidth - box.clientWidth };
+      });
+      expect(overflow).toEqual({ page: 0, table: 0 });
+      await cancel.click();
+      const question = row.getByRole('group', { name: new RegExp(`\\(Cancel ${batch.id}\\)$`) });
+      await question.getByRole('button', { name: `Yes, cancel ${batch.id}` }).waitFor();
+      expect(await question.getByRole('button', { name: `Yes, cancel ${batch.id}` }).textContent()).toBe('Yes, cancel');
+      expect(await seriousAccessibilityViolations(page)).toEqual([]);
+      await screenshot(page, 'batches-1440');
+      await question.getByRole('button', { name: `Yes, cancel ${batch.id}` }).click();
+      await row.getByText('cancelled', { exact: true }).waitFor({ timeout: 20_000 });
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 860 });
+    }
+  });
+
   it('cancels an in-progress batch from the page after confirming; the deployment filter keeps it', async () => {
     const ids = Array.from({ length: 10 }, (_, index) => `slow-${index}`);
     const batch = await createBatch(ids, { cpu_engine: { ttft_ms: 2_000 } });

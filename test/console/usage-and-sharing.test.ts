@@ -93,14 +93,18 @@ describe('console: usage and shared models', () => {
     // By day: today's row has the three requests and their tokens, and GPU cost above zero.
     const report = page.getByRole('region', { name: /^Cost and tokens/ });
     const todayRow = report.getByRole('row', { name: new RegExp(`^${utcToday()}`) });
-    const costOf = async (row: ReturnType<Page['getByRole']>) => (await row.getByRole('cell').last().textContent()) ?? '';
+    // Money shows to the cent; the exact amount (a ledger keeps ten digits) is the title when it has more.
+    const costOf = async (row: ReturnType<Page['getByRole']>) => {
+      const amount = row.getByRole('cell').last().locator('.money');
+      return (await amount.getAttribute('title')) ?? (await amount.textContent()) ?? '';
+    };
     await refreshUntil(page, 'Refresh', async () => {
       if (await todayRow.count() === 0) return false;
       const cells = await todayRow.getByRole('cell').allTextContents();
-      return cells[0] === '3' && cells[3] === total && /^\$0\.\d*[1-9]/.test(cells[5]);
+      return cells[0] === '3' && cells[3] === total && /^\$0\.\d*[1-9]/.test(await costOf(todayRow));
     }, 'today\'s usage and cost on the page');
     expect(await todayRow.getByRole('cell').allTextContents()).toEqual(
-      ['3', prompt.toLocaleString('en-US'), completion.toLocaleString('en-US'), total, expect.stringMatching(/^0\.\d{4}$/), expect.stringMatching(/^\$0\.\d+$/)]);
+      ['3', prompt.toLocaleString('en-US'), completion.toLocaleString('en-US'), total, expect.stringMatching(/^0\.\d{4}$/), expect.stringMatching(/^(<\$0\.01|\$0\.\d\d)$/)]);
     expect(await page.getByRole('img', { name: /GPU cost in USD by day/ }).count()).toBe(1);
     expect(await page.getByRole('img', { name: /prompt and completion tokens by day/ }).count()).toBe(1);
 
@@ -114,8 +118,26 @@ describe('console: usage and shared models', () => {
     expect(await costOf(deploymentRow)).toMatch(/^\$0\.\d*[1-9]/);
     expect(await page.getByRole('img', { name: /GPU cost in USD by deployment/ }).count()).toBe(1);
 
-    // Metered GPU time is in the ledger.
+    // By API key: the key by its name and prefix, with its requests and tokens (GPU time is per deployment).
+    await page.getByRole('radio', { name: 'API key' }).check();
+    const byKey = page.getByRole('region', { name: 'Tokens by API key' });
+    const keyRow = byKey.getByRole('row', { name: /^test key \(mk-\w{4}…\)/ });
+    await keyRow.waitFor();
+    expect(await keyRow.getByRole('cell').allTextContents()).toEqual(['3', prompt.toLocaleString('en-US'), completion.toLocaleString('en-US'), total]);
+    expect(await byKey.getByRole('columnheader', { name: 'GPU cost' }).count()).toBe(0);
+    expect(await byKey.textContent()).not.toContain(workspace.apiKeyId);
+    expect(await seriousAccessibilityViolations(page)).toEqual([]);
+    await screenshot(page, 'usage-by-key');
+    await page.getByRole('radio', { name: 'Deployment' }).check();
+
+    // Metered GPU time is in the ledger, its deployment named (not its id), its amount to the cent with every digit in the title.
     await refreshUntil(page, 'Refresh', async () => await page.getByRole('cell', { name: 'GPU time', exact: true }).count() > 0, 'a gpu_time ledger row');
+    const gpuRow = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'GPU time', exact: true }) }).first();
+    const gpuCells = gpuRow.getByRole('cell');
+    expect(await gpuCells.nth(3).textContent()).toContain(`${MODEL} (${deployment.slug})`);
+    expect(await gpuCells.nth(3).textContent()).not.toMatch(/dep_|rep_/);
+    expect(await gpuCells.nth(2).textContent()).toMatch(/^(−<\$0\.01|−\$\d+\.\d\d)$/);
+    expect(await gpuCells.nth(2).locator('.money').getAttribute('title')).toMatch(/^−\$0\.\d{3,}$/);
 
     // A top-up makes the workspace prepaid: the balance and the top-up row show.
     await test.server.controlPlane.billing.addCredit(workspace.workspaceId, '25');
@@ -123,7 +145,7 @@ describe('console: usage and shared models', () => {
     expect(await page.getByTestId('credit-balance').textContent()).toMatch(/^\$2[45](\.\d+)? prepaid credit left/);
     await page.getByRole('cell', { name: 'Top-up', exact: true }).waitFor();
     const topUp = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'Top-up', exact: true }) });
-    expect(await topUp.getByRole('cell').nth(2).textContent()).toBe('$25');
+    expect(await topUp.getByRole('cell').nth(2).textContent()).toBe('$25.00');
 
     // A range that ends before it starts is refused on the page, without asking the API.
     await page.getByLabel('From (UTC)').fill('2030-01-02');
@@ -217,7 +239,8 @@ describe('console: usage and shared models', () => {
     await refreshUntil(page, 'Refresh earnings', async () => await earningsRow.count() > 0, 'the guest call in the earnings');
     const cells = await earningsRow.getByRole('cell').allTextContents();
     expect(cells.slice(0, 3)).toEqual(['1', String(answer.usage!.prompt_tokens), String(answer.usage!.completion_tokens)]);
-    expect(cells[3]).toMatch(/^\$0\.\d*[1-9]$/);
+    expect(cells[3]).toMatch(/^(<\$0\.01|\$0\.\d\d)$/);
+    expect(await earningsRow.getByRole('cell').nth(3).locator('.money').getAttribute('title')).toMatch(/^\$0\.\d*[1-9]$/);
 
     expect(await seriousAccessibilityViolations(page)).toEqual([]);
     await screenshot(page, 'shared-models');

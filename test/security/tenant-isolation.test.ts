@@ -201,6 +201,9 @@ describe('tenant isolation', () => {
       ['resumeDeployment', 'mutation($id: ID!) { resumeDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['deleteDeployment', 'mutation($id: ID!) { deleteDeployment(id: $id) { id status } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['cancelRequest', 'mutation($id: ID!) { cancelRequest(id: $id) { id status } }', { id: theirs.requestId }, 'FORBIDDEN'],
+      ['replicaLogs', 'query($id: ID!) { replicaLogs(deploymentId: $id) { replicaId message } }', { id: theirs.chat.id }, 'FORBIDDEN'],
+      ['playgroundImage(apiKeyId)', 'mutation($id: ID!, $d: ID!) { playgroundImage(input: {apiKeyId: $id, deploymentId: $d, prompt: "x"}) { requestId urls } }', { id: theirs.keyId, d: ours.image.id }, 'NOT_FOUND'],
+      ['playgroundImage(deploymentId)', 'mutation($k: ID!, $id: ID!) { playgroundImage(input: {apiKeyId: $k, deploymentId: $id, prompt: "x"}) { requestId urls } }', { k: mine.apiKeyId, id: theirs.image.id }, 'FORBIDDEN'],
       ['batch', 'query($id: ID!) { batch(id: $id) { id status inputFileId inputFileUrl outputFileUrl } }', { id: theirs.batchId }, 'NOT_FOUND'],
       ['batches(deploymentId)', 'query($id: ID!) { batches(deploymentId: $id) { id inputFileId } }', { id: theirs.chat.id }, 'FORBIDDEN'],
       ['cancelBatch', 'mutation($id: ID!) { cancelBatch(id: $id) { id status } }', { id: theirs.batchId }, 'NOT_FOUND'],
@@ -248,10 +251,10 @@ describe('tenant isolation', () => {
         storageCredentials { id name bucket }
         requests(deploymentId: $image, limit: 200) { id }
         batches(limit: 100) { id inputFileId }
-        byDeployment: usage(from: $from, to: $to, groupBy: "deployment") { key requests }
-        byKey: usage(from: $from, to: $to, groupBy: "api_key") { key requests }
-        costs(from: $from, to: $to, groupBy: "deployment") { key }
-        ledgerEntries(from: $from, to: $to, limit: 200) { kind deploymentId }
+        byDeployment: usage(from: $from, to: $to, groupBy: "deployment") { key label requests }
+        byKey: usage(from: $from, to: $to, groupBy: "api_key") { key label requests }
+        costs(from: $from, to: $to, groupBy: "deployment") { key label }
+        ledgerEntries(from: $from, to: $to, limit: 200) { kind deploymentId deploymentLabel }
         creditBalance
       }`, { ...range, image: ours.image.id });
       const data = ok(answer);

@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import { storedKey } from '../session';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
@@ -71,7 +72,7 @@ export function ApiKeys() {
       {!data && fetching && <Loading what="API keys" />}
       {data && data.apiKeys.length === 0 && <Empty>No active keys. Create one above.</Empty>}
       {data && data.apiKeys.length > 0 && (
-        <table>
+        <TableScroll><table>
           <thead><tr><th>Name</th><th>Key</th><th>RPM limit</th><th>TPD limit</th><th>Created</th><th><span className="muted">Actions</span></th></tr></thead>
           <tbody>
             {data.apiKeys.map((key) => {
@@ -94,7 +95,7 @@ export function ApiKeys() {
               );
             })}
           </tbody>
-        </table>
+        </table></TableScroll>
       )}
       {editing && <LimitsForm key={editing.id} apiKey={editing} onClose={() => setEditing(null)} />}
     </section>

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
 import { useQuery, useSubscription, type CombinedError } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { BatchesQuery, BatchUpdatedSubscription } from '../gql/graphql';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { Empty, ErrorView, Loading } from '../components/states';
@@ -158,7 +159,7 @@ function BatchTable({ deploymentId, slugOf, example }: { deploymentId: string | 
     <>
       {liveError && <ErrorView error={liveError} title="Live updates stopped; reload the page to resume them" />}
       {cancelError && <ErrorView error={cancelError.error} title={`${cancelError.id} was not cancelled`} />}
-      <table>
+      <TableScroll><table className="batches">
         <caption className="muted" style={{ textAlign: 'left', padding: '8px 0' }}>
           {rows.length === LIMIT ? `The newest ${LIMIT} batches` : `${rows.length} batch${rows.length === 1 ? '' : 'es'}`}. File links are signed for about an hour.
         </caption>
@@ -169,7 +170,7 @@ function BatchTable({ deploymentId, slugOf, example }: { deploymentId: string | 
           {rows.map((batch) => (
             <tr key={batch.id}>
               <td>
-                <code>{batch.id}</code>
+                <code className="id">{batch.id}</code>
                 {!deploymentId && <><br /><span className="muted">on <Link to={`/deployments/${batch.deploymentId}`}>{slugOf.get(batch.deploymentId) ?? batch.deploymentId}</Link></span></>}
               </td>
               <td><code>{batch.endpoint}</code></td>
@@ -183,14 +184,14 @@ function BatchTable({ deploymentId, slugOf, example }: { deploymentId: string | 
               <td><FileLinks batch={batch} /></td>
               <td>
                 {CANCELLABLE.includes(batch.status) && (
-                  <ConfirmButton label={`Cancel ${batch.id}`} question={`Cancel ${batch.id}? No more of its lines start; finished ones are kept in its files.`}
+                  <ConfirmButton label="Cancel" accessibleName={`Cancel ${batch.id}`} question="Cancel this batch? No more of its lines start; finished ones are kept in its files."
                     onConfirm={() => void cancel(batch.id)} />
                 )}
               </td>
             </tr>
           ))}
         </tbody>
-      </table>
+      </table></TableScroll>
     </>
   );
 }

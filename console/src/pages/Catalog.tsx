@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { useNavigate } from 'react-router-dom';
 import { CombinedError, useMutation, useQuery } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { CatalogPageQuery, GpuOffersQuery } from '../gql/graphql';
 import { Empty, ErrorView, fieldError, Loading } from '../components/states';
 import { formatUsd } from '../components/format';
@@ -76,7 +77,7 @@ export function Catalog() {
       {!data && fetching && <Loading what="the catalog" />}
       {data && data.catalog.length === 0 && <Empty>The catalog has no models yet; an operator adds them with registerCatalogModel.</Empty>}
       {data && data.catalog.length > 0 && (
-        <table>
+        <TableScroll><table>
           <caption className="muted" style={{ textAlign: 'left', padding: '8px 0' }}>Models deployments can be created from</caption>
           <thead>
             <tr><th scope="col">Model</th><th scope="col">Modality</th><th scope="col">GPU memory</th><th scope="col">Per replica-hour</th><th scope="col">Shared, per 1M tokens</th><th scope="col"><span className="visually-hidden" style={HIDDEN}>Action</span></th></tr>
@@ -98,7 +99,7 @@ export function Catalog() {
               );
             })}
           </tbody>
-        </table>
+        </table></TableScroll>
       )}
       {model && (
         <CreateDeploymentForm
@@ -228,7 +229,7 @@ function CreateDeploymentForm({ model, provider, offers, sharedPrices, onCancel 
                   : `This cap admits ${admitted.length} of ${fitting.length} offers that fit.`}
                 {' '}Hourly cost: {atMin === null ? 'not reachable' : formatUsd(atMin)} at {minReplicas || '?'} (min) and {atMax === null ? 'not reachable with current offers' : formatUsd(atMax)} at {maxReplicas || '?'} (max) replicas.
               </p>
-              <table aria-label="GPU offers that fit this model">
+              <TableScroll><table aria-label="GPU offers that fit this model">
                 <thead><tr><th scope="col">GPU</th><th scope="col">Memory</th><th scope="col">Region</th><th scope="col">Per hour</th><th scope="col">Machines</th><th scope="col">Under the cap</th></tr></thead>
                 <tbody>
                   {fitting.map((offer) => (
@@ -238,7 +239,7 @@ function CreateDeploymentForm({ model, provider, offers, sharedPrices, onCancel 
                     </tr>
                   ))}
                 </tbody>
-              </table>
+              </table></TableScroll>
             </>
           )}
       </div>

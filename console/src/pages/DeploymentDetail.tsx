@@ -3,12 +3,15 @@ import { Link, useNavigate, useParams } from 'react-router-dom';
 import { useMutation, useQuery, useSubscription } from 'urql';
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { DeploymentDetailQuery } from '../gql/graphql';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
 import { Empty, ErrorView, Loading } from '../components/states';
-import { formatUsd } from '../components/format';
 import { HistoryCharts } from '../components/HistoryCharts';
+import { Money } from '../components/Money';
+import { ReplicaLogs } from '../components/ReplicaLogs';
+import { snippetsFor, type SnippetModel } from '../components/snippets';
 
 const DEPLOYMENT = graphql(`
   query DeploymentDetail($id: ID!) {
@@ -18,7 +21,7 @@ const DEPLOYMENT = graphql(`
       replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt }
       scalingDecisions(limit: 20) { decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas }
     }
-    catalog { id name task modality }
+    catalog { id name task modality sizes videoSpec { durationSeconds fps } }
     sharedModels { modelId }
   }
 `);
@@ -71,6 +74,7 @@ export function DeploymentDetail() {
   const navigate = useNavigate();
   const [{ data, fetching, error }, refetch] = useQuery({ query: DEPLOYMENT, variables: { id }, context: DEPLOYMENT_CONTEXT });
   const [live, setLive] = useState<LivePart | null>(null);
+  const [logReplica, setLogReplica] = useState<string | null>(null);
   const [updates] = useSubscription({ query: DEPLOYMENT_UPDATED }, (_previous: unknown, event) => {
     if (event.deploymentUpdated.id === id) setLive(event.deploymentUpdated);
     return event;
@@ -168,15 +172,18 @@ export function DeploymentDetail() {
       {actionError && <ErrorView error={actionError} title="The change was not made" />}
 
       <h2>Endpoint</h2>
-      <Endpoint baseUrl={deployment.baseUrl} task={model?.task ?? 'chat'} modelId={deployment.modelId} />
+      <Endpoint baseUrl={deployment.baseUrl} model={model ?? { id: deployment.modelId, task: 'chat', sizes: [] }} />
+      {model && ['chat', 'image-generation'].includes(model.task) && (
+        <p><Link to={`/playground?deployment=${encodeURIComponent(deployment.id)}`}>Try it in the playground</Link></p>
+      )}
       {(model?.modality ?? 'text') === 'text' && (
         <p><Link to={`/batches?deployment=${encodeURIComponent(deployment.id)}`}>Batches on this deployment</Link> <span className="muted">(the OpenAI Batch API at this base URL)</span></p>
       )}
 
       <h2>Settings</h2>
-      <table>
+      <TableScroll><table>
         <tbody>
-          <tr><th scope="row">Price cap</th><td>{formatUsd(deployment.priceCapPerHour)} per replica-hour</td></tr>
+          <tr><th scope="row">Price cap</th><td><Money amount={deployment.priceCapPerHour} /> per replica-hour</td></tr>
           <tr><th scope="row">Replicas</th><td>{deployment.minReplicas} to {deployment.maxReplicas}; desired now {deployment.desiredReplicas}</td></tr>
           <tr><th scope="row">Autoscale</th><td>{deployment.autoscale ? 'On: scales by load within the range' : 'Off: pinned at the minimum'}</td></tr>
           <tr><th scope="row">Provider</th><td>{deployment.provider}</td></tr>
@@ -184,13 +191,19 @@ export function DeploymentDetail() {
           <tr><th scope="row">Share idle capacity</th><td>{shareable ? (deployment.shareIdleCapacity ? 'On' : 'Off') : 'Not available for this model'}</td></tr>
           <tr><th scope="row">Created</th><td>{new Date(deployment.createdAt).toLocaleString()}</td></tr>
         </tbody>
-      </table>
+      </table></TableScroll>
 
       <h2>Cost so far</h2>
       <CostSoFar deploymentId={deployment.id} since={deployment.createdAt} />
 
       <h2>Replicas</h2>
-      <Replicas replicas={deployment.replicas} />
+      <Replicas replicas={deployment.replicas} onShowLogs={(replicaId) => {
+        setLogReplica(replicaId);
+        document.getElementById('replica-logs-heading')?.scrollIntoView();
+      }} />
+
+      <h2 id="replica-logs-heading">Replica logs</h2>
+      <ReplicaLogs deploymentId={deployment.id} replicas={deployment.replicas} replicaId={logReplica} onReplica={setLogReplica} />
 
       <h2>History</h2>
       <HistoryCharts deploymentId={deployment.id} />
@@ -210,44 +223,17 @@ function SharingBadge({ sharing }: { sharing: string }) {
   return null;
 }
 
-/** The OpenAI path of each catalog task (docs/api-contract.md). */
-function pathFor(task: string): string {
-  switch (task) {
-    case 'completion': return 'completions';
-    case 'image-generation': return 'images/generations';
-    case 'image-edit': return 'images/edits';
-    case 'video-generation': return 'videos';
-    default: return 'chat/completions';
-  }
-}
-
-function bodyFor(task: string): string {
-  switch (task) {
-    case 'completion': return '{"prompt": "Once upon a time", "max_tokens": 32}';
-    case 'image-generation': return '{"prompt": "a lighthouse at dusk", "size": "1024x1024"}';
-    case 'video-generation': return '{"prompt": "waves on a beach"}';
-    default: return '{"messages": [{"role": "user", "content": "Hello"}]}';
-  }
-}
-
-function Endpoint({ baseUrl, task, modelId }: { baseUrl: string; task: string; modelId: string }) {
-  const curl = task === 'image-edit'
-    ? `curl ${baseUrl}/images/edits \\\n  -H "Authorization: Bearer $API_KEY" \\\n  -F image=@input.png -F prompt="make it dusk"`
-    : `curl ${baseUrl}/${pathFor(task)} \\\n  -H "Authorization: Bearer $API_KEY" \\\n  -H "Content-Type: application/json" \\\n  -d '${bodyFor(task)}'`;
-  const call = task === 'completion'
-    ? `client.completions.create(model="${modelId}", prompt="Once upon a time", max_tokens=32)`
-    : task === 'image-generation' || task === 'image-edit'
-      ? `client.images.generate(model="${modelId}", prompt="a lighthouse at dusk")`
-      : `client.chat.completions.create(\n    model="${modelId}",\n    messages=[{"role": "user", "content": "Hello"}],\n)`;
-  const sdk = `import os\nfrom openai import OpenAI\n\nclient = OpenAI(base_url="${baseUrl}", api_key=os.environ["API_KEY"])\nresult = ${call}\nprint(result)`;
+function Endpoint({ baseUrl, model }: { baseUrl: string; model: SnippetModel }) {
+  const { curl, sdk, after } = snippetsFor(baseUrl, model);
   return (
     <>
-      <p style={{ display: 'flex', gap: 8, alignItems: 'center' }}>
+      <p style={{ display: 'flex', gap: 8, alignItems: 'center', flexWrap: 'wrap' }}>
         <span>Base URL</span> <code data-testid="base-url">{baseUrl}</code> <CopyButton text={baseUrl} label="Copy base URL" />
       </p>
       <h3>curl</h3>
       <pre aria-label="curl example" tabIndex={0}>{curl}</pre>
       <CopyButton text={curl} label="Copy curl command" />
+      {after && <p className="muted">{after}</p>}
       <h3>OpenAI SDK (Python)</h3>
       <pre aria-label="OpenAI SDK example" tabIndex={0}>{sdk}</pre>
       <CopyButton text={sdk} label="Copy SDK example" />
@@ -268,10 +254,10 @@ function CostSoFar({ deploymentId, since }: { deploymentId: string; since: strin
   if (!data) return fetching ? <Loading what="costs" /> : null;
   const row = data.costs.find((item) => item.key === deploymentId);
   if (!row) return <Empty>No GPU time billed yet.</Empty>;
-  return <p><strong>${Number(row.amount).toFixed(4)}</strong> for {row.gpuHours.toFixed(3)} GPU-hours since it was created.</p>;
+  return <p data-testid="cost-so-far"><strong><Money amount={row.amount} /></strong> for {row.gpuHours.toFixed(3)} GPU-hours since it was created.</p>;
 }
 
-function Replicas({ replicas }: { replicas: Deployment['replicas'] }) {
+function Replicas({ replicas, onShowLogs }: { replicas: Deployment['replicas']; onShowLogs: (replicaId: string) => void }) {
   const [showTerminated, setShowTerminated] = useState(false);
   const shown = showTerminated ? replicas : replicas.filter((replica) => replica.status !== 'Terminated');
   const terminated = replicas.length - replicas.filter((replica) => replica.status !== 'Terminated').length;
@@ -286,20 +272,21 @@ function Replicas({ replicas }: { replicas: Deployment['replicas'] }) {
       {shown.length === 0
         ? <Empty>No replicas are placed now.</Empty>
         : (
-          <table aria-label="Replicas">
-            <thead><tr><th scope="col">Replica</th><th scope="col">Status</th><th scope="col">GPU</th><th scope="col">Per hour</th><th scope="col">Engine or load</th></tr></thead>
+          <TableScroll><table aria-label="Replicas">
+            <thead><tr><th scope="col">Replica</th><th scope="col">Status</th><th scope="col">GPU</th><th scope="col">Per hour</th><th scope="col">Engine or load</th><th scope="col"><span className="muted">Logs</span></th></tr></thead>
             <tbody>
               {shown.map((replica) => (
                 <tr key={replica.id}>
                   <td><code>{replica.id}</code></td>
                   <td>{replica.status}{replica.statusReason ? <span className="muted"> · {replica.statusReason}</span> : null}</td>
                   <td>{replica.gpuName ?? '—'}{replica.gpuMemoryGb ? ` (${replica.gpuMemoryGb} GB)` : ''}{replica.region ? `, ${replica.region}` : ''}</td>
-                  <td>{formatUsd(replica.pricePerHour)}</td>
+                  <td><Money amount={replica.pricePerHour} /></td>
                   <td>{replica.status === 'Creating' ? `${replica.loadPercent ?? 0}% loaded` : replica.engineKind ?? '—'}</td>
+                  <td><button type="button" aria-label={`Show the logs of ${replica.id}`} onClick={() => onShowLogs(replica.id)}>Logs</button></td>
                 </tr>
               ))}
             </tbody>
-          </table>
+          </table></TableScroll>
         )}
     </>
   );
@@ -359,7 +346,7 @@ function formatMs(ms: number | null): string {
 function ScalingDecisions({ decisions }: { decisions: Deployment['scalingDecisions'] }) {
   if (decisions.length === 0) return <Empty>No scaling decisions recorded yet.</Empty>;
   return (
-    <table aria-label="Scaling decisions">
+    <TableScroll><table aria-label="Scaling decisions">
       <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Reason</th><th scope="col">Replicas</th><th scope="col">Why</th></tr></thead>
       <tbody>
         {decisions.map((decision, index) => (
@@ -372,6 +359,6 @@ function ScalingDecisions({ decisions }: { decisions: Deployment['scalingDecisio
           </tr>
         ))}
       </tbody>
-    </table>
+    </table></TableScroll>
   );
 }

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { Link, useSearchParams } from 'react-router-dom';
 import { useQuery, useSubscription, type CombinedError } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import type { RequestUpdatedSubscription } from '../gql/graphql';
 import { Empty, ErrorView, Loading } from '../components/states';
 import { useCancelRequest } from '../graphql/requests';
@@ -121,7 +122,7 @@ function RequestTable({ deploymentId, status, baseUrl }: { deploymentId: string;
   return (
     <>
       {cancelError && <ErrorView error={cancelError.error} title={`${cancelError.id} was not canceled`} />}
-      <table>
+      <TableScroll><table>
         <caption className="muted" style={{ textAlign: 'left', padding: '8px 0' }}>{rows.length === LIMIT ? `The newest ${LIMIT} requests` : `${rows.length} request${rows.length === 1 ? '' : 's'}`}</caption>
         <thead><tr><th>Request</th><th>Modality</th><th>Status</th><th>Progress</th><th>Queued</th><th>Completed</th><th><span className="muted">Actions</span></th></tr></thead>
         <tbody>
@@ -140,7 +141,7 @@ function RequestTable({ deploymentId, status, baseUrl }: { deploymentId: string;
             </tr>
           ))}
         </tbody>
-      </table>
+      </table></TableScroll>
     </>
   );
 }

@@ -5,6 +5,7 @@ import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
 import { Empty, ErrorView, fieldError, Loading } from '../components/states';
 import { sumDecimals } from '../components/format';
+import { Money } from '../components/Money';
 
 const SHARED_MODELS = graphql(`
   query SharedModelsList {
@@ -295,7 +296,7 @@ function OwnerSharing({ sharedModelIds, modelsLoaded }: { sharedModelIds: Set<st
                     <td style={STYLES.number}>{row.requests.toLocaleString('en-US')}</td>
                     <td style={STYLES.number}>{row.promptTokens.toLocaleString('en-US')}</td>
                     <td style={STYLES.number}>{row.completionTokens.toLocaleString('en-US')}</td>
-                    <td style={STYLES.number}>${row.earnings}</td>
+                    <td style={STYLES.number}><Money amount={row.earnings} /></td>
                   </tr>
                 ))}
               </tbody>
@@ -305,7 +306,7 @@ function OwnerSharing({ sharedModelIds, modelsLoaded }: { sharedModelIds: Set<st
                   <td style={STYLES.number}>{earnings.reduce((sum, row) => sum + row.requests, 0).toLocaleString('en-US')}</td>
                   <td style={STYLES.number}>{earnings.reduce((sum, row) => sum + row.promptTokens, 0).toLocaleString('en-US')}</td>
                   <td style={STYLES.number}>{earnings.reduce((sum, row) => sum + row.completionTokens, 0).toLocaleString('en-US')}</td>
-                  <td style={STYLES.number}>${sumDecimals(earnings.map((row) => row.earnings))}</td>
+                  <td style={STYLES.number}><Money amount={sumDecimals(earnings.map((row) => row.earnings))} /></td>
                 </tr>
               </tfoot>
             </table>

@@ -3,12 +3,13 @@ import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAx
 import { useQuery } from 'urql';
 import { graphql } from '../gql';
 import { Empty, ErrorView, Loading } from '../components/states';
-import { sumDecimals } from '../components/format';
+import { formatUsd, sumDecimals } from '../components/format';
+import { Money } from '../components/Money';
 
 const REPORT = graphql(`
-  query UsageReport($from: DateTimeISO!, $to: DateTimeISO!, $groupBy: String!) {
-    costs(from: $from, to: $to, groupBy: $groupBy) { key gpuHours amount }
-    usage(from: $from, to: $to, groupBy: $groupBy) { key requests promptTokens completionTokens totalTokens }
+  query UsageReport($from: DateTimeISO!, $to: DateTimeISO!, $costsBy: String!, $usageBy: String!) {
+    costs(from: $from, to: $to, groupBy: $costsBy) { key label gpuHours amount }
+    usage(from: $from, to: $to, groupBy: $usageBy) { key label requests promptTokens completionTokens totalTokens }
     deployments { id slug modelId }
   }
 `);
@@ -17,12 +18,15 @@ const CREDIT = graphql(`
   query CreditAndLedger($from: DateTimeISO!, $to: DateTimeISO!) {
     creditBalance
     ledgerEntries(from: $from, to: $to, limit: 15) {
-      kind amount modelId deploymentId replicaId promptTokens completionTokens pricePerHour periodStart periodEnd createdAt
+      kind amount modelId deploymentId deploymentLabel replicaId promptTokens completionTokens pricePerHour periodStart periodEnd createdAt
     }
   }
 `);
 
-type Grouping = 'day' | 'deployment';
+/** By API key the report has tokens only: GPU time is billed per deployment, whichever keys called it. */
+type Grouping = 'day' | 'deployment' | 'api_key';
+
+const GROUPING_WORDS: Record<Grouping, string> = { day: 'by day', deployment: 'by deployment', api_key: 'by API key' };
 
 const DAY_MS = 86_400_000;
 /** The API's range limit (a longer one is BAD_USER_INPUT). */
@@ -77,11 +81,6 @@ function count(value: number): string {
   return value.toLocaleString('en-US');
 }
 
-/** An exact decimal string shown as money, never through a float: "-0.5" → "−$0.5". */
-function money(amount: string): string {
-  return amount.startsWith('-') ? `−$${amount.slice(1)}` : `$${amount}`;
-}
-
 /** Whole cents for the chart's axis and tooltip only (the table keeps the exact amounts). */
 function approximateMoney(value: number): string {
   return value < 0.01 && value > 0 ? `$${value.toPrecision(2)}` : `$${value.toFixed(2)}`;
@@ -98,7 +97,7 @@ interface Row {
   amount: string;
 }
 
-/** Usage and billing: GPU cost and text tokens by day or deployment, prepaid credit, and the ledger's latest rows. */
+/** Usage and billing: GPU cost and text tokens by day or deployment, tokens by API key, prepaid credit, and the ledger's latest rows. */
 export function Usage() {
   const [range, setRange] = useState(defaultRange);
   const [groupBy, setGroupBy] = useState<Grouping>('day');
@@ -117,7 +116,10 @@ export function Usage() {
     to: rangeProblem ? '' : new Date(Date.parse(`${range.to}T00:00:00Z`) + DAY_MS).toISOString(),
   }), [range, rangeProblem]);
 
-  const [report, refetchReport] = useQuery({ query: REPORT, variables: { ...variables, groupBy }, pause: rangeProblem !== null });
+  const byKey = groupBy === 'api_key';
+  const [report, refetchReport] = useQuery({
+    query: REPORT, variables: { ...variables, costsBy: byKey ? 'day' : groupBy, usageBy: groupBy }, pause: rangeProblem !== null,
+  });
   const [credit, refetchCredit] = useQuery({ query: CREDIT, variables, pause: rangeProblem !== null });
   const refresh = () => {
     refetchReport({ requestPolicy: 'network-only' });
@@ -127,25 +129,27 @@ export function Usage() {
   const rows = useMemo<Row[]>(() => {
     if (!report.data) return [];
     const names = new Map(report.data.deployments.map((deployment) => [deployment.id, `${deployment.modelId} (${deployment.slug})`]));
+    const labels = new Map([...report.data.costs, ...report.data.usage].filter((row) => row.label).map((row) => [row.key, row.label as string]));
+    // The server names deployments and keys, deleted and revoked ones included; a guest's calls are keyed by the shared model.
     const label = (key: string) => groupBy === 'day' ? key
-      : key.startsWith('shared/') ? `${key} (shared model, as a guest)` : names.get(key) ?? `${key} (deleted)`;
-    const byKey = new Map<string, Row>();
+      : key.startsWith('shared/') ? `${key} (shared model, as a guest)` : labels.get(key) ?? names.get(key) ?? key;
+    const rowsByKey = new Map<string, Row>();
     const row = (key: string) => {
-      let existing = byKey.get(key);
+      let existing = rowsByKey.get(key);
       if (!existing) {
         existing = { key, label: label(key), requests: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, gpuHours: 0, amount: '0' };
-        byKey.set(key, existing);
+        rowsByKey.set(key, existing);
       }
       return existing;
     };
-    for (const cost of report.data.costs) Object.assign(row(cost.key), { gpuHours: cost.gpuHours, amount: cost.amount });
+    if (!byKey) for (const cost of report.data.costs) Object.assign(row(cost.key), { gpuHours: cost.gpuHours, amount: cost.amount });
     for (const usage of report.data.usage) {
       Object.assign(row(usage.key), {
         requests: usage.requests, promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, totalTokens: usage.totalTokens,
       });
     }
-    return [...byKey.values()].sort((a, b) => a.key.localeCompare(b.key));
-  }, [report.data, groupBy]);
+    return [...rowsByKey.values()].sort((a, b) => (groupBy === 'day' ? a.key.localeCompare(b.key) : a.label.localeCompare(b.label)));
+  }, [report.data, groupBy, byKey]);
 
   /** By day the chart shows every day of the range (zero where nothing happened); by deployment, the rows. */
   const chartRows = useMemo(() => {
@@ -160,8 +164,9 @@ export function Usage() {
     totalTokens: sum.totalTokens + row.totalTokens, gpuHours: sum.gpuHours + row.gpuHours,
   }), { requests: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0, gpuHours: 0 });
   const totalCost = report.data ? sumDecimals(report.data.costs.map((cost) => cost.amount)) : '0';
+  const totalGpuHours = report.data ? report.data.costs.reduce((sum, cost) => sum + cost.gpuHours, 0) : 0;
   const period = `${range.from} to ${range.to} (UTC)`;
-  const grouping = groupBy === 'day' ? 'by day' : 'by deployment';
+  const grouping = GROUPING_WORDS[groupBy];
 
   return (
     <section>
@@ -176,7 +181,7 @@ export function Usage() {
         {!credit.data && credit.fetching && <Loading what="the credit balance" />}
         {credit.data && (credit.data.creditBalance === null || credit.data.creditBalance === undefined
           ? <p data-testid="credit-balance"><strong>Postpaid</strong>: this workspace has no prepaid credit and no spending limit; GPU time and shared-model tokens are billed outside the platform.</p>
-          : <p data-testid="credit-balance"><strong style={{ fontSize: '1.4em' }}>{money(credit.data.creditBalance)}</strong> prepaid credit left. Calls answer 402 once it reaches zero.</p>)}
+          : <p data-testid="credit-balance"><strong style={{ fontSize: '1.4em' }}><Money amount={credit.data.creditBalance} /></strong> prepaid credit left. Calls answer 402 once it reaches zero.</p>)}
       </section>
 
       <form style={STYLES.filters} aria-label="Report range" onSubmit={(event) => event.preventDefault()}>
@@ -196,13 +201,15 @@ export function Usage() {
           <legend style={STYLES.legend}>Group by</legend>
           <label style={STYLES.inline}><input type="radio" name="group-by" value="day" checked={groupBy === 'day'} onChange={() => setGroupBy('day')} /> Day</label>
           <label style={STYLES.inline}><input type="radio" name="group-by" value="deployment" checked={groupBy === 'deployment'} onChange={() => setGroupBy('deployment')} /> Deployment</label>
+          <label style={STYLES.inline}><input type="radio" name="group-by" value="api_key" checked={groupBy === 'api_key'} onChange={() => setGroupBy('api_key')} /> API key</label>
         </fieldset>
         <button type="button" className="link" onClick={() => setRange(defaultRange())}>Last 30 days</button>
       </form>
       {rangeProblem && <p id="range-problem" role="alert" className="field-error">{rangeProblem}</p>}
 
       <section aria-labelledby="report-heading">
-        <h2 id="report-heading">Cost and tokens {grouping}</h2>
+        <h2 id="report-heading">{byKey ? 'Tokens' : 'Cost and tokens'} {grouping}</h2>
+        {byKey && <p className="muted">GPU time is billed per deployment, whichever keys called it: by API key the report counts requests and tokens.</p>}
         {report.error && <ErrorView error={report.error} title="Usage could not be loaded" />}
         {!report.data && report.fetching && <Loading what="usage and cost" />}
         {report.data && rows.length === 0 && (
@@ -211,11 +218,11 @@ export function Usage() {
         {report.data && rows.length > 0 && (
           <>
             <p>
-              {period}: <strong>{money(totalCost)}</strong> of GPU time ({totals.gpuHours.toFixed(3)} GPU-hours),{' '}
+              {period}: <strong><Money amount={totalCost} /></strong> of GPU time ({totalGpuHours.toFixed(3)} GPU-hours),{' '}
               <strong>{count(totals.totalTokens)}</strong> tokens in {count(totals.requests)} text requests.
             </p>
             <div style={STYLES.charts}>
-              <figure style={STYLES.figure}>
+              {!byKey && <figure style={STYLES.figure}>
                 <figcaption style={STYLES.figcaption}>GPU cost (USD) {grouping}</figcaption>
                 <ResponsiveContainer width="100%" height={240}>
                   <BarChart data={chartRows} accessibilityLayer={false} role="img"
@@ -228,7 +235,7 @@ export function Usage() {
                     <Bar dataKey="cost" name="GPU cost" fill={COLOURS.cost} isAnimationActive={false} />
                   </BarChart>
                 </ResponsiveContainer>
-              </figure>
+              </figure>}
               <figure style={STYLES.figure}>
                 <figcaption style={STYLES.figcaption}>Tokens {grouping}</figcaption>
                 <ResponsiveContainer width="100%" height={240}>
@@ -249,16 +256,16 @@ export function Usage() {
             </div>
             <div style={STYLES.scroll}>
               <table>
-                <caption style={STYLES.caption}>Cost and tokens {grouping}, {period}</caption>
+                <caption style={STYLES.caption}>{byKey ? 'Tokens' : 'Cost and tokens'} {grouping}, {period}</caption>
                 <thead>
                   <tr>
-                    <th scope="col">{groupBy === 'day' ? 'Day' : 'Deployment'}</th>
+                    <th scope="col">{groupBy === 'day' ? 'Day' : byKey ? 'API key' : 'Deployment'}</th>
                     <th scope="col" style={STYLES.number}>Requests</th>
                     <th scope="col" style={STYLES.number}>Prompt tokens</th>
                     <th scope="col" style={STYLES.number}>Completion tokens</th>
                     <th scope="col" style={STYLES.number}>Total tokens</th>
-                    <th scope="col" style={STYLES.number}>GPU-hours</th>
-                    <th scope="col" style={STYLES.number}>GPU cost</th>
+                    {!byKey && <th scope="col" style={STYLES.number}>GPU-hours</th>}
+                    {!byKey && <th scope="col" style={STYLES.number}>GPU cost</th>}
                   </tr>
                 </thead>
                 <tbody>
@@ -269,8 +276,8 @@ export function Usage() {
                       <td style={STYLES.number}>{count(row.promptTokens)}</td>
                       <td style={STYLES.number}>{count(row.completionTokens)}</td>
                       <td style={STYLES.number}>{count(row.totalTokens)}</td>
-                      <td style={STYLES.number}>{row.gpuHours.toFixed(4)}</td>
-                      <td style={STYLES.number}>{money(row.amount)}</td>
+                      {!byKey && <td style={STYLES.number}>{row.gpuHours.toFixed(4)}</td>}
+                      {!byKey && <td style={STYLES.number}><Money amount={row.amount} /></td>}
                     </tr>
                   ))}
                 </tbody>
@@ -281,8 +288,8 @@ export function Usage() {
                     <td style={STYLES.number}>{count(totals.promptTokens)}</td>
                     <td style={STYLES.number}>{count(totals.completionTokens)}</td>
                     <td style={STYLES.number}>{count(totals.totalTokens)}</td>
-                    <td style={STYLES.number}>{totals.gpuHours.toFixed(4)}</td>
-                    <td style={STYLES.number}>{money(totalCost)}</td>
+                    {!byKey && <td style={STYLES.number}>{totals.gpuHours.toFixed(4)}</td>}
+                    {!byKey && <td style={STYLES.number}><Money amount={totalCost} /></td>}
                   </tr>
                 </tfoot>
               </table>
@@ -309,7 +316,7 @@ export function Usage() {
                   <tr key={`${entry.createdAt}-${index}`}>
                     <td>{formatTime(entry.createdAt)}</td>
                     <td>{KIND_LABELS[entry.kind] ?? entry.kind}</td>
-                    <td style={STYLES.number}>{money(entry.amount)}</td>
+                    <td style={STYLES.number}><Money amount={entry.amount} /></td>
                     <td>{ledgerDetails(entry)}</td>
                   </tr>
                 ))}
@@ -327,18 +334,18 @@ function formatTime(iso: string): string {
 }
 
 function ledgerDetails(entry: {
-  kind: string; modelId?: string | null; deploymentId?: string | null; replicaId?: string | null; promptTokens?: number | null;
+  kind: string; modelId?: string | null; deploymentId?: string | null; deploymentLabel?: string | null; replicaId?: string | null; promptTokens?: number | null;
   completionTokens?: number | null; pricePerHour?: string | null; periodStart?: string | null; periodEnd?: string | null;
-}): string {
-  const parts: string[] = [];
+}) {
+  const parts: React.ReactNode[] = [];
   if (entry.modelId) parts.push(entry.modelId);
-  if (entry.deploymentId) parts.push(`deployment ${entry.deploymentId}`);
-  if (entry.replicaId) parts.push(`replica ${entry.replicaId}`);
+  // The deployment by its model and slug (the id in the title); the replica by its GPU time, its id in the title too.
+  if (entry.deploymentId) parts.push(<span key="deployment" title={entry.deploymentId}>{entry.deploymentLabel ?? 'a deleted deployment'}</span>);
   if (entry.promptTokens != null || entry.completionTokens != null) {
     parts.push(`${count(entry.promptTokens ?? 0)} prompt + ${count(entry.completionTokens ?? 0)} completion tokens`);
   }
-  if (entry.pricePerHour) parts.push(`at $${entry.pricePerHour}/h`);
+  if (entry.pricePerHour) parts.push(<span key="price" title={entry.replicaId ? `replica ${entry.replicaId}` : undefined}>one replica at {formatUsd(entry.pricePerHour)}/h</span>);
   if (entry.periodStart && entry.periodEnd) parts.push(`${formatTime(entry.periodStart)} → ${formatTime(entry.periodEnd)}`);
-  return parts.join(', ') || '—';
+  if (parts.length === 0) return '—';
+  return parts.flatMap((part, index) => (index === 0 ? [part] : [', ', part]));
 }
-

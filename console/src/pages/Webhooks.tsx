@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { useMutation, useQuery, useSubscription } from 'urql';
 import { graphql } from '../gql';
+import { TableScroll } from '../components/TableScroll';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
 import { Empty, ErrorView, fieldError, Loading } from '../components/states';
@@ -130,7 +131,7 @@ function Endpoints() {
         <p role="status">Test event sent to <code>{tested.data.sendTestWebhook.url}</code>: delivery <code>{tested.data.sendTestWebhook.id}</code>; its attempts appear in the delivery log below.</p>
       )}
       {data && data.webhookEndpoints.length > 0 && (
-        <table>
+        <TableScroll><table>
           <thead><tr><th>URL</th><th>Description</th><th>State</th><th><span className="muted">Actions</span></th></tr></thead>
           <tbody>
             {data.webhookEndpoints.map((endpoint) => {
@@ -157,7 +158,7 @@ function Endpoints() {
               );
             })}
           </tbody>
-        </table>
+        </table></TableScroll>
       )}
       <form onSubmit={submit} aria-labelledby="add-endpoint-heading">
         <h3 id="add-endpoint-heading">Add an endpoint</h3>
@@ -260,7 +261,7 @@ function DeliveryLog() {
       {!data && fetching && <Loading what="deliveries" />}
       {data && data.webhookDeliveries.length === 0 && <Empty>No deliveries yet. Send a test to an endpoint to see one here.</Empty>}
       {data && data.webhookDeliveries.length > 0 && (
-        <table aria-label="Deliveries" style={{ marginTop: 12 }}>
+        <TableScroll><table aria-label="Deliveries" style={{ marginTop: 12 }}>
           <thead><tr><th>Event</th><th>URL</th><th>Status</th><th>Attempts</th><th>Latency</th><th>Created</th></tr></thead>
           <tbody>
             {data.webhookDeliveries.map((delivery) => {
@@ -287,7 +288,7 @@ function DeliveryLog() {
               );
             })}
           </tbody>
-        </table>
+        </table></TableScroll>
       )}
     </>
   );

@@ -81,11 +81,12 @@ export class DeploymentResolver {
   }
 
   /**
-   * Run when a `replicaLoad` subscription starts (subscription-routes.ts): another
+   * Run when a `replicaLoad` or `replicaLogLine` subscription starts (subscription-routes.ts),
+   * and by `replicaLogs`: another
    * workspace's deployment is FORBIDDEN and an unknown one NOT_FOUND, as `deployment(id:)`
    * answers, instead of a subscription that is accepted and silently never fires.
    */
-  async checkReplicaLoadSubscription(context: GraphQLContext, deploymentId: string): Promise<void> {
+  async checkOwnDeployment(context: GraphQLContext, deploymentId: string): Promise<void> {
     // The cached owner, not the row: a client opening hundreds of subscriptions costs no query each.
     const workspaceId = workspaceOf(context);
     const owner = await this.admin.deploymentStore.ownerOf(deploymentId);

@@ -52,6 +52,7 @@ export class MarketOfferInput {
 @ObjectType('CostRow', { description: 'GPU cost of a day, deployment or replica' })
 export class CostRowType {
   @Field({ description: 'YYYY-MM-DD (UTC), deployment id or replica id' }) key: string;
+  @Field(() => String, { nullable: true, description: 'By deployment: its model id and slug (", deleted" when it is); else null' }) label: string | null;
   @Field(() => Float) gpuHours: number;
   @Field(() => DecimalScalar, { description: 'What the GPU time cost, in the price unit of the offers (USD)' }) amount: string;
 }
@@ -60,6 +61,9 @@ export class CostRowType {
 export class UsageRowType {
   @Field({ description: 'YYYY-MM-DD (UTC), deployment id or API key id; by deployment, calls on shared models (as a guest) are keyed by the shared model, shared/<model-id>' })
   key: string;
+  @Field(() => String, {
+    nullable: true, description: 'By deployment: its model id and slug (", deleted" when it is); by API key: its name and prefix (", revoked" when it is); else null',
+  }) label: string | null;
   @Field(() => Int) requests: number;
   @Field(() => Float) promptTokens: number;
   @Field(() => Float) completionTokens: number;

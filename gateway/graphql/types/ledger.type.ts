@@ -15,6 +15,7 @@ export class LedgerEntryType {
   @Field(() => String, { nullable: true, description: 'guest_debit and owner_credit: the shared model' }) modelId: string | null;
   @Field(() => ID, { nullable: true, description: 'gpu_time: the billed deployment; owner_credit: the shared deployment that served; never on guest_debit' })
   deploymentId: string | null;
+  @Field(() => String, { nullable: true, description: 'The deployment\'s model id and slug, when the entry names a deployment' }) deploymentLabel: string | null;
   @Field(() => ID, { nullable: true, description: 'gpu_time: the billed replica' }) replicaId: string | null;
   @Field(() => Int, { nullable: true }) promptTokens: number | null;
   @Field(() => Int, { nullable: true }) completionTokens: number | null;
