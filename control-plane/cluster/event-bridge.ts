@@ -41,7 +41,7 @@ export function bridgeEvents(
   // A line is at most a few hundred characters (ReplicaLogs' maxLineChars), far below NOTIFY's
   // 8,000-byte payload limit, and each replica's lines are rate-limited where they are written.
   events.on('replicaLogLine', (line) => {
-    if (!fromPeers.has(line)) notifier.publish('replica-log', JSON.stringify(line));
+    if (!fromPeers.has(line)) notifier.publishInOrder('replica-log', JSON.stringify(line));
   });
   notifier.on('replica-log', (payload) => {
     const parsed = JSON.parse(payload) as Omit<ReplicaLogLine, 'at'> & { at: string };
