@@ -8,6 +8,7 @@ import { loadResponsesConfig, RESPONSES_SETTINGS, type ResponsesConfig } from '.
 import { loadSharingConfig, SHARING_SETTINGS, type SharingConfig } from './sharing/sharing-config';
 import { loadStorageConfig, STORAGE_SETTINGS, type StorageConfig } from './storage/storage-config';
 import { loadWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from './webhooks/webhook-config';
+import { loadTracingConfig, type TracingConfig } from './telemetry/tracing-config';
 
 /**
  * Every control-plane setting: the control plane's own (config/control-plane-config.ts) and each
@@ -29,6 +30,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   batches: BatchConfig;
   /** The tenant budget's default limits (budgets/budget-kinds.ts). */
   budgets: BudgetLimits;
+  /** Traces (the standard OTEL_* variables, docs/tracing.md); off unless an exporter is configured. */
+  tracing: TracingConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -40,7 +43,7 @@ export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env)
   return {
     ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
     responses: loadResponsesConfig(env),
-    sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env),
+    sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env), tracing: loadTracingConfig(env),
   };
 }
 

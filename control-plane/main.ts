@@ -85,6 +85,7 @@ import { WorkspaceBudgets } from './budgets/workspace-budgets';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
 import { tenantQueriesOf } from './data-source';
 import type { TenantQueries } from './database/tenant-queries';
+import type { Tracing } from '../common/tracing/tracing';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -174,6 +175,11 @@ export interface ControlPlane {
   readonly grpcAddress: string;
   /** Where agents reach the gRPC port, and the warning when what needs agents on other machines cannot. */
   readonly agentReach: AgentReach;
+  /**
+   * This server's tracing (OTEL_*, docs/tracing.md), given by whoever started the control plane
+   * (its logger names the active span); null when off. The gateway's spans are made with it too.
+   */
+  readonly tracing: Tracing | null;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -185,17 +191,21 @@ export interface ControlPlane {
  * batch lines) is its own OpenAI request model (openai/). `routeLabels` is data, the values the
  * metrics' `route` label may take (the gateway's closed set of route labels).
  */
-export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, routeLabels: readonly string[]): Promise<ControlPlane> {
+export async function startControlPlane(
+  config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, routeLabels: readonly string[], tracing: Tracing | null = null,
+): Promise<ControlPlane> {
   const lifecycle = new Lifecycle(logger);
   try {
-    return await compose(config, dataSource, logger, lifecycle, routeLabels);
+    return await compose(config, dataSource, logger, lifecycle, routeLabels, tracing);
   } catch (error) {
     await lifecycle.stopAll();
     throw error;
   }
 }
 
-async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, routeLabels: readonly string[]): Promise<ControlPlane> {
+async function compose(
+  config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, routeLabels: readonly string[], tracing: Tracing | null,
+): Promise<ControlPlane> {
   const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
   const catalogAdmin = new CatalogAdmin(dataSource, catalog);
   await catalogAdmin.load();
@@ -237,7 +247,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const storageCredentials = new StorageCredentialService(dataSource, {
     encryptionKey: secretsKey, allowPrivateEndpoints: storage.allowPrivateEndpoints,
   });
-  const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }));
+  const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }), tracing);
   lifecycle.add('webhook delivery', () => webhooks.loop.stop());
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
@@ -278,7 +288,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     // A sync call's managed link is its only way to the file: keep it as long as the link lives, plus a margin.
     syncManagedRetentionMs: (storage.outputUrlTtlSeconds + 600) * 1000,
     progressWriteIntervalMs: 1_000,
-  }, logger.child({ component: 'media-jobs' }));
+  }, logger.child({ component: 'media-jobs' }), Date.now, tracing);
   // Stops after the agent server: jobs whose streams it ends still write their outcome.
   lifecycle.add('media jobs', () => mediaJobs.settle());
   // Built once the job path exists (below); stops after the agent server too, so lines ending with it write their answers.
@@ -290,7 +300,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
   let registry: ServerRegistry | null = null;
   const sharedPool = new SharedPool(catalog, deploymentStore, dispatcher, events, config.sharing, logger.child({ component: 'shared-pool' }), () => registry?.peers() ?? []);
-  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId));
+  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId), tracing);
   const relayService = loadRelayService().service;
   agentServer.addService(relayService, relayServer.handlers);
   const port = await agentServer.start();
@@ -366,7 +376,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   agentReach.announce(await remoteAgentNeeds(deploymentStore, capacity, config.clusterAddress));
   // Every settled request is heard here: per-deployment metrics, minute rollups, the request log.
   const requestObservers = new RequestObservers((error) => logger.error({ err: error }, 'a finished-request observer failed'));
-  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers });
+  const pipeline = new InferencePipeline({ catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers, tracing });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
   const responseRetention = new ResponseRetention(responseStore, config.responses.sweepIntervalMs, logger.child({ component: 'responses-retention' }));
@@ -391,7 +401,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts,
+    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;
@@ -407,7 +417,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
+    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.
       await scheduler.stop();
