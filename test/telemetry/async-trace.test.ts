@@ -6,6 +6,7 @@ import { OtlpReceiver, SPAN_KIND, type ReceivedSpan } from '../support/otlp-rece
 import { createTestDatabase, dropTestDatabase } from '../support/test-database';
 import { waitFor } from '../support/test-server';
 import { startReceiver } from '../webhooks/support/receiver';
+import { chatLine, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 
 const IMAGE_MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -48,6 +49,8 @@ describe('traces of async work, from submission to webhook', () => {
     const { id, slug } = created.createDeployment.deployment as { id: string; slug: string };
     await waitFor(async () => (await query(databaseUrl, `SELECT 1 FROM replicas WHERE deployment_id = $1 AND status = 'Running'`, [id])).length === 1, 60_000, 'the image replica');
     media = new MediaClient(`${server.url}/d/${slug}/v1`, apiKey);
+    // Every event of the workspace (background responses' and batches' have no per-request URL).
+    await graphql('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { id } }', { url: `${hooks.base}/ok/events` });
   }, 120_000);
 
   afterAll(async () => {
@@ -105,13 +108,12 @@ describe('traces of async work, from submission to webhook', () => {
   it('a background response: its run and its webhook are in its create request\'s trace', async () => {
     // The first run's chat deployment (the built-in CPU engine).
     const slug = /\/d\/([^/\s]+)\/v1/.exec(server.output())![1];
-    await graphql('mutation($url: String!) { createWebhookEndpoint(input: {url: $url}) { id } }', { url: `${hooks.base}/ok/responses` });
     const client = new OpenAI({ baseURL: `${server.url}/d/${slug}/v1`, apiKey, maxRetries: 0 });
     const { data: queued, response } = await client.responses.create({ input: 'in the background', max_output_tokens: 4, background: true }).withResponse();
     const { traceId, spanId } = traceOf(response.headers.get('traceparent'));
     // 4 tokens end it `incomplete` (max_output_tokens): its event is response.incomplete.
-    await waitFor(() => hooks.at('/ok/responses').some((delivery) => delivery.rawBody.toString().includes(queued.id)), 15_000, 'the response.incomplete delivery');
-    const delivery = hooks.at('/ok/responses').find((candidate) => candidate.rawBody.toString().includes(queued.id))!;
+    await waitFor(() => hooks.at('/ok/events').some((delivery) => delivery.rawBody.toString().includes(queued.id)), 15_000, 'the response.incomplete delivery');
+    const delivery = hooks.at('/ok/events').find((candidate) => candidate.rawBody.toString().includes(queued.id))!;
     expect(traceOf(String(delivery.headers.traceparent)).traceId).toBe(traceId);
 
     const trace = await spans.waitFor((received) => received.some((span) => span.traceId === traceId && span.name === 'webhook response.incomplete')
@@ -120,5 +122,33 @@ describe('traces of async work, from submission to webhook', () => {
     expect(turn.parentSpanId).toBe(spanId);
     expect(turn.attributes).toMatchObject({ 'inference.endpoint': 'responses', 'inference.outcome': 'succeeded' });
     expect(trace.find((span) => span.name === 'webhook response.incomplete')!.parentSpanId).toBe(spanId);
+  }, 60_000);
+
+  it('a batch: each line a trace of its own linked to the create request, whose trace its webhook continues', async () => {
+    const slug = /\/d\/([^/\s]+)\/v1/.exec(server.output())![1];
+    const client = new OpenAI({ baseURL: `${server.url}/d/${slug}/v1`, apiKey, maxRetries: 0 });
+    const { data: created, response } = await client.batches.create({
+      input_file_id: await upload(client, jsonl([chatLine('a', 'one'), chatLine('b', 'two')])), endpoint: '/v1/chat/completions', completion_window: '24h',
+    }).withResponse();
+    const { traceId, spanId } = traceOf(response.headers.get('traceparent'));
+    expect((await waitForBatch(client, created.id)).status).toBe('completed');
+
+    const received = await spans.waitFor((all) => all.filter((span) => span.name === 'batch line' && span.links.some((link) => link.spanId === spanId)).length === 2
+      && all.some((span) => span.traceId === traceId && span.name === 'webhook batch.completed'), 20_000, 'the lines\' spans and the batch webhook\'s');
+    const lines = received.filter((span) => span.name === 'batch line' && span.links.some((link) => link.spanId === spanId));
+    expect(lines.map((line) => line.links)).toEqual([[{ traceId, spanId }], [{ traceId, spanId }]]);
+    expect(new Set(lines.map((line) => line.traceId)).size).toBe(2);
+    for (const line of lines) {
+      expect(line.traceId).not.toBe(traceId);
+      expect(line.parentSpanId).toBe('');
+      expect(line.attributes).toMatchObject({ 'inference.batch.id': created.id, 'inference.outcome': '200' });
+      const inference = await spans.waitFor((all) => all.some((span) => span.traceId === line.traceId && span.name === 'agent job'), 10_000, 'the line\'s agent span')
+        .then((all) => all.filter((span) => span.traceId === line.traceId));
+      const chat = inference.find((span) => span.name.startsWith('chat '))!;
+      expect(chat.parentSpanId).toBe(line.spanId);
+      expect(chat.attributes).toMatchObject({ 'inference.batch.id': created.id, 'inference.cost.basis': 'gpu_hours' });
+      expect(inference.find((span) => span.name === 'agent job')!.parentSpanId).toBe(chat.spanId);
+    }
+    expect(received.find((span) => span.traceId === traceId && span.name === 'webhook batch.completed')!.parentSpanId).toBe(spanId);
   }, 60_000);
 });
