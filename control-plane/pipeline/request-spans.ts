@@ -36,6 +36,8 @@ export const GPU_HOURS: CostBasis = { basis: 'gpu_hours' };
  * settlement: model, usage, finish reason, replica, cost) with its `place` (the routing
  * decision and send) and, when the agent queued the job, `queue wait`. The ticket holds one of
  * these only when tracing is on and the request has a parent; otherwise nothing here is made.
+ * Each attribute is said once per trace (the request id and route are the HTTP span's): with
+ * every request sampled, each one costs on every request (bench/results/2026-11-29-issue37-tracing.md).
  */
 export class RequestSpans {
   private dispatchSpan: Span | null = null;
@@ -50,7 +52,7 @@ export class RequestSpans {
     /** When the request arrived (Unix ms): its admit span starts there and ends now. */
     startedAt: number,
   ) {
-    tracing.startSpan('admit', SpanKind.INTERNAL, parent, this.identity(), startedAt).end();
+    tracing.startSpan('admit', SpanKind.INTERNAL, parent, undefined, startedAt).end();
   }
 
   /** A request admission refused (its code on an `admit` span of its own); nothing else of it is traced. */
@@ -64,10 +66,7 @@ export class RequestSpans {
   /** A job is about to be placed: the GenAI span opens (at the first), and a `place` span under it. Returns the Assign's traceparent. */
   dispatching(): string {
     const { request } = this;
-    this.dispatchSpan ??= this.tracing.startSpan(`${GEN_AI_OPERATIONS[request.endpoint] ?? request.endpoint} ${request.model}`, SpanKind.CLIENT, this.parent, {
-      ...this.identity(), [ATTR.operationName]: GEN_AI_OPERATIONS[request.endpoint] ?? request.endpoint, [ATTR.requestModel]: request.model,
-      [ATTR.endpoint]: request.endpoint, [ATTR.stream]: request.stream, [ATTR.costBasis]: this.cost.basis,
-    });
+    this.dispatchSpan ??= this.tracing.startSpan(`${GEN_AI_OPERATIONS[request.endpoint] ?? request.endpoint} ${request.model}`, SpanKind.CLIENT, this.parent, this.attributes());
     const context = this.dispatchSpan.spanContext();
     this.placeSpan = this.tracing.startSpan('place', SpanKind.INTERNAL, context);
     return traceparentOf(context);
@@ -78,10 +77,10 @@ export class RequestSpans {
     const span = this.placeSpan;
     if (!span) return;
     this.placeSpan = null;
+    // A relayed job's replica is known only from its first event: the GenAI span names it then.
     if (job.replicaId) span.setAttribute(ATTR.replicaId, job.replicaId);
-    if (job.carrier.peerId) span.setAttribute('inference.peer.server_id', job.carrier.peerId);
+    else if (job.carrier.peerId) span.setAttribute('inference.peer.server_id', job.carrier.peerId);
     if (job.routingReason) span.setAttribute(ATTR.routingReason, job.routingReason);
-    span.setAttribute(ATTR.jobId, job.id);
     span.end();
   }
 
@@ -113,11 +112,15 @@ export class RequestSpans {
     setUsage(span, finished);
     if (finished.replicaId) span.setAttribute(ATTR.replicaId, finished.replicaId);
     if (finished.finishReason) span.setAttribute(ATTR.finishReasons, [finished.finishReason]);
-    span.setAttribute(ATTR.outcome, finished.outcome);
     const usd = this.costOf(finished);
     if (usd !== null) span.setAttribute(ATTR.costUsd, usd);
-    if (finished.outcome === 'succeeded') span.end();
-    else failed(span, finished.errorCode ?? finished.outcome, finished.errorCode ?? finished.outcome);
+    if (finished.outcome === 'succeeded') {
+      span.end();
+      return;
+    }
+    // Failed or canceled (the client left, the deadline passed): an error span, its code as error.type.
+    span.setAttribute(ATTR.outcome, finished.outcome);
+    failed(span, finished.errorCode ?? finished.outcome, finished.errorCode ?? finished.outcome);
   }
 
   /** The request ended without a settlement (nothing ran): what is open ends. */
@@ -136,10 +139,16 @@ export class RequestSpans {
     return moneyOf(tokenCost(finished.promptTokens, finished.completionTokens, unitPrices(this.cost.prices)));
   }
 
-  private identity(): Attributes {
+  /** The GenAI span's attributes at its start: what it is, for whom, how it is charged. */
+  private attributes(): Attributes {
     const { request } = this;
-    const attributes: Attributes = { [ATTR.workspaceId]: request.workspaceId, [ATTR.deploymentId]: request.deploymentId };
-    if (request.requestId) attributes[ATTR.requestId] = request.requestId;
+    const operation = GEN_AI_OPERATIONS[request.endpoint] ?? request.endpoint;
+    const attributes: Attributes = {
+      [ATTR.operationName]: operation, [ATTR.requestModel]: request.model, [ATTR.workspaceId]: request.workspaceId, [ATTR.deploymentId]: request.deploymentId,
+      [ATTR.costBasis]: this.cost.basis,
+    };
+    // Work that no HTTP request of this trace carries (a background turn run again, a batch line) names its endpoint here.
+    if (!request.requestId) attributes[ATTR.endpoint] = request.endpoint;
     if (request.sharedModel) attributes[ATTR.sharedModel] = request.sharedModel;
     if (request.batchId) attributes[ATTR.batchId] = request.batchId;
     return attributes;

@@ -122,7 +122,8 @@ describe('traces of async work, from submission to webhook', () => {
       && received.some((span) => span.traceId === traceId && span.name.startsWith('chat ')), 15_000, 'the turn\'s and the webhook\'s spans').then(() => spans.trace(traceId));
     const turn = trace.find((span) => span.name.startsWith('chat '))!;
     expect(turn.parentSpanId).toBe(spanId);
-    expect(turn.attributes).toMatchObject({ 'inference.endpoint': 'responses', 'inference.outcome': 'succeeded' });
+    expect(turn.attributes).toMatchObject({ 'gen_ai.operation.name': 'chat', 'inference.cost.basis': 'gpu_hours' });
+    expect(turn.status.code).toBe(0);
     expect(trace.find((span) => span.name === 'webhook response.incomplete')!.parentSpanId).toBe(spanId);
   }, 60_000);
 
