@@ -32,7 +32,8 @@ describe('usage shared_model migration', () => {
         INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, shared_model, endpoint, status, stream, prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at)
         VALUES ('ws_1', 'key_new_guest', 'dep_provider', 'shared/acme/chat-8b', 'chat.completions', 'succeeded', false, 1, 2, 3, 4, now())`);
 
-      await dataSource.undoLastMigration({ transaction: 'all' });
+      // Undone back to before it (later migrations first: it need not be the last one).
+      for (let undo = MIGRATIONS.length - MIGRATIONS.indexOf(UsageSharedModel1765500000000); undo > 0; undo--) await dataSource.undoLastMigration({ transaction: 'all' });
       expect(await records('deployment_id')).toEqual([
         { api_key_id: 'key_guest', deployment_id: 'shared/acme/chat-8b' },
         { api_key_id: 'key_new_guest', deployment_id: 'shared/acme/chat-8b' },
