@@ -6,8 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from './processes';
 
-/** `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A. */
-export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'root' | 'A' | 'B→A';
+/**
+ * `A` and `B→A` are the relay part's two paths (relay.ts): client → server A, client → server B → A.
+ * `base`, `off`, `on` and `on 10%` are the tracing benchmark's (run-tracing.ts): another commit's server, ours with tracing off, ours
+ * exporting every span, ours sampling one trace in ten.
+ */
+export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'root' | 'A' | 'B→A' | 'base' | 'off' | 'on' | 'on 10%';
 
 export interface Target {
   readonly name: TargetName;
@@ -157,24 +161,37 @@ export async function floorTarget(upstream: { url: string; pid: number }, cpus: 
   };
 }
 
+/** Another build of the server, or ours with other settings (the tracing benchmark). */
+export interface OursOptions {
+  /** The checkout whose `dist/` runs: another commit's worktree, built (`npx tsc` and the agent build). @default this one */
+  readonly root?: string;
+  /** Server variables over the benchmark's (its local agent gets the OTEL_* ones too). */
+  readonly env?: Record<string, string>;
+  /** @default 'ours' */
+  readonly name?: TargetName;
+}
+
 /**
  * The real server (`dist/gateway/main.js`) on a fresh embedded database, with one local agent
  * whose `openai` engine is the upstream: client → gateway → gRPC → agent → upstream. `onStart`
  * gets its stop as soon as it is spawned (a failed start or Ctrl-C still stops it).
  */
-export async function oursTarget(upstream: { url: string; pid: number }, cpus: string | null, onStart?: (stop: () => Promise<void>) => void): Promise<Target> {
+export async function oursTarget(
+  upstream: { url: string; pid: number }, cpus: string | null, onStart?: (stop: () => Promise<void>) => void, options: OursOptions = {},
+): Promise<Target> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-ours-'));
   // As root, embedded PostgreSQL runs initdb as a `postgres` user, which must enter the folder.
   fs.chmodSync(dataDir, 0o755);
   const port = await freePort();
   // BENCH_SERVER_NODE_ARGS / BENCH_AGENT_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof/server") profile the server and its agent.
   const serverNodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...serverNodeArgs, path.join(PROJECT_ROOT, 'dist/gateway/main.js')], {
+  const child = spawn(process.execPath, [...serverNodeArgs, path.join(options.root ?? PROJECT_ROOT, 'dist/gateway/main.js')], {
     env: {
       // BENCH_SERVER_LOG_LEVEL=info measures the server with its one line per request (the default outside benches).
       PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', GRPC_PORT: '0', GRPC_HOST: '127.0.0.1', LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'warn',
       LOCAL_ENGINE: 'openai', LOCAL_ENGINE_URL: upstream.url, LOCAL_AGENT_MAX_CONCURRENCY: '1024',
       DEFAULT_RPM_LIMIT: '1000000000', DEFAULT_TPD_LIMIT: '1000000000000000', LOCAL_AGENT_NODE_ARGS: process.env.BENCH_AGENT_NODE_ARGS ?? '',
+      ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
@@ -218,7 +235,7 @@ export async function oursTarget(upstream: { url: string; pid: number }, cpus: s
   const all = roles();
   pin([pid, ...all.agent, ...all.postgres], cpus);
   return {
-    name: 'ours', url, key,
+    name: options.name ?? 'ours', url, key,
     processes: () => {
       const current = roles();
       pin(current.postgres, cpus);

@@ -31,6 +31,7 @@ import { TenantBudgets1765100000000 } from './database/migrations/1765100000000-
 import { Responses1765300000000 } from './database/migrations/1765300000000-responses';
 import { BackgroundResponses1765400000000 } from './database/migrations/1765400000000-background-responses';
 import { UsageSharedModel1765500000000 } from './database/migrations/1765500000000-usage-shared-model';
+import { TraceContext1765630000000 } from './database/migrations/1765630000000-trace-context';
 import { ObservabilityHistory1765640000000 } from './database/migrations/1765640000000-observability-history';
 import { ResponseRecord } from './responses/response-record.entity';
 
@@ -50,6 +51,7 @@ export const MIGRATIONS = [
   Responses1765300000000,
   BackgroundResponses1765400000000,
   UsageSharedModel1765500000000,
+  TraceContext1765630000000,
   ObservabilityHistory1765640000000,
 ];
 

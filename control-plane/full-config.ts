@@ -11,6 +11,7 @@ import { loadSharingConfig, SHARING_SETTINGS, type SharingConfig } from './shari
 import { loadStorageConfig, STORAGE_SETTINGS, type StorageConfig } from './storage/storage-config';
 import { loadWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from './webhooks/webhook-config';
 import { loadOtelMetricsConfig, type OtelMetricsConfig } from './telemetry/otel-metrics-config';
+import { loadTracingConfig, type TracingConfig } from './telemetry/tracing-config';
 
 /**
  * Every control-plane setting: the control plane's own (config/control-plane-config.ts) and each
@@ -38,6 +39,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   metricsHistory: MetricsHistoryConfig;
   /** The request log of text calls: retention, write interval, the stored bodies' cap. */
   requestLog: RequestLogConfig;
+  /** Traces (the standard OTEL_* variables, docs/tracing.md); off unless an exporter is configured. */
+  tracing: TracingConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -50,7 +53,7 @@ export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env)
     ...loadControlPlaneConfig(env), storage: loadStorageConfig(env), requests: loadRequestConfig(env), webhooks: loadWebhookConfig(env),
     responses: loadResponsesConfig(env),
     sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env), otelMetrics: loadOtelMetricsConfig(env),
-    metricsHistory: loadMetricsHistoryConfig(env), requestLog: loadRequestLogConfig(env),
+    metricsHistory: loadMetricsHistoryConfig(env), requestLog: loadRequestLogConfig(env), tracing: loadTracingConfig(env),
   };
 }
 

@@ -94,6 +94,7 @@ import { RequestLog } from './request-log/request-log';
 import { RequestLogRecorder } from './request-log/request-log-recorder';
 import { RequestLogStore } from './request-log/request-log-store';
 import type { TenantQueries } from './database/tenant-queries';
+import type { Tracing } from '../common/tracing/tracing';
 
 /** Everything the gateway calls; built in one place from one config object. */
 export interface ControlPlane {
@@ -192,6 +193,11 @@ export interface ControlPlane {
   /** The request log of text calls (GraphQL `requestLog`) and its batched writer (tests flush it). */
   readonly requestLog: RequestLog;
   readonly requestLogRecorder: RequestLogRecorder;
+  /**
+   * This server's tracing (OTEL_*, docs/tracing.md), given by whoever started the control plane
+   * (its logger names the active span); null when off. The gateway's spans are made with it too.
+   */
+  readonly tracing: Tracing | null;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -203,17 +209,21 @@ export interface ControlPlane {
  * batch lines) is its own OpenAI request model (openai/). `routeLabels` is data, the values the
  * metrics' `route` label may take (the gateway's closed set of route labels).
  */
-export async function startControlPlane(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, routeLabels: readonly string[]): Promise<ControlPlane> {
+export async function startControlPlane(
+  config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, routeLabels: readonly string[], tracing: Tracing | null = null,
+): Promise<ControlPlane> {
   const lifecycle = new Lifecycle(logger);
   try {
-    return await compose(config, dataSource, logger, lifecycle, routeLabels);
+    return await compose(config, dataSource, logger, lifecycle, routeLabels, tracing);
   } catch (error) {
     await lifecycle.stopAll();
     throw error;
   }
 }
 
-async function compose(config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, routeLabels: readonly string[]): Promise<ControlPlane> {
+async function compose(
+  config: ControlPlaneConfig, dataSource: DataSource, logger: Logger, lifecycle: Lifecycle, routeLabels: readonly string[], tracing: Tracing | null,
+): Promise<ControlPlane> {
   const catalog = Catalog.load().withLocalModel(config.localModelPath ? localGgufModel(config.localModelPath, { parallel: config.localLlamaParallel ?? 2 }) : undefined);
   const catalogAdmin = new CatalogAdmin(dataSource, catalog);
   await catalogAdmin.load();
@@ -277,7 +287,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   const storageCredentials = new StorageCredentialService(dataSource, {
     encryptionKey: secretsKey, allowPrivateEndpoints: storage.allowPrivateEndpoints,
   });
-  const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }));
+  const webhooks = startWebhooks(config.webhooks, dataSource, notifier, events, new SecretBox(secretsKey), logger.child({ component: 'webhooks' }), tracing);
   lifecycle.add('webhook delivery', () => webhooks.loop.stop());
   const destinations = new OutputDestinations(managedStore, storageCredentials, {
     managedLinkTtlSeconds: storage.outputUrlTtlSeconds, customerLinkTtlSeconds: storage.customerOutputUrlTtlSeconds,
@@ -318,7 +328,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     // A sync call's managed link is its only way to the file: keep it as long as the link lives, plus a margin.
     syncManagedRetentionMs: (storage.outputUrlTtlSeconds + 600) * 1000,
     progressWriteIntervalMs: 1_000,
-  }, logger.child({ component: 'media-jobs' }));
+  }, logger.child({ component: 'media-jobs' }), Date.now, tracing);
   // Stops after the agent server: jobs whose streams it ends still write their outcome.
   lifecycle.add('media jobs', () => mediaJobs.settle());
   // Built once the job path exists (below); stops after the agent server too, so lines ending with it write their answers.
@@ -330,7 +340,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
   let registry: ServerRegistry | null = null;
   const sharedPool = new SharedPool(catalog, deploymentStore, dispatcher, events, config.sharing, logger.child({ component: 'shared-pool' }), () => registry?.peers() ?? []);
-  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId));
+  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId), tracing);
   const relayService = loadRelayService().service;
   agentServer.addService(relayService, relayServer.handlers);
   const port = await agentServer.start();
@@ -417,7 +427,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
   requestObservers.add(requestLogRecorder);
   const pipeline = new InferencePipeline({
     catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers,
-    contentMaxBytes: config.requestLog.bodyMaxBytes,
+    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing,
   });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
@@ -445,7 +455,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts,
+    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;
@@ -461,7 +471,7 @@ async function compose(config: ControlPlaneConfig, dataSource: DataSource, logge
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource),
+    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
     metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {

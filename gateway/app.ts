@@ -72,7 +72,7 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   const app = new Koa();
   app.silent = true;
   const requestLog = new RequestLog(logger, config.logRequests);
-  app.use(requestTelemetry(host.metrics, requestIds, requestLog, routeLabel));
+  app.use(requestTelemetry(host.metrics, requestIds, requestLog, routeLabel, host.tracing));
   app.use(errorMiddleware(logger));
   app.use(async (context, next) => {
     if (context.path !== '/healthz') return await next();
@@ -100,7 +100,7 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   const fastLane = textFastLane(inference, {
     maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs,
     streamStallTimeoutMs: config.streamStallTimeoutMs, streamBufferBytes: config.streamBufferBytes,
-  }, logger, requestLog, requestIds, gate);
+  }, logger, requestLog, requestIds, gate, host.tracing);
   server.on('request', (request, response) => {
     if (!fastLane(request, response)) void koa(request, response);
   });

@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, DataDirLock, EmbeddedDatabase, gatewayPorts, loadFullControlPlaneConfig, openDatabase, startControlPlane, withLimits } from '../control-plane/api/startup';
+import { type ControlPlane, type ControlPlaneConfig, type ControlPlaneOverrides, DataDirLock, EmbeddedDatabase, gatewayPorts, loadFullControlPlaneConfig, openDatabase, startControlPlane, startTracing, withLimits } from '../control-plane/api/startup';
 import { connectionCap } from './http/connection-budget';
 import { startGateway, type Gateway } from './app';
 import { ROUTE_LABELS } from './route-label';
@@ -51,7 +51,9 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
   const connections = connectionCap(configuredConnections);
   controlPlaneConfig.budgets = withLimits(controlPlaneConfig.budgets, { connections: { server: connections } });
   const gatewayConfig = { ...loadGatewayConfig(env), ...options.gateway } as GatewayConfig;
-  const logger = options.logger ?? pino({ level: gatewayConfig.logLevel });
+  // Off (null) unless OTEL_* configure an exporter; on, every log line made under a request's span names it (trace_id, span_id).
+  const tracing = startTracing(controlPlaneConfig.tracing);
+  const logger = options.logger ?? pino({ level: gatewayConfig.logLevel, ...(tracing ? { mixin: tracing.logFields } : {}) });
   if (connections < configuredConnections) {
     logger.warn({ configured: configuredConnections, cap: connections }, 'MAX_CONNECTIONS lowered to fit the process\'s open-file limit (ulimit -n) with room for the database, agents and files');
   }
@@ -76,7 +78,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     }
     dataSource = await openDatabase(controlPlaneConfig.databaseUrl ?? embedded!.url, { tenantStatementTimeoutMs: controlPlaneConfig.tenantStatementTimeoutMs });
     // Metrics label requests by the gateway's routes: the closed set of their values.
-    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, ROUTE_LABELS);
+    controlPlane = await startControlPlane(controlPlaneConfig, dataSource, logger, ROUTE_LABELS, tracing);
     const gateway = await startGateway(gatewayPorts(controlPlane), gatewayConfig, logger);
     const running = controlPlane;
     let stopping: Promise<void> | null = null;
@@ -92,6 +94,8 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
           await dataSource!.destroy();
           await embedded?.stop();
           lock?.release();
+          // Last: the spans of the requests that ended during the drain go out too.
+          await tracing?.shutdown().catch((error) => logger.warn({ err: error }, 'could not export the last spans'));
         })();
         return stopping;
       },
@@ -101,6 +105,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     await dataSource?.destroy().catch(() => {});
     await embedded?.stop().catch(() => {});
     lock?.release();
+    await tracing?.shutdown().catch(() => {});
     throw error;
   }
 }

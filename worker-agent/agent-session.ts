@@ -15,6 +15,7 @@ import type { Engine } from './engines/engine';
 import { crossesThreshold, engineSignalsFrame, isSignalsPromise, type EngineSignalsAnswer, type EngineSignalsRead } from './engines/engine-signals';
 import { EventWriter } from './event-writer';
 import { JobRunner } from './job-runner';
+import type { Tracing } from '../common/tracing/tracing';
 
 export interface AgentSessionOptions {
   readonly controlPlaneAddress: string;
@@ -38,6 +39,8 @@ export interface AgentSessionDependencies {
   readonly logger?: AgentLogger;
   /** Jitter source for reconnect delays. */
   readonly random?: () => number;
+  /** The agent's tracing (OTEL_*); null or absent when off. */
+  readonly tracing?: Tracing | null;
 }
 
 /** How the agent ended: 0 after a drain, 2 when the control plane refused it for good. */
@@ -107,7 +110,7 @@ export class AgentSession {
   constructor(private readonly dependencies: AgentSessionDependencies) {
     const { options } = dependencies;
     this.logger = dependencies.logger ?? silentLogger;
-    this.jobs = new JobRunner(dependencies.engine, options.maxConcurrency, this.logger);
+    this.jobs = new JobRunner(dependencies.engine, options.maxConcurrency, this.logger, Date.now, dependencies.tracing ?? null);
     this.backoff = new Backoff(options.reconnectInitialMs, options.reconnectMaxMs, dependencies.random);
   }
 
@@ -228,6 +231,7 @@ export class AgentSession {
     // incapable agent anyway gets its guest jobs refused (invalid_job) rather than served FCFS.
     const priorityScheduling = welcome.priorityScheduling === true && this.dependencies.engine.priorityCapable;
     this.jobs.setPriorityScheduling(priorityScheduling);
+    this.jobs.setReplica(welcome.replicaId);
     this.logger.info({ replicaId: welcome.replicaId, deploymentId: welcome.deploymentId, model: welcome.model, priorityScheduling }, 'welcomed by the control plane');
     if (welcome.priorityScheduling && !priorityScheduling) {
       this.logger.warn({ engine: this.dependencies.engine.kind }, 'welcomed with priority scheduling, but the engine does not run it: guest jobs will be refused');

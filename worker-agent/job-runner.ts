@@ -21,6 +21,9 @@ import { JobPreemption } from './job-preemption';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
 import { isMediaJob, runMediaJob } from './media-job-runner';
 import { StreamWindow } from './stream-window';
+import { parentOf, SpanKind, traceparentOf, type Span, type Tracing } from '../common/tracing/tracing';
+import { ATTR, GEN_AI_OPERATIONS } from '../common/tracing/span-attributes';
+import { endJobSpan } from '../common/tracing/job-span';
 
 interface TrackedJob {
   readonly assign: Assign;
@@ -36,6 +39,10 @@ interface TrackedJob {
   /** A running batch line set aside for a live job: it holds no slot until resumed. */
   parked: boolean;
   finished: boolean;
+  /** It waited in the local queue: its start is reported (`accepted{queued: false}`). */
+  waited: boolean;
+  /** The job's span, when tracing is on and the Assign carried a traceparent; null otherwise. */
+  readonly span: Span | null;
   deadlineTimer?: NodeJS.Timeout;
   abortTimer?: NodeJS.Timeout;
 }
@@ -50,6 +57,13 @@ const EMPTY_USAGE = Object.freeze({ promptTokens: 0, completionTokens: 0, totalT
 const FINISHED = new EngineFailure('canceled', 'the job already ended');
 /** Media jobs are billed by GPU time, not tokens. */
 const MEDIA_RESULT = Object.freeze({ usage: EMPTY_USAGE, finishReason: 'stop', usageEstimated: false });
+/** How a job whose stream dropped ends in its span (no terminal event can be sent). */
+const ABANDONED = { code: 'canceled', message: 'the stream to the control plane dropped' };
+/** The engine API operation of each job kind, for span names and `gen_ai.operation.name`. */
+const OPERATIONS: Record<string, string> = {
+  JOB_KIND_CHAT_COMPLETION: GEN_AI_OPERATIONS['chat.completions'], JOB_KIND_COMPLETION: GEN_AI_OPERATIONS.completions, JOB_KIND_EMBEDDING: GEN_AI_OPERATIONS.embeddings,
+  JOB_KIND_IMAGE_GENERATION: 'image_generation', JOB_KIND_IMAGE_EDIT: 'image_edit', JOB_KIND_VIDEO_GENERATION: 'video_generation',
+};
 
 export class JobRunner {
   private readonly jobs = new Map<string, TrackedJob>();
@@ -64,6 +78,8 @@ export class JobRunner {
   /** Batch lines set aside for live jobs, resumed first-parked first before any waiting line starts. */
   private readonly parked: TrackedJob[] = [];
   private prioritised = false;
+  /** The replica this agent is (from its Welcome), named on its jobs' spans. */
+  private replicaId = '';
   private running = 0;
   private draining = false;
   private idleWaiters: Array<() => void> = [];
@@ -73,6 +89,8 @@ export class JobRunner {
     private readonly maxConcurrency: number,
     private readonly logger: AgentLogger,
     private readonly now: () => number = Date.now,
+    /** The agent's tracing (OTEL_*, read by the agent itself); null when off: no job makes a span. */
+    private readonly tracing: Tracing | null = null,
   ) {}
 
   /** Engine calls running now. */
@@ -98,6 +116,11 @@ export class JobRunner {
     this.prioritised = enabled;
   }
 
+  /** Set from each Welcome: the replica its jobs' spans name. */
+  setReplica(replicaId: string): void {
+    this.replicaId = replicaId;
+  }
+
   assign(assign: Assign, writer: EventWriter): void {
     // A repeated Assign for a job this agent already owns changes nothing.
     if (this.jobs.has(assign.jobId)) return;
@@ -111,10 +134,13 @@ export class JobRunner {
     }
     const window = assign.stream && assign.streamWindowBytes ? new StreamWindow(assign.streamWindowBytes) : null;
     const preemption = assign.batch && this.engine.batchPreemption === 'suspend' ? new JobPreemption() : null;
-    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, preemption, running: false, parked: false, finished: false };
+    const span = this.tracing && assign.traceparent ? this.jobSpan(this.tracing, assign) : null;
+    const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, preemption, running: false, parked: false, finished: false, waited: false, span };
     const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
     if (remainingMs <= 0) {
-      writer.send(failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it'));
+      const failed = failedEvent(assign.jobId, 'deadline_exceeded', 'job deadline passed before the agent received it');
+      writer.send(failed);
+      if (span) endJobSpan(span, null, failed.failed!);
       return;
     }
     this.jobs.set(assign.jobId, job);
@@ -124,9 +150,10 @@ export class JobRunner {
     // `accepted` is only worth a frame when the job has to wait; otherwise its output follows.
     if (this.running >= this.maxConcurrency && (assign.batch || !this.parkLine())) {
       writer.send(acceptedEvent(assign.jobId, true));
+      job.waited = true;
       this.queueOf(assign).push(job);
     } else {
-      void this.run(job);
+      this.start(job);
     }
   }
 
@@ -182,11 +209,20 @@ export class JobRunner {
     job.abortTimer = setTimeout(() => this.finish(job, failedEvent(job.assign.jobId, code, message)), ABORT_GRACE_MS);
   }
 
+  /** Starts a job's engine call, under the job's span when it has one (so its log lines name it). */
+  private start(job: TrackedJob): void {
+    if (job.span) void this.tracing!.runIn(job.span, () => this.run(job));
+    else void this.run(job);
+  }
+
   private async run(job: TrackedJob): Promise<void> {
     job.running = true;
     this.running += 1;
     if (job.assign.batch) this.slotLines.push(job);
     const { jobId } = job.assign;
+    // A job that waited says it started (the control plane times its wait in this queue by it); one that did not, needs no frame.
+    if (job.waited) job.writer.send(acceptedEvent(jobId, false));
+    const engineSpan = job.span ? this.engineSpan(this.tracing!, job.span, job.assign) : null;
     const sink: EngineSink = {
       chunk: (data) => {
         if (job.finished || job.cancellation.aborted) return undefined;
@@ -200,12 +236,20 @@ export class JobRunner {
     try {
       if (isMediaJob(job.assign)) {
         await runMediaJob(this.engine, job.assign, { send: (event) => (job.finished ? undefined : job.writer.send(event)) }, job.cancellation);
+        engineSpan?.end();
         this.finish(job, completedEvent(jobId, MEDIA_RESULT));
         return;
       }
-      const result = await this.engine.run(job.assign, sink, job.cancellation, job.preemption ?? undefined);
+      // The engine's request carries the engine-call span's context: an engine that traces (vLLM) puts its spans under it.
+      const engineJob = engineSpan ? { ...job.assign, traceparent: traceparentOf(engineSpan) } : job.assign;
+      const result = await this.engine.run(engineJob, sink, job.cancellation, job.preemption ?? undefined);
+      if (engineSpan) {
+        if (result.responseId) engineSpan.setAttribute(ATTR.responseId, result.responseId);
+        endJobSpan(engineSpan, result, null);
+      }
       this.finish(job, completedEvent(jobId, result));
     } catch (error) {
+      if (engineSpan) endJobSpan(engineSpan, null, { code: (error as EngineFailure)?.code ?? 'engine_error', message: (error as Error)?.message ?? String(error), usage: (error as EngineFailure)?.usage });
       // A job already answered (canceled, deadline, drain, stream lost) unwinds here quietly.
       if (job.finished) return;
       // Aborted: report why we aborted (engines may surface it as a generic AbortError),
@@ -218,6 +262,26 @@ export class JobRunner {
       if (!(error instanceof EngineFailure)) this.logUnexpected(job, error);
       this.finish(job, failedEventOf(jobId, error));
     }
+  }
+
+  /** The agent's span of a job, the child of the span that sent it (a server's dispatch or relay span). */
+  private jobSpan(tracing: Tracing, assign: Assign): Span {
+    const attributes: Record<string, string | boolean> = {
+      [ATTR.jobId]: assign.jobId, [ATTR.requestModel]: assign.model, [ATTR.operationName]: OPERATIONS[assign.kind] ?? assign.kind,
+      [ATTR.engineKind]: this.engine.kind,
+    };
+    if (this.replicaId) attributes[ATTR.replicaId] = this.replicaId;
+    if (assign.batch) attributes['inference.batch_line'] = true;
+    if (assign.guest) attributes['inference.guest'] = true;
+    return tracing.startSpan('agent job', SpanKind.SERVER, parentOf(assign.traceparent), attributes);
+  }
+
+  /** The engine call's span: an HTTP client span for an engine at a URL (its context goes in the `traceparent` header), internal for an in-process one. */
+  private engineSpan(tracing: Tracing, parent: Span, assign: Assign): Span {
+    const operation = OPERATIONS[assign.kind] ?? assign.kind;
+    const attributes: Record<string, string> = { [ATTR.operationName]: operation, [ATTR.requestModel]: assign.model, [ATTR.engineKind]: this.engine.kind };
+    if (this.engine.url) attributes[ATTR.serverAddress] = this.engine.url;
+    return tracing.startSpan(`engine ${operation}`, this.engine.url ? SpanKind.CLIENT : SpanKind.INTERNAL, parent.spanContext(), attributes);
   }
 
   /**
@@ -266,7 +330,7 @@ export class JobRunner {
   private startNext(): boolean {
     const live = this.waiting.length > 0 ? this.waiting.shift() : this.guestsWaiting.shift();
     if (live) {
-      void this.run(live);
+      this.start(live);
       return true;
     }
     const parked = this.parked.shift();
@@ -278,7 +342,7 @@ export class JobRunner {
       return true;
     }
     const line = this.batchWaiting.shift();
-    if (line) void this.run(line);
+    if (line) this.start(line);
     return line !== undefined;
   }
 
@@ -295,6 +359,7 @@ export class JobRunner {
       if (job.assign.batch) remove(this.slotLines, job);
     } else this.removeFromQueue(job);
     if (terminal) job.writer.send(terminal);
+    if (job.span) endJobSpan(job.span, terminal?.completed ?? null, terminal ? terminal.failed ?? null : ABANDONED);
     while (this.running < this.maxConcurrency && this.startNext());
     if (this.jobs.size === 0) {
       const waiters = this.idleWaiters;

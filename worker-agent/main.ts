@@ -7,6 +7,7 @@
  * 3 when the engine cannot start (e.g. a model that does not load), 4 when, with
  * WORKER_EXIT_WITH_PARENT, the process that spawned the agent is gone.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
 import { AgentSession, type AgentExit } from './agent-session';
@@ -19,11 +20,18 @@ import { runningAsBinary } from './packaging/embedded-modules';
 import { IN_PROCESS_ENGINE_KINDS } from '../common/engine-kinds';
 import { parentPipeProblem, watchParentPipe } from '../common/parent-pipe';
 import { PROTOCOL_VERSION } from '../proto/worker/v1';
+import { OtelSettingError, readTracingSettings, type TracingSettings } from '../common/tracing/otel-settings';
+import { Tracing } from '../common/tracing/tracing';
+
+/** The agent's `service.name` when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names it. */
+const AGENT_SERVICE_NAME = 'inference-worker-agent';
 
 const EXIT_BAD_CONFIG = 2;
 const EXIT_ENGINE_START_FAILED = 3;
 const EXIT_PARENT_GONE = 4;
 const EXIT_FORCED = 130;
+/** How long an exiting agent waits for its last spans to be exported. */
+const TRACE_FLUSH_MS = 2_000;
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (argv.includes('--help')) {
@@ -35,10 +43,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     return 0;
   }
   let options: AgentOptions;
+  let tracingSettings: TracingSettings | null;
   try {
     options = loadAgentOptions(argv, env);
+    // The same OTEL_* variables as the server (docs/tracing.md): off unless an exporter is configured.
+    tracingSettings = readTracingSettings(env, AGENT_SERVICE_NAME);
   } catch (error) {
-    if (!(error instanceof OptionsError)) throw error;
+    if (!(error instanceof OptionsError) && !(error instanceof OtelSettingError)) throw error;
     process.stderr.write(`${error.message}\n`);
     return EXIT_BAD_CONFIG;
   }
@@ -53,14 +64,16 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.stderr.write(`invalid worker agent options: --exit-with-parent / WORKER_EXIT_WITH_PARENT: ${pipeProblem}\n`);
     return EXIT_BAD_CONFIG;
   }
-  // Synchronous so the last lines reach stderr before process.exit.
-  const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId } }, pino.destination({ dest: 2, sync: true }));
+  const tracing = tracingSettings ? Tracing.start(tracingSettings, AGENT_SERVICE_NAME, { 'service.instance.id': options.agentId, 'service.version': readAgentVersion() }) : null;
+  // Synchronous so the last lines reach stderr before process.exit. With tracing, a job's lines name its span.
+  const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId }, ...(tracing ? { mixin: tracing.logFields } : {}) },
+    pino.destination({ dest: 2, sync: true }));
   // Joins before the model is loaded, so the replica shows the download and load as they go.
   // The engine's records say `component: "engine"`: the control plane shows them as the engine's lines of the replica's log.
   const engine = new LoadingEngine(createEngine(options, logger.child({ component: 'engine' })), () => session.heartbeatNow());
   // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
   const gpus = IN_PROCESS_ENGINE_KINDS.includes(engine.kind) ? [] : options.gpus;
-  const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger });
+  const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger, tracing });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals += 1;
@@ -100,6 +113,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
   const exit = await session.finished;
   await engine.close();
+  // The spans of the last jobs go out before the process does (bounded: an unreachable collector cannot hold the exit).
+  await Promise.race([tracing?.shutdown().catch(() => {}), sleep(TRACE_FLUSH_MS)]);
   return reported(exit);
 }
 

@@ -49,7 +49,7 @@ export type { DeploymentStore } from '../deployments/deployment-store';
 export { pickDeployment } from '../deployments/workspace-model';
 export type { CatalogModel } from '../catalog/catalog';
 export type { Job, JobFailure, JobListener } from '../dispatch/job';
-export type { InferencePipeline } from '../pipeline/inference-pipeline';
+export type { InferencePipeline, RequestTrace } from '../pipeline/inference-pipeline';
 export type { WorkTicket } from '../pipeline/work-ticket';
 export type { FanOutSink, JobDispatch, JobSink, RunSummary } from '../pipeline/job-sink';
 export type { RateLimitDecision } from '../rate-limits/rate-limit-decision';

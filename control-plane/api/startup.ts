@@ -33,13 +33,14 @@ export type { Metrics } from '../telemetry/metrics';
 export { ensureFirstRun } from '../workspaces/first-run';
 export type { FirstRunResult } from '../workspaces/first-run';
 export { DeploymentEngines, STAND_IN_ENGINE_KIND } from '../replicas/deployment-engines';
+export { startTracing } from '../telemetry/start-tracing';
 export { hashSecret, sameHash } from '../secrets';
 
 /**
  * What the gateway's own process holds of the platform beside the ports: the HTTP server's
  * plumbing (readiness, metrics, agent downloads, local file links, the public URL) and stopping.
  */
-export type HostPort = Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'> & {
+export type HostPort = Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget' | 'tracing'> & {
   /** What `/readyz` checks (the database, the gRPC port, rate limits): built here, so the gateway never holds the database. */
   readonly readinessProbes: readonly ReadinessProbe[];
 };
@@ -60,6 +61,9 @@ export function gatewayPorts(controlPlane: ControlPlane): GatewayPorts {
   return { inference: controlPlane, records: controlPlane, admin: controlPlane, host: { ...hostOf(controlPlane), readinessProbes } };
 }
 
-function hostOf(controlPlane: ControlPlane): Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget'> {
-  return { config: controlPlane.config, metrics: controlPlane.metrics, managedStore: controlPlane.managedStore, publicUrl: controlPlane.publicUrl, budget: controlPlane.budget };
+function hostOf(controlPlane: ControlPlane): Pick<ControlPlane, 'config' | 'metrics' | 'managedStore' | 'publicUrl' | 'budget' | 'tracing'> {
+  return {
+    config: controlPlane.config, metrics: controlPlane.metrics, managedStore: controlPlane.managedStore, publicUrl: controlPlane.publicUrl, budget: controlPlane.budget,
+    tracing: controlPlane.tracing,
+  };
 }

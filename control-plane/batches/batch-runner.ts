@@ -27,6 +27,8 @@ import { linesKeptLiveWaiting, linesInTheWay, liveWaiting } from './batch-capaci
 import { BatchWindow } from './batch-window';
 import { readLineInput } from './line-input';
 import { withoutContent } from './without-content';
+import { parentOf, SpanKind, type Span, type Tracing } from '../../common/tracing/tracing';
+import { ATTR } from '../../common/tracing/span-attributes';
 
 /** What the runner needs of a key: its day budget (a batch's tokens count toward its creator key's TPD). */
 export type BatchKey = Pick<ApiKey, 'id' | 'rpmLimit' | 'tpdLimit'>;
@@ -46,6 +48,8 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
   /** A line's ticket: the pipeline settles its TPD hold and writes its usage record, as for every request. */
   readonly tickets: Pick<InferencePipeline, 'batchLine'>;
+  /** This server's tracing; null or absent when off (no line makes a span). */
+  readonly tracing?: Tracing | null;
   /** The clock in milliseconds lines are timed by. @default Date.now */
   readonly now?: () => number;
 }
@@ -346,6 +350,7 @@ export class BatchRunner {
     let tokenHold: TokenHold | null = null;
     let ticket: WorkTicket | null = null;
     let ran = false;
+    const span = this.parts.tracing && batch.traceparent ? lineSpan(this.parts.tracing, batch, line) : null;
     try {
       const model = this.parts.catalog.find(batch.model);
       if (!model) {
@@ -380,10 +385,12 @@ export class BatchRunner {
       }
       ran = true;
       ticket = this.parts.tickets.batchLine({ ...batch, batchId: batch.id, endpoint: USAGE_ENDPOINTS[batch.endpoint] }, tokenHold, startedAt,
-        (listener, part) => this.send(running, slot, model, part!, listener));
+        (listener, part, traceparent) => this.send(running, slot, model, part!, listener, traceparent),
+        span ? { traceId: span.spanContext().traceId, parent: span.spanContext() } : undefined);
       tokenHold = null;
       const lineTicket = ticket;
       const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => lineTicket.dispatch(listener, part));
+      span?.setAttribute(ATTR.outcome, outcome.kind === 'answered' ? String(outcome.response.statusCode) : outcome.failure.code);
       settleLine(ticket, outcome);
       // One retry: a database blip should not cost the line a run.
       await this.answer(running, outcome).catch(async () => {
@@ -396,6 +403,7 @@ export class BatchRunner {
       this.logger.error({ err: withoutContent(error), batchId: line.batchId, line: line.lineIndex }, 'a batch line failed unexpectedly; it runs again (at most twice in all)');
       await this.parts.store.lineLost(line, this.owner).catch(() => undefined);
     } finally {
+      span?.end();
       slot.release();
       if (tokenHold) this.parts.rateLimiter.settle(tokenHold, 0);
       // A line that failed unexpectedly after its ticket was made gives its hold back (a settled ticket ignores this).
@@ -411,7 +419,7 @@ export class BatchRunner {
   }
 
   /** Sends one job of a running line: on its reserved slot first; later parts on a free slot (or the same replica). */
-  private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener): Job {
+  private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener, traceparent: string | undefined): Job {
     const connection = lineReplica(slot.connection, running.sent === 0, () => this.connectionsOf(running.lane.deploymentId));
     if (!connection) throw new AppError('no_replica_available', 'no replica of this deployment is ready for the line');
     const { batch } = running;
@@ -420,6 +428,7 @@ export class BatchRunner {
       deadlineUnixMs: this.now() + this.options.lineTimeoutMs, batch: true,
       ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens } } : {}),
       ...(batch.endpoint === '/v1/embeddings' ? {} : { cacheSalt: this.parts.cacheSalts.of(batch.workspaceId) }),
+      ...(traceparent ? { traceparent } : {}),
     };
     const jobs = running.jobs;
     let job: Job | undefined;
@@ -516,4 +525,16 @@ export class BatchRunner {
     this.keyCache.set(apiKeyId, { key, expiresAt: now + KEY_CACHE_MS });
     return key;
   }
+}
+
+/**
+ * A traced batch's line: a trace of its own (a batch may hold 50,000 lines and run for a day,
+ * too many and too long for one trace), linked to the batch's create request, which the
+ * batch's webhook continues.
+ */
+function lineSpan(tracing: Tracing, batch: Batch, line: ClaimedLine): Span {
+  const created = parentOf(batch.traceparent);
+  return tracing.startSpan('batch line', SpanKind.CONSUMER, undefined, {
+    [ATTR.batchId]: batch.id, 'inference.batch.line': line.lineIndex, [ATTR.deploymentId]: batch.deploymentId, [ATTR.workspaceId]: batch.workspaceId,
+  }, undefined, created ? [{ context: created }] : undefined);
 }

@@ -57,7 +57,8 @@ export class BatchService {
    * `POST /batches`: the batch is `validating` at once; a runner (on any server) reads its file,
    * then it runs or fails. 400 naming the field for bad input, 402 without credit.
    */
-  async create(key: Pick<AuthenticatedKey, 'id' | 'workspaceId' | 'creditExhausted'>, deployment: Deployment, fields: BatchCreateFields): Promise<Batch> {
+  /** `traceparent`: the create request's span, when traced (its lines link to it, its webhook continues it). */
+  async create(key: Pick<AuthenticatedKey, 'id' | 'workspaceId' | 'creditExhausted'>, deployment: Deployment, fields: BatchCreateFields, traceparent?: string): Promise<Batch> {
     const input = readBatchCreateInput(fields, this.catalog.find(deployment.modelId), deployment.modelId);
     refuseWithoutCredit(key);
     await this.budget.admitBatch(key.workspaceId);
@@ -75,7 +76,7 @@ export class BatchService {
       errors: null, outputFileId: null, errorFileId: null, metadata: input.metadata, totalCount: 0, completedCount: 0, failedCount: 0,
       inputTokens: 0, cachedTokens: 0, outputTokens: 0, totalTokens: 0, createdAt, expiresAt: new Date(createdAt.getTime() + this.options.completionWindowMs),
       inProgressAt: null, finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
-      leaseOwner: null, leaseExpiresAt: null,
+      leaseOwner: null, leaseExpiresAt: null, traceparent: traceparent ?? null,
     } satisfies Batch);
     return await this.store.insert(batch, (manager) => this.budget.holdBatch(manager, key.workspaceId));
   }

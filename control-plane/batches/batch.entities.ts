@@ -95,6 +95,11 @@ export class Batch {
   /** The server validating or finalizing it, until then; another takes over once the lease lapses. */
   @Column('text', { name: 'lease_owner', nullable: true }) leaseOwner: string | null;
   @Column('timestamptz', { name: 'lease_expires_at', nullable: true }) leaseExpiresAt: Date | null;
+  /**
+   * The create request's W3C trace context, when it was traced: each line's run is a trace of its
+   * own linked to it, and the batch's webhook continues it (docs/tracing.md).
+   */
+  @Column('text', { nullable: true }) traceparent: string | null;
 }
 
 export type BatchLineStatus = 'pending' | 'running' | 'succeeded' | 'failed';

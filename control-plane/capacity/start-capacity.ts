@@ -62,7 +62,8 @@ export function startCapacity(
       return config.localMediaMaxConcurrency ?? model.targetConcurrency;
     },
     restartDelayMs: config.localRestartDelayMs,
-    extraEnv: config.localAgentEnv,
+    // Local agents trace as the server does (same exporter and sampler), under their own service name.
+    extraEnv: { ...config.tracing?.agentEnv, ...config.localAgentEnv },
     nodeArgs: config.localAgentNodeArgs,
     onAgentExit: agentExited,
     onAgentLine: replicaLogs ? (owner, text) => replicaLogs.append(owner, text) : undefined,

@@ -56,8 +56,9 @@ export class JobRouter {
     const placed = local !== null && local.liveFreeSlots > 0 ? null : localOrPeer<AgentConnection, PeerOffer>(local, local?.liveFreeSlots ?? 0, () => this.offers(deploymentId), true);
     if (local === null && placed === null) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
     if (choice) this.observe(deploymentId, hint!.policy, choice.reason);
-    if (placed === null || placed.kind === 'local') return this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener);
-    return this.relay.run(placed.offer.peer, request, listener);
+    const job = placed === null || placed.kind === 'local' ? this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener) : this.relay.run(placed.offer.peer, request, listener);
+    if (choice) job.routingReason = choice.reason;
+    return job;
   }
 
   /** More than one replica of the deployment takes work, here or on peers (counted without building the list). */
@@ -76,8 +77,9 @@ export class JobRouter {
   /** The policy's choice: here, or relayed to the peer holding it with the replica's id. */
   private send(chosen: Candidate, request: DispatchRequest, listener: JobListener, policy: RoutingPolicyName, reason: RoutingReason): Job {
     this.observe(request.deploymentId, policy, reason);
-    if ('connection' in chosen) return this.dispatcher.dispatchTo(chosen.connection, request, listener);
-    return this.relay.run(chosen.peer, { ...request, replicaId: chosen.replicaId }, listener);
+    const job = 'connection' in chosen ? this.dispatcher.dispatchTo(chosen.connection, request, listener) : this.relay.run(chosen.peer, { ...request, replicaId: chosen.replicaId }, listener);
+    job.routingReason = reason;
+    return job;
   }
 
   /** Every replica of the deployment taking work: this server's (load now) and peers' (as last reported). */

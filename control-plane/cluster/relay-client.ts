@@ -27,7 +27,7 @@ export class RelayClient {
       this.links.set(peer.relayAddress, link);
     }
     const relayJobId = (this.sequence++).toString(36);
-    const carrier = new RelayCarrier(link, relayJobId);
+    const carrier = new RelayCarrier(link, relayJobId, peer.id);
     const job = new Job(`relay_${this.serverId}_${relayJobId}`, request, listener, carrier);
     link.start(relayJobId, job, request);
     return job;
@@ -106,7 +106,7 @@ class PeerLink {
 class RelayCarrier implements JobCarrier {
   replicaId = '';
 
-  constructor(private readonly link: PeerLink, private readonly relayJobId: string) {}
+  constructor(private readonly link: PeerLink, private readonly relayJobId: string, readonly peerId: string) {}
 
   cancelJob(_job: Job, reason: string): void {
     this.link.cancel(this.relayJobId, reason);

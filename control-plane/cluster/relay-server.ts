@@ -8,6 +8,9 @@ import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import { hashSecret, sameHash } from '../secrets';
+import { parentOf, SpanKind, traceparentOf, type Span, type Tracing } from '../../common/tracing/tracing';
+import { ATTR } from '../../common/tracing/span-attributes';
+import { endJobSpan } from '../../common/tracing/job-span';
 
 type RelayCall = grpc.ServerDuplexStream<RelayRequest, RelayEvents>;
 
@@ -28,6 +31,8 @@ export class RelayServer {
     private readonly logger: Logger,
     /** A guest slot here on one of the deployment's replicas (the shared pool's rule), or null when none is idle. */
     private readonly placeGuest: (deploymentId: string) => AgentConnection | null = () => null,
+    /** This server's tracing; null when off (a relayed job's traceparent then goes on to the agent unchanged). */
+    private readonly tracing: Tracing | null = null,
   ) {}
 
   setToken(token: string): void {
@@ -71,7 +76,12 @@ export class RelayServer {
   }
 
   private start(stream: RelayedJobs, relayJobId: string, request: DispatchRequest): void {
-    const listener = stream.listener(relayJobId);
+    // The relaying server's dispatch span is the parent: this hop shows in the trace, and the agent's span is its child.
+    const span = this.tracing && request.traceparent ? this.tracing.startSpan('relay', SpanKind.SERVER, parentOf(request.traceparent), {
+      [ATTR.deploymentId]: request.deploymentId, [ATTR.requestModel]: request.model,
+    }) : null;
+    if (span) request.traceparent = traceparentOf(span);
+    const listener = stream.listener(relayJobId, span);
     try {
       let job: Job;
       if (request.guest) {
@@ -86,6 +96,7 @@ export class RelayServer {
         job = chosen ? this.dispatcher.dispatchTo(chosen, request, listener) : this.dispatcher.dispatch(request, listener);
       }
       stream.started(relayJobId, job);
+      span?.setAttribute(ATTR.replicaId, job.replicaId);
     } catch (error) {
       // Its replicas left this server since the peer looked: the peer answers 503 (429 for a guest).
       const code = error instanceof AppError && error.code === 'shared_pool_busy' ? 'shared_pool_busy' : 'agent_draining';
@@ -103,16 +114,20 @@ class RelayedJobs {
 
   constructor(private readonly call: RelayCall, private readonly logger: Logger) {}
 
-  listener(relayJobId: string): JobListener {
+  /** `span`: this hop's relay span, ended with the job's terminal event. */
+  listener(relayJobId: string, span: Span | null): JobListener {
     const send = (jobEvent: JobEvent) => this.send({ relayJobId, event: 'jobEvent', jobEvent });
     const end = (jobEvent: JobEvent) => {
       send(jobEvent);
       this.jobs.delete(relayJobId);
+      if (span) endJobSpan(span, jobEvent.completed ?? null, jobEvent.failed ?? null);
     };
     return {
       onChunk: (data) => send({ jobId: '', event: 'chunk', chunk: { data } }),
       onOutput: (data, contentType, objectKey) => send({ jobId: '', event: 'output', output: { data, contentType, objectKey } }),
       onProgress: (percent, stage) => send({ jobId: '', event: 'progress', progress: { percent, stage } }),
+      // The relaying server times the job's wait in the agent's queue by these, as for a job of its own agents.
+      onAccepted: (queued) => send({ jobId: '', event: 'accepted', accepted: { queued } }),
       onCompleted: (usage, finishReason) => end({ jobId: '', event: 'completed', completed: { usage: wireUsage(usage), finishReason } }),
       onFailed: (failure) => end({
         jobId: '', event: 'failed',

@@ -44,6 +44,8 @@ export function fromRelayJob(job: RelayJob): DispatchRequest {
     // Derived by the relaying server from the cluster's key: the same salt this server would give.
     ...(assign.cacheSalt ? { cacheSalt: assign.cacheSalt } : {}),
     ...(job.replicaId ? { replicaId: job.replicaId } : {}),
+    // The relaying server's dispatch span: this server's relay span is its child (it sets its own before the Assign goes out).
+    ...(assign.traceparent ? { traceparent: assign.traceparent } : {}),
   };
 }
 
@@ -55,5 +57,6 @@ function assignOf(jobId: string, request: DispatchRequest, streamWindowBytes: nu
     streamWindowBytes,
   };
   if (request.cacheSalt) assign.cacheSalt = request.cacheSalt;
+  if (request.traceparent) assign.traceparent = request.traceparent;
   return assign;
 }

@@ -57,7 +57,10 @@ export function deliverJobEvent(job: Job, event: JobEvent, hooks: DeliveryHooks 
       });
       return;
     }
+    case 'accepted':
+      job.listener.onAccepted?.(event.accepted!.queued);
+      return;
     default:
-      return; // accepted: nothing to do until output flows
+      return;
   }
 }

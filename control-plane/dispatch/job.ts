@@ -37,6 +37,11 @@ export interface DispatchRequest {
   streamWindowBytes?: number;
   /** Relayed jobs: the replica the relaying server's routing chose (`RelayJob.replica_id`). */
   replicaId?: string;
+  /**
+   * The W3C trace context of the span that sends the job (`Assign.traceparent`), when tracing is
+   * on: the agent's span for the job is its child (docs/tracing.md). Unset when tracing is off.
+   */
+  traceparent?: string;
 }
 
 export interface JobFailure {
@@ -57,11 +62,19 @@ export interface JobListener {
   onCompleted(usage: Usage | undefined, finishReason: string): void;
   onFailed(failure: JobFailure): void;
   onProgress?(percent: number, stage: string): void;
+  /**
+   * The agent queued the job for a free slot (`queued`), or started one it had queued (not
+   * `queued`): the two `accepted` events of a job that waited (a job that starts at once has
+   * neither). The request's timeline and its queue-wait span are timed by them.
+   */
+  onAccepted?(queued: boolean): void;
 }
 
 /** Where a job runs; implemented by the agent connection that carries it. */
 export interface JobCarrier {
   readonly replicaId: string;
+  /** A relayed job's: the peer server that runs it (its span says where the job went before the replica is known). */
+  readonly peerId?: string;
   cancelJob(job: Job, reason: string): void;
   /** The job's consumer took `bytes` more of its chunks: let the agent send that many more. */
   creditJob(job: Job, bytes: number): void;
@@ -76,6 +89,8 @@ export class Job {
   attempts = 1;
   /** performance.now() when the job was handed to its current carrier (latency figures). */
   assignedAt = 0;
+  /** Why the routing policy chose its replica (text jobs of a deployment with a policy), for the request's trace. */
+  routingReason: string | undefined = undefined;
   /** Chunk bytes the consumer took since the last credit. */
   private uncredited = 0;
 

@@ -20,9 +20,11 @@ import { refuseToolsWithoutParser } from './tool-support';
 import { checkModelField, checkTextModel, clampCompletion, creditRefusal, pausedRefusal, refusePaused, refuseWithoutCredit, textTokenHold } from './admission';
 import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
-import { WorkTicket, type Settlement, type TicketParts } from './work-ticket';
+import { WorkTicket, type Settlement, type TicketOwner, type TicketParts } from './work-ticket';
 import type { RequestObserver } from './finished-request';
 import { ContentCapture } from './request-content';
+import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
+import type { SpanContext, Tracing } from '../../common/tracing/tracing';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
 export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
@@ -54,6 +56,11 @@ export interface TextWork {
 export interface RequestTrace {
   readonly requestId?: string;
   readonly traceId?: string;
+  /**
+   * The span the pipeline's spans are children of (the gateway's HTTP span, a stored
+   * submission's, a batch line's), when tracing is on; absent, the request is not traced.
+   */
+  readonly parent?: SpanContext;
 }
 
 /** An embeddings body the gateway parsed against the model's limits. */
@@ -88,6 +95,8 @@ export interface PipelineParts {
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
   /** The request log's cap on each stored body (a workspace that stores bodies: `AuthenticatedKey.storesBodies`). @default 32768 */
   readonly contentMaxBytes?: number;
+  /** This server's tracing; null or absent when off (then no request makes a span). */
+  readonly tracing?: Tracing | null;
   readonly now?: () => number;
 }
 
@@ -123,10 +132,12 @@ const TEXT_JOB_KINDS: Record<TextEndpoint, JobKind> = { 'chat.completions': 'JOB
 export class InferencePipeline {
   private readonly settlement: Settlement;
   private readonly now: () => number;
+  private readonly tracing: Tracing | null;
   private readonly contentMaxBytes: number;
 
   constructor(private readonly parts: PipelineParts) {
     this.now = parts.now ?? Date.now;
+    this.tracing = parts.tracing ?? null;
     this.contentMaxBytes = parts.contentMaxBytes ?? 32_768;
     this.settlement = { rateLimiter: parts.rateLimiter, usage: parts.usage, observer: parts.observer ?? NO_OBSERVER, now: this.now };
   }
@@ -205,22 +216,29 @@ export class InferencePipeline {
   /** A chat or completions request on its owner's deployment, admitted (a Responses turn runs it with `run`). */
   async admitText(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<WorkTicket> {
     const startedAt = this.now();
-    const entry = this.parts.catalog.find(deployment.modelId);
-    checkTextModel(deployment, work.model, work.endpoint, entry, work.servedBy);
-    refuseToolsWithoutParser(entry, work.fields);
-    refuseWithoutCredit(key);
-    refusePaused(deployment, 'text');
-    const content = this.capture(key, work.body);
-    const { decision, work: admitted } = await this.admitTokens(key, work);
-    work = admitted;
-    const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
-    return new WorkTicket(decision, {
-      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
-      model: deployment.modelId, ...work.trace, content,
-    }, {
-      send: (listener) => this.sendOwned(deployment, job, listener, { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId }),
-      firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
-    }, this.settlement, startedAt);
+    try {
+      const entry = this.parts.catalog.find(deployment.modelId);
+      checkTextModel(deployment, work.model, work.endpoint, entry, work.servedBy);
+      refuseToolsWithoutParser(entry, work.fields);
+      refuseWithoutCredit(key);
+      refusePaused(deployment, 'text');
+      const content = this.capture(key, work.body);
+      const { decision, work: admitted } = await this.admitTokens(key, work);
+      work = admitted;
+      const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
+      const owner: TicketOwner = {
+        workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
+        model: deployment.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content,
+      };
+      const route = { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId };
+      return new WorkTicket(decision, owner, {
+        send: (listener, _body, traceparent) => this.sendOwned(deployment, traceparent ? { ...job, traceparent } : job, listener, route),
+        firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
+      }, this.settlement, startedAt, 'terminal', this.spansOf(work.trace, owner, GPU_HOURS, startedAt));
+    } catch (error) {
+      this.refused(work.trace, startedAt, error);
+      throw error;
+    }
   }
 
   /**
@@ -253,36 +271,42 @@ export class InferencePipeline {
    */
   async admitShared(key: AuthenticatedKey, work: TextWork, labelled: (label: string) => void, screened?: PricedModel): Promise<WorkTicket> {
     const startedAt = this.now();
-    const { shared, rateLimiter } = this.parts;
-    const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
-    // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
-    const label = sharedModelName(model);
-    const content = this.capture(key, work.body);
-    refuseToolsWithoutParser(this.parts.catalog.find(model.modelId), work.fields);
-    work = { ...work, ...withCompletionBound(work.fields, work.body, shared.defaultMaxTokens) };
-    const tokens = await this.admitTokens(key, work);
-    const decision = tokens.decision;
-    work = tokens.work;
-    let admission;
     try {
-      admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
+      const { shared, rateLimiter } = this.parts;
+      const model = screened && work.model === sharedModelName(screened) ? screened : this.screened(key, work, labelled);
+      // `labelled` heard the label from screenShared (here, or the gateway's call before the parse).
+      const label = sharedModelName(model);
+      const content = this.capture(key, work.body);
+      refuseToolsWithoutParser(this.parts.catalog.find(model.modelId), work.fields);
+      work = { ...work, ...withCompletionBound(work.fields, work.body, shared.defaultMaxTokens) };
+      const tokens = await this.admitTokens(key, work);
+      const decision = tokens.decision;
+      work = tokens.work;
+      let admission;
+      try {
+        admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
+      } catch (error) {
+        rateLimiter.settle(decision.hold, 0);
+        throw error;
+      }
+      const guest = admission;
+      // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
+      const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
+      // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
+      // which the guest's usage answers never show) and the shared model it called; never the replica.
+      const owner: TicketOwner = {
+        workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
+        recordsReplica: false, model: model.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content,
+      };
+      return new WorkTicket(decision, owner, {
+        send: (listener, _body, traceparent) => shared.dispatch(guest, traceparent ? { ...job, traceparent } : job, listener),
+        finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
+        firstToken: (ms) => shared.firstToken(guest, ms),
+      }, this.settlement, startedAt, 'terminal', this.spansOf(work.trace, owner, { basis: 'per_token', prices: model.prices }, startedAt));
     } catch (error) {
-      rateLimiter.settle(decision.hold, 0);
+      this.refused(work.trace, startedAt, error);
       throw error;
     }
-    const guest = admission;
-    // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
-    const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
-    // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
-    // which the guest's usage answers never show) and the shared model it called; never the replica.
-    return new WorkTicket(decision, {
-      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
-      recordsReplica: false, model: model.modelId, ...work.trace, content,
-    }, {
-      send: (listener) => shared.dispatch(guest, job, listener),
-      finish: (outcome, usage) => void shared.finish(guest, outcome, usage),
-      firstToken: (ms) => shared.firstToken(guest, ms),
-    }, this.settlement, startedAt);
   }
 
   /** RPM and the TPD hold; a hold past what is left of the day lowers the request's completion bound (admission.ts clampCompletion). */
@@ -321,20 +345,27 @@ export class InferencePipeline {
   /** An embeddings request, admitted; each engine batch is a `dispatch` with its own body, settled once with their summed usage. */
   private async admitEmbeddings(key: AuthenticatedKey, deployment: Deployment, model: CatalogModel & { embedding: NonNullable<CatalogModel['embedding']> }, work: EmbeddingWork): Promise<WorkTicket> {
     const startedAt = this.now();
-    checkModelField(deployment, work.model);
-    refuseWithoutCredit(key);
-    refusePaused(deployment, 'text');
-    const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
-    const template: Omit<DispatchRequest, 'body'> = {
-      deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
-      deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
-    };
-    return new WorkTicket(decision, {
-      workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
-      model: deployment.modelId, ...work.trace, content: key.storesBodies && work.body ? new ContentCapture(work.body, this.contentMaxBytes, false) : undefined,
-    }, {
-      send: (listener, body) => this.sendOwned(deployment, { ...template, body: body! }, listener),
-    }, this.settlement, startedAt, 'closed');
+    try {
+      checkModelField(deployment, work.model);
+      refuseWithoutCredit(key);
+      refusePaused(deployment, 'text');
+      const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
+      const template: Omit<DispatchRequest, 'body'> = {
+        deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
+        deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
+      };
+      const owner: TicketOwner = {
+        workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: 'embeddings', stream: false, recordsReplica: true,
+        model: deployment.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId,
+          content: key.storesBodies && work.body ? new ContentCapture(work.body, this.contentMaxBytes, false) : undefined,
+      };
+      return new WorkTicket(decision, owner, {
+        send: (listener, body, traceparent) => this.sendOwned(deployment, { ...template, body: body!, traceparent }, listener),
+      }, this.settlement, startedAt, 'closed', this.spansOf(work.trace, owner, GPU_HOURS, startedAt));
+    } catch (error) {
+      this.refused(work.trace, startedAt, error);
+      throw error;
+    }
   }
 
   /**
@@ -345,12 +376,25 @@ export class InferencePipeline {
    * slot it reserved. Its record carries the batch and no replica, and it is never billed per
    * token (batch lines cost the deployment's GPU-hours).
    */
-  batchLine(line: BatchLineOwner, hold: TokenHold | null, startedAt: number, send: TicketParts['send']): WorkTicket {
+  batchLine(line: BatchLineOwner, hold: TokenHold | null, startedAt: number, send: TicketParts['send'], trace?: RequestTrace): WorkTicket {
     const settlement = hold ? this.settlement : { ...this.settlement, rateLimiter: NO_TOKEN_BUDGET };
-    return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, {
+    const owner: TicketOwner = {
       workspaceId: line.workspaceId, apiKeyId: line.apiKeyId, deploymentId: line.deploymentId, sharedModel: null,
-      endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId, model: line.model,
-    }, { send }, settlement, startedAt, 'explicit');
+      endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId, model: line.model, traceId: trace?.traceId,
+    };
+    return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, owner, { send }, settlement, startedAt, 'explicit', this.spansOf(trace, owner, GPU_HOURS, startedAt));
+  }
+
+  /** The request's pipeline spans, when tracing is on and it came with a parent span; otherwise null, and nothing is made. */
+  private spansOf(trace: RequestTrace | undefined, owner: TicketOwner, cost: CostBasis, startedAt: number): RequestSpans | null {
+    const parent = trace?.parent;
+    return this.tracing && parent ? new RequestSpans(this.tracing, parent, owner, cost, startedAt) : null;
+  }
+
+  /** A refused admission's `admit` span (with the refusal), when the request is traced. */
+  private refused(trace: RequestTrace | undefined, startedAt: number, error: unknown): void {
+    const parent = trace?.parent;
+    if (this.tracing && parent) RequestSpans.refused(this.tracing, parent, startedAt, error);
   }
 
   /** The image or video model a media request names, checked against the deployment. */

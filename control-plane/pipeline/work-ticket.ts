@@ -2,7 +2,8 @@ import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import type { UsageInput } from '../usage/usage-recorder';
 import type { Usage } from '../../proto/worker/v1';
-import type { RequestObserver, WorkOutcome } from './finished-request';
+import type { FinishedRequest, RequestObserver, RequestPhases, WorkOutcome } from './finished-request';
+import type { RequestSpans } from './request-spans';
 import type { ContentCapture } from './request-content';
 
 export type { WorkOutcome };
@@ -46,8 +47,11 @@ export interface TicketOwner {
 
 /** What differs between an owner's and a guest's request once admitted. */
 export interface TicketParts {
-  /** Sends one job of the request (a text request has one, an embeddings request one per engine batch). */
-  send(listener: JobListener, body: Buffer | undefined): Job;
+  /**
+   * Sends one job of the request (a text request has one, an embeddings request one per engine
+   * batch); `traceparent`, when tracing is on, goes into its Assign.
+   */
+  send(listener: JobListener, body: Buffer | undefined, traceparent: string | undefined): Job;
   /** After the usage record: a guest's bill (or the release of its credit hold). */
   finish?(outcome: WorkOutcome, usage: Usage | undefined): void;
   /** The first byte reached the client, this long after the request arrived. */
@@ -88,6 +92,14 @@ export class WorkTicket {
   private finishReason: string | null = null;
   private errorCode: string | null = null;
   private ttftMs: number | null = null;
+  // The request's steps in ms after `startedAt` (FinishedRequest.phases), -1 until reached: plain
+  // numbers, so the timeline costs no object until settlement builds one.
+  private readonly admittedMs: number;
+  private dispatchedMs = -1;
+  private agentStartedMs = -1;
+  private firstChunkMs = -1;
+  /** The agent queued a job of this request (its start then comes with an `accepted` event). */
+  private waited = false;
 
   constructor(
     /** The rate-limit state at admission, for the response headers. */
@@ -97,7 +109,11 @@ export class WorkTicket {
     private readonly settlement: Settlement,
     private readonly startedAt: number,
     private readonly settleWhen: SettleWhen = 'terminal',
-  ) {}
+    /** The request's pipeline spans; null when tracing is off (nothing is traced, nothing is made). */
+    private readonly spans: RequestSpans | null = null,
+  ) {
+    this.admittedMs = settlement.now() - startedAt;
+  }
 
   /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
   get label(): string {
@@ -110,9 +126,18 @@ export class WorkTicket {
    */
   dispatch(listener: JobListener, body?: Buffer): Job {
     const metered = new MeteredListener(listener, this, this.owner.content);
-    const job = this.parts.send(metered, body);
+    const { spans } = this;
+    let job: Job;
+    try {
+      job = this.parts.send(metered, body, spans?.dispatching());
+    } catch (error) {
+      spans?.notPlaced(error);
+      throw error;
+    }
+    spans?.placed(job);
     metered.job = job;
     this.sent++;
+    if (this.dispatchedMs < 0) this.dispatchedMs = this.settlement.now() - this.startedAt;
     return job;
   }
 
@@ -137,14 +162,16 @@ export class WorkTicket {
       ...(owner.batchId ? { batchId: owner.batchId } : {}),
     });
     this.parts.finish?.(outcome, usage);
-    observer.requestFinished({
+    const finished: FinishedRequest = {
       workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,
       model: owner.model, endpoint: owner.endpoint, stream: owner.stream, batchId: owner.batchId, outcome,
       finishReason: finish?.reason ?? this.finishReason, errorCode: outcome === 'succeeded' ? null : finish?.errorCode ?? this.errorCode ?? outcome,
       promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, cachedTokens: usage?.cachedTokens ?? 0,
-      startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null, phases: null,
-      content: owner.content?.content(),
-    });
+      startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null,
+      phases: this.phases(latencyMs), content: owner.content?.content(),
+    };
+    observer.requestFinished(finished);
+    this.spans?.finished(finished);
   }
 
   /** The first byte reached the client `ms` after the request arrived. */
@@ -160,7 +187,9 @@ export class WorkTicket {
    * a `terminal` ticket has settled and its observers have read the request.
    */
   firstChunk(): void {
-    if (this.ttftMs === null && this.owner.stream) this.ttftMs = this.settlement.now() - this.startedAt;
+    if (this.firstChunkMs >= 0) return;
+    this.firstChunkMs = this.settlement.now() - this.startedAt;
+    if (this.ttftMs === null && this.owner.stream) this.ttftMs = this.firstChunkMs;
   }
 
   /**
@@ -185,6 +214,18 @@ export class WorkTicket {
     this.settled = true;
     this.settlement.rateLimiter.settle(this.rateLimit.hold, 0);
     this.parts.finish?.('failed', undefined);
+    this.spans?.released();
+  }
+
+  /** A job of this request was queued by its agent (`queued`), or started after waiting (not `queued`). */
+  jobAccepted(queued: boolean): void {
+    if (queued) {
+      this.waited = true;
+      this.spans?.queued();
+      return;
+    }
+    if (this.agentStartedMs < 0) this.agentStartedMs = this.settlement.now() - this.startedAt;
+    this.spans?.started();
   }
 
   /**
@@ -209,6 +250,20 @@ export class WorkTicket {
   private settleNow(): void {
     this.settle(this.outcome, this.usage, this.replicaId);
   }
+
+  /**
+   * The timeline's one object, made at settlement. A job the agent did not queue started as it
+   * arrived there, so its start is its dispatch (agents send no event for it: one frame fewer
+   * per request); one that waited started at its `accepted{queued: false}`.
+   */
+  private phases(endedMs: number): RequestPhases {
+    const phases: RequestPhases = { admittedMs: this.admittedMs, endedMs };
+    if (this.dispatchedMs >= 0) phases.dispatchedMs = this.dispatchedMs;
+    const startedMs = this.agentStartedMs >= 0 ? this.agentStartedMs : this.waited ? -1 : this.dispatchedMs;
+    if (startedMs >= 0) phases.startedMs = startedMs;
+    if (this.firstChunkMs >= 0) phases.firstTokenMs = this.firstChunkMs;
+    return phases;
+  }
 }
 
 /** A job's listener with its terminal event metered on the ticket first. */
@@ -225,6 +280,11 @@ class MeteredListener implements JobListener {
     }
     this.capture?.chunk(data);
     this.listener.onChunk(data);
+  }
+
+  onAccepted(queued: boolean): void {
+    this.ticket.jobAccepted(queued);
+    this.listener.onAccepted?.(queued);
   }
 
   onOutput(data: Buffer, contentType: string, objectKey: string): void {

@@ -2,12 +2,14 @@ import type { Logger } from 'pino';
 import type { InputFile, JobKind, UploadTarget } from '../../proto/worker/v1';
 import type { SlotHold } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
-import type { Job } from '../dispatch/job';
+import type { DispatchRequest, Job } from '../dispatch/job';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { MediaJobListener, type MediaOutcome } from './media-job-listener';
 import type { OutputDestination, OutputDestinations } from './output-destinations';
 import type { RequestKind, RequestRecord } from './request-record.entity';
 import type { RequestRecords } from './request-records';
+import { endMediaJobSpan, startMediaJobSpan } from './media-job-span';
+import { traceparentOf, type Tracing } from '../../common/tracing/tracing';
 
 export interface MediaJobsOptions {
   /** docs/api-contract.md: an image job may run 5 min… @default 300000 */
@@ -53,6 +55,8 @@ export class MediaJobs {
     private readonly logger: Logger,
     /** The clock in milliseconds of jobs' start times (and their listeners'). */
     private readonly now: () => number = Date.now,
+    /** This server's tracing; null when off (a traced submission's job then runs untraced here). */
+    private readonly tracing: Tracing | null = null,
   ) {}
 
   timeoutMs(record: Pick<RequestRecord, 'modality'>): number {
@@ -74,11 +78,13 @@ export class MediaJobs {
    */
   async start(record: RequestRecord, slot: SlotHold): Promise<MediaOutcome> {
     const { connection } = slot;
+    const span = startMediaJobSpan(this.tracing, record, this.now());
     let destination: OutputDestination | null = null;
     let request;
     try {
       destination = await this.destinations.forRecord(record);
       request = await this.prepare(record, destination);
+      if (span) request.traceparent = traceparentOf(span);
     } catch (error) {
       slot.release();
       destination?.release();
@@ -89,6 +95,7 @@ export class MediaJobs {
       await this.cleanUp(record, []);
       const terminal = failed ?? (await this.records.find(record.id))!;
       this.events.emit('requestUpdated', terminal);
+      if (span) endMediaJobSpan(span, terminal);
       return { record: terminal, inline: [] };
     }
     return await new Promise<MediaOutcome>((resolve) => {
@@ -100,6 +107,7 @@ export class MediaJobs {
       }, (outcome) => {
         this.running.delete(record.id);
         destination!.release();
+        if (span) endMediaJobSpan(span, outcome.record);
         resolve(outcome);
       });
       slot.release();
@@ -124,7 +132,7 @@ export class MediaJobs {
     return record;
   }
 
-  private async prepare(record: RequestRecord, destination: OutputDestination) {
+  private async prepare(record: RequestRecord, destination: OutputDestination): Promise<DispatchRequest & { uploads: UploadTarget[] }> {
     const { extension, contentType } = outputFormat(record);
     const timeoutMs = this.timeoutMs(record);
     const startedAt = (record.startedAt ?? new Date(this.now())).getTime();

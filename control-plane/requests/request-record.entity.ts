@@ -61,4 +61,6 @@ export class RequestRecord {
   @Column('timestamptz', { name: 'completed_at', nullable: true }) completedAt: Date | null;
   @Column('timestamptz', { name: 'outputs_expire_at', nullable: true }) outputsExpireAt: Date | null;
   @Column('timestamptz', { name: 'outputs_deleted_at', nullable: true }) outputsDeletedAt: Date | null;
+  /** The submission's W3C trace context, when it was traced: the job's run and its webhook continue that trace (docs/tracing.md). */
+  @Column('text', { nullable: true }) traceparent: string | null;
 }

@@ -29,6 +29,8 @@ export interface MediaSubmission {
   delivery: DeliveryOptions;
   inputs: Array<{ name: RequestInput['name']; data: Buffer; contentType: string }>;
   idempotencyKey?: string;
+  /** The submitting request's span, when traced: the job's run and its webhook continue that trace. */
+  traceparent?: string;
 }
 
 /** Throws when the request may not spend (the pipeline's admission rules). */
@@ -204,6 +206,7 @@ export class RequestService {
       errorCode: null, errorMessage: null, progress: 0, estimatedSeconds: 0, replicaId: null,
       leaseOwner: null, leaseExpiresAt: null, deadlineAt: null, billedGpuSeconds: 0,
       queuedAt: new Date(this.now()), startedAt: null, completedAt: null, outputsExpireAt: null, outputsDeletedAt: null,
+      traceparent: submission.traceparent ?? null,
     });
     record.inputs = submission.inputs.map((input) => ({
       name: input.name, contentType: input.contentType, objectKey: this.destinations.inputKey(record, input.name),

@@ -10,6 +10,7 @@ import { BackgroundTurnListener, type BackgroundJobEnd } from './background-turn
 import type { ResponseRecord } from './response-record.entity';
 import type { ResponseScope } from './response-scope';
 import { notFound, objectOf, type ResponsesService, type ResponseTurn } from './responses-service';
+import { parentOf } from '../../common/tracing/tracing';
 
 export interface BackgroundOptions {
   /** A running turn's server renews its claim this often… */
@@ -204,8 +205,11 @@ export class BackgroundResponses {
     if (!key || key.workspaceId !== record.workspaceId) throw new AppError('invalid_api_key', 'the API key that created this response was revoked');
     const deployment = await this.parts.deployments(record.deploymentId);
     if (!deployment || deployment.workspaceId !== record.workspaceId) throw new AppError('deployment_not_found', 'the deployment of this response no longer exists');
+    // Run again (here, or on another server): the create request's trace goes on, its pipeline spans under the create's span.
+    const parent = parentOf(record.traceparent);
     return await this.parts.service.resume(key, deployment, record, {
       deadlineUnixMs: this.deadlineOf(record), streamWindowBytes: STREAM_WINDOW_BYTES, servedBy: this.parts.servedBy,
+      trace: parent ? { traceId: parent.traceId, parent } : undefined,
     });
   }
 

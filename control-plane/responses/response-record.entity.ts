@@ -35,4 +35,6 @@ export class ResponseRecord {
   @Column('timestamptz', { name: 'lease_expires_at', nullable: true }) leaseExpiresAt: Date | null;
   /** How many times a background response was started (a server that died mid-turn leaves it to be run again). */
   @Column('integer') attempts: number;
+  /** A background response's create request's W3C trace context, when it was traced: its runs and its webhook continue that trace. */
+  @Column('text', { nullable: true }) traceparent: string | null;
 }

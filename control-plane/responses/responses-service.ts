@@ -4,7 +4,8 @@ import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
 import { itemId as newId } from './response-ids';
-import type { InferencePipeline } from '../pipeline/inference-pipeline';
+import type { InferencePipeline, RequestTrace } from '../pipeline/inference-pipeline';
+import { traceparentOf } from '../../common/tracing/tracing';
 import type { JobSink, RunSummary } from '../pipeline/job-sink';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { ChatResult } from './chat-to-response';
@@ -27,6 +28,8 @@ export interface ResponseTurn {
   readonly scope: ResponseScope;
   readonly apiKeyId: string;
   readonly ticket: WorkTicket;
+  /** The request's trace (its id, and the span its own are children of), kept with a background turn so its runs continue it. */
+  readonly trace?: RequestTrace;
 }
 
 /** How a turn ended, for its record and its final object. */
@@ -38,6 +41,8 @@ export interface TurnLimits {
   readonly deadlineUnixMs: number;
   readonly streamWindowBytes: number;
   readonly servedBy: (model: CatalogModel) => string;
+  /** The HTTP request's id and span (or a stored background turn's trace): the pipeline's spans are its children. */
+  readonly trace?: RequestTrace;
 }
 
 /**
@@ -81,9 +86,9 @@ export class ResponsesService {
     const chat = responsesToChat({ ...request, stream }, history, deployment.modelId);
     const ticket = await this.pipeline.admitText(key, deployment, {
       endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream, includeUsage: stream,
-      deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
+      deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy, trace: limits.trace,
     });
-    return { id, createdAt, request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket };
+    return { id, createdAt, request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket, trace: limits.trace };
   }
 
   /**
@@ -97,7 +102,7 @@ export class ResponsesService {
     const chat = responsesToChat(request, history, requested);
     const ticket = await this.pipeline.admitShared(key, {
       endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream: request.stream, includeUsage: request.stream,
-      deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy,
+      deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy, trace: limits.trace,
     }, labelled);
     const scope = { workspaceId: key.workspaceId, deploymentId: ticket.label };
     return { id: newId('resp'), createdAt: new Date(this.now()), request, history, model: ticket.label, scope, apiKeyId: key.id, ticket };
@@ -119,7 +124,11 @@ export class ResponsesService {
    */
   queuedRecord(turn: ResponseTurn, owner: string, leaseMs: number): ResponseRecord {
     const record = this.record(turn, this.state(turn, { status: 'queued', output: [], usage: null, error: null, incompleteDetails: null }));
-    Object.assign(record, { completedAt: null, request: turn.request, leaseOwner: owner, leaseExpiresAt: new Date(this.now() + leaseMs), attempts: 0 });
+    Object.assign(record, {
+      completedAt: null, request: turn.request, leaseOwner: owner, leaseExpiresAt: new Date(this.now() + leaseMs), attempts: 0,
+      // The create's span: a run on any server, and the webhook of its end, continue its trace.
+      traceparent: turn.trace?.parent ? traceparentOf(turn.trace.parent) : null,
+    });
     return record;
   }
 

@@ -12,6 +12,7 @@ import { WebhookSender } from './webhook-sender';
 import { WebhookService } from './webhook.service';
 import { systemResolver } from '../network/public-host';
 import type { WebhookUrlPolicy } from '../network/webhook-url';
+import type { Tracing } from '../../common/tracing/tracing';
 
 export interface Webhooks {
   readonly service: WebhookService;
@@ -24,7 +25,7 @@ export interface Webhooks {
 /** The webhook parts, wired; the delivery loop starts at once. */
 export function startWebhooks(
   config: WebhookConfig, dataSource: DataSource, notifier: ClusterNotifier, events: ControlPlaneEvents,
-  box: SecretBox, logger: Logger,
+  box: SecretBox, logger: Logger, tracing: Tracing | null = null,
 ): Webhooks {
   const urlPolicy: WebhookUrlPolicy = { resolve: systemResolver, allowInsecureLoopback: config.allowInsecureLoopback };
   const secrets = new WebhookSecrets(dataSource, box);
@@ -34,7 +35,7 @@ export function startWebhooks(
   const loop = new WebhookDeliveryLoop(dataSource, sender, secrets, notifier, events, {
     maxAttempts: config.maxAttempts, retryScheduleMs: config.retryScheduleMs, autoDisableAfter: config.autoDisableAfter,
     maxInFlight: config.maxInFlight, leaseMs: config.attemptTimeoutMs + 2_000, idleCheckMs: 30_000,
-  }, logger);
+  }, logger, tracing);
   // Subscribers on every server see attempts logged anywhere.
   notifier.on('webhook-attempt', (id) => {
     void service.attempt(id).then((attempt) => attempt && events.emit('webhookAttemptLogged', attempt), () => {});

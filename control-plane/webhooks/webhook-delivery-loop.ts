@@ -5,6 +5,8 @@ import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhook.entities';
 import type { WebhookSecrets } from './webhook-secrets';
 import type { AttemptOutcome, WebhookSender } from './webhook-sender';
+import { ATTR } from '../../common/tracing/span-attributes';
+import { parentOf, SpanKind, SpanStatusCode, traceparentOf, type Span, type Tracing } from '../../common/tracing/tracing';
 
 declare module '../events/control-plane-events' {
   interface ControlPlaneEventMap {
@@ -31,6 +33,10 @@ export interface DeliveryLoopOptions {
 interface ClaimedDelivery extends WebhookDelivery {
   body: string;
   type: string;
+  /** The event's: its record's submission's trace context, or null. */
+  traceparent: string | null;
+  /** The record the event is about. */
+  recordId: string | null;
 }
 
 /**
@@ -56,6 +62,8 @@ export class WebhookDeliveryLoop {
     private readonly events: ControlPlaneEvents,
     private readonly options: DeliveryLoopOptions,
     private readonly logger: Logger,
+    /** This server's tracing; null when off (no attempt makes a span, none carries a traceparent). */
+    private readonly tracing: Tracing | null = null,
   ) {}
 
   start(): void {
@@ -118,12 +126,12 @@ export class WebhookDeliveryLoop {
         WHERE (status = 'pending' AND next_attempt_at <= clock_timestamp())
            OR (status = 'delivering' AND lease_expires_at < clock_timestamp())
         ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      RETURNING d.id, d.event_id, d.workspace_id, d.target, d.endpoint_id, d.url, d.attempts, e.body, e.type`,
+      RETURNING d.id, d.event_id, d.workspace_id, d.target, d.endpoint_id, d.url, d.attempts, e.body, e.type, e.traceparent, e.request_id`,
     [limit, this.options.leaseMs]);
     const rows = (Array.isArray(result[0]) ? result[0] : result) as Array<Record<string, any>>;
     return rows.map((row) => Object.assign(new WebhookDelivery(), {
       id: row.id, eventId: row.event_id, workspaceId: row.workspace_id, target: row.target, endpointId: row.endpoint_id,
-      url: row.url, attempts: row.attempts, body: row.body, type: row.type,
+      url: row.url, attempts: row.attempts, body: row.body, type: row.type, traceparent: row.traceparent, recordId: row.request_id,
     }) as ClaimedDelivery);
   }
 
@@ -141,8 +149,17 @@ export class WebhookDeliveryLoop {
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
-    const secrets = await this.secrets.signingSecrets(delivery.workspaceId);
-    const outcome = await this.sender.send(delivery.url, delivery.type, delivery.body, secrets);
+    const span = this.attemptSpan(delivery);
+    let outcome: AttemptOutcome;
+    try {
+      const secrets = await this.secrets.signingSecrets(delivery.workspaceId);
+      // The receiver gets the attempt's trace context as `traceparent`: a receiver that traces continues the submission's trace.
+      outcome = await this.sender.send(delivery.url, delivery.type, delivery.body, secrets, span ? traceparentOf(span) : undefined);
+    } catch (error) {
+      span?.setStatus({ code: SpanStatusCode.ERROR, message: String(error) }).end();
+      throw error;
+    }
+    if (span) endAttemptSpan(span, outcome);
     const attempt = await this.record(delivery, outcome);
     this.events.emit('webhookAttemptLogged', attempt);
     this.notifier.publish('webhook-attempt', attempt.id);
@@ -174,6 +191,23 @@ export class WebhookDeliveryLoop {
     });
   }
 
+  /** One attempt's span, in the trace of the record the event is about (its submission's); null when untraced. */
+  private attemptSpan(delivery: ClaimedDelivery): Span | null {
+    const parent = this.tracing ? parentOf(delivery.traceparent) : undefined;
+    if (!this.tracing || !parent) return null;
+    let host = '';
+    try {
+      host = new URL(delivery.url).host;
+    } catch {
+      // A URL the sender will refuse: the span says so through its outcome.
+    }
+    return this.tracing.startSpan(`webhook ${delivery.type}`, SpanKind.CLIENT, parent, {
+      [ATTR.webhookEventType]: delivery.type, [ATTR.webhookAttempt]: delivery.attempts, 'inference.webhook.event_id': delivery.eventId,
+      'inference.webhook.delivery_id': delivery.id, [ATTR.recordId]: delivery.recordId ?? '', [ATTR.workspaceId]: delivery.workspaceId,
+      [ATTR.serverAddress]: host, [ATTR.httpMethod]: 'POST',
+    });
+  }
+
   /** Deliveries (not attempts) in a row: a success resets, a final failure counts, the threshold disables. */
   private async countForEndpoint(manager: EntityManager, endpointId: string, outcome: AttemptOutcome): Promise<void> {
     if (outcome.succeeded) {
@@ -188,4 +222,13 @@ export class WebhookDeliveryLoop {
           ELSE disabled_reason END
       WHERE id = $1`, [endpointId, this.options.autoDisableAfter, (outcome.error ?? 'failed').slice(0, 300)]);
   }
+}
+
+function endAttemptSpan(span: Span, outcome: AttemptOutcome): void {
+  if (outcome.statusCode !== null) span.setAttribute(ATTR.httpStatus, outcome.statusCode);
+  if (!outcome.succeeded) {
+    span.setAttribute(ATTR.errorType, outcome.statusCode === null ? 'no_answer' : String(outcome.statusCode));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error ?? 'failed' });
+  }
+  span.end();
 }

@@ -45,7 +45,7 @@ export class WebhookOutbox {
     await this.enqueue(manager, record.workspaceId, type, record.id, {
       id: record.id, status: record.status, modality: record.modality,
       output_object_key: record.outputObjectKey, error_code: record.errorCode, error_message: record.errorMessage,
-    }, targets);
+    }, targets, record.traceparent);
   };
 
   /**
@@ -62,7 +62,7 @@ export class WebhookOutbox {
       id: batch.id, object: 'batch', status: batch.status, deployment_id: batch.deploymentId, endpoint: batch.endpoint,
       request_counts: { total: batch.totalCount, completed: batch.completedCount, failed: batch.failedCount },
       input_file_id: batch.inputFileId, output_file_id: batch.outputFileId, error_file_id: batch.errorFileId,
-    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })));
+    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })), batch.traceparent);
   };
 
   /**
@@ -79,7 +79,7 @@ export class WebhookOutbox {
     await this.enqueue(manager, response.workspaceId, type, response.id, {
       id: response.id, object: 'response', status: response.status, model: response.model, error: response.error,
       incomplete_details: response.incompleteDetails, usage: response.usage,
-    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })));
+    }, endpoints.map((endpoint) => ({ target: 'endpoint' as const, endpointId: endpoint.id, url: endpoint.url })), response.traceparent);
   };
 
   /** A `webhook.test` event to one endpoint (enabled or not); it never counts toward auto-disable. */
@@ -90,13 +90,14 @@ export class WebhookOutbox {
     return delivery;
   }
 
+  /** `traceparent`: the record's submission's trace context, when it was traced (each attempt's span continues it). */
   private async enqueue(
     manager: EntityManager, workspaceId: string, type: WebhookEventType, requestId: string | null,
-    data: Record<string, unknown>, targets: Array<Pick<WebhookDelivery, 'target' | 'endpointId' | 'url'>>,
+    data: Record<string, unknown>, targets: Array<Pick<WebhookDelivery, 'target' | 'endpointId' | 'url'>>, traceparent: string | null = null,
   ): Promise<WebhookDelivery[]> {
     const eventId = newId('evt');
     const now = new Date();
-    await manager.insert(WebhookEvent, { id: eventId, workspaceId, type, requestId, body: JSON.stringify({ id: eventId, type, data }), createdAt: now });
+    await manager.insert(WebhookEvent, { id: eventId, workspaceId, type, requestId, body: JSON.stringify({ id: eventId, type, data }), createdAt: now, traceparent });
     const deliveries = targets.map((target) => manager.create(WebhookDelivery, {
       id: newId('whd'), eventId, workspaceId, ...target, status: 'pending', attempts: 0, nextAttemptAt: now,
       leaseExpiresAt: null, lastStatusCode: null, lastError: null, createdAt: now, completedAt: null,

@@ -38,7 +38,8 @@ export class WebhookSender {
     this.now = options.now ?? Date.now;
   }
 
-  async send(url: string, type: string, body: string, secrets: readonly string[]): Promise<AttemptOutcome> {
+  /** `traceparent`: the attempt's span, sent on as the header of that name when traced. */
+  async send(url: string, type: string, body: string, secrets: readonly string[], traceparent?: string): Promise<AttemptOutcome> {
     const startedAt = performance.now();
     const signature = signWebhookPayload(secrets, body, Math.floor(this.now() / 1000));
     const elapsed = () => Math.round(performance.now() - startedAt);
@@ -56,6 +57,7 @@ export class WebhookSender {
         headers: {
           'content-type': 'application/json', 'user-agent': this.options.userAgent,
           [SIGNATURE_HEADER]: signature, [EVENT_HEADER]: type,
+          ...(traceparent ? { traceparent } : {}),
         },
         body,
         signal: AbortSignal.timeout(this.options.attemptTimeoutMs),

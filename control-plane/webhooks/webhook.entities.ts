@@ -34,6 +34,8 @@ export class WebhookEvent {
   /** The record the event is about: a request record's id, or a batch's (`batch_…`) for batch events. */
   @Column('text', { name: 'request_id', nullable: true }) requestId: string | null;
   @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
+  /** The trace context of the record the event is about (its submission's), when it was traced: each delivery attempt is a span of that trace. */
+  @Column('text', { nullable: true }) traceparent: string | null;
 }
 
 export type DeliveryStatus = 'pending' | 'delivering' | 'succeeded' | 'failed';

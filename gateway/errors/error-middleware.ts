@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { AppError, shortened } from '../../control-plane/api/errors';
 import { renderError } from './error-response';
-import { requestIdOf } from '../http/request-telemetry';
+import { markErrorOf, requestIdOf } from '../http/request-telemetry';
 import { bodyLeftUnread } from '../http/unread-body';
 
 /** Renders every thrown error as the OpenAI error body; only non-AppErrors are logged as bugs. */
@@ -15,6 +15,7 @@ export function errorMiddleware(logger: Logger) {
       }
     } catch (error) {
       if (!(error instanceof AppError)) logger.error({ err: error, path: context.path, requestId: requestIdOf(context) }, 'unhandled error');
+      markErrorOf(context, error instanceof AppError ? error.code : 'internal_error');
       if (context.headerSent || !context.writable) return;
       const rendered = renderError(error);
       context.respond = true;

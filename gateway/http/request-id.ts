@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Span } from '../../common/tracing/tracing';
 
 /** A caller's id is kept when it is 1–128 visible ASCII characters (no spaces, no control bytes). */
 const SANE_ID = /^[\x21-\x7e]{1,128}$/;
@@ -28,4 +29,6 @@ export interface RequestTrace {
   readonly id: string;
   /** `performance.now()` when the request arrived. */
   readonly receivedAt: number;
+  /** Its HTTP server span (request-span.ts) when tracing is on; null otherwise. */
+  readonly span: Span | null;
 }

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { type AuthenticatedKey, type Deployment, EmbeddingBatches, type FanOutSink, type InferencePort, type JobDispatch, parseEmbeddingsRequest, type RateLimitDecision, servedEndpoints, splitEmbeddingsRequest } from '../../control-plane/api/inference';
 import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
-import { recordSummary, requestIdOf } from '../http/request-telemetry';
+import { recordSummary, workTraceOfContext } from '../http/request-telemetry';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import type { TextRouteOptions } from './text-completion.route';
 import type { RouteEndpoints } from './route-endpoints';
@@ -39,6 +39,6 @@ export class EmbeddingsRoute {
         context.body = result;
       },
     };
-    recordSummary(context, await this.pipeline.runEmbeddings(key, deployment, model, { model: request.model, bodyBytes: raw.length, body: raw, deadlineUnixMs: Date.now() + timeoutMs, trace: { requestId: requestIdOf(context) } }, sink));
+    recordSummary(context, await this.pipeline.runEmbeddings(key, deployment, model, { model: request.model, bodyBytes: raw.length, body: raw, deadlineUnixMs: Date.now() + timeoutMs, trace: workTraceOfContext(context) }, sink));
   }
 }

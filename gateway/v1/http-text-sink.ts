@@ -5,6 +5,7 @@ import type { AuthenticatedKey, Job, JobFailure, JobSink, RateLimitDecision } fr
 import { ResponseFlow, type ResponseFlowEvents, type ResponseFlowOptions } from '../http/response-flow';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
 import type { RequestTrace } from '../http/request-id';
+import { traceparentHeader } from '../http/request-span';
 
 export interface TextRouteOptions {
   maxBodyBytes: number;
@@ -95,6 +96,7 @@ export class HttpTextSink implements JobSink, ResponseFlowEvents {
 
   admitted(rateLimit: RateLimitDecision): void {
     this.headers.push(...rateLimitHeaders(rateLimit, this.key.rpmLimit, this.key.tpdLimit), 'x-request-id', this.trace.id);
+    if (this.trace.span) this.headers.push('traceparent', traceparentHeader(this.trace.span));
   }
 
   async carry(job: Job): Promise<number> {

@@ -10,6 +10,7 @@ import { HttpTextSink } from './http-text-sink';
 import type { TextRouteOptions } from './text-completion.route';
 import type { StreamLimits } from './http-text-sink';
 import type { RequestGate } from '../http/request-gate';
+import { workTraceOf } from '../http/request-span';
 
 /** The metrics and log label of a guest request before its model is known. */
 export const SHARED_MODEL_LABEL = 'shared';
@@ -70,7 +71,7 @@ export class SharedChatRoute {
     return await this.pipeline.runShared(key, {
       endpoint: 'chat.completions', body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream,
       includeUsage: textRequest.includeUsage, deadlineUnixMs: Date.now() + this.options.requestTimeoutMs,
-      streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: { requestId: trace.id },
+      streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: workTraceOf(trace.id, trace.span),
     }, labelled, screened, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 

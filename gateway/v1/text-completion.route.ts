@@ -4,6 +4,7 @@ import { readBody } from '../http/read-body';
 import type { RequestBudget } from '../http/request-budget';
 import type { RequestTrace } from '../http/request-id';
 import { HttpTextSink, type StreamLimits, type TextRouteOptions } from './http-text-sink';
+import { workTraceOf } from '../http/request-span';
 
 export type { TextRouteOptions };
 
@@ -28,7 +29,7 @@ export class TextCompletionRoute {
     const textRequest = parseTextRequest(body, endpoint);
     return await this.pipeline.runText(key, deployment, {
       endpoint, body, fields: textRequest.fields, model: textRequest.model, stream: textRequest.stream, includeUsage: textRequest.includeUsage,
-      deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: { requestId: trace.id },
+      deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: workTraceOf(trace.id, trace.span),
     }, new HttpTextSink(response, textRequest.stream, key, trace, { requestTimeoutMs: this.options.requestTimeoutMs, limits: this.options, memory: held }));
   }
 }

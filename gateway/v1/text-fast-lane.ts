@@ -19,6 +19,8 @@ import { GuestLane } from './guest-lane';
 import { authenticate } from './authenticate';
 import { ResponsesRoute } from './responses/responses.route';
 import type { RequestGate } from '../http/request-gate';
+import { endRequestSpan, markRequestError, startRequestSpan, traceparentHeader } from '../http/request-span';
+import type { Tracing } from '../../common/tracing/tracing';
 
 /** The table's fast-lane endpoints under `/d/<slug>/v1` (chat/completions, completions). */
 const TEXT_PATH = fastLanePaths();
@@ -40,7 +42,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  */
 export function textFastLane(
   inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore'>, options: TextRouteOptions & StreamLimits,
-  logger: Logger, requestLog: RequestLog, requestIds: RequestIds, gate: RequestGate,
+  logger: Logger, requestLog: RequestLog, requestIds: RequestIds, gate: RequestGate, tracing: Tracing | null = null,
 ) {
   const text = new TextCompletionRoute(inference.pipeline, options);
   const responses = new ResponsesRoute(inference.responses, inference.backgroundResponses, options);
@@ -55,6 +57,7 @@ export function textFastLane(
     const seconds = (performance.now() - trace.receivedAt) / 1000;
     metrics.recordRequest(deploymentId, endpoint, status, seconds);
     requestLog.record({ requestId: trace.id, route: endpoint, deployment: deploymentId, status, seconds, summary });
+    if (trace.span) endRequestSpan(trace.span, status, deploymentId);
   };
 
   const serve = async (request: IncomingMessage, response: ServerResponse, slug: string, endpoint: TextEndpoint, trace: RequestTrace): Promise<void> => {
@@ -68,7 +71,7 @@ export function textFastLane(
       if (endpoint === 'responses') summary = await responses.create(request, response, deployment, key, trace, held);
       else summary = await text.handle(request, response, deployment, key, endpoint, trace, held);
     } catch (error) {
-      fail(request, response, error, trace.id);
+      fail(request, response, error, trace);
     }
     recordAnswer(response, endpoint, deploymentId, trace, summary);
   };
@@ -92,7 +95,7 @@ export function textFastLane(
       if (endpoint === 'responses') summary = await responses.createFromBody(response, body, deployment, key, trace);
       else summary = await text.handleBody(response, body, deployment, key, endpoint, trace, held);
     } catch (error) {
-      fail(request, response, error, trace.id);
+      fail(request, response, error, trace);
     }
     recordAnswer(response, endpoint, deploymentId, trace, summary);
   };
@@ -109,8 +112,8 @@ export function textFastLane(
     const labelled = (model: string) => (label = model);
     const answered = (failed: boolean, error?: unknown, summary?: RunSummary): void => {
       if (failed) {
-        if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace.id);
-        else fail(request, response, error, trace.id);
+        if (error instanceof AppError && !response.headersSent && !response.writableEnded) refuse(request, response, error, trace);
+        else fail(request, response, error, trace);
       }
       recordAnswer(response, 'chat.completions', label, trace, summary);
     };
@@ -141,7 +144,7 @@ export function textFastLane(
       const held = gate.enter(request, response, key, null, 'text');
       summary = await responses.createShared(request, response, key, trace, held, (model) => (label = model));
     } catch (error) {
-      fail(request, response, error, trace.id);
+      fail(request, response, error, trace);
     }
     recordAnswer(response, 'responses', label, trace, summary);
   };
@@ -149,29 +152,41 @@ export function textFastLane(
   /** Rendered errors by identity (status, body, and headers as a flat list): the shared endpoint throws the same refusal object again and again. */
   const rendered = new WeakMap<AppError, { status: number; headers: string[]; body: Buffer }>();
   /** An AppError answered before any byte was sent; the connection stays open when the body was read whole. */
-  const refuse = (request: IncomingMessage, response: ServerResponse, error: AppError, requestId: string): void => {
+  const refuse = (request: IncomingMessage, response: ServerResponse, error: AppError, trace: RequestTrace): void => {
     let answer = rendered.get(error);
     if (!answer) {
       const { status, headers, body } = renderError(error);
       answer = { status, headers: [...Object.entries(headers).flat(), 'content-length', String(body.length)], body };
       rendered.set(error, answer);
     }
-    const headers = [...answer.headers, 'x-request-id', requestId];
+    const headers = [...answer.headers, 'x-request-id', trace.id];
+    if (trace.span) {
+      markRequestError(trace.span, error.code);
+      headers.push('traceparent', traceparentHeader(trace.span));
+    }
     if (bodyLeftUnread(request)) headers.push('connection', 'close');
     response.writeHead(answer.status, headers);
     response.end(answer.body);
   };
 
-  const fail = (request: IncomingMessage, response: ServerResponse, error: unknown, requestId: string): void => {
-    if (!(error instanceof AppError)) logger.error({ err: error, requestId }, 'unhandled error');
+  const fail = (request: IncomingMessage, response: ServerResponse, error: unknown, trace: RequestTrace): void => {
+    if (!(error instanceof AppError)) logger.error({ err: error, requestId: trace.id }, 'unhandled error');
+    if (trace.span) markRequestError(trace.span, error instanceof AppError ? error.code : 'internal_error');
     if (response.headersSent || response.writableEnded) {
       response.end();
       return;
     }
     const rendered = renderError(error);
     const connection = bodyLeftUnread(request) ? { connection: 'close' } : {};
-    response.writeHead(rendered.status, { ...rendered.headers, ...connection, 'content-length': String(rendered.body.length), 'x-request-id': requestId });
+    const traced = trace.span ? { traceparent: traceparentHeader(trace.span) } : {};
+    response.writeHead(rendered.status, { ...rendered.headers, ...connection, ...traced, 'content-length': String(rendered.body.length), 'x-request-id': trace.id });
     response.end(rendered.body);
+  };
+
+  /** The request's id, arrival and, when tracing is on, its server span. */
+  const traceOf = (request: IncomingMessage, route: string): RequestTrace => {
+    const id = requestIds.from(request.headers['x-request-id']);
+    return { id, receivedAt: performance.now(), span: tracing ? startRequestSpan(tracing, request, route, id) : null };
   };
 
   return (request: IncomingMessage, response: ServerResponse): boolean => {
@@ -182,25 +197,28 @@ export function textFastLane(
       // Only the text endpoints this lane knows; another fast-lane row of the table goes to Koa until it is taught here.
       const endpoint = workspace ? WORKSPACE_TEXT_ENDPOINTS[workspace[1]] : undefined;
       if (endpoint) {
-        const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-        serveWorkspace(request, response, endpoint, trace)
+        const trace = traceOf(request, endpoint);
+        // Under its span when traced (its log lines name it); no closure is made when tracing is off.
+        (trace.span ? tracing!.runIn(trace.span, serveWorkspace, request, response, endpoint, trace) : serveWorkspace(request, response, endpoint, trace))
           .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
       // The shared table's fast-lane rows; as above, one this lane was not taught goes to Koa.
       const shared = sharedFastLaneEndpoint(request.url ?? '');
       if (shared === 'responses.create') {
-        const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-        serveSharedResponses(request, response, trace).catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
+        const trace = traceOf(request, 'responses');
+        (trace.span ? tracing!.runIn(trace.span, serveSharedResponses, request, response, trace) : serveSharedResponses(request, response, trace))
+          .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
         return true;
       }
       if (shared !== 'chat.completions') return false;
-      const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-      guests.run(() => serveShared(request, response, trace));
+      const trace = traceOf(request, 'chat.completions');
+      guests.run(() => (trace.span ? tracing!.runIn(trace.span, serveShared, request, response, trace) : serveShared(request, response, trace)));
       return true;
     }
-    const trace: RequestTrace = { id: requestIds.from(request.headers['x-request-id']), receivedAt: performance.now() };
-    serve(request, response, match[1], FAST_LANE_ENDPOINTS[match[2]] ?? 'chat.completions', trace)
+    const endpoint = FAST_LANE_ENDPOINTS[match[2]] ?? 'chat.completions';
+    const trace = traceOf(request, endpoint);
+    (trace.span ? tracing!.runIn(trace.span, serve, request, response, match[1], endpoint, trace) : serve(request, response, match[1], endpoint, trace))
       .catch((error) => logger.error({ err: error, requestId: trace.id }, 'unhandled error'));
     return true;
   };

@@ -198,6 +198,9 @@ describe('llama.cpp prefix reuse', () => {
     // The very same prompt: all but its last token (evaluated again for the logits).
     const again = await both({ body: chat(first) });
     expect(cachedOf(again.cached[0])).toBe(promptTokens - 1);
+    // …which the agent reports to the control plane as the job's cached tokens (Usage.cached_tokens); none when nothing was reused.
+    expect(again.cached[0].usage).toEqual({ promptTokens, completionTokens: 24, totalTokens: promptTokens + 24, cachedTokens: promptTokens - 1 });
+    expect(one.cached[0].usage).toEqual({ promptTokens, completionTokens: 24, totalTokens: promptTokens + 24 });
     expect(textOf(again.cached[0])).toBe(textOf(one.fresh[0]));
 
     // The next turn of the conversation: its prompt and the answer tokens, which were
@@ -277,6 +280,7 @@ describe('llama.cpp prefix reuse', () => {
       prompt_tokens: chatPromptTokens(second), completion_tokens: 40, total_tokens: chatPromptTokens(second) + 40,
       prompt_tokens_details: { cached_tokens: chatPromptTokens(second) - 1 },
     });
+    expect(streamed.usage?.cachedTokens).toBe(chatPromptTokens(second) - 1);
     expect(streamed.events.map((event) => event.choices[0]?.delta?.content ?? '').join('')).toBe(textOf(plain));
     // While streaming: one sequence busy, holding (at least) the prompt.
     expect(streamed.streamingSignals).toMatchObject({ running: 1, waiting: 0 });

@@ -4,6 +4,8 @@ import type net from 'node:net';
 export interface MockEngineRequest {
   path: string;
   body: Record<string, unknown>;
+  /** The request's headers as the agent sent them (a traced job's carry `traceparent`). */
+  headers: http.IncomingHttpHeaders;
   /** Resolves when the engine saw the connection close before it finished answering. */
   closedEarly: Promise<void>;
 }
@@ -13,7 +15,8 @@ export interface MockEngineRequest {
  * content (or the completion prompt) picks the behaviour: `#reject` → 400 with an OpenAI error
  * body, `#crash` → 500, `#slow` → one chunk every 50 ms for 30 s (to observe cancellation),
  * `#choices` → a completions answer with the four choices of two prompts × n = 2, as a body or
- * interleaved chunks; otherwise a short stream.
+ * interleaved chunks; otherwise a short stream (`#cached`: its usage says 2 of its 3 prompt
+ * tokens came from the prefix cache, as vLLM's `prompt_tokens_details.cached_tokens` does).
  */
 export async function startMockEngine(): Promise<{ url: string; requests: MockEngineRequest[]; close(): Promise<void> }> {
   const requests: MockEngineRequest[] = [];
@@ -31,7 +34,7 @@ export async function startMockEngine(): Promise<{ url: string; requests: MockEn
       let resolveClosed: () => void = () => {};
       const closedEarly = new Promise<void>((resolve) => (resolveClosed = resolve));
       response.on('close', () => !finished && resolveClosed());
-      requests.push({ path: request.url ?? '', body, closedEarly });
+      requests.push({ path: request.url ?? '', body, headers: request.headers, closedEarly });
       const content = String((body.messages as Array<{ content: string }> | undefined)?.[0]?.content ?? body.prompt ?? '');
       if (content.includes('#reject')) {
         finished = true;
@@ -55,7 +58,8 @@ export async function startMockEngine(): Promise<{ url: string; requests: MockEn
       if (!content.includes('#slow')) {
         response.write(chunk('mock '));
         response.write(chunk('reply'));
-        response.write(`data: ${JSON.stringify({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`);
+        const cached = content.includes('#cached') ? { prompt_tokens_details: { cached_tokens: 2 } } : {};
+        response.write(`data: ${JSON.stringify({ id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, ...cached } })}\n\n`);
         finished = true;
         response.end('data: [DONE]\n\n');
         return;

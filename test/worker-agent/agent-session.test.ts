@@ -78,7 +78,8 @@ describe('AgentSession', () => {
     const events = stream.eventsOf(frame.assign.jobId);
     expect(events.some((event) => event.accepted)).toBe(false);
     expect(events[0].chunk).toBeDefined();
-    expect(terminal.completed).toEqual({ usage: { promptTokens: 2, completionTokens: 8, totalTokens: 10 }, finishReason: 'length' });
+    // On the wire, an engine that reports no prefix cache has 0 cached tokens (proto3's default).
+    expect(terminal.completed).toEqual({ usage: { promptTokens: 2, completionTokens: 8, totalTokens: 10, cachedTokens: 0 }, finishReason: 'length' });
     expect(events.filter((event) => event.completed || event.failed)).toHaveLength(1);
     const text = stream.chunkText(frame.assign.jobId);
     expect(text).not.toContain('[DONE]');
@@ -148,7 +149,7 @@ describe('AgentSession', () => {
     const frame = assign({ stream: true, max_tokens: 6 }, { includeUsage: true });
     stream.send(frame);
     const terminal = await stream.terminal(frame.assign.jobId);
-    expect(terminal.completed?.usage).toEqual({ promptTokens: 2, completionTokens: 6, totalTokens: 8 });
+    expect(terminal.completed?.usage).toEqual({ promptTokens: 2, completionTokens: 6, totalTokens: 8, cachedTokens: 0 });
     const events = sseEvents(stream.chunkText(frame.assign.jobId));
     expect(events.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 6 } });
   });

@@ -32,7 +32,7 @@ describe('CpuEngine', () => {
     expect(countTokens(content)).toBe(5);
     const promptTokens = countTokens('You are terse.\nHello, world!');
     expect(body.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 });
-    expect(run.result).toEqual({ usage: { promptTokens, completionTokens: 5, totalTokens: promptTokens + 5 }, finishReason: 'length', usageEstimated: false });
+    expect(run.result).toEqual({ usage: { promptTokens, completionTokens: 5, totalTokens: promptTokens + 5 }, finishReason: 'length', usageEstimated: false, responseId: body.id });
   });
 
   test('defaults max_tokens to 16 and counts every choice of n', async () => {

@@ -44,7 +44,7 @@ describe('OpenAiEngine against the CPU engine server', () => {
     expect(body).toMatchObject({ object: 'chat.completion', model: 'test-model' });
     expect(run.result).toEqual({
       usage: { promptTokens: countTokens(messages[0].content), completionTokens: 5, totalTokens: countTokens(messages[0].content) + 5 },
-      finishReason: 'length', usageEstimated: false,
+      finishReason: 'length', usageEstimated: false, responseId: body.id,
     });
   });
 
@@ -208,7 +208,7 @@ describe('OpenAiEngine with an engine model name (WORKER_ENGINE_MODEL, issue 35)
     const events = sseEvents(run.text) as Array<Record<string, any>>;
     expect(events.map((chunk) => chunk.model)).toEqual([catalog, catalog]);
     expect(events[0].choices[0].delta.content).toBe('say {"model":"served-name"}');
-    expect(run.result).toEqual({ usage: { promptTokens: 3, completionTokens: 2, totalTokens: 5 }, finishReason: 'stop', usageEstimated: false });
+    expect(run.result).toEqual({ usage: { promptTokens: 3, completionTokens: 2, totalTokens: 5 }, finishReason: 'stop', usageEstimated: false, responseId: 'c1' });
   });
 
   test('an engine model equal to the catalog id changes nothing', async () => {

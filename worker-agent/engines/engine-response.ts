@@ -36,7 +36,7 @@ export class StreamForwarder {
     if (!this.filter.sawDone && !this.filter.finishReason) {
       throw new EngineFailure('engine_error', 'engine stream ended before the response finished', { usage: this.partialUsage() });
     }
-    return resultOf(this.filter.usage, this.filter.finishReason, () => this.partialUsage());
+    return resultOf(this.filter.usage, this.filter.finishReason, () => this.partialUsage(), this.filter.responseId);
   }
 
   /** What was consumed so far: the engine's own count if it sent one, else an estimate. */
@@ -65,7 +65,7 @@ export async function forwardEventStream(
  * and text stay the engine's); parses it once for usage and the finish reason.
  */
 export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText: () => string, rename?: ModelRename): Promise<EngineResult> {
-  let parsed: { model?: unknown; usage?: unknown; choices?: Array<{ finish_reason?: unknown; text?: unknown; message?: { content?: unknown } }> };
+  let parsed: { id?: unknown; model?: unknown; usage?: unknown; choices?: Array<{ finish_reason?: unknown; text?: unknown; message?: { content?: unknown } }> };
   try {
     parsed = parseJsonText(body) as typeof parsed;
   } catch (error) {
@@ -77,7 +77,7 @@ export async function forwardJsonBody(body: Buffer, sink: EngineSink, promptText
   return resultOf(usageFromOpenAi(parsed.usage), finishReason, () => {
     const text = choices.map((choice) => String(choice.message?.content ?? choice.text ?? '')).join('');
     return estimateUsage(promptText(), estimateTokensOfText(text));
-  });
+  }, typeof parsed.id === 'string' ? parsed.id : undefined);
 }
 
 /**
@@ -107,7 +107,7 @@ function renamedBody(body: Buffer, parsed: object, rename: ModelRename): Buffer 
   return renameBodyModel(body, rename) ?? Buffer.from(JSON.stringify({ ...parsed, model: rename.catalogModel }));
 }
 
-function resultOf(usage: Usage | undefined, finishReason: string, estimate: () => Usage): EngineResult {
-  if (usage) return { usage, finishReason, usageEstimated: false };
-  return { usage: estimate(), finishReason, usageEstimated: true };
+function resultOf(usage: Usage | undefined, finishReason: string, estimate: () => Usage, responseId?: string): EngineResult {
+  if (usage) return { usage, finishReason, usageEstimated: false, responseId };
+  return { usage: estimate(), finishReason, usageEstimated: true, responseId };
 }

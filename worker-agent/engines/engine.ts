@@ -38,6 +38,11 @@ export interface EngineJob {
   readonly cacheSalt?: string;
   /** Embedding jobs: the catalog's vector size and input limit of the model. */
   readonly embedding?: EmbeddingSpec | null;
+  /**
+   * The trace context of the agent's engine-call span, when tracing is on: an HTTP engine gets it
+   * as the request's `traceparent` header, so its own spans (vLLM's) join the request's trace.
+   */
+  readonly traceparent?: string;
 }
 
 /**
@@ -57,6 +62,8 @@ export interface EngineResult {
   readonly finishReason: string;
   /** True when the engine reported no usage and the agent estimated it. */
   readonly usageEstimated: boolean;
+  /** The answer's own `id` (`chatcmpl-…`) where the agent read it anyway (a whole body, a stream's usage chunk), for the job's trace. */
+  readonly responseId?: string;
 }
 
 export interface EngineHealthReport {

@@ -152,7 +152,8 @@ export class OpenAiEngine implements Engine {
     const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText, rename) : null;
     return await new Promise<EngineResult>((resolve, reject) => {
       this.pool.dispatch(
-        { method: 'POST', path: this.basePath + request.path, headers: this.headers, body: request.bytes },
+        // `traceparent` only when the job is traced: the engine's own spans (vLLM's) then join its trace.
+        { method: 'POST', path: this.basePath + request.path, headers: job.traceparent ? { ...this.headers, traceparent: job.traceparent } : this.headers, body: request.bytes },
         new ReleasingHandler(new EngineCall(forwarder, sink, cancellation, promptText, this.url,
           request.path === '/v1/embeddings' ? forwardEmbeddingsBody : forwardJsonBody, resolve, reject, rename)),
       );

@@ -39,6 +39,8 @@ const ERROR_OPEN = Buffer.from('{"error"');
 export class SseEventFilter {
   /** Usage from the engine's usage chunk, when it sent one. */
   usage: Usage | undefined;
+  /** The answer's `id` (`chatcmpl-…`), read from the usage chunk (the one event parsed), for the job's trace. */
+  responseId: string | undefined;
   /** The last non-null `finish_reason` seen. */
   finishReason = '';
   /** Events carrying non-empty generated text, for estimating usage the engine did not report. */
@@ -140,7 +142,11 @@ export class SseEventFilter {
       throw new EngineFailure('engine_error', 'engine reported an error mid-stream', { engineBody: dataOf(buffer.subarray(start, end)) });
     }
     if (usageAt === -1) return true;
-    this.usage = parseUsage(buffer.subarray(start, end)) ?? this.usage;
+    const parsed = parseUsageEvent(buffer.subarray(start, end));
+    if (parsed?.usage) {
+      this.usage = parsed.usage;
+      this.responseId = parsed.id;
+    }
     return !emptyChoices || this.includeUsage;
   }
 }
@@ -167,9 +173,10 @@ function startsWith(buffer: Buffer, at: number, prefix: Buffer): boolean {
   return true;
 }
 
-function parseUsage(event: Buffer): Usage | undefined {
+function parseUsageEvent(event: Buffer): { usage: Usage | undefined; id: string | undefined } | undefined {
   try {
-    return usageFromOpenAi((parseJsonText(dataOf(event)) as { usage?: unknown } | null)?.usage);
+    const parsed = parseJsonText(dataOf(event)) as { usage?: unknown; id?: unknown } | null;
+    return { usage: usageFromOpenAi(parsed?.usage), id: typeof parsed?.id === 'string' ? parsed.id : undefined };
   } catch {
     return undefined;
   }

@@ -15,7 +15,11 @@ export function estimateTokensOfText(text: string): number {
   return Math.ceil(text.length / 4);
 }
 
-/** Reads an OpenAI `usage` object; undefined when absent or malformed. */
+/**
+ * Reads an OpenAI `usage` object; undefined when absent or malformed. Its
+ * `prompt_tokens_details.cached_tokens` (vLLM and SGLang with prefix caching, our llama.cpp
+ * engine) becomes `cachedTokens`; an engine that does not report it leaves it out.
+ */
 export function usageFromOpenAi(value: unknown): Usage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const usage = value as Record<string, unknown>;
@@ -24,5 +28,15 @@ export function usageFromOpenAi(value: unknown): Usage | undefined {
   const completionTokens = usage.completion_tokens === undefined && typeof promptTokens === 'number' ? 0 : usage.completion_tokens;
   if (typeof promptTokens !== 'number' || typeof completionTokens !== 'number') return undefined;
   const totalTokens = typeof usage.total_tokens === 'number' ? usage.total_tokens : promptTokens + completionTokens;
-  return { promptTokens, completionTokens, totalTokens };
+  const cachedTokens = cachedTokensOf(usage.prompt_tokens_details, promptTokens);
+  return cachedTokens === undefined ? { promptTokens, completionTokens, totalTokens } : { promptTokens, completionTokens, totalTokens, cachedTokens };
+}
+
+/** `prompt_tokens_details.cached_tokens` when it is a count the prompt can hold; undefined when absent (or 0) or nonsense. */
+function cachedTokensOf(details: unknown, promptTokens: number): number | undefined {
+  if (typeof details !== 'object' || details === null) return undefined;
+  const cached = (details as { cached_tokens?: unknown }).cached_tokens;
+  if (typeof cached !== 'number' || !Number.isInteger(cached) || cached <= 0) return undefined;
+  // An engine cannot have served more of the prompt from cache than the prompt has.
+  return Math.min(cached, promptTokens);
 }

@@ -263,7 +263,8 @@ function cachedPromptTokens(progress: readonly ChoiceProgress[], n: number): num
 
 /** A failure with the request's usage so far: canceled and failed requests are still metered. */
 function failureOf(error: unknown, usage: OpenAiUsage): EngineFailure {
-  const metered: Usage = { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, totalTokens: usage.total_tokens };
+  const cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? 0;
+  const metered: Usage = { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, totalTokens: usage.total_tokens, ...(cachedTokens > 0 ? { cachedTokens } : {}) };
   if (error instanceof EngineFailure) {
     if (error.code === 'engine_rejected') return error;
     return new EngineFailure(error.code, error.message, { cause: error, usage: metered, engineStatus: error.engineStatus, engineBody: error.engineBody });

@@ -6,6 +6,7 @@ import { requestBudgetOf } from '../../http/request-budget';
 import { batchObject, listObject } from './batch-objects';
 import { queryLimit, queryValue } from './list-query';
 import { idOf, type RouteEndpoints } from '../route-endpoints';
+import { traceparentOfContext } from '../../http/request-telemetry';
 
 /**
  * `POST /v1/batches`, `GET /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`
@@ -28,7 +29,7 @@ export class BatchesRoute {
 
   async create(context: Context, deployment: Deployment, key: AuthenticatedKey): Promise<void> {
     const fields = parseJsonObject(await readBody(context.req, this.options.maxBodyBytes, requestBudgetOf(context)));
-    context.body = batchObject(await this.batches.create(key, deployment, fields));
+    context.body = batchObject(await this.batches.create(key, deployment, fields, traceparentOfContext(context)));
   }
 
   /** Newest first; `limit` 1 to 100 (20 by default), `after` a batch id of this list. */

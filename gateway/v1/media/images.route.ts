@@ -5,6 +5,7 @@ import { acknowledgement, imageResult } from './media-objects';
 import { asyncFlag, idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { syncFailure } from './media-failure';
 import type { RouteEndpoints } from '../route-endpoints';
+import { traceparentOfContext } from '../../http/request-telemetry';
 
 export interface MediaRouteOptions {
   maxBodyBytes: number;
@@ -53,7 +54,7 @@ export class ImagesRoute {
       workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model,
       kind: operation === 'edit' ? 'image-edit' : 'image-generation',
       params: { ...params }, outputCount: params.n, responseFormat: params.response_format, delivery, inputs,
-      idempotencyKey: idempotencyKey(context),
+      idempotencyKey: idempotencyKey(context), traceparent: traceparentOfContext(context),
     };
     const requests = this.inference.requests;
     if (isAsync) {

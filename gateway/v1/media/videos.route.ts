@@ -6,6 +6,7 @@ import type { MediaRouteOptions } from './images.route';
 import { idempotencyKey, imageFile, readMediaBody } from './media-body';
 import { acknowledgement, videoObject, videoStatus } from './media-objects';
 import { idOf, type RouteEndpoints } from '../route-endpoints';
+import { traceparentOfContext } from '../../http/request-telemetry';
 
 /**
  * `POST /v1/videos` (OpenAI's multipart shape, the Video object back), `POST
@@ -47,7 +48,7 @@ export class VideosRoute {
     const submission: MediaSubmission = {
       workspaceId: key.workspaceId, apiKeyId: key.id, deployment, model, kind: 'video-generation',
       params: { ...params }, outputCount: 1, responseFormat: 'url', delivery: readDelivery(body.fields),
-      inputs: reference ? [{ name: 'input_reference', ...reference }] : [], idempotencyKey: idempotencyKey(context),
+      inputs: reference ? [{ name: 'input_reference', ...reference }] : [], idempotencyKey: idempotencyKey(context), traceparent: traceparentOfContext(context),
     };
     const { record } = await this.inference.pipeline.submitMedia(key, submission);
     context.status = 202;

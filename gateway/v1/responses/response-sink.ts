@@ -7,6 +7,7 @@ import { ResponseFlow } from '../../http/response-flow';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { RequestTrace } from '../../http/request-id';
 import { BUFFER_LIMIT_WINDOWS, guardJob, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
+import { traceparentHeader } from '../../http/request-span';
 
 export interface ResponseJobRun {
   readonly turn: ResponseTurn;
@@ -49,6 +50,7 @@ export class ResponseSink implements JobSink {
 
   admitted(rateLimit: RateLimitDecision): void {
     this.headers.push(...rateLimitHeaders(rateLimit, this.run.key.rpmLimit, this.run.key.tpdLimit), 'x-request-id', this.run.trace.id);
+    if (this.run.trace.span) this.headers.push('traceparent', traceparentHeader(this.run.trace.span));
   }
 
   async carry(job: Job): Promise<number> {

@@ -7,6 +7,7 @@ import { readBody } from '../../http/read-body';
 import type { RequestBudget } from '../../http/request-budget';
 import type { RequestTrace } from '../../http/request-id';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
+import { traceparentHeader, workTraceOf } from '../../http/request-span';
 import type { StreamLimits, TextRouteOptions } from '../http-text-sink';
 import { ResponseSink } from './response-sink';
 import { idOf, type RouteEndpoints } from '../route-endpoints';
@@ -34,15 +35,16 @@ export class ResponsesRoute {
     const parsed = this.parse(body);
     if (parsed.background) {
       // Admitted now (its refusals answer the create), run by the background runner: the create answers `queued` at once.
-      const turn = await this.responses.begin(key, deployment, parsed, { ...this.limits(), deadlineUnixMs: Date.now() + this.background.options.timeoutMs });
+      const turn = await this.responses.begin(key, deployment, parsed, { ...this.limits(trace), deadlineUnixMs: Date.now() + this.background.options.timeoutMs });
       const object = await this.background.create(turn);
       const headers = rateLimitHeaders(turn.ticket.rateLimit, key.rpmLimit, key.tpdLimit);
       const answer = Buffer.from(JSON.stringify(object));
+      if (trace.span) headers.push('traceparent', traceparentHeader(trace.span));
       response.writeHead(200, [...headers, 'x-request-id', trace.id, 'content-type', 'application/json', 'content-length', String(answer.length)]);
       response.end(answer);
       return;
     }
-    return await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits()));
+    return await this.run(response, key, trace, await this.responses.begin(key, deployment, parsed, this.limits(trace)));
   }
 
   /** `POST /shared/v1/responses`: a guest's turn on a shared model (`model: "shared/<model-id>"`), as `/shared/v1/chat/completions`. */
@@ -51,7 +53,7 @@ export class ResponsesRoute {
     if (parsed.background) {
       throw new AppError('invalid_request', 'background: guests\' responses on /shared/v1 run in the foreground only; send background: false', { param: 'background' });
     }
-    return await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits()));
+    return await this.run(response, key, trace, await this.responses.beginShared(key, parsed, labelled, this.limits(trace)));
   }
 
   private async read(request: IncomingMessage, held: RequestBudget): Promise<ResponsesRequest> {
@@ -66,8 +68,8 @@ export class ResponsesRoute {
     return parsed;
   }
 
-  private limits(): TurnLimits {
-    return { deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints };
+  private limits(trace: RequestTrace): TurnLimits {
+    return { deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints, trace: workTraceOf(trace.id, trace.span) };
   }
 
   private async run(response: ServerResponse, key: AuthenticatedKey, trace: RequestTrace, turn: ResponseTurn): Promise<RunSummary> {

@@ -104,9 +104,10 @@ export type EmbeddingSpec = EmbeddingSpec__Output;
 /**
  * Fields a job without them leaves unset: media files (text jobs), `guest` (owner jobs),
  * `embedding` (all but embedding jobs), `streamWindowBytes` (no window), `batch` (live jobs),
- * `cacheSalt` (all but chat and completion jobs; a receiver reads '' when it is absent).
+ * `cacheSalt` (all but chat and completion jobs; a receiver reads '' when it is absent),
+ * `traceparent` (tracing off; '' likewise).
  */
-export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch' | 'cacheSalt'>;
+export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch' | 'cacheSalt' | 'traceparent'>;
 
 export type ControlFrame = Override<Members<ControlFrame__Output>, {
   assign?: Assign;

@@ -42,6 +42,8 @@ export interface DriverResult {
   readonly streamingSignals?: Signals;
   /** The engine's signals once the request finished. */
   readonly signals: Signals;
+  /** What the engine reported to the agent (the job's Usage on the wire), when it finished. */
+  readonly usage?: { promptTokens: number; completionTokens: number; totalTokens: number; cachedTokens?: number };
   readonly error?: string;
 }
 
@@ -66,18 +68,19 @@ const run = async (request) => {
   };
   const started = process.hrtime.bigint();
   let error;
+  let usage;
   try {
-    await engine.run({
+    ({ usage } = await engine.run({
       jobId: 'job_' + job++, kind: request.kind ?? 'JOB_KIND_CHAT_COMPLETION', body: Buffer.from(JSON.stringify(request.body)),
       stream: request.body.stream === true, includeUsage: request.includeUsage === true, model: 'local/tiny',
-    }, sink, new JobCancellation());
+    }, sink, new JobCancellation()));
   } catch (failure) {
     error = failure.message;
   }
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
   // Sequences return to the pool once llama.cpp has finished its last step: let that happen.
   await new Promise((resolve) => setTimeout(resolve, 20));
-  return { body, events, ms, streamingSignals, signals: engine.signals(), error };
+  return { body, events, ms, streamingSignals, signals: engine.signals(), usage, error };
 };
 const handle = async (message) => {
   if (message.start) {

@@ -245,7 +245,9 @@ describe('WorkTicket: the FinishedRequest its observer hears', () => {
     expect(observed).toEqual([{
       workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, model: 'org/model-1', endpoint: 'chat.completions',
       stream: true, batchId: undefined, outcome: 'succeeded', finishReason: 'length', errorCode: null, promptTokens: 10, completionTokens: 30,
-      cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null, phases: null,
+      cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null,
+      // Made at 5,000 (admitted) and dispatched at once; not queued by its agent, so it started as it arrived there.
+      phases: { admittedMs: 1_000, dispatchedMs: 1_000, startedMs: 1_000, endedMs: 2_000 },
     }]);
   });
 
@@ -298,5 +300,39 @@ describe('WorkTicket: the FinishedRequest its observer hears', () => {
     const { work, observed } = ticket();
     work.close();
     expect(observed).toEqual([]);
+  });
+});
+
+describe('WorkTicket: the request\'s phases (marked whether or not tracing is on)', () => {
+  test('a job its agent queued: started at its accepted{queued: false}, first token at its first chunk (once), ended at settlement', () => {
+    const { work, sent, observed, advance } = ticket();
+    advance(3);
+    work.dispatch(new RecordingListener());
+    advance(10);
+    sent[0].listener.onAccepted!(true);
+    advance(200);
+    sent[0].listener.onAccepted!(false);
+    advance(30);
+    sent[0].listener.onChunk(Buffer.from('data: a\n\n'));
+    advance(70);
+    sent[0].listener.onChunk(Buffer.from('data: b\n\n'));
+    sent[0].listener.onCompleted(USED, 'stop');
+    expect(observed[0].phases).toEqual({ admittedMs: 1_000, dispatchedMs: 1_003, startedMs: 1_213, firstTokenMs: 1_243, endedMs: 1_313 });
+  });
+
+  test('a job that waited in its agent\'s queue and ended there (its deadline): no start, no first token', () => {
+    const { work, sent, observed, advance } = ticket();
+    work.dispatch(new RecordingListener());
+    sent[0].listener.onAccepted!(true);
+    advance(500);
+    sent[0].listener.onFailed({ code: 'deadline_exceeded', message: 'job deadline passed', engineStatus: 0, engineBody: null, usage: undefined });
+    expect(observed[0].phases).toEqual({ admittedMs: 1_000, dispatchedMs: 1_000, endedMs: 1_500 });
+  });
+
+  test('a batch line settled without a job (answered by the runner): admitted and ended only', () => {
+    const { work, observed, advance } = ticket({ settleWhen: 'explicit' });
+    advance(20);
+    work.settle('failed', undefined, null, { errorCode: 'invalid_request' });
+    expect(observed[0].phases).toEqual({ admittedMs: 1_000, endedMs: 1_020 });
   });
 });

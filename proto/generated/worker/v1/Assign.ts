@@ -22,6 +22,7 @@ export interface Assign {
   'streamWindowBytes'?: (number);
   'batch'?: (boolean);
   'cacheSalt'?: (string);
+  'traceparent'?: (string);
 }
 
 export interface Assign__Output {
@@ -40,4 +41,5 @@ export interface Assign__Output {
   'streamWindowBytes': (number);
   'batch': (boolean);
   'cacheSalt': (string);
+  'traceparent': (string);
 }
