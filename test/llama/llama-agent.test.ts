@@ -69,7 +69,8 @@ describe('worker agent with the llama-cpp engine', () => {
     expect(body.choices[0].message.content).toHaveLength(12);
     // BOS + "<|im_start|>" + "user\nHi" + "<|im_end|>" + "\n" + "<|im_start|>" + "assistant\n": bytes plus four control tokens.
     expect(body.usage).toEqual({ prompt_tokens: 1 + 1 + 7 + 1 + 1 + 1 + 10, completion_tokens: 12, total_tokens: 34, prompt_tokens_details: { cached_tokens: 0 } });
-    expect(terminal.completed?.usage).toEqual({ promptTokens: 22, completionTokens: 12, totalTokens: 34 });
+    // The wire's Usage carries the engine's cached prompt tokens (none on a first request).
+    expect(terminal.completed?.usage).toEqual({ promptTokens: 22, completionTokens: 12, totalTokens: 34, cachedTokens: 0 });
   });
 
   it('stops generating at once when the job is canceled, and reports the tokens it made', async () => {
