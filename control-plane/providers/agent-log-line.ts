@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { parseJsonText } from '../../common/json-nesting';
+import { parseAgentRecord } from '../replicas/agent-log-record';
 
 /** pino's level numbers and the method that logs at each. */
 const LEVELS: ReadonlyArray<[number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal']> = [
@@ -15,7 +15,7 @@ const OWN_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
  * words, a native abort) is the message itself, at `warn`.
  */
 export function relayAgentLine(log: Logger, text: string): void {
-  const record = text.startsWith('{') ? parseRecord(text) : null;
+  const record = text.startsWith('{') ? parseAgentRecord(text) : null;
   if (!record) {
     log.warn({ source: 'agent' }, text);
     return;
@@ -25,13 +25,4 @@ export function relayAgentLine(log: Logger, text: string): void {
   const agent: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(record)) if (!OWN_FIELDS.has(name)) agent[name] = value;
   log[method]({ source: 'agent', agent }, typeof record.msg === 'string' ? record.msg : 'agent record');
-}
-
-function parseRecord(text: string): Record<string, unknown> | null {
-  try {
-    const parsed = parseJsonText(text);
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed as Record<string, unknown> : null;
-  } catch {
-    return null;
-  }
 }

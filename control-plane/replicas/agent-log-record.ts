@@ -33,7 +33,7 @@ const SHOWN_FIELDS = [
  * scrubbed (log-line-scrub.ts).
  */
 export function readAgentLogLine(text: string, maxChars: number): AgentLogRecord {
-  const record = text.startsWith('{') ? parseRecord(text) : null;
+  const record = text.startsWith('{') ? parseAgentRecord(text) : null;
   if (!record) {
     return { level: 'warn', source: /^worker[ -]agent\b/i.test(text) ? 'agent' : 'engine', message: scrubLogText(text, maxChars) };
   }
@@ -52,7 +52,8 @@ function levelOf(level: unknown): ReplicaLogLevel {
   return number >= 50 ? 'error' : number >= 40 ? 'warn' : number >= 30 ? 'info' : 'debug';
 }
 
-function parseRecord(text: string): Record<string, unknown> | null {
+/** A line of the agent's output as its JSON log record (pino's), or null for a plain line. */
+export function parseAgentRecord(text: string): Record<string, unknown> | null {
   try {
     const parsed = parseJsonText(text);
     return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed as Record<string, unknown> : null;
