@@ -14,6 +14,7 @@
  * run back to back, in a rotating order) and reported as median and spread. The targets: `off`
  * within 2 % of `base`, `on` within 15 %.
  * Flags: --base DIR (required) --seconds 10 --warmup 2 --reps 5 --first-warmup 10 --no-pin
+ *        --targets base,off,on,'on 10%' (a subset: base and one other for a long run of one comparison)
  *        --scenarios 'json c=8,stream c=8,json c=64,json paced,stream paced' (paced: 1,000 requests/s; --rate another)
  */
 import { execFileSync } from 'node:child_process';
@@ -84,6 +85,7 @@ async function main(): Promise<void> {
     options: {
       base: { type: 'string' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '5' },
       'first-warmup': { type: 'string', default: '10' }, 'no-pin': { type: 'boolean', default: false }, scenarios: { type: 'string' }, rate: { type: 'string' },
+      targets: { type: 'string', default: 'base,off,on,on 10%' },
     },
   });
   if (!values.base) throw new Error('--base DIR is required: a built checkout of the commit to compare with (see the comment at the top of bench/run-tracing.ts)');
@@ -109,16 +111,21 @@ async function main(): Promise<void> {
     const sink = await startSink(loadCpus);
     cleanups.push(() => sink.stop());
     const onStart = (stop: () => Promise<void>) => cleanups.push(stop);
-    const targets: Target[] = [
-      await oursTarget(upstream, serverCpus, onStart, { root: baseRoot, name: 'base' }),
-      await oursTarget(upstream, serverCpus, onStart, { name: 'off' }),
-      await oursTarget(upstream, serverCpus, onStart, {
+    const wanted = new Set(values.targets.split(','));
+    const targets: Target[] = [];
+    if (wanted.has('base')) targets.push(await oursTarget(upstream, serverCpus, onStart, { root: baseRoot, name: 'base' }));
+    if (wanted.has('off')) targets.push(await oursTarget(upstream, serverCpus, onStart, { name: 'off' }));
+    if (wanted.has('on')) {
+      targets.push(await oursTarget(upstream, serverCpus, onStart, {
         name: 'on', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'bench-server' },
-      }),
-      await oursTarget(upstream, serverCpus, onStart, {
+      }));
+    }
+    if (wanted.has('on 10%')) {
+      targets.push(await oursTarget(upstream, serverCpus, onStart, {
         name: 'on 10%', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_SERVICE_NAME: 'bench-server-sampled' },
-      }),
-    ];
+      }));
+    }
+    if (!targets.some((target) => target.name === 'base')) throw new Error('--targets must include base: every ratio is against it');
     for (const target of targets) await warmUp(target, Number(values['first-warmup']), loadCpus);
     for (let repetition = 1; repetition <= repetitions; repetition++) {
       for (const scenario of scenarios) {
@@ -133,11 +140,13 @@ async function main(): Promise<void> {
     }
     load.push(os.loadavg()[0]);
     // What `on` exported: spans per request of a few hundred requests, counted once the batch processor's delay (5 s) has passed.
-    const on = targets.find((target) => target.name === 'on')!;
-    const before = await sink.stats();
-    for (let index = 0; index < CALIBRATION_REQUESTS; index++) await chat(on, index % 2 === 1);
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
-    spansPerRequest.push((await sink.stats()).spans - before.spans);
+    const on = targets.find((target) => target.name === 'on');
+    if (on) {
+      const before = await sink.stats();
+      for (let index = 0; index < CALIBRATION_REQUESTS; index++) await chat(on, index % 2 === 1);
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      spansPerRequest.push((await sink.stats()).spans - before.spans);
+    }
   } finally {
     await stopAll();
   }
@@ -168,21 +177,22 @@ function write(runs: RunResult[], context: { machine: Record<string, string | nu
   const lines: string[] = [
     `# Tracing benchmark ${new Date().toISOString().slice(0, 10)} (${context.machine.gitSha} against ${context.baseSha})`, '',
     `Machine: ${context.machine.cpu}, ${context.machine.cores} cores; Node ${context.machine.node}; ${context.machine.wrk}. Load average ${context.load.map((value) => value.toFixed(2)).join(' → ')} (before → after).`,
-    `Method: ${context.options.reps} repetitions, the four servers back to back in a rotating order, ${(context.options as { seconds: number }).seconds} s per run after a warm-up; `
+    `Method: ${context.options.reps} repetitions, the servers back to back in a rotating order, ${(context.options as { seconds: number }).seconds} s per run after a warm-up; `
       + (context.options.pinning ? 'load generator, upstream and OTLP receiver on CPU 0, the servers (gateway, agent, PostgreSQL) on CPU 1.' : 'no CPU pinning.'),
-    `\`on\` exported ${(context.spansPerRequest[0] / CALIBRATION_REQUESTS).toFixed(2)} spans per request (server and agent; ${CALIBRATION_REQUESTS} chat requests, half streamed, counted at the receiver).`, '',
+    context.spansPerRequest.length ? `\`on\` exported ${(context.spansPerRequest[0] / CALIBRATION_REQUESTS).toFixed(2)} spans per request (server and agent; ${CALIBRATION_REQUESTS} chat requests, half streamed, counted at the receiver).` : '', '',
     '| scenario | target | gateway µs/request (median, min–max) | ÷ base per repetition (median, min–max) | agent µs/request | req/s |', '|---|---|---|---|---:|---:|',
   ];
   for (const scenario of [...new Set(runs.map((run) => run.scenario))]) {
     for (const target of ['base', 'off', 'on', 'on 10%']) {
       const mine = runs.filter((run) => run.scenario === scenario && run.target === target);
+      if (mine.length === 0) continue;
       const gateway = mine.map((run) => run.cpuMicrosPerRequest.gateway);
       const ratio = target === 'base' ? null : ratios(runs, scenario, target);
       lines.push(`| ${scenario} | ${target} | ${median(gateway).toFixed(0)} (${Math.min(...gateway).toFixed(0)}–${Math.max(...gateway).toFixed(0)}) | `
         + `${ratio ? `${percent(ratio.median)} (${percent(ratio.min)} to ${percent(ratio.max)})` : '–'} | ${median(mine.map((run) => run.cpuMicrosPerRequest.agent)).toFixed(0)} | ${median(mine.map((run) => run.requestsPerSecond)).toFixed(0)} |`);
     }
   }
-  const stamp = `${new Date().toISOString().slice(0, 10)}-tracing-${context.machine.gitSha}`;
+  const stamp = `${new Date().toISOString().slice(0, 10)}-tracing-${context.machine.gitSha}-${[...new Set(runs.map((run) => run.target))].join('-').replace(/[ %]/g, '')}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.mkdirSync(directory, { recursive: true });
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ ...context, runs }, null, 2));

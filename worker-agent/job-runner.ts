@@ -21,7 +21,7 @@ import { JobPreemption } from './job-preemption';
 import { acceptedEvent, completedEvent, failedEvent, failedEventOf } from './job-events';
 import { isMediaJob, runMediaJob } from './media-job-runner';
 import { StreamWindow } from './stream-window';
-import { parentOf, SpanKind, traceparentOf, type Span, type Tracing } from '../common/tracing/tracing';
+import { isSampled, parentOf, SpanKind, traceparentOf, type Span, type SpanContext, type Tracing } from '../common/tracing/tracing';
 import { ATTR, GEN_AI_OPERATIONS } from '../common/tracing/span-attributes';
 import { endJobSpan } from '../common/tracing/job-span';
 
@@ -134,7 +134,9 @@ export class JobRunner {
     }
     const window = assign.stream && assign.streamWindowBytes ? new StreamWindow(assign.streamWindowBytes) : null;
     const preemption = assign.batch && this.engine.batchPreemption === 'suspend' ? new JobPreemption() : null;
-    const span = this.tracing && assign.traceparent ? this.jobSpan(this.tracing, assign) : null;
+    const parent = this.tracing ? parentOf(assign.traceparent) : undefined;
+    // An unsampled trace's context goes on to the engine as it came; no span is made for it.
+    const span = parent && isSampled(parent) ? this.jobSpan(this.tracing!, assign, parent) : null;
     const job: TrackedJob = { assign, writer, cancellation: new JobCancellation(), window, preemption, running: false, parked: false, finished: false, waited: false, span };
     const remainingMs = assign.deadlineUnixMs > 0 ? assign.deadlineUnixMs - this.now() : Infinity;
     if (remainingMs <= 0) {
@@ -265,7 +267,7 @@ export class JobRunner {
   }
 
   /** The agent's span of a job, the child of the span that sent it (a server's dispatch or relay span). */
-  private jobSpan(tracing: Tracing, assign: Assign): Span {
+  private jobSpan(tracing: Tracing, assign: Assign, parent: SpanContext): Span {
     const attributes: Record<string, string | boolean> = {
       [ATTR.jobId]: assign.jobId, [ATTR.requestModel]: assign.model, [ATTR.operationName]: OPERATIONS[assign.kind] ?? assign.kind,
       [ATTR.engineKind]: this.engine.kind,
@@ -273,7 +275,7 @@ export class JobRunner {
     if (this.replicaId) attributes[ATTR.replicaId] = this.replicaId;
     if (assign.batch) attributes['inference.batch_line'] = true;
     if (assign.guest) attributes['inference.guest'] = true;
-    return tracing.startSpan('agent job', SpanKind.SERVER, parentOf(assign.traceparent), attributes);
+    return tracing.startSpan('agent job', SpanKind.SERVER, parent, attributes);
   }
 
   /** The engine call's span: an HTTP client span for an engine at a URL (its context goes in the `traceparent` header), internal for an in-process one. */

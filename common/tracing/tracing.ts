@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { ROOT_CONTEXT, SpanKind, trace, type Attributes, type Link, type Span, type SpanContext, type TimeInput, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Link, type Span, type SpanContext, type TimeInput, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -82,6 +82,16 @@ export class Tracing {
   async shutdown(): Promise<void> {
     await this.provider.shutdown();
   }
+}
+
+/**
+ * Whether a trace context's sampled flag is set. Every sampler this build offers decides a
+ * child as its trace's root was decided (parent-based, or by the trace id's ratio), so the
+ * children of an unsampled span would all be unsampled too: callers make none and only pass
+ * the context on.
+ */
+export function isSampled(context: SpanContext): boolean {
+  return (context.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
 }
 
 /** The W3C `traceparent` of a span (version 00). */

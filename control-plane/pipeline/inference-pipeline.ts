@@ -24,7 +24,7 @@ import { WorkTicket, type Settlement, type TicketOwner, type TicketParts } from 
 import type { RequestObserver } from './finished-request';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
-import type { SpanContext, Tracing } from '../../common/tracing/tracing';
+import { isSampled, type SpanContext, type Tracing } from '../../common/tracing/tracing';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
 export type TextEndpoint = 'chat.completions' | 'completions' | 'responses';
@@ -385,16 +385,19 @@ export class InferencePipeline {
     return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, owner, { send }, settlement, startedAt, 'explicit', this.spansOf(trace, owner, GPU_HOURS, startedAt));
   }
 
-  /** The request's pipeline spans, when tracing is on and it came with a parent span; otherwise null, and nothing is made. */
+  /**
+   * The request's pipeline spans, when tracing is on and it came with a sampled parent span;
+   * otherwise null, and nothing is made (an unsampled request's spans would all be unsampled).
+   */
   private spansOf(trace: RequestTrace | undefined, owner: TicketOwner, cost: CostBasis, startedAt: number): RequestSpans | null {
     const parent = trace?.parent;
-    return this.tracing && parent ? new RequestSpans(this.tracing, parent, owner, cost, startedAt) : null;
+    return this.tracing && parent && isSampled(parent) ? new RequestSpans(this.tracing, parent, owner, cost, startedAt) : null;
   }
 
   /** A refused admission's `admit` span (with the refusal), when the request is traced. */
   private refused(trace: RequestTrace | undefined, startedAt: number, error: unknown): void {
     const parent = trace?.parent;
-    if (this.tracing && parent) RequestSpans.refused(this.tracing, parent, startedAt, error);
+    if (this.tracing && parent && isSampled(parent)) RequestSpans.refused(this.tracing, parent, startedAt, error);
   }
 
   /** The image or video model a media request names, checked against the deployment. */

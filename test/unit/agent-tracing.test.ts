@@ -106,6 +106,14 @@ describe('the agent\'s spans of a job', () => {
     expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
+  test('a job of an unsampled trace: no span, its context goes on to the engine as it came', () => {
+    const { runner, writer, calls, exporter } = harness(true);
+    const unsampled = `00-${TRACE_ID}-00f067aa0ba902b7-00`;
+    runner.assign(assign('job_1', unsampled), writer);
+    expect(calls[0].traceparent).toBe(unsampled);
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+
   test('an untraced job (the server\'s tracing off): no span, nothing for the engine', () => {
     const { runner, writer, calls, exporter } = harness(true);
     runner.assign(assign('job_1'), writer);

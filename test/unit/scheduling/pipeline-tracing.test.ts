@@ -177,6 +177,17 @@ describe('nothing is traced', () => {
     expect(finished[0].phases).toEqual({ admittedMs: 0, dispatchedMs: 0, startedMs: 0, endedMs: 0 });
   });
 
+  test('with tracing on, for a request whose span was not sampled: no span, no traceparent, the trace id all the same', async () => {
+    const { pipeline, sent, spans, finished } = world();
+    const unsampled = parentOf('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00')!;
+    const ticket = await pipeline.admitText(KEY, OWNED, text({ trace: { requestId: 'req_3', traceId: unsampled.traceId, parent: unsampled } }));
+    ticket.dispatch(new RecordingListener());
+    sent[0].listener.onCompleted({ promptTokens: 1, completionTokens: 1, totalTokens: 2 }, 'stop');
+    expect(sent[0].request.traceparent).toBeUndefined();
+    expect(spans()).toEqual([]);
+    expect(finished[0]).toMatchObject({ requestId: 'req_3', traceId: unsampled.traceId });
+  });
+
   test('with tracing on, for a request without a span (as a route that passed none): no span, no traceparent', async () => {
     const { pipeline, sent, spans, finished } = world();
     const ticket = await pipeline.admitText(KEY, OWNED, text({ trace: { requestId: 'req_2' } }));
