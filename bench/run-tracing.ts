@@ -108,8 +108,11 @@ async function main(): Promise<void> {
   try {
     const upstream = await startUpstreamProcess(loadCpus);
     cleanups.push(() => upstream.stop());
+    // One receiver per traced server: the spans counted for `on` are its own.
     const sink = await startSink(loadCpus);
     cleanups.push(() => sink.stop());
+    const sampledSink = await startSink(loadCpus);
+    cleanups.push(() => sampledSink.stop());
     const onStart = (stop: () => Promise<void>) => cleanups.push(stop);
     const wanted = new Set(values.targets.split(','));
     const targets: Target[] = [];
@@ -122,7 +125,7 @@ async function main(): Promise<void> {
     }
     if (wanted.has('on 10%')) {
       targets.push(await oursTarget(upstream, serverCpus, onStart, {
-        name: 'on 10%', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_SERVICE_NAME: 'bench-server-sampled' },
+        name: 'on 10%', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sampledSink.url, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_SERVICE_NAME: 'bench-server-sampled' },
       }));
     }
     if (!targets.some((target) => target.name === 'base')) throw new Error('--targets must include base: every ratio is against it');
@@ -142,6 +145,7 @@ async function main(): Promise<void> {
     // What `on` exported: spans per request of a few hundred requests, counted once the batch processor's delay (5 s) has passed.
     const on = targets.find((target) => target.name === 'on');
     if (on) {
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
       const before = await sink.stats();
       for (let index = 0; index < CALIBRATION_REQUESTS; index++) await chat(on, index % 2 === 1);
       await new Promise((resolve) => setTimeout(resolve, 6_000));
