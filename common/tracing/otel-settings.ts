@@ -38,7 +38,7 @@ export interface TracingSettings {
 
 /** A variable this process refuses; `variable` is its name (the server turns it into a ConfigError, the agent exits 2). */
 export class OtelSettingError extends Error {
-  constructor(readonly variable: string, problem: string) {
+  constructor(readonly variable: string, readonly problem: string) {
     super(`invalid tracing configuration: ${variable}: ${problem}`);
   }
 }
@@ -151,18 +151,19 @@ function integerOf(value: string | undefined, name: string, fallback: number, mi
   return parsed;
 }
 
-function httpUrl(value: string, name: string): void {
+/** Throws unless `value` is an http or https URL (an OTLP endpoint). Shared with the metrics exporter's settings. */
+export function httpUrl(value: string, name: string): void {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     throw new OtelSettingError(name, `'${value}' is not a URL (e.g. http://otel-collector:4318)`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OtelSettingError(name, `'${value}' must be an http or https URL`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OtelSettingError(name, `'${value}' is not an http or https URL`);
 }
 
 /** `key1=value1,key2=value2` with percent-encoded values (W3C Baggage's format, which OTEL_RESOURCE_ATTRIBUTES and the header lists use). */
-function keyValues(value: string | undefined, name: string): Record<string, string> {
+export function keyValues(value: string | undefined, name: string): Record<string, string> {
   const pairs: Record<string, string> = {};
   if (value === undefined) return pairs;
   for (const entry of value.split(',')) {

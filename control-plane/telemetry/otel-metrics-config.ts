@@ -1,4 +1,5 @@
 import { ConfigError } from '../config/env-fields';
+import { httpUrl, keyValues as otlpKeyValues, OtelSettingError } from '../../common/tracing/otel-settings';
 
 /** How finished requests' OpenTelemetry GenAI metrics are exported (otel-metrics.ts); null when they are not. */
 export interface OtelMetricsConfig {
@@ -87,29 +88,20 @@ function milliseconds(env: NodeJS.ProcessEnv, name: string, fallback: number): n
   return value;
 }
 
+/** The OTLP settings' shared readers (common/tracing/otel-settings.ts), their refusal a ConfigError as the rest of this file's. */
 function checkUrl(text: string, variable: string): void {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new ConfigError(`${variable}: '${text}' is not a URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`${variable}: '${text}' is not an http or https URL`);
+  asConfigError(() => httpUrl(text, variable));
 }
 
-/** `key1=value1,key2=value2`, each side percent-decoded (the W3C Baggage form the specification uses). */
 function keyValues(text: string | undefined, variable: string): Record<string, string> {
-  const pairs: Record<string, string> = {};
-  if (!text) return pairs;
-  for (const item of text.split(',')) {
-    if (!item.trim()) continue;
-    const equals = item.indexOf('=');
-    if (equals <= 0) throw new ConfigError(`${variable}: '${item.trim()}' is not key=value`);
-    try {
-      pairs[decodeURIComponent(item.slice(0, equals).trim())] = decodeURIComponent(item.slice(equals + 1).trim());
-    } catch {
-      throw new ConfigError(`${variable}: '${item.trim()}' is not percent-encoded correctly`);
-    }
+  return asConfigError(() => otlpKeyValues(text, variable));
+}
+
+function asConfigError<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof OtelSettingError) throw new ConfigError(`${error.variable}: ${error.problem}`);
+    throw error;
   }
-  return pairs;
 }
