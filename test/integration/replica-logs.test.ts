@@ -35,7 +35,7 @@ describe('replica logs across two servers', () => {
     const response = await fetch(`${server.url}/graphql`, {
       method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ query, variables }),
     });
-    return await response.json() as { data?: { replicaLogs: Line[] }; errors?: Array<{ message: string; extensions: { code: string } }> };
+    return await response.json() as { data?: { replicaLogs: Line[] }; errors?: Array<{ message: string; extensions: { code: string; param?: string } }> };
   }
 
   const backlog = async (server: TestServer, apiKey = workspace.apiKey) => await graphql(server, apiKey,
@@ -110,6 +110,16 @@ describe('replica logs across two servers', () => {
       await subscription.client.dispose();
       expect(JSON.stringify(subscription.errors)).toContain('FORBIDDEN');
       expect(subscription.lines).toEqual([]);
+    }
+  });
+
+  it('a limit outside 1 to 500 is BAD_USER_INPUT naming limit, and nothing is read', async () => {
+    for (const limit of [0, 501, -3]) {
+      const answer = await graphql(serverB, workspace.apiKey,
+        `query ($id: ID!, $limit: Int!) { replicaLogs(deploymentId: $id, limit: $limit) { ${LINE_FIELDS} } }`, { id: deployment.id, limit });
+      expect(answer.data?.replicaLogs ?? null).toBeNull();
+      expect(answer.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', param: 'limit' } });
+      expect(answer.errors?.[0].message).toMatch(/limit must be an integer from 1 to 500/);
     }
   });
 });
