@@ -46,6 +46,7 @@ export function fromRelayJob(job: RelayJob): DispatchRequest {
     ...(job.replicaId ? { replicaId: job.replicaId } : {}),
     // The relaying server's dispatch span: this server's relay span is its child (it sets its own before the Assign goes out).
     ...(assign.traceparent ? { traceparent: assign.traceparent } : {}),
+    ...(assign.adapter ? { adapter: assign.adapter } : {}),
   };
 }
 
@@ -58,5 +59,6 @@ function assignOf(jobId: string, request: DispatchRequest, streamWindowBytes: nu
   };
   if (request.cacheSalt) assign.cacheSalt = request.cacheSalt;
   if (request.traceparent) assign.traceparent = request.traceparent;
+  if (request.adapter) assign.adapter = request.adapter;
   return assign;
 }

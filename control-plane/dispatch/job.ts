@@ -1,4 +1,4 @@
-import type { EmbeddingSpec, InputFile, JobKind, UploadTarget, Usage } from '../../proto/worker/v1';
+import type { AdapterRef, EmbeddingSpec, InputFile, JobKind, UploadTarget, Usage } from '../../proto/worker/v1';
 
 export interface DispatchRequest {
   deploymentId: string;
@@ -42,6 +42,12 @@ export interface DispatchRequest {
    * on: the agent's span for the job is its child (docs/tracing.md). Unset when tracing is off.
    */
   traceparent?: string;
+  /**
+   * A job addressed to a LoRA adapter (`Assign.adapter`, docs/adapters.md): placed only on a
+   * replica whose Hello offered adapter slots, preferring one that holds `adapter.name`.
+   * Unset: the base model.
+   */
+  adapter?: AdapterRef;
 }
 
 export interface JobFailure {

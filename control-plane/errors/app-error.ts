@@ -45,6 +45,7 @@ export type AppErrorCode =
   | 'image_generation_timeout' // sync image budget exceeded (504)
   | 'image_edit_timeout'       // sync image edit budget exceeded (504)
   | 'storage_upload_failed'    // output could not be written to the bucket (502)
+  | 'adapter_load_failed'      // the LoRA adapter `model` names could not be loaded on a replica: its weights are malformed, or not for the base (422, param model)
   | 'shared_pool_busy'         // guest demand exceeds the shared pool's idle capacity (429, Retry-After)
   | 'shared_model_unavailable' // every provider left the shared pool of the model (503)
   | 'service_unavailable'      // the database is unreachable or restarting (503, Retry-After)

@@ -50,6 +50,7 @@ export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   image_generation_timeout: { status: 504, type: 'timeout_error' },
   image_edit_timeout: { status: 504, type: 'timeout_error' },
   storage_upload_failed: { status: 502, type: 'api_error' },
+  adapter_load_failed: { status: 422, type: 'invalid_request_error' },
   shared_pool_busy: { status: 429, type: 'rate_limit_error' },
   shared_model_unavailable: { status: 503, type: 'service_unavailable_error' },
   service_unavailable: { status: 503, type: 'service_unavailable_error' },
@@ -70,6 +71,8 @@ export const JOB_FAILURE_TO_APP_ERROR: Record<string, AppErrorCode> = {
   vram_exceeded: 'upstream_error',
   model_timeout: 'gateway_timeout',
   storage_upload_failed: 'upstream_error',
+  // Only the jobs that need the adapter fail; the replica keeps serving (docs/adapters.md).
+  adapter_load_failed: 'adapter_load_failed',
   canceled: 'upstream_error',
   // A relayed guest whose slot on the peer was taken meanwhile (cluster.v1).
   shared_pool_busy: 'shared_pool_busy',

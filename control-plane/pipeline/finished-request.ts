@@ -18,6 +18,13 @@ export interface FinishedRequest {
   readonly sharedModel: string | null;
   /** The catalog model id the deployment serves (the metrics' `model` label). */
   readonly model: string;
+  /**
+   * The LoRA adapter the request ran with (docs/adapters.md): its id and the name the client
+   * addressed it by; null for the base model. Usage records, the request log and the minute
+   * rollups carry it; the metrics keep `model` the base model (adapters would make their label
+   * sets unbounded) and count the request toward the base deployment.
+   */
+  readonly adapter?: { readonly id: string; readonly name: string; readonly revision: number } | null;
   /** `chat.completions`, `completions`, `responses`, `embeddings`. */
   readonly endpoint: string;
   readonly stream: boolean;

@@ -43,6 +43,7 @@ export const GRAPHQL_CODES: Record<AppErrorCode, string> = {
   image_generation_timeout: 'TIMEOUT',
   image_edit_timeout: 'TIMEOUT',
   storage_upload_failed: 'UPSTREAM_ERROR',
+  adapter_load_failed: 'BAD_USER_INPUT',
   shared_pool_busy: 'RATE_LIMITED',
   shared_model_unavailable: 'UNAVAILABLE',
   service_unavailable: 'UNAVAILABLE',

@@ -2,6 +2,8 @@ import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
 import type { Accepted as _worker_v1_Accepted, Accepted__Output as _worker_v1_Accepted__Output } from './worker/v1/Accepted';
+import type { AdapterRef as _worker_v1_AdapterRef, AdapterRef__Output as _worker_v1_AdapterRef__Output } from './worker/v1/AdapterRef';
+import type { AdapterResidency as _worker_v1_AdapterResidency, AdapterResidency__Output as _worker_v1_AdapterResidency__Output } from './worker/v1/AdapterResidency';
 import type { AgentFrame as _worker_v1_AgentFrame, AgentFrame__Output as _worker_v1_AgentFrame__Output } from './worker/v1/AgentFrame';
 import type { Assign as _worker_v1_Assign, Assign__Output as _worker_v1_Assign__Output } from './worker/v1/Assign';
 import type { AssignBatch as _worker_v1_AssignBatch, AssignBatch__Output as _worker_v1_AssignBatch__Output } from './worker/v1/AssignBatch';
@@ -37,6 +39,10 @@ export interface ProtoGrpcType {
   worker: {
     v1: {
       Accepted: MessageTypeDefinition<_worker_v1_Accepted, _worker_v1_Accepted__Output>
+      AdapterFormat: EnumTypeDefinition
+      AdapterRef: MessageTypeDefinition<_worker_v1_AdapterRef, _worker_v1_AdapterRef__Output>
+      AdapterResidency: MessageTypeDefinition<_worker_v1_AdapterResidency, _worker_v1_AdapterResidency__Output>
+      AdapterState: EnumTypeDefinition
       AgentFrame: MessageTypeDefinition<_worker_v1_AgentFrame, _worker_v1_AgentFrame__Output>
       Assign: MessageTypeDefinition<_worker_v1_Assign, _worker_v1_Assign__Output>
       AssignBatch: MessageTypeDefinition<_worker_v1_AssignBatch, _worker_v1_AssignBatch__Output>

@@ -9,6 +9,10 @@
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import type { AdapterFormat__Output } from '../../generated/worker/v1/AdapterFormat';
+import type { AdapterRef__Output } from '../../generated/worker/v1/AdapterRef';
+import type { AdapterResidency__Output } from '../../generated/worker/v1/AdapterResidency';
+import type { AdapterState__Output } from '../../generated/worker/v1/AdapterState';
 import type { AgentFrame__Output } from '../../generated/worker/v1/AgentFrame';
 import type { Assign__Output } from '../../generated/worker/v1/Assign';
 import type { AssignBatch__Output } from '../../generated/worker/v1/AssignBatch';
@@ -62,14 +66,21 @@ export type EngineHealth = EngineHealth__Output;
 export type JobKind = JobKind__Output;
 export type Gpu = Gpu__Output;
 export type EngineInfo = Engine__Output;
-export type Hello = Hello__Output;
+/** The LoRA capacity fields are unset by agents that serve no adapter (a receiver reads 0). */
+export type Hello = Unset<Hello__Output, 'maxLoras' | 'maxCpuLoras' | 'maxLoraRank'>;
 /** `Heartbeat.engine_signals`: the engine's own running / waiting requests, KV-cache use and prefix-cache hit rate. */
 export type HeartbeatEngineSignals = EngineSignals__Output;
 /**
  * `loadPercent` is sent only while the engine loads (STARTING); `engineSignals` only when the
  * engine reports them (a receiver gets null when they are absent, as from older agents).
  */
-export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals'>;
+export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals' | 'adapters'>;
+/** One revision of a LoRA adapter as the agent loads it (`Assign.adapter`, docs/adapters.md). */
+export type AdapterRef = AdapterRef__Output;
+export type AdapterFormat = AdapterFormat__Output;
+export type AdapterState = AdapterState__Output;
+/** An adapter a replica holds or loads (`Heartbeat.adapters`). */
+export type AdapterResidency = AdapterResidency__Output;
 /** `cachedTokens` is optional here: an engine that does not report its prefix cache leaves it out (0 on the wire). */
 export type Usage = Omit<Usage__Output, 'cachedTokens'> & { cachedTokens?: number };
 
@@ -82,7 +93,7 @@ export function wireUsage(usage: Usage | undefined): Usage__Output | undefined {
 export type JobFailureCode =
   | 'engine_error' | 'engine_unavailable' | 'engine_rejected' | 'canceled'
   | 'deadline_exceeded' | 'agent_draining' | 'invalid_job' | 'vram_exceeded'
-  | 'model_timeout' | 'pod_crash' | 'storage_upload_failed';
+  | 'model_timeout' | 'pod_crash' | 'storage_upload_failed' | 'adapter_load_failed';
 
 /** `usage` is left unset when the engine reported none. */
 type Completed = Unset<Completed__Output, 'usage'>;
@@ -91,6 +102,7 @@ type Failed = Unset<Failed__Output, 'usage'>;
 export type JobEvent = Override<Members<JobEvent__Output>, { completed?: Completed; failed?: Failed }>;
 
 export type AgentFrame = Override<Members<AgentFrame__Output>, {
+  hello?: Hello;
   heartbeat?: Heartbeat;
   jobEvent?: JobEvent;
   jobEvents?: Override<JobEventBatch__Output, { events: JobEvent[] }>;
@@ -105,9 +117,9 @@ export type EmbeddingSpec = EmbeddingSpec__Output;
  * Fields a job without them leaves unset: media files (text jobs), `guest` (owner jobs),
  * `embedding` (all but embedding jobs), `streamWindowBytes` (no window), `batch` (live jobs),
  * `cacheSalt` (all but chat and completion jobs; a receiver reads '' when it is absent),
- * `traceparent` (tracing off; '' likewise).
+ * `traceparent` (tracing off; '' likewise), `adapter` (the base model; a receiver reads null).
  */
-export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch' | 'cacheSalt' | 'traceparent'>;
+export type Assign = Unset<Assign__Output, 'inputs' | 'uploads' | 'inlineOutputs' | 'guest' | 'embedding' | 'streamWindowBytes' | 'batch' | 'cacheSalt' | 'traceparent' | 'adapter'>;
 
 export type ControlFrame = Override<Members<ControlFrame__Output>, {
   assign?: Assign;

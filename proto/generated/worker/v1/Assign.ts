@@ -4,6 +4,7 @@ import type { JobKind as _worker_v1_JobKind, JobKind__Output as _worker_v1_JobKi
 import type { InputFile as _worker_v1_InputFile, InputFile__Output as _worker_v1_InputFile__Output } from '../../worker/v1/InputFile';
 import type { UploadTarget as _worker_v1_UploadTarget, UploadTarget__Output as _worker_v1_UploadTarget__Output } from '../../worker/v1/UploadTarget';
 import type { EmbeddingSpec as _worker_v1_EmbeddingSpec, EmbeddingSpec__Output as _worker_v1_EmbeddingSpec__Output } from '../../worker/v1/EmbeddingSpec';
+import type { AdapterRef as _worker_v1_AdapterRef, AdapterRef__Output as _worker_v1_AdapterRef__Output } from '../../worker/v1/AdapterRef';
 import type { Long } from '@grpc/proto-loader';
 
 export interface Assign {
@@ -23,6 +24,7 @@ export interface Assign {
   'batch'?: (boolean);
   'cacheSalt'?: (string);
   'traceparent'?: (string);
+  'adapter'?: (_worker_v1_AdapterRef | null);
 }
 
 export interface Assign__Output {
@@ -42,4 +44,5 @@ export interface Assign__Output {
   'batch': (boolean);
   'cacheSalt': (string);
   'traceparent': (string);
+  'adapter': (_worker_v1_AdapterRef__Output | null);
 }

@@ -2,6 +2,7 @@
 
 import type { EngineHealth as _worker_v1_EngineHealth, EngineHealth__Output as _worker_v1_EngineHealth__Output } from '../../worker/v1/EngineHealth';
 import type { EngineSignals as _worker_v1_EngineSignals, EngineSignals__Output as _worker_v1_EngineSignals__Output } from '../../worker/v1/EngineSignals';
+import type { AdapterResidency as _worker_v1_AdapterResidency, AdapterResidency__Output as _worker_v1_AdapterResidency__Output } from '../../worker/v1/AdapterResidency';
 
 export interface Heartbeat {
   'inFlight'?: (number);
@@ -10,6 +11,7 @@ export interface Heartbeat {
   'detail'?: (string);
   'loadPercent'?: (number);
   'engineSignals'?: (_worker_v1_EngineSignals | null);
+  'adapters'?: (_worker_v1_AdapterResidency)[];
 }
 
 export interface Heartbeat__Output {
@@ -19,4 +21,5 @@ export interface Heartbeat__Output {
   'detail': (string);
   'loadPercent': (number);
   'engineSignals': (_worker_v1_EngineSignals__Output | null);
+  'adapters': (_worker_v1_AdapterResidency__Output)[];
 }

@@ -15,6 +15,9 @@ export interface Hello {
   'priorityCapable'?: (boolean);
   'flowControl'?: (boolean);
   'preemptsBatchLines'?: (boolean);
+  'maxLoras'?: (number);
+  'maxCpuLoras'?: (number);
+  'maxLoraRank'?: (number);
 }
 
 export interface Hello__Output {
@@ -29,4 +32,7 @@ export interface Hello__Output {
   'priorityCapable': (boolean);
   'flowControl': (boolean);
   'preemptsBatchLines': (boolean);
+  'maxLoras': (number);
+  'maxCpuLoras': (number);
+  'maxLoraRank': (number);
 }

@@ -1,0 +1,23 @@
+// Original file: proto/worker/v1/worker.proto
+
+export const AdapterFormat = {
+  ADAPTER_FORMAT_UNSPECIFIED: 'ADAPTER_FORMAT_UNSPECIFIED',
+  ADAPTER_FORMAT_GGUF: 'ADAPTER_FORMAT_GGUF',
+  ADAPTER_FORMAT_PEFT_TAR: 'ADAPTER_FORMAT_PEFT_TAR',
+  ADAPTER_FORMAT_SAFETENSORS: 'ADAPTER_FORMAT_SAFETENSORS',
+  ADAPTER_FORMAT_HUGGING_FACE: 'ADAPTER_FORMAT_HUGGING_FACE',
+} as const;
+
+export type AdapterFormat =
+  | 'ADAPTER_FORMAT_UNSPECIFIED'
+  | 0
+  | 'ADAPTER_FORMAT_GGUF'
+  | 1
+  | 'ADAPTER_FORMAT_PEFT_TAR'
+  | 2
+  | 'ADAPTER_FORMAT_SAFETENSORS'
+  | 3
+  | 'ADAPTER_FORMAT_HUGGING_FACE'
+  | 4
+
+export type AdapterFormat__Output = typeof AdapterFormat[keyof typeof AdapterFormat]
