@@ -1,3 +1,4 @@
+import { parseJsonText } from '../json-nesting';
 import { AdapterFormatError } from './adapter-format-error';
 
 export interface SafetensorsTensor {
@@ -23,7 +24,8 @@ export function readSafetensorsHeader(bytes: Buffer): SafetensorsTensor[] {
   const dataStart = 8 + Number(headerLength);
   let header: unknown;
   try {
-    header = JSON.parse(bytes.toString('utf8', 8, dataStart));
+    // A tenant's file: the nesting scan runs before the parse.
+    header = parseJsonText(bytes.subarray(8, dataStart));
   } catch {
     throw new AdapterFormatError('safetensors', 'the safetensors header is not JSON');
   }
