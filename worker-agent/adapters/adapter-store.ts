@@ -107,15 +107,15 @@ export class AdapterStore {
     try {
       const response = await request(ref.source, { method: 'GET', signal: AbortSignal.timeout(this.options.fetchTimeoutMs) });
       if (response.statusCode !== 200) {
-        response.body.destroy();
+        await response.body.dump().catch(() => undefined);
         throw adapterLoadFailed('fetch', `adapter ${label(ref)}: fetching its weights answered HTTP ${response.statusCode}`);
       }
       const out = fs.createWriteStream(file);
       try {
         for await (const chunk of response.body as AsyncIterable<Buffer>) {
           size += chunk.length;
+          // Leaving the loop (the throw) destroys the body.
           if (size > limit) {
-            response.body.destroy();
             throw adapterLoadFailed('fetch', `adapter ${label(ref)}: its weights are larger than the ${limit} bytes expected`);
           }
           hash.update(chunk);
