@@ -16,7 +16,7 @@ import { AdapterSlots, type AdapterLease } from '../adapters/adapter-slots';
 import type { AdapterStore } from '../adapters/adapter-store';
 import { baseModelTensors, checkLlamaAdapter, type BaseModelTensors } from './llama-adapter-check';
 import { firstLine } from './llama-backend';
-import type { LlamaRuntime } from './llama-runtime';
+import { loadedLoraCount, type LlamaRuntime } from './llama-runtime';
 
 interface AdapterRuntime {
   readonly runtime: LlamaRuntime;
@@ -56,6 +56,12 @@ export class LlamaAdapters {
 
   close(): Promise<void> {
     return this.slots.close();
+  }
+
+  /** Adapters whose weights llama.cpp holds now (an eviction frees them); null when this node-llama-cpp does not say or no model is loaded. */
+  heldWeights(): number | null {
+    const base = this.baseRuntime();
+    return base ? loadedLoraCount(base.model) : null;
   }
 
   private async load(ref: AdapterRef): Promise<AdapterRuntime> {
