@@ -21,7 +21,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { AdapterRef } from '../proto/worker/v1/index';
-import { AdapterStore } from '../worker-agent/adapters/adapter-store';
+import { AdapterStore } from '../worker-agent/engines/adapter-store';
 import { silentLogger } from '../worker-agent/agent-logger';
 import { JobCancellation } from '../worker-agent/job-cancellation';
 import { LlamaCppEngine } from '../worker-agent/llama/llama-cpp-engine';

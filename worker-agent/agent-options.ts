@@ -9,7 +9,7 @@ import { AGENT_ENGINE_KINDS } from '../common/engine-kinds';
 import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
 import { llamaCppOptionFields } from './llama/llama-cpp-options';
-import { adapterOptionFields } from './adapters/adapter-options';
+import { adapterOptionFields } from './engines/adapter-options';
 import { parseGpuList } from './gpu-inventory';
 import { describe, integerOption, loadOptionFields, optionField, OptionsError, switchField, type OptionsOf } from './option-fields';
 

@@ -7,8 +7,8 @@ import type { Engine } from './engines/engine';
 import { LlamaCppEngine } from './llama/llama-cpp-engine';
 import { defaultLlamaThreads } from './llama/llama-cpp-options';
 import { OpenAiEngine } from './engines/openai-engine';
-import { defaultAdapterDir, type LoraCapacity } from './adapters/adapter-options';
-import { AdapterStore } from './adapters/adapter-store';
+import { defaultAdapterDir, type LoraCapacity } from './engines/adapter-options';
+import { AdapterStore } from './engines/adapter-store';
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
 export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {

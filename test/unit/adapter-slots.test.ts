@@ -1,5 +1,5 @@
-import { AdapterSlots, type AdapterLoader } from '../../worker-agent/adapters/adapter-slots';
-import { adapterLoadFailed } from '../../worker-agent/adapters/adapter-failure';
+import { AdapterSlots, type AdapterLoader } from '../../worker-agent/engines/adapter-slots';
+import { adapterLoadFailed } from '../../worker-agent/engines/adapter-failure';
 import { EngineFailure } from '../../worker-agent/engines/engine-failure';
 import type { AdapterRef } from '../../proto/worker/v1/index';
 

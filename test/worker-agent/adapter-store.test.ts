@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AdapterStore } from '../../worker-agent/adapters/adapter-store';
+import { AdapterStore } from '../../worker-agent/engines/adapter-store';
 import { tinyLoraGguf } from '../../worker-agent/llama/tiny-lora-gguf';
 import { AdapterFileServer, peftSafetensors, ustar } from './support/adapter-files';
 

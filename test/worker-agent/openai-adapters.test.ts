@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { OpenAiEngine } from '../../worker-agent/engines/openai-engine';
-import { AdapterStore } from '../../worker-agent/adapters/adapter-store';
+import { AdapterStore } from '../../worker-agent/engines/adapter-store';
 import { parseLoraRequestsInfo } from '../../worker-agent/engines/lora-requests-info';
 import type { AdapterRef } from '../../proto/worker/v1/index';
 import { engineJob, runEngine, sseEvents } from './support/engine-harness';

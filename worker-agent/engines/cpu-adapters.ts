@@ -8,8 +8,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hashText } from '../../common/seeded-random';
 import type { AdapterRef } from '../../proto/worker/v1/index';
-import type { LoraCapacity } from '../adapters/adapter-options';
-import { AdapterSlots, type AdapterLease } from '../adapters/adapter-slots';
+import type { LoraCapacity } from './adapter-options';
+import { AdapterSlots, type AdapterLease } from './adapter-slots';
 
 export interface CpuAdapterOptions {
   readonly capacity: LoraCapacity;

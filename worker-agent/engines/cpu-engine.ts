@@ -18,8 +18,8 @@ import { prepareEngineRequest } from './engine-request';
 import type { EngineSignals } from './engine-signals';
 import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache';
 import { CpuAdapters, withAdapter, type CpuAdapterOptions } from './cpu-adapters';
-import type { AdapterResidencyView } from '../adapters/adapter-slots';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
+import type { AdapterResidencyView } from './adapter-slots';
+import { adapterLoadFailed } from './adapter-failure';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 

@@ -5,7 +5,7 @@
  */
 import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { AdapterRef, EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
-import type { AdapterResidencyView } from '../adapters/adapter-slots';
+import type { AdapterResidencyView } from './adapter-slots';
 import type { JobCancellation } from '../job-cancellation';
 import type { JobPreemption } from '../job-preemption';
 import type { EngineSignalsAnswer } from './engine-signals';

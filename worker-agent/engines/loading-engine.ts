@@ -10,7 +10,7 @@ import type { JobPreemption } from '../job-preemption';
 import type { BatchPreemption, Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { EngineFailure } from './engine-failure';
 import type { EngineSignalsAnswer } from './engine-signals';
-import type { AdapterResidencyView } from '../adapters/adapter-slots';
+import type { AdapterResidencyView } from './adapter-slots';
 
 export class LoadingEngine implements Engine {
   private loaded = false;

@@ -10,10 +10,10 @@
  * rest in host memory).
  */
 import type { AdapterRef } from '../../proto/worker/v1/index';
-import type { LoraCapacity } from '../adapters/adapter-options';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
-import { AdapterSlots, type AdapterLease } from '../adapters/adapter-slots';
-import type { AdapterStore, LocalAdapter } from '../adapters/adapter-store';
+import type { LoraCapacity } from './adapter-options';
+import { adapterLoadFailed } from './adapter-failure';
+import { AdapterSlots, type AdapterLease } from './adapter-slots';
+import type { AdapterStore, LocalAdapter } from './adapter-store';
 import type { LoraRequestsInfo } from './lora-requests-info';
 
 /** Which runtime-LoRA API the engine speaks. */

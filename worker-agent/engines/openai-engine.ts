@@ -19,10 +19,10 @@ import type { EngineSignalsRead } from './engine-signals';
 import { PrometheusSignals } from './prometheus-signals';
 import { parseJsonText } from '../../common/json-nesting';
 import type { AdapterRef } from '../../proto/worker/v1/index';
-import type { LoraCapacity } from '../adapters/adapter-options';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
-import type { AdapterResidencyView } from '../adapters/adapter-slots';
-import type { AdapterStore } from '../adapters/adapter-store';
+import type { LoraCapacity } from './adapter-options';
+import { adapterLoadFailed } from './adapter-failure';
+import type { AdapterResidencyView } from './adapter-slots';
+import type { AdapterStore } from './adapter-store';
 import { OpenAiAdapters, type LoraApiFlavour } from './openai-adapters';
 import { parseLoraRequestsInfo } from './lora-requests-info';
 

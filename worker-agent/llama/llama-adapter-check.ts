@@ -9,7 +9,7 @@
  */
 import type { LlamaModel } from 'node-llama-cpp';
 import { inspectAdapter, type AdapterFacts } from '../../common/adapter-formats';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
+import { adapterLoadFailed } from '../engines/adapter-failure';
 import type { EngineFailure } from '../engines/engine-failure';
 
 /** What the check needs of the base model: its architecture and each tensor's dimensions (ggml order). */

@@ -10,10 +10,10 @@
  */
 import fs from 'node:fs';
 import type { AdapterRef } from '../../proto/worker/v1/index';
-import type { LoraCapacity } from '../adapters/adapter-options';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
-import { AdapterSlots, type AdapterLease } from '../adapters/adapter-slots';
-import type { AdapterStore } from '../adapters/adapter-store';
+import type { LoraCapacity } from '../engines/adapter-options';
+import { adapterLoadFailed } from '../engines/adapter-failure';
+import { AdapterSlots, type AdapterLease } from '../engines/adapter-slots';
+import type { AdapterStore } from '../engines/adapter-store';
 import { baseModelTensors, checkLlamaAdapter, type BaseModelTensors } from './llama-adapter-check';
 import { firstLine } from './llama-backend';
 import { loadedLoraCount, type LlamaRuntime } from './llama-runtime';

@@ -25,10 +25,10 @@ import { cacheTenantOf } from '../engines/cache-tenant';
 import { prepareEngineRequest } from '../engines/engine-request';
 import { forwardJsonBody, StreamForwarder } from '../engines/engine-response';
 import { DEFAULT_LLAMA_CONTEXT_SIZE } from './llama-cpp-options';
-import type { LoraCapacity } from '../adapters/adapter-options';
-import { adapterLoadFailed } from '../adapters/adapter-failure';
-import type { AdapterResidencyView } from '../adapters/adapter-slots';
-import type { AdapterStore } from '../adapters/adapter-store';
+import type { LoraCapacity } from '../engines/adapter-options';
+import { adapterLoadFailed } from '../engines/adapter-failure';
+import type { AdapterResidencyView } from '../engines/adapter-slots';
+import type { AdapterStore } from '../engines/adapter-store';
 import { LlamaAdapters } from './llama-adapters';
 
 export interface LlamaCppEngineOptions {

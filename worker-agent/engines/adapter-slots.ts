@@ -3,7 +3,7 @@
  * the same time (one load in flight per adapter), keeps at most `capacity` of them (the least
  * recently used one that no running job uses is unloaded beyond it), remembers failures until
  * the next job tries again, and reports it all as `Heartbeat.adapters` (worker.proto
- * AdapterResidency). Engines give it how to load and unload (adapter-loader.ts); the agent
+ * AdapterResidency). Engines give it how to load and unload (an AdapterLoader); the agent
  * reads `snapshot()` on every heartbeat and is told of every state change (`onChange`) to send
  * one early.
  */

@@ -5,7 +5,7 @@
  * `max_lora_rank`), 502 when they could not be fetched. Messages name no path or URL: they
  * reach clients and the console, and a presigned URL is a credential.
  */
-import { EngineFailure } from '../engines/engine-failure';
+import { EngineFailure } from './engine-failure';
 
 export type AdapterFailureKind = 'invalid' | 'fetch';
 
