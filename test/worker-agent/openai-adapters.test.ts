@@ -116,6 +116,14 @@ describe('the openai engine hot-loads adapters into vLLM', () => {
     expect(mock.loadCalls.filter((call) => call.body.lora_name === 'too-big.r1')).toHaveLength(2);
   });
 
+  it('says so when the engine has no runtime LoRA loading (started without --enable-lora)', async () => {
+    const mock = await mockEngine();
+    mock.runtimeLora = false;
+    const engine = await engineFor(mock);
+    const run = await runEngine(engine, engineJob(body, { adapter: adapter('nolora') }));
+    expect(run.error).toMatchObject({ code: 'adapter_load_failed', engineStatus: 422, message: expect.stringContaining('does not load adapters at runtime') });
+  });
+
   it('fails with 502 when the weights cannot be fetched, without the presigned URL', async () => {
     const mock = await mockEngine();
     const engine = await engineFor(mock);

@@ -72,6 +72,10 @@ export class OpenAiAdapters {
       const answer = await this.dependencies.post(PATHS[flavour].load, { lora_name: ref.name, lora_path: local ? local.path : ref.source });
       // The engine kept it across an agent restart: it is loaded, which is what was asked.
       if (answer.status === 400 && /already (been )?loaded/i.test(answer.body)) return local;
+      // No such endpoint: the engine was started without runtime LoRA loading (the agent's --max-loras should then be 0).
+      if (answer.status === 404 && !/lora|adapter/i.test(answer.body)) {
+        throw adapterLoadFailed('invalid', `adapter ${label}: this replica's engine does not load adapters at runtime (vLLM needs --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)`);
+      }
       if (answer.status >= 500) throw adapterLoadFailed('fetch', `adapter ${label}: the engine failed to load it (HTTP ${answer.status})`);
       // The engine's text may hold the local path: only its status is told.
       if (answer.status >= 400) throw adapterLoadFailed('invalid', `adapter ${label}: the engine refused to load it (HTTP ${answer.status}): wrong base model, a rank above its max_lora_rank, or malformed weights`);

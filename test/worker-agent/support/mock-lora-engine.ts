@@ -23,6 +23,8 @@ export class MockLoraEngine {
   readonly refuse = new Set<string>();
   /** How long a load takes. */
   loadDelayMs = 0;
+  /** False: started without runtime LoRA updating, its load and unload routes do not exist (FastAPI's 404). */
+  runtimeLora = true;
   /** What a metrics scrape says runs; by default every adapter loaded. */
   running: string[] | null = null;
 
@@ -68,6 +70,10 @@ export class MockLoraEngine {
       return;
     }
     const body = JSON.parse(text || '{}') as Record<string, any>;
+    if (!this.runtimeLora && /_lora_adapter$/.test(request.url ?? '')) {
+      json(404, { detail: 'Not Found' });
+      return;
+    }
     if (request.url === `${prefix}/load_lora_adapter`) {
       this.loadCalls.push({ path: request.url, body });
       setTimeout(() => {
