@@ -34,6 +34,7 @@ afterAll(async () => {
 });
 
 async function connectedAgent(maxLoras: number): Promise<{ stream: FakeAgentStream; agent: AgentProcess }> {
+  // Generous waits: other suites share the machine, and a loaded 2-core box starts llama.cpp slowly.
   const plane = await FakeControlPlane.start();
   disposables.push(() => plane.close());
   const agent = spawnAgent({
@@ -41,8 +42,8 @@ async function connectedAgent(maxLoras: number): Promise<{ stream: FakeAgentStre
     WORKER_LLAMA_MODEL_PATH: modelPath, WORKER_LLAMA_THREADS: '1', WORKER_LLAMA_CONTEXT_SIZE: '256', WORKER_LLAMA_PARALLEL: '2',
     WORKER_MAX_LORAS: String(maxLoras), WORKER_ADAPTER_DIR: fs.mkdtempSync(path.join(directory, 'adapters-')),
   }, disposables);
-  const stream = await plane.stream(0, 15_000);
-  await stream.ready(15_000);
+  const stream = await plane.stream(0, 30_000);
+  await stream.ready(30_000);
   return { stream, agent };
 }
 
@@ -61,7 +62,7 @@ function ask(stream: FakeAgentStream, adapter?: AdapterRef): string {
 }
 
 async function answer(stream: FakeAgentStream, jobId: string): Promise<{ model: string; text: string }> {
-  const terminal = await stream.terminal(jobId, 20_000);
+  const terminal = await stream.terminal(jobId, 60_000);
   if (!terminal.completed) throw new Error(`${jobId} failed: ${terminal.failed?.code} ${terminal.failed?.message}`);
   const body = JSON.parse(stream.eventsOf(jobId).find((event) => event.output)!.output!.data.toString('utf8'));
   return { model: body.model, text: body.choices[0].message.content };
@@ -92,7 +93,7 @@ describe('llama.cpp LoRA adapters through the agent', () => {
     await stream.until(() => {
       const residency = stream.heartbeats.at(-1)?.adapters ?? [];
       return JSON.stringify(residency.map((entry) => [entry.name, entry.state]).sort()) === JSON.stringify([['first.r1', 'ADAPTER_STATE_GPU'], ['second.r1', 'ADAPTER_STATE_GPU']]);
-    });
+    }, 15_000);
   });
 
   it('fails only the jobs of a malformed adapter with adapter_load_failed, and keeps serving', async () => {
@@ -106,7 +107,7 @@ describe('llama.cpp LoRA adapters through the agent', () => {
       files.add('not-gguf.gguf', Buffer.from('definitely not a GGUF file'), 'not-gguf'),
     ];
     const failures = [];
-    for (const adapter of malformed) failures.push((await stream.terminal(ask(stream, adapter), 20_000)).failed);
+    for (const adapter of malformed) failures.push((await stream.terminal(ask(stream, adapter), 60_000)).failed);
     expect(failures.map((failure) => [failure?.code, failure?.engineStatus])).toEqual(Array(malformed.length).fill(['adapter_load_failed', 422]));
     expect(failures[0]!.message).toBe('adapter integer-alpha does not fit this model: adapter.lora.alpha must be a FLOAT32');
     expect(failures[2]!.message).toBe('adapter other-arch does not fit this model: it is for architecture qwen2, the base model is llama');
@@ -119,7 +120,7 @@ describe('llama.cpp LoRA adapters through the agent', () => {
     const failed = await stream.until(() => {
       const adapters = stream.heartbeats.at(-1)?.adapters ?? [];
       return adapters.filter((entry) => entry.state === 'ADAPTER_STATE_FAILED').length === malformed.length ? adapters : undefined;
-    });
+    }, 15_000);
     expect(failed.find((entry) => entry.name === 'integer-alpha.r1')!.error).toBe(failures[0]!.message);
   });
 
@@ -136,7 +137,7 @@ describe('llama.cpp LoRA adapters through the agent', () => {
     const settled = await stream.until(() => {
       const held = stream.heartbeats.at(-1)?.adapters ?? [];
       return held.length === 2 ? held : undefined;
-    });
+    }, 15_000);
     expect(settled.every((entry) => entry.state === 'ADAPTER_STATE_GPU')).toBe(true);
   });
 });

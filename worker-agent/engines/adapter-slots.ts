@@ -39,6 +39,8 @@ interface Entry<Handle> {
   loadMs: number;
   error: string;
   lastUsed: number;
+  /** Order of last use (the clock's milliseconds tie): what eviction and the GPU/CPU tiers go by. */
+  useOrder: number;
   users: number;
 }
 
@@ -50,6 +52,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   private readonly listeners: Array<() => void> = [];
   /** Unloads in progress: counted by tests and the bench, awaited by `close`. */
   private readonly unloading = new Set<Promise<void>>();
+  private uses = 0;
 
   constructor(
     readonly capacity: LoraCapacity,
@@ -74,7 +77,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
     let entry = this.entries.get(ref.name);
     if (!entry || entry.state === 'failed') entry = this.startLoad(ref);
     entry.users += 1;
-    entry.lastUsed = this.now();
+    this.used(entry);
     try {
       const handle = entry.state === 'ready' ? entry.handle as Handle : await (entry.loading as Promise<Handle>);
       let released = false;
@@ -85,7 +88,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
           if (released) return;
           released = true;
           held.users -= 1;
-          held.lastUsed = this.now();
+          this.used(held);
           this.evictBeyondCapacity();
         },
       };
@@ -98,9 +101,9 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   /** Adapters the engine says it runs (vLLM's `vllm:lora_requests_info`): used now, so the last to go. */
   touch(names: Iterable<string>): void {
     const now = this.now();
-    for (const name of names) {
+    for (const name of [...names]) {
       const entry = this.entries.get(name);
-      if (entry?.state === 'ready') entry.lastUsed = now;
+      if (entry?.state === 'ready') this.used(entry, now);
     }
   }
 
@@ -123,7 +126,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   }
 
   snapshot(): AdapterResidency[] {
-    const ready = [...this.entries.values()].filter((entry) => entry.state === 'ready').sort((a, b) => b.lastUsed - a.lastUsed);
+    const ready = [...this.entries.values()].filter((entry) => entry.state === 'ready').sort((a, b) => b.useOrder - a.useOrder);
     // The engine's own LRU keeps the most recent in its fast tier: the first max_loras are ready
     // on the device, the rest (vLLM --max-cpu-loras) in host memory.
     const tierOf = new Map(ready.map((entry, index) => [entry, (index < this.capacity.maxLoras ? 'ADAPTER_STATE_GPU' : 'ADAPTER_STATE_CPU') as AdapterState]));
@@ -144,7 +147,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   }
 
   private startLoad(ref: AdapterRef): Entry<Handle> {
-    const entry: Entry<Handle> = { name: ref.name, state: 'loading', loadMs: 0, error: '', lastUsed: this.now(), users: 0 };
+    const entry: Entry<Handle> = { name: ref.name, state: 'loading', loadMs: 0, error: '', lastUsed: this.now(), useOrder: ++this.uses, users: 0 };
     const startedAt = this.now();
     entry.loading = this.loader.load(ref).then(
       (handle) => {
@@ -181,7 +184,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
     let excess = ready.length - limit;
     if (excess <= 0) return;
     // A job running with an adapter keeps it: the engine briefly holds more, and the release evicts.
-    for (const entry of ready.filter((candidate) => candidate.users === 0).sort((a, b) => a.lastUsed - b.lastUsed)) {
+    for (const entry of ready.filter((candidate) => candidate.users === 0).sort((a, b) => a.useOrder - b.useOrder)) {
       if (excess <= 0) break;
       excess -= 1;
       this.entries.delete(entry.name);
@@ -192,8 +195,13 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   }
 
   private dropOldFailures(): void {
-    const failed = [...this.entries.values()].filter((entry) => entry.state === 'failed' && entry.users === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    const failed = [...this.entries.values()].filter((entry) => entry.state === 'failed' && entry.users === 0).sort((a, b) => a.useOrder - b.useOrder);
     for (const entry of failed.slice(0, Math.max(0, failed.length - MAX_FAILED_SHOWN))) this.entries.delete(entry.name);
+  }
+
+  private used(entry: Entry<Handle>, now = this.now()): void {
+    entry.lastUsed = now;
+    entry.useOrder = ++this.uses;
   }
 
   private changed(): void {
