@@ -9,6 +9,7 @@ import { AGENT_ENGINE_KINDS } from '../common/engine-kinds';
 import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
 import { llamaCppOptionFields } from './llama/llama-cpp-options';
+import { adapterOptionFields } from './engines/adapter-options';
 import { parseGpuList } from './gpu-inventory';
 import { describe, integerOption, loadOptionFields, optionField, OptionsError, switchField, type OptionsOf } from './option-fields';
 
@@ -102,6 +103,7 @@ export const agentOptionFields = {
   logLevel: optionField(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), 'WORKER_LOG_LEVEL', 'log-level'),
   ...cpuEngineOptionFields,
   ...llamaCppOptionFields,
+  ...adapterOptionFields,
 };
 
 export type AgentOptions = OptionsOf<typeof agentOptionFields>;

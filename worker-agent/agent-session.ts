@@ -112,6 +112,8 @@ export class AgentSession {
     this.logger = dependencies.logger ?? silentLogger;
     this.jobs = new JobRunner(dependencies.engine, options.maxConcurrency, this.logger, Date.now, dependencies.tracing ?? null);
     this.backoff = new Backoff(options.reconnectInitialMs, options.reconnectMaxMs, dependencies.random);
+    // An adapter loaded, failed or was evicted: routing should hear it before the next tick.
+    dependencies.engine.adapters?.onChange(() => this.earlyHeartbeat());
   }
 
   start(): void {
@@ -307,6 +309,7 @@ export class AgentSession {
   private sendHeartbeat(connection: Connection): void {
     const health = this.dependencies.engine.health();
     const engineSignals = engineSignalsFrame(this.engineSignals);
+    const adapters = this.servesAdapters() ? this.dependencies.engine.adapters!.snapshot() : undefined;
     connection.lastHeartbeatAt = Date.now();
     connection.tickPending = false;
     // This one carries the latest signals: an early one still held back has nothing left to say.
@@ -317,12 +320,19 @@ export class AgentSession {
         inFlight: this.jobs.inFlight, queued: this.jobs.queued, engineHealth: health.status, detail: health.detail,
         ...(health.loadPercent === undefined ? {} : { loadPercent: health.loadPercent }),
         ...(engineSignals ? { engineSignals } : {}),
+        ...(adapters ? { adapters } : {}),
       },
     });
   }
 
+  /** The engine hot-loads adapters (its Hello says max_loras > 0): every heartbeat carries their residency. */
+  private servesAdapters(): boolean {
+    return (this.dependencies.engine.adapters?.capacity.maxLoras ?? 0) > 0;
+  }
+
   private hello(): Hello {
     const { options, engine, agentVersion } = this.dependencies;
+    const lora = this.servesAdapters() ? engine.adapters!.capacity : undefined;
     return {
       protocolVersion: PROTOCOL_VERSION,
       agentVersion,
@@ -335,6 +345,7 @@ export class AgentSession {
       priorityCapable: engine.priorityCapable,
       flowControl: true,
       preemptsBatchLines: engine.batchPreemption !== undefined,
+      ...(lora ? { maxLoras: lora.maxLoras, maxCpuLoras: lora.maxCpuLoras, maxLoraRank: lora.maxLoraRank } : {}),
     };
   }
 

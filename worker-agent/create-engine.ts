@@ -7,9 +7,15 @@ import type { Engine } from './engines/engine';
 import { LlamaCppEngine } from './llama/llama-cpp-engine';
 import { defaultLlamaThreads } from './llama/llama-cpp-options';
 import { OpenAiEngine } from './engines/openai-engine';
+import { defaultAdapterDir, type LoraCapacity } from './engines/adapter-options';
+import { AdapterStore } from './engines/adapter-store';
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
 export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {
+  const capacity: LoraCapacity = { maxLoras: options.maxLoras, maxCpuLoras: options.maxCpuLoras, maxLoraRank: options.maxLoraRank };
+  const store = () => new AdapterStore({
+    directory: options.adapterDir ?? defaultAdapterDir(), maxBytes: options.adapterDirMaxMb * 1024 * 1024, fetchTimeoutMs: options.adapterFetchTimeoutMs,
+  });
   if (options.engineKind === 'openai') {
     return new OpenAiEngine({
       // loadAgentOptions guarantees the URL for the openai engine.
@@ -22,6 +28,8 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       priorityScheduling: options.enginePriorityScheduling,
       metricsPath: options.engineMetricsPath === 'off' ? null : options.engineMetricsPath,
       cacheSalt: options.engineCacheSalt === 'on',
+      // The operator started the engine with the same --max-loras / --max-cpu-loras / --max-lora-rank.
+      adapters: { capacity, store: store() },
     });
   }
   if (options.engineKind === 'llama-cpp') {
@@ -33,7 +41,8 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       parallel: options.llamaParallel,
       cachedSequences: options.llamaCachedSequences,
       prefixCache: options.llamaPrefixCache,
+      adapters: { capacity, store: store() },
     }, logger);
   }
-  return new CpuEngine(cpuEngineOptionsFrom(options), options.engineModel);
+  return new CpuEngine(cpuEngineOptionsFrom(options), options.engineModel, { capacity, loadMs: options.cpuLoraLoadMs });
 }

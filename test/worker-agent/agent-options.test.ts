@@ -40,6 +40,25 @@ describe('loadAgentOptions', () => {
     expect(loadAgentOptions(['--engine-metrics-path', '/engine/metrics'], required).engineMetricsPath).toBe('/engine/metrics');
   });
 
+  test('reads the LoRA adapter options: 4 slots, no host-memory tier, rank 64 and a 150 ms simulated load unless set', () => {
+    expect(loadAgentOptions([], required)).toMatchObject({ maxLoras: 4, maxCpuLoras: 0, maxLoraRank: 64, cpuLoraLoadMs: 150 });
+    expect(loadAgentOptions([], required).adapterDir).toBeUndefined();
+    expect(loadAgentOptions(['--max-loras', '0', '--max-cpu-loras', '8', '--max-lora-rank', '16', '--adapter-dir', '/var/adapters', '--cpu-lora-load-ms', '5'], required))
+      .toMatchObject({ maxLoras: 0, maxCpuLoras: 8, maxLoraRank: 16, adapterDir: '/var/adapters', cpuLoraLoadMs: 5 });
+    expect(loadAgentOptions([], { ...required, WORKER_MAX_LORAS: '2', WORKER_MAX_CPU_LORAS: '3', WORKER_MAX_LORA_RANK: '256', WORKER_ADAPTER_DIR: '/a', WORKER_CPU_LORA_LOAD_MS: '0' }))
+      .toMatchObject({ maxLoras: 2, maxCpuLoras: 3, maxLoraRank: 256, adapterDir: '/a', cpuLoraLoadMs: 0 });
+  });
+
+  test.each([
+    [['--max-loras=-1'], required, /--max-loras \/ WORKER_MAX_LORAS:/],
+    [[], { ...required, WORKER_MAX_CPU_LORAS: 'many' }, /--max-cpu-loras \/ WORKER_MAX_CPU_LORAS:/],
+    [['--max-lora-rank', '12'], required, /--max-lora-rank \/ WORKER_MAX_LORA_RANK: must be one of 8, 16, 32, 64, 128, 256/],
+    [['--cpu-lora-load-ms', '1.5'], required, /--cpu-lora-load-ms \/ WORKER_CPU_LORA_LOAD_MS:/],
+    [[], { ...required, WORKER_ADAPTER_DIR: '' , WORKER_MAX_LORAS: '2000' }, /WORKER_MAX_LORAS:/],
+  ])('rejects the adapter options %j %j naming the option', (argv, env, message) => {
+    expect(() => loadAgentOptions(argv, env)).toThrow(message);
+  });
+
   test.each([
     [[], {}, /--control-plane \/ WORKER_CONTROL_PLANE: is required/],
     [['--engine', 'openai'], required, /--engine-url \/ WORKER_ENGINE_URL is required/],

@@ -63,6 +63,8 @@ describe('AgentSession', () => {
       gpus: [{ name: 'H100', memoryBytes: 80 * 1024 ** 3, index: 0 }],
       engine: { kind: 'cpu', version: expect.any(String), url: '' }, models: [], maxConcurrency: 4, agentId: 'agt_test',
       priorityCapable: true, flowControl: true, preemptsBatchLines: true,
+      // An engine without adapters leaves the LoRA capacity unset: the control plane reads 0 (no adapter jobs).
+      maxLoras: 0, maxCpuLoras: 0, maxLoraRank: 0,
     });
     const heartbeat = await stream.until(() => stream.frames.find((frame) => frame.heartbeat)?.heartbeat);
     expect(heartbeat).toMatchObject({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });

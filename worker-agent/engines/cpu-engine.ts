@@ -17,6 +17,9 @@ import { forwardEventStream, forwardJsonBody } from './engine-response';
 import { prepareEngineRequest } from './engine-request';
 import type { EngineSignals } from './engine-signals';
 import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache';
+import { CpuAdapters, withAdapter, type CpuAdapterOptions } from './cpu-adapters';
+import type { AdapterResidencyView } from './adapter-slots';
+import { adapterLoadFailed } from './adapter-failure';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 
@@ -41,8 +44,19 @@ export class CpuEngine implements Engine {
    * embeddings are drawn from, as a real engine's come from its weights. Answers carry the job's
    * catalog model whatever it is, as the openai engine's do (issue 35).
    */
-  constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string) {
+  /** Simulated LoRA adapters (cpu-adapters.ts); absent when the agent serves none. */
+  readonly loras: CpuAdapters | undefined;
+
+  /**
+   * @param adapters the simulated adapter slots and load time; absent or `maxLoras` 0: no adapters
+   */
+  constructor(private readonly options: CpuEngineOptions = DEFAULT_CPU_ENGINE_OPTIONS, private readonly engineModel?: string, adapters?: CpuAdapterOptions) {
     this.prefix = cpuPrefixSimulator(options);
+    this.loras = adapters && adapters.capacity.maxLoras > 0 ? new CpuAdapters(adapters) : undefined;
+  }
+
+  get adapters(): AdapterResidencyView | undefined {
+    return this.loras?.slots;
   }
 
   /** With `loadMs`, behaves like an engine fetching and loading weights: 20 steps of progress. */
@@ -101,7 +115,21 @@ export class CpuEngine implements Engine {
       await sink.output(answer.body, 'application/json');
       return { usage: answer.usage, finishReason: '', usageEstimated: false };
     }
-    const plan = planCpuCompletion(request.payload, request.path, this.options, cacheTenantOf(job));
+    if (!job.adapter) return await this.complete(job, request.payload, request.path, sink, signal, preemption);
+    if (!this.loras) throw adapterLoadFailed('invalid', 'this replica serves no adapters (max_loras is 0)');
+    const lease = await this.loras.acquire(job.adapter);
+    try {
+      withAdapter(request.payload, job.adapter);
+      return await this.complete(job, request.payload, request.path, sink, signal, preemption);
+    } finally {
+      lease.release();
+    }
+  }
+
+  private async complete(
+    job: EngineJob, payload: Record<string, unknown>, path: '/v1/chat/completions' | '/v1/completions', sink: EngineSink, signal: AbortSignal, preemption?: JobPreemption,
+  ): Promise<EngineResult> {
+    const plan = planCpuCompletion(payload, path, this.options, cacheTenantOf(job));
     const promptText = () => plan.promptText;
     if (plan.stream) return await forwardEventStream(cpuEventStream(plan, signal, this.prefix), sink, job.includeUsage, promptText);
     return await forwardJsonBody(await cpuResponseBody(plan, signal, this.prefix, preemption), sink, promptText);
@@ -116,5 +144,7 @@ export class CpuEngine implements Engine {
     }
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.loras?.slots.close();
+  }
 }

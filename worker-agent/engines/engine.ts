@@ -4,7 +4,8 @@
  * never parses and re-serialises a token chunk; only usage and the finish reason are peeked.
  */
 import type { AgentEngineKind } from '../../common/engine-kinds';
-import type { EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
+import type { AdapterRef, EmbeddingSpec, EngineHealth, JobKind, Usage } from '../../proto/worker/v1/index';
+import type { AdapterResidencyView } from './adapter-slots';
 import type { JobCancellation } from '../job-cancellation';
 import type { JobPreemption } from '../job-preemption';
 import type { EngineSignalsAnswer } from './engine-signals';
@@ -43,6 +44,12 @@ export interface EngineJob {
    * as the request's `traceparent` header, so its own spans (vLLM's) join the request's trace.
    */
   readonly traceparent?: string;
+  /**
+   * Chat and completion jobs addressed to a LoRA adapter (docs/adapters.md): the engine loads it
+   * first when it does not hold it, runs the job with it, and answers with its `display_name` in
+   * `model`. Null or absent: the base model.
+   */
+  readonly adapter?: AdapterRef | null;
 }
 
 /**
@@ -119,6 +126,11 @@ export interface Engine {
    * for a slot, behind at most one line per slot.
    */
   readonly batchPreemption?: BatchPreemption;
+  /**
+   * The LoRA adapters the engine hot-loads: its capacity (Hello) and what it holds (every
+   * heartbeat; a change sends one early). Absent: the engine serves no adapter.
+   */
+  readonly adapters?: AdapterResidencyView;
   /**
    * What the agent's Hello needs, quickly, before it joins (llama-cpp: opens llama.cpp for its
    * version and checks the model file). Throws `EngineStartError` when the engine cannot serve.

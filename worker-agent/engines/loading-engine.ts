@@ -10,6 +10,7 @@ import type { JobPreemption } from '../job-preemption';
 import type { BatchPreemption, Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
 import { EngineFailure } from './engine-failure';
 import type { EngineSignalsAnswer } from './engine-signals';
+import type { AdapterResidencyView } from './adapter-slots';
 
 export class LoadingEngine implements Engine {
   private loaded = false;
@@ -24,6 +25,7 @@ export class LoadingEngine implements Engine {
   get url(): string { return this.inner.url; }
   get priorityCapable(): boolean { return this.inner.priorityCapable; }
   get batchPreemption(): BatchPreemption | undefined { return this.inner.batchPreemption; }
+  get adapters(): AdapterResidencyView | undefined { return this.inner.adapters; }
 
   async prepare(): Promise<void> {
     await this.inner.prepare?.();

@@ -18,6 +18,13 @@ import { cacheTenantOf } from './cache-tenant';
 import type { EngineSignalsRead } from './engine-signals';
 import { PrometheusSignals } from './prometheus-signals';
 import { parseJsonText } from '../../common/json-nesting';
+import type { AdapterRef } from '../../proto/worker/v1/index';
+import type { LoraCapacity } from './adapter-options';
+import { adapterLoadFailed } from './adapter-failure';
+import type { AdapterResidencyView } from './adapter-slots';
+import type { AdapterStore } from './adapter-store';
+import { OpenAiAdapters, type LoraApiFlavour } from './openai-adapters';
+import { parseLoraRequestsInfo } from './lora-requests-info';
 
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
@@ -52,11 +59,19 @@ export interface OpenAiEngineOptions {
    * prompts would share the owner's cache. @default true
    */
   readonly cacheSalt?: boolean;
+  /**
+   * LoRA adapters (openai-adapters.ts): the capacity the engine was started with (vLLM
+   * `--max-loras`, `--max-cpu-loras`, `--max-lora-rank`) and where fetched weights go. Absent or
+   * `maxLoras` 0: the replica serves no adapter.
+   */
+  readonly adapters?: { readonly capacity: LoraCapacity; readonly store: AdapterStore };
 }
 
 /** A metrics page larger than this is not read (vLLM's is tens of KiB per model). */
 const MAX_METRICS_BYTES = 4 * 1024 * 1024;
 const METRICS_TIMEOUT_MS = 2_000;
+/** How long the engine may take to load or unload one adapter (vLLM reads and checks its weights). */
+const LORA_CALL_TIMEOUT_MS = 120_000;
 /** prometheus_client answers OpenMetrics only when asked; both are read anyway. */
 const METRICS_ACCEPT = 'text/plain;version=0.0.4;q=1,*/*;q=0.1';
 
@@ -70,6 +85,8 @@ export const BATCH_PRIORITY = 20;
 
 /** What llama.cpp's server answers as every model's `owned_by` in GET /v1/models. */
 export const LLAMA_SERVER_OWNER = 'llamacpp';
+/** What SGLang answers as its models' `owned_by`: its runtime-LoRA endpoints are not vLLM's. */
+export const SGLANG_OWNER = 'sglang';
 
 export class OpenAiEngine implements Engine {
   readonly kind = 'openai';
@@ -94,6 +111,9 @@ export class OpenAiEngine implements Engine {
   private llamaServer = false;
   /** The last job's rename, kept: a replica serves one catalog model, so this is built once. */
   private rename: ModelRename | undefined;
+  /** The runtime-LoRA API to call: SGLang's when GET /v1/models says `owned_by: "sglang"`, else vLLM's. */
+  private flavour: LoraApiFlavour = 'vllm';
+  private readonly loras: OpenAiAdapters | undefined;
 
   constructor(private readonly options: OpenAiEngineOptions) {
     const url = new URL(options.url);
@@ -108,6 +128,14 @@ export class OpenAiEngine implements Engine {
     this.pool = new Pool(url.origin, { connections: options.connections + 2, connectTimeout: options.connectTimeoutMs });
     this.headers = { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
     this.probe = new EngineHealthProbe((signal) => this.listModels(signal), options.healthIntervalMs, options.connectTimeoutMs);
+    const adapters = options.adapters;
+    this.loras = adapters && adapters.capacity.maxLoras > 0
+      ? new OpenAiAdapters({ capacity: adapters.capacity, store: adapters.store, post: (path, body) => this.postJson(path, body), flavour: () => this.flavour })
+      : undefined;
+  }
+
+  get adapters(): AdapterResidencyView | undefined {
+    return this.loras?.slots;
   }
 
   start(): Promise<void> {
@@ -133,6 +161,26 @@ export class OpenAiEngine implements Engine {
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
+    const adapter = job.adapter;
+    if (!adapter) return await this.runJob(job, sink, cancellation, undefined);
+    const loras = this.loras;
+    if (!loras) throw adapterLoadFailed('invalid', 'this replica serves no adapters (max_loras is 0)');
+    // The engine may have lost an adapter the agent loaded (it restarted): it answers 404 to the
+    // name, before any output, and one reload and resend follows.
+    for (let attempt = 0; ; attempt += 1) {
+      const lease = await loras.acquire(adapter);
+      try {
+        return await this.runJob(job, sink, cancellation, adapter);
+      } catch (error) {
+        if (attempt > 0 || !(error instanceof EngineFailure) || error.engineStatus !== 404 || cancellation.aborted) throw error;
+        loras.forget(adapter.name);
+      } finally {
+        lease.release();
+      }
+    }
+  }
+
+  private async runJob(job: EngineJob, sink: EngineSink, cancellation: JobCancellation, adapter: AdapterRef | undefined): Promise<EngineResult> {
     // The control plane sends guests only to agents welcomed with priority scheduling, which an
     // engine without it never is; a FCFS vLLM would also answer an error to the priority field.
     if (job.guest && !this.priorityCapable) {
@@ -143,12 +191,13 @@ export class OpenAiEngine implements Engine {
     }
     // A FCFS engine would refuse the field, so batch lines get it only where priorities are scheduled.
     const priority = job.guest ? GUEST_PRIORITY : job.batch && this.priorityCapable ? BATCH_PRIORITY : undefined;
-    const request = prepareEngineRequest(job, this.options.engineModel, priority, this.salts ? cacheTenantOf(job) || undefined : undefined);
+    // An adapter is addressed by its engine name; the answer names it as the client did.
+    const request = prepareEngineRequest(job, adapter ? adapter.name : this.options.engineModel, priority, this.salts ? cacheTenantOf(job) || undefined : undefined);
     const promptText = () => promptTextOf(request.payload, request.path);
     // The engine answers with the name it was sent; the client must see the catalog model it
     // asked for. Renamed in the bytes the agent reads anyway (the stream filter's scan, the
     // whole body's parse or spans), so a stream is not parsed per chunk for it: model-rename.ts.
-    const rename = this.renameFor(job.model);
+    const rename = adapter ? modelRename(adapter.name, adapter.displayName || adapter.name) : this.renameFor(job.model);
     const forwarder = job.stream ? new StreamForwarder(sink, job.includeUsage, promptText, rename) : null;
     return await new Promise<EngineResult>((resolve, reject) => {
       this.pool.dispatch(
@@ -170,6 +219,8 @@ export class OpenAiEngine implements Engine {
 
   async close(): Promise<void> {
     this.probe.stop();
+    // The engine outlives the agent: adapters it holds stay loaded for the next agent, which
+    // takes their "already loaded" answer as a load.
     await this.pool.destroy();
   }
 
@@ -188,6 +239,12 @@ export class OpenAiEngine implements Engine {
       if (signal.aborted) throw error;
       throw new EngineFailure('engine_unavailable', `engine at ${this.url} could not be reached: ${(error as Error).message}`, { cause: error });
     }
+  }
+
+  /** A JSON POST off the jobs' path (adapter loads); the answer's status and text, whatever the status. */
+  private async postJson(path: string, body: unknown): Promise<{ status: number; body: string }> {
+    const response = await this.send('POST', path, Buffer.from(JSON.stringify(body)), AbortSignal.timeout(LORA_CALL_TIMEOUT_MS));
+    return { status: response.statusCode, body: (await readBody(response)).toString('utf8') };
   }
 
   private async scrapeSignals(path: string): Promise<EngineSignalsRead> {
@@ -209,7 +266,12 @@ export class OpenAiEngine implements Engine {
         }
         parts.push(part);
       }
-      return this.metrics.read(Buffer.concat(parts).toString('utf8'));
+      const text = Buffer.concat(parts).toString('utf8');
+      if (this.loras) {
+        const info = parseLoraRequestsInfo(text);
+        if (info) this.loras.observe(info);
+      }
+      return this.metrics.read(text);
     } catch {
       return null;
     }
@@ -221,6 +283,7 @@ export class OpenAiEngine implements Engine {
     if (response.statusCode >= 400) throw new Error(`GET /v1/models answered ${response.statusCode}`);
     const data = (parseJsonText(body) as { data?: Array<{ id?: unknown; owned_by?: unknown }> }).data ?? [];
     this.llamaServer = data.some((model) => model.owned_by === LLAMA_SERVER_OWNER);
+    this.flavour = data.some((model) => model.owned_by === SGLANG_OWNER) ? 'sglang' : 'vllm';
     return data.map((model) => model.id).filter((id): id is string => typeof id === 'string');
   }
 }

@@ -25,6 +25,11 @@ import { cacheTenantOf } from '../engines/cache-tenant';
 import { prepareEngineRequest } from '../engines/engine-request';
 import { forwardJsonBody, StreamForwarder } from '../engines/engine-response';
 import { DEFAULT_LLAMA_CONTEXT_SIZE } from './llama-cpp-options';
+import type { LoraCapacity } from '../engines/adapter-options';
+import { adapterLoadFailed } from '../engines/adapter-failure';
+import type { AdapterResidencyView } from '../engines/adapter-slots';
+import type { AdapterStore } from '../engines/adapter-store';
+import { LlamaAdapters } from './llama-adapters';
 
 export interface LlamaCppEngineOptions {
   readonly modelPath: string;
@@ -39,6 +44,8 @@ export interface LlamaCppEngineOptions {
    * as `usage.prompt_tokens_details.cached_tokens`). @default true
    */
   readonly prefixCache?: boolean;
+  /** GGUF LoRA adapters (llama-adapters.ts): one context each, at most `maxLoras`; absent or 0: none. */
+  readonly adapters?: { readonly capacity: LoraCapacity; readonly store: AdapterStore };
 }
 
 /** What the engine is doing now, for load reporting (heartbeats, routing). */
@@ -79,7 +86,17 @@ export class LlamaCppEngine implements Engine {
   private embedder: LlamaEmbedder | null = null;
   private grammars: LlamaGrammars | null = null;
 
-  constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {}
+  /** The adapters' contexts; undefined when the replica serves none. */
+  readonly loras: LlamaAdapters | undefined;
+
+  constructor(private readonly options: LlamaCppEngineOptions, private readonly logger: AgentLogger) {
+    const adapters = options.adapters;
+    this.loras = adapters && adapters.capacity.maxLoras > 0 ? new LlamaAdapters(adapters.capacity, adapters.store, () => this.runtime, options.threads) : undefined;
+  }
+
+  get adapters(): AdapterResidencyView | undefined {
+    return this.loras?.slots;
+  }
 
   /** Opens llama.cpp (for Hello's version) and checks the model file; quick. Throws `EngineStartError`. */
   async prepare(): Promise<void> {
@@ -121,8 +138,23 @@ export class LlamaCppEngine implements Engine {
   }
 
   async run(job: EngineJob, sink: EngineSink, cancellation: JobCancellation): Promise<EngineResult> {
-    const runtime = this.runtime;
-    if (!runtime) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
+    const base = this.runtime;
+    if (!base) throw new EngineFailure('engine_unavailable', 'the llama.cpp model is not loaded');
+    if (!job.adapter) return await this.runOn(base, job, sink, cancellation);
+    if (!this.loras) throw adapterLoadFailed('invalid', 'this replica serves no adapters (max_loras is 0)');
+    const lease = await this.loras.acquire(job.adapter);
+    const settled: { idle?: Promise<unknown> } = {};
+    try {
+      // The answer names the adapter as the client did.
+      return await this.runOn(lease.handle.runtime, { ...job, model: job.adapter.displayName || job.adapter.name }, sink, cancellation, settled);
+    } finally {
+      // Its context may be evicted (disposed) only once its sequences are idle again.
+      void (settled.idle ?? Promise.resolve()).then(() => lease.release());
+    }
+  }
+
+  /** @param settled told when the sequences the job used are idle again (an adapter's context waits for it before it may go) */
+  private async runOn(runtime: LlamaRuntime, job: EngineJob, sink: EngineSink, cancellation: JobCancellation, settled: { idle?: Promise<unknown> } = {}): Promise<EngineResult> {
     // In process, no engine is sent a name: the answers are written with the job's catalog model.
     const request = prepareEngineRequest(job, undefined);
     if (request.path === '/v1/embeddings') {
@@ -163,11 +195,13 @@ export class LlamaCppEngine implements Engine {
     } catch (error) {
       throw failureOf(signal.aborted ? signal.reason : error, usage());
     } finally {
-      void Promise.all(idle).then(() => runtime.sequences.release(sequences));
+      settled.idle = Promise.all(idle).then(() => runtime.sequences.release(sequences));
+      void settled.idle;
     }
   }
 
   async close(): Promise<void> {
+    await this.loras?.close();
     const runtime = this.runtime;
     const embedder = this.embedder;
     this.runtime = null;

@@ -4,6 +4,7 @@
  * model's own template, on a `LlamaBackend` (llama.cpp itself, opened before the agent joins).
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import type { ChatHistoryItem, ChatWrapper, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaGrammarEvaluationState, LlamaModel, Token } from 'node-llama-cpp';
 import { EngineStartError } from '../engines/engine-start-error';
 import { firstLine, type LlamaBackend, type NodeLlamaCpp } from './llama-backend';
@@ -70,6 +71,8 @@ export class LlamaRuntime {
     private readonly prefixCache: boolean,
     /** `node-llama-cpp <version> (llama.cpp <release>)`. */
     readonly version: string,
+    /** False for an adapter's runtime (withAdapter): it shares the base runtime's model and closes only its own context. */
+    private readonly ownsModel = true,
   ) {
     this.sequences = new SequencePool(allSequences, (sequence) => this.cachedTokens(sequence), parallel, prefixCache && allSequences.every(canCopyPrefix));
   }
@@ -98,6 +101,36 @@ export class LlamaRuntime {
       await model.dispose();
       throw new EngineStartError(`cannot create a ${contextSize}-token context with ${sequenceCount} sequence(s) for ${options.modelPath}: ${firstLine(error)}`, { cause: error });
     });
+    return LlamaRuntime.around(library, model, context, chooseChatWrapper(library, model), sequenceCount, options.parallel, options.prefixCache ?? true, backend.version, true);
+  }
+
+  /**
+   * A runtime of the same model whose context applies a LoRA adapter (GGUF, checked first by
+   * llama-adapter-check.ts: llama.cpp aborts the process on some malformed adapters). node-llama-cpp
+   * binds adapters to a context, so each adapter gets its own, with `parallel` sequences; the
+   * base context is untouched. `close()` disposes the context and frees the adapter's weights.
+   */
+  async withAdapter(filePath: string, scale: number, threads: number): Promise<LlamaRuntime> {
+    const context = await this.model.createContext({
+      contextSize: this.context.contextSize, sequences: this.sequences.size, threads, lora: { adapters: [{ filePath, scale }] },
+    });
+    const runtime = LlamaRuntime.around(this.library, this.model, context, this.chatWrapper, this.sequences.size, this.sequences.size, this.prefixCache, this.version, false);
+    runtime.adapterPath = filePath;
+    return runtime;
+  }
+
+  /** The adapter file an adapter runtime applies; null for the base runtime. */
+  adapterPath: string | null = null;
+
+  /** Whether its context is disposed (an evicted adapter's runtime). */
+  get disposed(): boolean {
+    return this.context.disposed;
+  }
+
+  private static around(
+    library: NodeLlamaCpp, model: LlamaModel, context: LlamaContext, chatWrapper: ChatWrapper, sequenceCount: number, parallel: number,
+    prefixCache: boolean, version: string, ownsModel: boolean,
+  ): LlamaRuntime {
     let runtime: LlamaRuntime | undefined;
     const sequences = Array.from({ length: sequenceCount }, () => context.getSequence({
       // node-llama-cpp's default ("eraseBeginning", keeping BOS), noting that the sequence's
@@ -110,7 +143,7 @@ export class LlamaRuntime {
         },
       },
     }));
-    runtime = new LlamaRuntime(library, model, context, chooseChatWrapper(library, model), sequences, options.parallel, options.prefixCache ?? true, backend.version);
+    runtime = new LlamaRuntime(library, model, context, chatWrapper, sequences, parallel, prefixCache, version, ownsModel);
     return runtime;
   }
 
@@ -257,7 +290,8 @@ export class LlamaRuntime {
 
   async close(): Promise<void> {
     await this.context.dispose();
-    await this.model.dispose();
+    if (this.ownsModel) await this.model.dispose();
+    else if (this.adapterPath) await releaseLora(this.model, this.adapterPath);
   }
 }
 
@@ -301,3 +335,32 @@ function chooseChatWrapper(library: NodeLlamaCpp, model: LlamaModel): ChatWrappe
   return isControl('<|im_start|>') && isControl('<|im_end|>') ? new library.ChatMLChatWrapper() : resolved;
 }
 
+
+/** node-llama-cpp's (internal) adapters of a model, by resolved path, each counting the contexts that applied it. */
+interface LoraHoldingModel {
+  _loraAdapters?: Map<string, { usages: number; dispose(): Promise<void> }>;
+}
+
+/**
+ * Frees an adapter's weights once no context applies it. node-llama-cpp keeps every adapter a
+ * context loaded until the model is disposed (its own contexts never let go of them), so an
+ * evicted adapter would stay in memory for the agent's lifetime. Feature-tested: a version
+ * without the internal map only keeps the weights, as it always did.
+ */
+async function releaseLora(model: LlamaModel, filePath: string): Promise<void> {
+  const adapters = (model as unknown as LoraHoldingModel)._loraAdapters;
+  if (!(adapters instanceof Map)) return;
+  const resolved = path.resolve(process.cwd(), filePath);
+  const lora = adapters.get(resolved);
+  if (!lora) return;
+  lora.usages = Math.max(0, lora.usages - 1);
+  if (lora.usages > 0) return;
+  adapters.delete(resolved);
+  await lora.dispose();
+}
+
+/** Adapters the model holds in memory now (tests and the bench watch evictions free them); null when this node-llama-cpp does not say. */
+export function loadedLoraCount(model: LlamaModel): number | null {
+  const adapters = (model as unknown as LoraHoldingModel)._loraAdapters;
+  return adapters instanceof Map ? adapters.size : null;
+}
