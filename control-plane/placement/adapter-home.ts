@@ -1,0 +1,40 @@
+import { score } from './prefix-aware';
+
+/**
+ * An adapter's home: the replica its first miss loads it on. Rendezvous (highest random weight)
+ * hashing of (adapter name, replica id): every server ranks a deployment's replicas alike for an
+ * adapter without talking, so its loads gather on one replica (then the next ones, as load
+ * overflows) instead of spreading over every replica; a replica that leaves moves only the
+ * adapters whose home it was, one that joins takes about 1/N of them.
+ */
+
+/** A 32-bit FNV-1a hash of the adapter's name (its rendezvous key). */
+export function adapterKey(name: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < name.length; index++) hash = Math.imul(hash ^ name.charCodeAt(index), 0x01000193);
+  return hash >>> 0;
+}
+
+/** The replicas in the adapter's rendezvous order: its home first. */
+export function homeOrder<C extends { readonly replicaId: string }>(candidates: readonly C[], name: string): C[] {
+  const key = adapterKey(name);
+  const scored = candidates.map((candidate) => ({ candidate, weight: score(key, candidate.replicaId) }));
+  // Equal weights (a 32-bit collision) order by id, so every server agrees.
+  scored.sort((a, b) => b.weight - a.weight || (a.candidate.replicaId < b.candidate.replicaId ? -1 : 1));
+  return scored.map((entry) => entry.candidate);
+}
+
+/** The adapter's home among the candidates (null when there are none). */
+export function adapterHome<C extends { readonly replicaId: string }>(candidates: readonly C[], name: string): C | null {
+  const key = adapterKey(name);
+  let best: C | null = null;
+  let bestWeight = -1;
+  for (const candidate of candidates) {
+    const weight = score(key, candidate.replicaId);
+    if (weight > bestWeight || (weight === bestWeight && best !== null && candidate.replicaId < best.replicaId)) {
+      best = candidate;
+      bestWeight = weight;
+    }
+  }
+  return best;
+}
