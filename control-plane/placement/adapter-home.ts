@@ -1,3 +1,4 @@
+import { hashText } from '../../common/seeded-random';
 import { score } from './prefix-aware';
 
 /**
@@ -8,11 +9,9 @@ import { score } from './prefix-aware';
  * adapters whose home it was, one that joins takes about 1/N of them.
  */
 
-/** A 32-bit FNV-1a hash of the adapter's name (its rendezvous key). */
+/** The adapter's rendezvous key: a 32-bit FNV-1a hash of its name. */
 export function adapterKey(name: string): number {
-  let hash = 0x811c9dc5;
-  for (let index = 0; index < name.length; index++) hash = Math.imul(hash ^ name.charCodeAt(index), 0x01000193);
-  return hash >>> 0;
+  return hashText(name);
 }
 
 /** The replicas in the adapter's rendezvous order: its home first. */
