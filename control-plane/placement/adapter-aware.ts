@@ -10,20 +10,51 @@ import { RecentAdapterSends } from './recent-adapter-sends';
 const RESIDENT_REASON: { readonly [fit in AdapterFit]?: RoutingReason } = { gpu: 'adapter_resident', loading: 'adapter_loading', cpu: 'adapter_cpu' };
 
 /**
+ * How much a holder's free request slots count against its residency score: llm-d's scheduler
+ * adds its scorers' weighted scores (lora-load-state plus a load scorer), and so does this, at
+ * equal weight. Spreading a hot adapter's jobs over its holders keeps request slots free on
+ * each, so the rarer adapters homed there find room and are not spilled onto a replica that
+ * must load them. Measured on bench:lora's fleet (host memory 32): weight 0, 9.9 loads/min;
+ * 1, 6.5 (bench/results/2026-11-29-issue38-lora.md).
+ */
+export const ADAPTER_LOAD_WEIGHT = 1;
+
+/** A replica's request slots; a candidate that reports none is not limited by them. */
+function slotsOf(candidate: AdapterCandidate): number {
+  return candidate.capacity > 0 ? candidate.capacity : Number.POSITIVE_INFINITY;
+}
+
+/** The lora-load-state score plus the share of the replica's request slots free. */
+function value(candidate: AdapterCandidate, fit: AdapterFit): number {
+  const slots = slotsOf(candidate);
+  const free = Number.isFinite(slots) ? Math.max(0, 1 - candidate.load / slots) : 1;
+  return ADAPTER_FIT_SCORE[fit] + ADAPTER_LOAD_WEIGHT * free;
+}
+
+/**
  * Residency-aware placement of a job addressed to a LoRA adapter (docs/routing.md, "Adapter
- * jobs"), filter → score → pick:
+ * jobs"): consistent hashing with bounded loads, holders first, a hot adapter replicated along
+ * its rendezvous order. Filter → score → pick:
  *
  * 1. filter: replicas with adapter slots (`maxLoras` > 0);
- * 2. the bound of prefix-aware routing over them: no replica loaded to
- *    `max(2, ceil((1 + loadFactor) × (total load + 1) / replicas))` takes it while another is under;
- * 3. of those under the bound, the best that holds the adapter by llm-d's lora-load-state score
- *    (ready 1.0, loading 0.8, host memory 0.7); equal scores go by prefix affinity (the
- *    prefix-aware order of the prompt's key), else the adapter's rendezvous order;
- * 4. held nowhere under the bound (a miss): its **home**, the first replica of the adapter's
- *    rendezvous order (adapter-home.ts), while under the bound, whatever it holds: every server
- *    sends an adapter's misses to the same replica without talking, so its loads do not spread;
- * 5. the home at the bound: a free slot (0.6) before an evictable one (0.3), ties in the
- *    adapter's rendezvous order (its overflow gathers on the same next replicas).
+ * 2. the bound of prefix-aware routing over them, `max(2, ceil((1 + loadFactor) × (total load
+ *    + 1) / replicas))`, and never past a replica's request slots (a job that waits for a slot
+ *    pays what a load costs);
+ * 3. of the holders under the bound, the best by llm-d's lora-load-state score (ready 1.0,
+ *    loading 0.8, host memory 0.7) plus its free request slots' share (ADAPTER_LOAD_WEIGHT);
+ *    equal values go by prefix affinity (the prefix-aware order of the prompt's key), else the
+ *    adapter's rendezvous order;
+ * 4. every holder at the bound: a holder with a free request slot all the same. The bound
+ *    balances prefix caches, where a miss costs a prefill; here crossing it costs a load from
+ *    storage and an eviction that makes another adapter's next job load (measured: 13.6 against
+ *    9.9 loads/min without this step on bench:lora's fleet);
+ * 5. otherwise the first replica of the adapter's rendezvous order under the bound: its home
+ *    for a miss; for a spill (held, every holder full), the next replica of that same order, so
+ *    a hot adapter grows onto a small set of replicas, the same from every server, and stays
+ *    resident there instead of landing on whichever replica has a free adapter slot;
+ * 6. nothing under the bound with a free slot (the fleet is full): the least loaded holder (its
+ *    job waits for a slot but not for a load), else the least loaded replica (ties by replica
+ *    id, the same on every server).
  *
  * `pending(replica)`: the adapter was sent there moments ago and counts as loading until its
  * heartbeat tells. Null when no candidate serves adapters.
@@ -40,40 +71,37 @@ export function chooseForAdapter<C extends AdapterCandidate>(
   let total = 1;
   for (const candidate of eligible) total += candidate.load;
   const bound = Math.max(MIN_LOAD_BOUND, Math.ceil(((1 + options.loadFactor) * total) / eligible.length));
-  const fitOf = (candidate: C): AdapterFit => {
-    const fit = adapterFit(candidate, adapter);
-    return !isResident(fit) && pending(candidate.replicaId) ? 'loading' : fit;
-  };
+  const underBound = (candidate: C) => candidate.load < Math.min(bound, slotsOf(candidate));
+  const hasSlot = (candidate: C) => candidate.load < slotsOf(candidate);
   const home = homeOrder(eligible, adapter);
   // Ties among holders: the replica the prompt's prefix should be cached on first.
   const tieOrder = key?.shared && eligible.length > 1 ? rankedOrder(eligible, key, options.homeReplicas) : home;
-  let heldSomewhere = false;
-  let best: C | null = null;
-  let bestFit: AdapterFit = 'evict';
+  const holders: Array<{ candidate: C; fit: AdapterFit; value: number }> = [];
   for (const candidate of tieOrder) {
-    const fit = fitOf(candidate);
-    if (!isResident(fit)) continue;
-    heldSomewhere = true;
-    if (candidate.load >= bound) continue;
-    if (best === null || ADAPTER_FIT_SCORE[fit] > ADAPTER_FIT_SCORE[bestFit]) {
-      best = candidate;
-      bestFit = fit;
-    }
+    const held = adapterFit(candidate, adapter);
+    const fit = !isResident(held) && pending(candidate.replicaId) ? 'loading' : held;
+    if (isResident(fit)) holders.push({ candidate, fit, value: value(candidate, fit) });
   }
-  if (best) return { chosen: best, reason: RESIDENT_REASON[bestFit]! };
-  if (home[0].load < bound) return { chosen: home[0], reason: heldSomewhere ? 'adapter_load_fallback' : 'adapter_home' };
-  best = null;
-  for (const candidate of home) {
-    if (candidate.load >= bound) continue;
-    const fit = fitOf(candidate);
-    if (best === null || ADAPTER_FIT_SCORE[fit] > ADAPTER_FIT_SCORE[bestFit]) {
-      best = candidate;
-      bestFit = fit;
-    }
+  const bestHolder = (admits: (candidate: C) => boolean) => {
+    let best: (typeof holders)[number] | null = null;
+    for (const holder of holders) if (admits(holder.candidate) && (best === null || holder.value > best.value)) best = holder;
+    return best;
+  };
+  const holder = bestHolder(underBound) ?? bestHolder(hasSlot);
+  if (holder) return { chosen: holder.candidate, reason: RESIDENT_REASON[holder.fit]! };
+  const held = holders.length > 0;
+  const loadsAt = (chosen: C): PolicyChoice<C> => ({
+    chosen,
+    reason: held ? 'adapter_load_fallback' : chosen === home[0] ? 'adapter_home' : adapterFit(chosen, adapter) === 'free_slot' ? 'adapter_free_slot' : 'adapter_evict',
+  });
+  const spill = home.find(underBound);
+  if (spill) return loadsAt(spill);
+  // Every replica full: wait for a slot where the adapter is, rather than for a slot and a load.
+  if (held) {
+    const waiting = leastLoaded(holders.map((entry) => entry.candidate))!;
+    return { chosen: waiting, reason: RESIDENT_REASON[holders.find((entry) => entry.candidate === waiting)!.fit]! };
   }
-  // Unreachable with loadFactor >= 0 (the average is under the bound); a guard all the same.
-  if (!best) return { chosen: leastLoaded(eligible)!, reason: 'adapter_load_fallback' };
-  return { chosen: best, reason: heldSomewhere ? 'adapter_load_fallback' : bestFit === 'free_slot' ? 'adapter_free_slot' : 'adapter_evict' };
+  return loadsAt(leastLoaded(home)!);
 }
 
 export interface AdapterRoutingOptions {

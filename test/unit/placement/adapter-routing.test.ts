@@ -121,28 +121,84 @@ describe('adapter residency: the choice', () => {
     expect(first.adapters).toBe(NO_ADAPTERS);
   });
 
-  it('never sends it to a holder loaded to the bound while another is under: the home loads it (adapter_load_fallback)', () => {
+  it('sends it to a holder over the bound while that holder has a free request slot: a load would cost more than the imbalance', () => {
     const replicas = fleet(4);
     const [home, , , last] = homeOrder(replicas, adapter);
     last.adapters = holding([adapter]);
-    // total 7 + 1 over 4 replicas: bound max(2, ceil(1.25 × 8 / 4)) = 3
+    // total 7 + 1 over 4 replicas: bound max(2, ceil(1.25 × 8 / 4)) = 3; last runs 3 of its 4
     last.load = 3;
     home.load = 2;
     replicas.filter((replica) => replica !== last && replica !== home).forEach((replica) => (replica.load = 1));
-    expect(choose(replicas, adapter)).toEqual({ chosen: home, reason: 'adapter_load_fallback' });
-    last.load = 2;
     expect(choose(replicas, adapter)).toEqual({ chosen: last, reason: 'adapter_resident' });
   });
 
-  it('with its home at the bound, takes a free slot before an evictable one, in the adapter\'s rendezvous order', () => {
-    const replicas = fleet(4, 1);
+  it('spills from a full holder to the first replica of its rendezvous order under the bound (adapter_load_fallback)', () => {
+    const replicas = fleet(4);
+    const [home, second, , last] = homeOrder(replicas, adapter);
+    last.adapters = holding([adapter]);
+    // total 8 + 1 over 4: bound 3; last is full (4 of 4)
+    last.load = 4;
+    home.load = 2;
+    replicas.filter((replica) => replica !== last && replica !== home).forEach((replica) => (replica.load = 1));
+    expect(choose(replicas, adapter)).toEqual({ chosen: home, reason: 'adapter_load_fallback' });
+    // total 10 + 1: bound 4; the home full too
+    home.load = 4;
+    expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_load_fallback' });
+  });
+
+  it('never queues behind a full replica while another has room, even under the average bound', () => {
+    const replicas = fleet(4);
     const [home, second, third, fourth] = homeOrder(replicas, adapter);
+    // capacity 2 each; total 7 + 1 over 4: bound 3, but the first three run 2 of their 2
+    replicas.forEach((replica) => (replica.capacity = 2));
+    home.load = 2;
+    second.load = 2;
+    third.load = 2;
+    fourth.load = 1;
+    expect(choose(replicas, adapter)).toEqual({ chosen: fourth, reason: 'adapter_free_slot' });
+  });
+
+  it('with every replica full, waits at the least loaded holder rather than loading elsewhere', () => {
+    const replicas = fleet(3);
+    const [home, second, third] = homeOrder(replicas, adapter);
+    // capacity 4 each: every one full
+    home.load = 4;
+    second.load = 5;
+    third.load = 6;
+    second.adapters = holding([], { cpu: [adapter] });
+    third.adapters = holding([adapter]);
+    expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_cpu' });
+    second.adapters = NO_ADAPTERS;
+    third.adapters = NO_ADAPTERS;
+    expect(choose(replicas, adapter)).toEqual({ chosen: home, reason: 'adapter_home' });
+  });
+
+  it('prefers the holder with more free request slots when residency scores are close (a hot adapter spreads over its copies)', () => {
+    const replicas = fleet(3);
+    const [home, second, third] = homeOrder(replicas, adapter);
+    home.adapters = holding([adapter]);
+    second.adapters = holding([adapter]);
+    // total 5 + 1 over 3: bound 3, both holders under it; ready 1.0 + 2/4 free loses to ready 1.0 + 4/4
+    home.load = 2;
+    third.load = 3;
+    expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_resident' });
+    // host memory 0.7 + 4/4 free beats ready 1.0 + 2/4, but not ready 1.0 + 3/4
+    second.adapters = holding([], { cpu: [adapter] });
+    expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_cpu' });
+    home.load = 1;
+    expect(choose(replicas, adapter)).toEqual({ chosen: home, reason: 'adapter_resident' });
+  });
+
+  it('spills along the adapter\'s rendezvous order, not to whichever replica has a free adapter slot', () => {
+    const replicas = fleet(4, 1);
+    const [home, second, third] = homeOrder(replicas, adapter);
     home.load = 4;
     second.adapters = holding(['someone-else']);
-    expect(choose(replicas, adapter)).toEqual({ chosen: third, reason: 'adapter_free_slot' });
-    third.adapters = holding(['another']);
-    fourth.adapters = holding(['a-third']);
     expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_evict' });
+    second.adapters = NO_ADAPTERS;
+    expect(choose(replicas, adapter)).toEqual({ chosen: second, reason: 'adapter_free_slot' });
+    second.load = 4;
+    expect(choose(replicas, adapter)).toEqual({ chosen: third, reason: 'adapter_free_slot' });
   });
 
   it('counts a job it just sent as a load under way there (before the heartbeat tells)', () => {
