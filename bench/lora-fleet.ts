@@ -135,6 +135,10 @@ export interface FleetResult {
   readonly minutes: number;
   readonly loads: number;
   readonly swaps: number;
+  /** Loads from storage while the fleet warmed up (played, not counted above), and that phase's length. */
+  readonly cold: { readonly loads: number; readonly minutes: number };
+  /** Counted requests whose TTFT exceeded `slowMs` (simulateFleet's argument; 0 when not given). */
+  readonly slow: number;
   readonly fits: Record<ArrivalFit, number>;
   readonly reasons: Record<string, number>;
   readonly ttft: { p50: number; p90: number; p99: number };
@@ -145,7 +149,7 @@ export interface FleetResult {
  * router's own count, as for this server's replicas) and residency as of the last heartbeat
  * (every `heartbeatMs`), as the job router sees them.
  */
-export function simulateFleet(trace: readonly LoraRequest[], replicas: number, model: ServiceModel, route: SimulatedRouter, heartbeatMs: number, warmupMs = 0): FleetResult {
+export function simulateFleet(trace: readonly LoraRequest[], replicas: number, model: ServiceModel, route: SimulatedRouter, heartbeatMs: number, warmupMs = 0, slowMs = Number.POSITIVE_INFINITY): FleetResult {
   const fleet = Array.from({ length: replicas }, (_, index) => new SimulatedReplica(`rep_sim${index.toString().padStart(2, '0')}`, model));
   let snapshots = fleet.map((replica) => replica.holdings(0));
   let nextBeat = heartbeatMs;
@@ -155,6 +159,7 @@ export function simulateFleet(trace: readonly LoraRequest[], replicas: number, m
   let loadsBefore = 0;
   let swapsBefore = 0;
   let counted = 0;
+  let slow = 0;
   trace.forEach((request) => {
     const now = request.atMs;
     if (nextBeat <= now) {
@@ -174,13 +179,15 @@ export function simulateFleet(trace: readonly LoraRequest[], replicas: number, m
     reasons[reason] = (reasons[reason] ?? 0) + 1;
     const { ttftMs, fit } = replica.run(request);
     ttfts.push(ttftMs);
+    if (ttftMs > slowMs) slow++;
     if (fit) fits[fit]++;
   });
   ttfts.sort((a, b) => a - b);
   const at = (quantile: number) => ttfts[Math.min(ttfts.length - 1, Math.floor(quantile * ttfts.length))];
   const minutes = Math.max(0, (trace.at(-1)?.atMs ?? 0) - warmupMs) / 60_000;
   return {
-    requests: counted, minutes, fits, reasons, ttft: { p50: at(0.5), p90: at(0.9), p99: at(0.99) },
+    requests: counted, minutes, fits, reasons, ttft: { p50: at(0.5), p90: at(0.9), p99: at(0.99) }, slow,
+    cold: { loads: loadsBefore, minutes: Math.min(warmupMs, trace.at(-1)?.atMs ?? 0) / 60_000 },
     loads: fleet.reduce((sum, replica) => sum + replica.loads, 0) - loadsBefore, swaps: fleet.reduce((sum, replica) => sum + replica.swaps, 0) - swapsBefore,
   };
 }
