@@ -14,8 +14,9 @@ const RESIDENT_REASON: { readonly [fit in AdapterFit]?: RoutingReason } = { gpu:
  * adds its scorers' weighted scores (lora-load-state plus a load scorer), and so does this, at
  * equal weight. Spreading a hot adapter's jobs over its holders keeps request slots free on
  * each, so the rarer adapters homed there find room and are not spilled onto a replica that
- * must load them. Measured on bench:lora's fleet (host memory 32): weight 0, 9.9 loads/min;
- * 1, 6.5 (bench/results/2026-11-29-issue38-lora.md).
+ * must load them. Measured on bench:lora's fleet (32 adapters in host memory per replica):
+ * weight 0, 14.8 loads/min and 2.1 % of requests over 1.2× the base model's TTFT p99; weight 1,
+ * 5.1 and 0.7 % (bench/results/2026-11-29-issue38-lora.md).
  */
 export const ADAPTER_LOAD_WEIGHT = 1;
 
@@ -38,16 +39,17 @@ function value(candidate: AdapterCandidate, fit: AdapterFit): number {
  *
  * 1. filter: replicas with adapter slots (`maxLoras` > 0);
  * 2. the bound of prefix-aware routing over them, `max(2, ceil((1 + loadFactor) × (total load
- *    + 1) / replicas))`, and never past a replica's request slots (a job that waits for a slot
- *    pays what a load costs);
+ *    + 1) / replicas))`, and never past a replica's request slots: a job that waits for a slot
+ *    pays seconds, as a load does (bench:lora: 1.2 % of requests over the TTFT target uncapped,
+ *    0.7 % capped);
  * 3. of the holders under the bound, the best by llm-d's lora-load-state score (ready 1.0,
  *    loading 0.8, host memory 0.7) plus its free request slots' share (ADAPTER_LOAD_WEIGHT);
  *    equal values go by prefix affinity (the prefix-aware order of the prompt's key), else the
  *    adapter's rendezvous order;
  * 4. every holder at the bound: a holder with a free request slot all the same. The bound
  *    balances prefix caches, where a miss costs a prefill; here crossing it costs a load from
- *    storage and an eviction that makes another adapter's next job load (measured: 13.6 against
- *    9.9 loads/min without this step on bench:lora's fleet);
+ *    storage and an eviction that makes another adapter's next job load (bench:lora's fleet:
+ *    21.2 loads/min without this step, 5.1 with it);
  * 5. otherwise the first replica of the adapter's rendezvous order under the bound: its home
  *    for a miss; for a spill (held, every holder full), the next replica of that same order, so
  *    a hot adapter grows onto a small set of replicas, the same from every server, and stays
