@@ -340,7 +340,7 @@ async function compose(
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
   let registry: ServerRegistry | null = null;
   const sharedPool = new SharedPool(catalog, deploymentStore, dispatcher, events, config.sharing, logger.child({ component: 'shared-pool' }), () => registry?.peers() ?? []);
-  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId) => sharedPool.placeHere(deploymentId), tracing);
+  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId, needsAdapterSlots) => sharedPool.placeHere(deploymentId, needsAdapterSlots), tracing);
   const relayService = loadRelayService().service;
   agentServer.addService(relayService, relayServer.handlers);
   const port = await agentServer.start();

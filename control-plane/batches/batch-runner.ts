@@ -420,8 +420,6 @@ export class BatchRunner {
 
   /** Sends one job of a running line: on its reserved slot first; later parts on a free slot (or the same replica). */
   private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener, traceparent: string | undefined): Job {
-    const connection = lineReplica(slot.connection, running.sent === 0, () => this.connectionsOf(running.lane.deploymentId));
-    if (!connection) throw new AppError('no_replica_available', 'no replica of this deployment is ready for the line');
     const { batch } = running;
     const request: DispatchRequest = {
       deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false, model: batch.model,
@@ -430,6 +428,11 @@ export class BatchRunner {
       ...(batch.endpoint === '/v1/embeddings' ? {} : { cacheSalt: this.parts.cacheSalts.of(batch.workspaceId) }),
       ...(traceparent ? { traceparent } : {}),
     };
+    // Chosen once the request is built: a line addressed to an adapter runs only where there are adapter slots.
+    const connection = lineReplica(slot.connection, running.sent === 0, () => this.connectionsOf(running.lane.deploymentId), request.adapter !== undefined);
+    if (!connection) {
+      throw new AppError('no_replica_available', request.adapter ? 'no replica of this deployment with adapter slots is ready for the line' : 'no replica of this deployment is ready for the line');
+    }
     const jobs = running.jobs;
     let job: Job | undefined;
     const tracked: JobListener = {

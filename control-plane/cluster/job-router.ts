@@ -2,12 +2,15 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
+import { AdapterPlacement, DEFAULT_ADAPTER_ROUTING } from '../placement/adapter-aware';
+import type { AdapterCandidate } from '../placement/adapter-residency';
 import { takesWork } from '../placement/filters';
 import { localOrPeer } from '../placement/local-or-peer';
-import type { PlacementPolicy, PromptSource, ReplicaSource, RouteCandidate, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
+import type { PlacementPolicy, PromptSource, ReplicaSource, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
 import { placementPolicies } from '../placement/policies';
 import { DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions } from '../placement/prefix-aware';
 import type { RelayClient } from './relay-client';
+import { connectionAdapters, peerReplicaAdapters } from './replica-adapters';
 import type { Peer, PeerOffer, ServerRegistry } from './server-registry';
 
 /** How a request asks to be routed: its deployment's policy, and the parsed body its prompt key is read from (only when it matters). */
@@ -18,7 +21,7 @@ export interface RouteHint extends PromptSource {
 /** Told of every routing decision (the `routing_decisions_total` metric). */
 export type RouteObserver = (deploymentId: string, policy: RoutingPolicyName, reason: RoutingReason) => void;
 
-type Candidate = RouteCandidate & ({ readonly connection: AgentConnection } | { readonly peer: Peer });
+type Candidate = AdapterCandidate & ({ readonly connection: AgentConnection } | { readonly peer: Peer });
 
 /**
  * Where an owner's text job runs, across every server. The deployment's routing policy
@@ -30,6 +33,7 @@ type Candidate = RouteCandidate & ({ readonly connection: AgentConnection } | { 
  */
 export class JobRouter {
   private readonly policies: { readonly [name in RoutingPolicyName]: PlacementPolicy };
+  private readonly adapters: AdapterPlacement;
   /** What the policies read of the deployment's replicas: this router's view, built once (a request allocates none). */
   private readonly replicas: ReplicaSource<Candidate> = {
     hasChoice: (deploymentId) => this.hasChoice(deploymentId),
@@ -44,11 +48,13 @@ export class JobRouter {
     prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
   ) {
     this.policies = placementPolicies({ prefixRouting });
+    this.adapters = new AdapterPlacement(this.policies, { ...DEFAULT_ADAPTER_ROUTING, prefixRouting });
   }
 
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
   dispatch(request: DispatchRequest, listener: JobListener, hint?: RouteHint): Job {
     const { deploymentId } = request;
+    if (request.adapter) return this.dispatchAdapter(request, listener, hint);
     const choice = hint === undefined ? null : this.policies[hint.policy].choose(deploymentId, hint, this.replicas);
     if (choice?.chosen) return this.send(choice.chosen, request, listener, hint!.policy, choice.reason);
     const local = this.dispatcher.leastLoaded(deploymentId);
@@ -59,6 +65,24 @@ export class JobRouter {
     const job = placed === null || placed.kind === 'local' ? this.dispatcher.dispatchTo(placed?.local ?? local!, request, listener) : this.relay.run(placed.offer.peer, request, listener);
     if (choice) job.routingReason = choice.reason;
     return job;
+  }
+
+  /**
+   * A job addressed to a LoRA adapter: only a replica with adapter slots may take it, here or
+   * on a peer, chosen by residency under the deployment's policy (placement/adapter-aware.ts).
+   * None ready at all: the 503 every job gets. Replicas ready but none with adapter slots (their
+   * engines were started without LoRA, or by agents older than adapters): a 503 that says so,
+   * since waiting for them does not help; a deployment's replicas restart with its LoRA settings.
+   */
+  private dispatchAdapter(request: DispatchRequest, listener: JobListener, hint: RouteHint | undefined): Job {
+    const candidates = this.candidates(request.deploymentId);
+    const policy = hint?.policy ?? 'prefix-aware';
+    const choice = this.adapters.choose(policy, request.deploymentId, request.adapter!.name, hint ?? null, candidates);
+    if (!choice?.chosen) {
+      if (candidates.length === 0) throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
+      throw new AppError('no_replica_available', 'no ready replica of this deployment serves adapters: their engines report no adapter slots', { retryAfterSeconds: 30 });
+    }
+    return this.send(choice.chosen, request, listener, policy, choice.reason);
   }
 
   /** More than one replica of the deployment takes work, here or on peers (counted without building the list). */
@@ -87,11 +111,14 @@ export class JobRouter {
     const candidates: Candidate[] = [];
     for (const connection of this.dispatcher.connections(deploymentId)) {
       if (!takesWork(connection)) continue;
-      candidates.push({ replicaId: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency, connection });
+      candidates.push({
+        replicaId: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency,
+        maxLoras: connection.maxLoras, adapters: connectionAdapters(connection), connection,
+      });
     }
     for (const peer of this.registry.peers()) {
       for (const replica of peer.load[deploymentId]?.replicas ?? []) {
-        candidates.push({ replicaId: replica.id, load: replica.load, capacity: replica.capacity, peer });
+        candidates.push({ replicaId: replica.id, load: replica.load, capacity: replica.capacity, maxLoras: replica.maxLoras ?? 0, adapters: peerReplicaAdapters(replica), peer });
       }
     }
     return candidates;

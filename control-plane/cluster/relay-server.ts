@@ -29,8 +29,8 @@ export class RelayServer {
   constructor(
     private readonly dispatcher: Dispatcher,
     private readonly logger: Logger,
-    /** A guest slot here on one of the deployment's replicas (the shared pool's rule), or null when none is idle. */
-    private readonly placeGuest: (deploymentId: string) => AgentConnection | null = () => null,
+    /** A guest slot here on one of the deployment's replicas (the shared pool's rule; one with adapter slots for an adapter's job), or null when none is idle. */
+    private readonly placeGuest: (deploymentId: string, needsAdapterSlots: boolean) => AgentConnection | null = () => null,
     /** This server's tracing; null when off (a relayed job's traceparent then goes on to the agent unchanged). */
     private readonly tracing: Tracing | null = null,
   ) {}
@@ -86,7 +86,7 @@ export class RelayServer {
       let job: Job;
       if (request.guest) {
         // The peer saw an idle guest slot here up to a heartbeat ago: it must still be idle now.
-        const connection = this.placeGuest(request.deploymentId);
+        const connection = this.placeGuest(request.deploymentId, request.adapter !== undefined);
         if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
         job = this.dispatcher.dispatchTo(connection, request, listener);
       } else {

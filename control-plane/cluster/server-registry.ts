@@ -4,6 +4,7 @@ import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import { clusterSetting } from '../database/cluster-settings';
 import type { SlotOffer } from '../placement/local-or-peer';
+import { connectionAdapters } from './replica-adapters';
 
 /** What one server's agents can take now, per deployment: the cluster's view of its replicas. */
 export interface DeploymentLoad {
@@ -22,7 +23,23 @@ export interface DeploymentLoad {
    * for routing that picks one replica across servers (prefix-aware, round-robin). Absent from
    * servers older than engine-aware routing.
    */
-  replicas?: Array<{ id: string; load: number; capacity: number }>;
+  replicas?: ReplicaLoad[];
+}
+
+/** One ready replica as its server publishes it to the others. */
+export interface ReplicaLoad {
+  id: string;
+  load: number;
+  capacity: number;
+  /**
+   * Its LoRA adapter slots (`Hello.max_loras`, `max_cpu_loras`) and the adapters it holds, by
+   * `AdapterRef.name` and state (its latest heartbeat, at most `maxLoras` ready or loading and
+   * `maxCpuLoras` in host memory): what another server's router places adapter jobs by. Absent
+   * for replicas that serve no adapter, and from servers older than adapters.
+   */
+  maxLoras?: number;
+  maxCpuLoras?: number;
+  adapters?: { gpu: readonly string[]; cpu: readonly string[]; loading: readonly string[] };
 }
 
 export type ServerLoad = Record<string, DeploymentLoad>;
@@ -103,7 +120,13 @@ export class ServerRegistry {
       const entry = load[connection.deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] };
       entry.ready++;
       // What a live job relayed here would find: a preemptible batch line's slot counts as free.
-      entry.replicas!.push({ id: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency });
+      const replica: ReplicaLoad = { id: connection.replicaId, load: connection.liveBusy + connection.reserved, capacity: connection.maxConcurrency };
+      if (connection.maxLoras > 0) {
+        replica.maxLoras = connection.maxLoras;
+        replica.maxCpuLoras = connection.maxCpuLoras;
+        replica.adapters = connectionAdapters(connection);
+      }
+      entry.replicas!.push(replica);
       entry.freeSlots += Math.max(0, connection.liveFreeSlots);
       entry.inFlight += connection.inFlight - connection.guestInFlight - connection.batchInFlight;
       entry.queued += connection.heartbeat?.queued ?? 0;

@@ -49,6 +49,10 @@ export class AgentConnection implements JobCarrier {
     readonly flowControl = false,
     /** `Hello.preempts_batch_lines`: a live job sent here takes a batch line's slot at once (the line is set aside). */
     readonly preemptsBatchLines = false,
+    /** `Hello.max_loras`: adapters its engine holds ready at once; 0 (unset): it serves no adapter (docs/adapters.md). */
+    readonly maxLoras = 0,
+    /** `Hello.max_cpu_loras`: adapters it keeps in host memory beyond those (bounds what its heartbeat may report). */
+    readonly maxCpuLoras = 0,
   ) {}
 
   /** Made once: jobs' events arrive per chunk, on the hot path. */

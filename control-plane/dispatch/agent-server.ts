@@ -132,7 +132,7 @@ export class AgentServer {
     }
     const connection = new AgentConnection(stream, hello.agentId, result.replica.id, result.deployment.id,
       Math.max(1, hello.maxConcurrency || 1), this.dispatcher, result.deployment.workspaceId, result.priorityScheduling, hello.engine?.kind ?? '', hello.flowControl === true,
-      hello.preemptsBatchLines === true);
+      hello.preemptsBatchLines === true, hello.maxLoras ?? 0, hello.maxCpuLoras ?? 0);
     connection.lastSeenAt = this.now();
     this.byReplica.set(result.replica.id, connection);
     connection.send({

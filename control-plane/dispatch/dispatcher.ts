@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors/app-error';
+import { servesAdapters } from '../placement/adapter-residency';
 import { takesWork } from '../placement/filters';
 import { pickBest } from '../placement/pick';
 import type { AgentConnection, ConnectionOwner } from './agent-connection';
@@ -52,7 +53,7 @@ export class Dispatcher implements ConnectionOwner {
 
   /** Sends the job to a replica now; throws `no_replica_available` when none is connected. */
   dispatch(request: DispatchRequest, listener: JobListener): Job {
-    const connection = this.pick(request.deploymentId, null);
+    const connection = this.pick(request.deploymentId, null, request.adapter !== undefined && request.adapter !== null);
     if (!connection) {
       throw new AppError('no_replica_available', 'no replica of this deployment is ready; retry shortly', { retryAfterSeconds: 5 });
     }
@@ -62,7 +63,8 @@ export class Dispatcher implements ConnectionOwner {
   retry(job: Job, from: AgentConnection): void {
     // A guest's job may only run in a slot the shared pool admitted it to; the guest retries.
     // A batch line may only take a slot idle now: its runner puts it back in the batch instead.
-    const next = job.attempts < 3 && !job.request.guest && !job.request.batch ? this.pick(job.request.deploymentId, from) : null;
+    const next = job.attempts < 3 && !job.request.guest && !job.request.batch
+      ? this.pick(job.request.deploymentId, from, job.request.adapter !== undefined && job.request.adapter !== null) : null;
     if (!next) {
       job.finished = true;
       job.listener.onFailed({ code: 'agent_draining', message: 'every replica of this deployment is draining', engineStatus: 0, engineBody: null, usage: undefined });
@@ -91,11 +93,15 @@ export class Dispatcher implements ConnectionOwner {
     for (const connection of this.connections()) connection.drain(reason);
   }
 
-  /** Least loaded relative to its concurrency (as a live job sees it); ties rotate so equal replicas share work. */
-  private pick(deploymentId: string, exclude: AgentConnection | null): AgentConnection | null {
+  /**
+   * Least loaded relative to its concurrency (as a live job sees it); ties rotate so equal
+   * replicas share work. A job addressed to an adapter takes only a replica with adapter slots.
+   */
+  private pick(deploymentId: string, exclude: AgentConnection | null, adapter = false): AgentConnection | null {
     const pool = this.pools.get(deploymentId);
     if (!pool) return null;
-    const passes = exclude === null ? takesWork : (candidate: AgentConnection) => candidate !== exclude && takesWork(candidate);
+    const passes = exclude === null && !adapter ? takesWork
+      : (candidate: AgentConnection) => candidate !== exclude && takesWork(candidate) && (!adapter || servesAdapters(candidate));
     return pickBest(pool, lessLoaded, null, passes, this.rotation++ % pool.length);
   }
 }

@@ -19,8 +19,21 @@ export const DEFAULT_ROUTING_POLICY: RoutingPolicyName = 'prefix-aware';
  *   instructions): least loaded;
  * - `only_replica`: one replica takes work (or none here and the job queues): no choice to make;
  * - `least_loaded`, `round_robin`: the deployment chose that policy.
+ *
+ * A job addressed to a LoRA adapter under `prefix-aware` (adapter-aware.ts):
+ * - `adapter_resident`, `adapter_loading`, `adapter_cpu`: a replica under the bound (or, when
+ *   every holder is at it, with a free request slot) holds it ready in the engine, is loading
+ *   it, or keeps it in host memory;
+ * - `adapter_home`: held nowhere, so its home (the replica its name ranks first) loads it;
+ * - `adapter_free_slot`, `adapter_evict`: held nowhere and its home is at the bound, so the
+ *   next replica of its rendezvous order under the bound, which has a free adapter slot or
+ *   evicts its least recently used adapter;
+ * - `adapter_load_fallback`: every replica holding it is full, so the next replica of its
+ *   rendezvous order under the bound loads it too (a hot adapter's copies).
  */
-export type RoutingReason = 'prefix_hit' | 'prefix_cold' | 'load_fallback' | 'no_prefix' | 'only_replica' | 'least_loaded' | 'round_robin';
+export type RoutingReason =
+  | 'prefix_hit' | 'prefix_cold' | 'load_fallback' | 'no_prefix' | 'only_replica' | 'least_loaded' | 'round_robin'
+  | 'adapter_resident' | 'adapter_loading' | 'adapter_cpu' | 'adapter_home' | 'adapter_free_slot' | 'adapter_evict' | 'adapter_load_fallback';
 
 /** A replica the policy may choose: on this server or a peer's (with load as its last heartbeat told). */
 export interface RouteCandidate {

@@ -6,6 +6,7 @@ import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Peer, PeerOffer } from '../cluster/server-registry';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import type { Dispatcher } from '../dispatch/dispatcher';
+import { servesAdapters } from '../placement/adapter-residency';
 import { takesGuests } from '../placement/filters';
 import { localOrPeer } from '../placement/local-or-peer';
 import { pickBest } from '../placement/pick';
@@ -116,13 +117,17 @@ export class SharedPool {
    * server's replicas that take guests; peers that report a guest-ready replica of a member) →
    * score (guest slots) → pick, then the one cross-server rule (placement/local-or-peer.ts):
    * one whose agent this server holds first (no hop), else the peer reporting the most for one
-   * deployment; a guest never queues.
+   * deployment; a guest never queues. A guest's job addressed to an owner's LoRA adapter
+   * (`needsAdapterSlots`) takes only replicas with adapter slots: here by their Hello, on a peer
+   * when its row lists such a replica of the deployment (the peer checks again, placeHere).
    */
-  place(modelId: string): GuestPlacement {
+  place(modelId: string, needsAdapterSlots = false): GuestPlacement {
     const members = this.members.get(modelId) ?? new Set<string>();
     const local: AgentConnection[] = [];
     for (const deploymentId of members) {
-      for (const connection of this.dispatcher.connections(deploymentId)) if (takesGuests(connection)) local.push(connection);
+      for (const connection of this.dispatcher.connections(deploymentId)) {
+        if (takesGuests(connection) && (!needsAdapterSlots || servesAdapters(connection))) local.push(connection);
+      }
     }
     let idleSlots = 0;
     for (const connection of local) idleSlots += this.guestSlots(connection);
@@ -131,7 +136,7 @@ export class SharedPool {
     for (const peer of this.peers()) {
       for (const deploymentId of members) {
         const load = peer.load[deploymentId];
-        if (load?.guestReady) {
+        if (load?.guestReady && (!needsAdapterSlots || load.replicas?.some((replica) => (replica.maxLoras ?? 0) > 0))) {
           offers.push({ peer, deploymentId, slots: load.guestSlots });
           idleSlots += Math.max(0, load.guestSlots);
         }
@@ -146,9 +151,10 @@ export class SharedPool {
     return local.length + offers.length === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
   }
 
-  /** A relayed guest's slot on this server: the replica of `deploymentId` with the most guest slots, or null. */
-  placeHere(deploymentId: string): AgentConnection | null {
-    return pickBest(this.dispatcher.connections(deploymentId), this.slotsOf);
+  /** A relayed guest's slot on this server: the replica of `deploymentId` with the most guest slots (with adapter slots, for an adapter's job), or null. */
+  placeHere(deploymentId: string, needsAdapterSlots = false): AgentConnection | null {
+    const connections = this.dispatcher.connections(deploymentId);
+    return pickBest(needsAdapterSlots ? connections.filter(servesAdapters) : connections, this.slotsOf);
   }
 
   /** Idle slots a guest may take on this replica now (placement/slots.ts: beyond the owner's headroom, up to the guest bound). */

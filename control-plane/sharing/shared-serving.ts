@@ -153,10 +153,11 @@ export class SharedServing {
    * `maxCompletionTokens` (the pipeline's completion bound of the bounded body). The rules every
    * request shares (a workspace without credit, rate limits) the pipeline applied. The local slot
    * stays held until `dispatch` (or `finish`, for a request that never ran), so no other guest
-   * takes it meanwhile.
+   * takes it meanwhile. A guest's request for an owner's LoRA adapter (`needsAdapterSlots`) is
+   * placed only on replicas with adapter slots.
    */
-  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, maxCompletionTokens: number, body: Buffer): Promise<GuestAdmission> {
-    const placement = this.place(key.workspaceId, model);
+  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, maxCompletionTokens: number, body: Buffer, needsAdapterSlots = false): Promise<GuestAdmission> {
+    const placement = this.place(key.workspaceId, model, needsAdapterSlots);
     // A peer's slot is checked again by the peer when the job arrives (429 if it is gone).
     const connection = placement.kind === 'replica' ? placement.connection : null;
     const slot = connection?.reserveSlot() ?? null;
@@ -229,14 +230,14 @@ export class SharedServing {
   }
 
   /** A replica with an idle guest slot the guest may take, or the refusal (counted by the pool's availability and the fairness rule). */
-  private place(workspaceId: string, model: PricedModel): Placed {
-    const placement = this.placeOrRefuse(workspaceId, model);
+  private place(workspaceId: string, model: PricedModel, needsAdapterSlots = false): Placed {
+    const placement = this.placeOrRefuse(workspaceId, model, needsAdapterSlots);
     if (placement instanceof AppError) throw placement;
     return placement;
   }
 
-  private placeOrRefuse(workspaceId: string, model: PricedModel): Placed | AppError {
-    const placement = this.pool.place(model.modelId);
+  private placeOrRefuse(workspaceId: string, model: PricedModel, needsAdapterSlots = false): Placed | AppError {
+    const placement = this.pool.place(model.modelId, needsAdapterSlots);
     if (placement.kind === 'unavailable') return this.refusal('unavailable', model);
     if (placement.kind === 'busy') {
       this.refused(workspaceId, model);

@@ -175,7 +175,7 @@ export class Metrics implements RequestObserver {
     });
     const routing: Counter<'deployment' | 'policy' | 'reason'> = new Counter({
       name: 'inference_routing_decisions_total',
-      help: 'Replica choices of text requests, by deployment, routing policy and reason (prefix_hit, prefix_cold, load_fallback, no_prefix, only_replica, least_loaded, round_robin).',
+      help: 'Replica choices of text requests, by deployment, routing policy and reason (prefix_hit, prefix_cold, load_fallback, no_prefix, only_replica, least_loaded, round_robin; for adapter jobs adapter_resident, adapter_loading, adapter_cpu, adapter_home, adapter_free_slot, adapter_evict, adapter_load_fallback).',
       labelNames: ['deployment', 'policy', 'reason'], registers,
       collect: () => {
         routing.reset();

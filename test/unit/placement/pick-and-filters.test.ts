@@ -21,6 +21,7 @@ interface Replica {
   batchInFlight: number;
   guestInFlight: number;
   reserved: number;
+  maxLoras?: number;
 }
 
 function replica(id: string, fields: Partial<Replica> = {}): Replica {
@@ -147,5 +148,27 @@ describe('lineReplica (batch lines)', () => {
     expect(lineReplica(draining, true, () => [replica('a', { freeSlots: 1 })])?.id).toBe('a');
     expect(lineReplica(draining, true, () => [])).toBeNull();
     expect(lineReplica(replica('r', { closed: true }), false, () => [])).toBeNull();
+  });
+
+  it('a line addressed to an adapter passes over a reserved replica without adapter slots', () => {
+    const reserved = replica('r', { freeSlots: 4 });
+    const withSlots = replica('a', { freeSlots: 1, maxLoras: 4 });
+    expect(lineReplica(reserved, true, () => [reserved, withSlots], true)?.id).toBe('a');
+    // a reserved replica with adapter slots keeps its first job
+    const reservedWithSlots = replica('s', { maxLoras: 2 });
+    expect(lineReplica(reservedWithSlots, true, () => [reservedWithSlots, withSlots], true)?.id).toBe('s');
+  });
+
+  it('a later part of an adapter\'s line: the replica with adapter slots and the most free slots, never one without', () => {
+    const reserved = replica('r');
+    const big = replica('b', { freeSlots: 6 });
+    const small = replica('a', { freeSlots: 1, maxLoras: 4 });
+    expect(lineReplica(reserved, false, () => [big, small], true)?.id).toBe('a');
+    // none with adapter slots free: one with adapter slots that takes work (its job waits there)
+    const busy = replica('c', { maxLoras: 4 });
+    expect(lineReplica(reserved, false, () => [big, busy], true)?.id).toBe('c');
+    // none with adapter slots at all, or only draining ones: nowhere
+    expect(lineReplica(reserved, false, () => [big], true)).toBeNull();
+    expect(lineReplica(reserved, true, () => [big, replica('d', { maxLoras: 4, freeSlots: 3, draining: true })], true)).toBeNull();
   });
 });

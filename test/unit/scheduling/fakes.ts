@@ -18,6 +18,9 @@ export interface AgentOptions {
   workspaceId?: string;
   priorityScheduling?: boolean;
   engineKind?: string;
+  /** `Hello.max_loras` / `max_cpu_loras`: adapter slots (0: it serves no adapter). */
+  maxLoras?: number;
+  maxCpuLoras?: number;
 }
 
 export interface FakeAgent {
@@ -41,7 +44,8 @@ export function agent(owner: ConnectionOwner, options: AgentOptions = {}): FakeA
   const replicaId = options.replicaId ?? `rep_${++replicaSequence}`;
   const connection = new AgentConnection(
     stream, `agt_${replicaId}`, replicaId, options.deploymentId ?? 'dep_a', options.maxConcurrency ?? 4, owner,
-    options.workspaceId ?? 'ws_owner', options.priorityScheduling ?? false, options.engineKind ?? 'vllm',
+    options.workspaceId ?? 'ws_owner', options.priorityScheduling ?? false, options.engineKind ?? 'vllm', false, false,
+    options.maxLoras ?? 0, options.maxCpuLoras ?? 0,
   );
   return { connection, frames };
 }

@@ -115,6 +115,31 @@ describe('SharedPool placement of a guest request', () => {
     expect(where(world.pool.place(SHARED_MODEL))).toBe(expected);
   });
 
+  test('a guest\'s job for an owner\'s adapter takes only replicas with adapter slots, here and on peers', () => {
+    const peer = guestPeer('p1', { dep_a: { guestReady: 1, guestSlots: 4 } });
+    const world = sharingWorld({ peers: [peer] });
+    world.update({ id: 'dep_a' });
+    world.replica({ deploymentId: 'dep_a', replicaId: 'plain', max: 8 });
+    world.replica({ deploymentId: 'dep_a', replicaId: 'lora', max: 8, owners: 4, maxLoras: 4 });
+    expect(where(world.pool.place(SHARED_MODEL))).toBe('replica:plain');
+    expect(where(world.pool.place(SHARED_MODEL, true))).toBe('replica:lora');
+    expect(world.pool.placeHere('dep_a')?.replicaId).toBe('plain');
+    expect(world.pool.placeHere('dep_a', true)?.replicaId).toBe('lora');
+    // the replica with adapter slots full: a peer only when its row lists a replica with adapter slots
+    world.occupy(world.dispatcher.connections('dep_a').find((connection) => connection.replicaId === 'lora')!, 2);
+    expect(world.pool.place(SHARED_MODEL, true).kind).toBe('busy');
+    peer.load.dep_a.replicas = [{ id: 'p1_r', load: 0, capacity: 8, maxLoras: 4 }];
+    expect(where(world.pool.place(SHARED_MODEL, true))).toBe('peer:p1/dep_a');
+  });
+
+  test('a guest\'s job for an adapter with no replica offering adapter slots anywhere: unavailable', () => {
+    const world = sharingWorld();
+    world.update({ id: 'dep_a' });
+    world.replica({ deploymentId: 'dep_a', max: 8 });
+    expect(world.pool.place(SHARED_MODEL, true).kind).toBe('unavailable');
+    expect(world.pool.placeHere('dep_a', true)).toBeNull();
+  });
+
   test('a local slot is preferred to a peer\'s, even when the peer reports more', () => {
     const world = sharingWorld({ peers: [guestPeer('p1', { dep_a: { guestReady: 2, guestSlots: 12 } })] });
     world.update();

@@ -62,6 +62,8 @@ export interface ReplicaSpec {
   engineKind?: string;
   workspaceId?: string;
   replicaId?: string;
+  /** Adapter slots its Hello offered (0: it serves no LoRA adapter). */
+  maxLoras?: number;
 }
 
 export function sharingWorld(options: { config?: Partial<SharingConfig>; models?: CatalogModel[]; peers?: Peer[] } = {}) {
@@ -87,7 +89,7 @@ export function sharingWorld(options: { config?: Partial<SharingConfig>; models?
     const deploymentId = spec.deploymentId ?? 'dep_a';
     const { connection } = agent(dispatcher, {
       deploymentId, maxConcurrency: spec.max ?? 8, priorityScheduling: spec.priority ?? true, engineKind: spec.engineKind ?? 'vllm',
-      workspaceId: spec.workspaceId ?? 'ws_owner', replicaId: spec.replicaId,
+      workspaceId: spec.workspaceId ?? 'ws_owner', replicaId: spec.replicaId, maxLoras: spec.maxLoras ?? 0,
     });
     dispatcher.register(connection);
     occupy(connection, spec.owners ?? 0, spec.guests ?? 0);
