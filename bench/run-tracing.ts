@@ -6,7 +6,9 @@
  *   dist/worker-agent/packaging/build-agent.js --skip-binary` there): `--base /tmp/base`;
  * - `off`: this checkout, tracing off (the default: no OTEL_* exporter);
  * - `on`: this checkout exporting every span (OTEL_TRACES_SAMPLER=always_on) of the server and
- *   its agent to a local OTLP/HTTP receiver (otlp-sink.ts, pinned with the load generator);
+ *   its agent to a local OTLP/HTTP receiver (otlp-sink.ts, pinned with the load generator), in
+ *   the default protocol (http/protobuf);
+ * - `on json`: the same with OTEL_EXPORTER_OTLP_PROTOCOL=http/json (what `on` was before protobuf);
  * - `on 10%`: the same sampling one trace in ten (OTEL_TRACES_SAMPLER=traceidratio, 0.1), what
  *   an operator who finds 100 % too dear would run.
  * Gateway CPU µs per request is the server process's utime + stime over a run divided by its
@@ -14,7 +16,7 @@
  * run back to back, in a rotating order) and reported as median and spread. The targets: `off`
  * within 2 % of `base`, `on` within 15 %.
  * Flags: --base DIR (required) --seconds 10 --warmup 2 --reps 5 --first-warmup 10 --no-pin
- *        --targets base,off,on,'on 10%' (a subset: base and one other for a long run of one comparison)
+ *        --targets base,off,on,'on json','on 10%' (a subset: base and one other for a long run of one comparison)
  *        --scenarios 'json c=8,stream c=8,json c=64,json paced,stream paced' (paced: 1,000 requests/s; --rate another)
  */
 import { execFileSync } from 'node:child_process';
@@ -85,7 +87,7 @@ async function main(): Promise<void> {
     options: {
       base: { type: 'string' }, seconds: { type: 'string', default: '10' }, warmup: { type: 'string', default: '2' }, reps: { type: 'string', default: '5' },
       'first-warmup': { type: 'string', default: '10' }, 'no-pin': { type: 'boolean', default: false }, scenarios: { type: 'string' }, rate: { type: 'string' },
-      targets: { type: 'string', default: 'base,off,on,on 10%' },
+      targets: { type: 'string', default: 'base,off,on,on json,on 10%' },
     },
   });
   if (!values.base) throw new Error('--base DIR is required: a built checkout of the commit to compare with (see the comment at the top of bench/run-tracing.ts)');
@@ -113,6 +115,8 @@ async function main(): Promise<void> {
     cleanups.push(() => sink.stop());
     const sampledSink = await startSink(loadCpus);
     cleanups.push(() => sampledSink.stop());
+    const jsonSink = await startSink(loadCpus);
+    cleanups.push(() => jsonSink.stop());
     const onStart = (stop: () => Promise<void>) => cleanups.push(stop);
     const wanted = new Set(values.targets.split(','));
     const targets: Target[] = [];
@@ -121,6 +125,11 @@ async function main(): Promise<void> {
     if (wanted.has('on')) {
       targets.push(await oursTarget(upstream, serverCpus, onStart, {
         name: 'on', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'bench-server' },
+      }));
+    }
+    if (wanted.has('on json')) {
+      targets.push(await oursTarget(upstream, serverCpus, onStart, {
+        name: 'on json', env: { OTEL_EXPORTER_OTLP_ENDPOINT: jsonSink.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'bench-server-json' },
       }));
     }
     if (wanted.has('on 10%')) {
@@ -187,7 +196,7 @@ function write(runs: RunResult[], context: { machine: Record<string, string | nu
     '| scenario | target | gateway µs/request (median, min–max) | ÷ base per repetition (median, min–max) | agent µs/request | req/s |', '|---|---|---|---|---:|---:|',
   ];
   for (const scenario of [...new Set(runs.map((run) => run.scenario))]) {
-    for (const target of ['base', 'off', 'on', 'on 10%']) {
+    for (const target of ['base', 'off', 'on', 'on json', 'on 10%']) {
       const mine = runs.filter((run) => run.scenario === scenario && run.target === target);
       if (mine.length === 0) continue;
       const gateway = mine.map((run) => run.cpuMicrosPerRequest.gateway);

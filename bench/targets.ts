@@ -11,7 +11,7 @@ import { commandOf, descendants, hasCommand, killGroup, pin, spawnPinned } from 
  * `base`, `off`, `on` and `on 10%` are the tracing benchmark's (run-tracing.ts): another commit's server, ours with tracing off, ours
  * exporting every span, ours sampling one trace in ten.
  */
-export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'root' | 'A' | 'B→A' | 'base' | 'off' | 'on' | 'on 10%';
+export type TargetName = 'direct' | 'nginx' | 'koa' | 'floor' | 'ours' | 'root' | 'A' | 'B→A' | 'base' | 'off' | 'on' | 'on json' | 'on 10%';
 
 export interface Target {
   readonly name: TargetName;

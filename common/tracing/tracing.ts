@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Link, type Span, type SpanContext, type TimeInput, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider,
@@ -32,13 +33,15 @@ export class Tracing {
   private constructor(private readonly provider: TracerProvider, readonly tracer: Tracer, readonly serviceName: string) {}
 
   /**
-   * Starts exporting in batches per `settings` (the OTLP/HTTP JSON exporter, unless a test gives
-   * its own `processor`). `name` is the instrumentation scope (the component that traces).
+   * Starts exporting in batches per `settings` (the OTLP/HTTP exporter of its protocol, protobuf
+   * or JSON, unless a test gives its own `processor`). `name` is the instrumentation scope (the
+   * component that traces).
    */
   static start(settings: TracingSettings, name: string, resource: TracingResource = {}, processor?: SpanProcessor): Tracing {
-    const exporter: SpanExporter | undefined = processor ? undefined : new OTLPTraceExporter({
-      url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs,
-    });
+    const exporterOptions = { url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs };
+    // Protobuf by default: each span is encoded straight to bytes, with no object tree and no JSON string in between (bench/results/2026-11-29-issue37-tracing-cost.md).
+    const exporter: SpanExporter | undefined = processor ? undefined
+      : settings.protocol === 'http/json' ? new JsonTraceExporter(exporterOptions) : new ProtobufTraceExporter(exporterOptions);
     const provider = new TracerProvider({
       resource: resourceFromAttributes({ ...settings.resourceAttributes, ...definedOf(resource), 'service.name': settings.serviceName }),
       sampler: samplerOf(settings.sampler),

@@ -33,8 +33,10 @@ export const DEFAULT_SERVICE_NAME = 'inference-platform';
  *   (+ `/v1/metrics`); `…_HEADERS`, `…_TIMEOUT`, `…_PROTOCOL` likewise, the metrics variable first.
  * - `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_METRIC_EXPORT_TIMEOUT` (ms),
  *   `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`.
- * The protocol is `http/json`, the one the installed exporter speaks; `http/protobuf` or `grpc`
- * is refused at start rather than sent as JSON to a port that expects something else.
+ * Metrics go as `http/json`, the one protocol the installed metrics exporter speaks. The shared
+ * `OTEL_EXPORTER_OTLP_PROTOCOL` may say `http/protobuf` (tracing's default, which it follows);
+ * metrics still go as JSON to the same OTLP/HTTP port, which takes both. `grpc`, or protobuf asked
+ * for metrics by name, is refused at start rather than sent as JSON where something else is expected.
  */
 export function loadOtelMetricsConfig(env: NodeJS.ProcessEnv = process.env): OtelMetricsConfig | null {
   const read = (name: string) => {
@@ -47,10 +49,16 @@ export function loadOtelMetricsConfig(env: NodeJS.ProcessEnv = process.env): Ote
   if (unknown.length > 0) throw new ConfigError(`OTEL_METRICS_EXPORTER: '${unknown[0]}' is not supported (use otlp or none)`);
   if (!exporters.includes('otlp')) return null;
 
-  const protocol = read('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ?? read('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/json';
-  if (protocol !== 'http/json') {
-    const variable = read('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-    throw new ConfigError(`${variable}: '${protocol}' is not supported for metrics (only http/json)`);
+  // The metrics exporter this build carries speaks JSON only. The shared variable's http/protobuf
+  // (the specification's default, which tracing follows) is accepted and metrics still go as JSON:
+  // every OTLP/HTTP receiver takes both on one port. Asking for protobuf metrics by name, or grpc, is refused.
+  const metricsProtocol = read('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL');
+  const sharedProtocol = read('OTEL_EXPORTER_OTLP_PROTOCOL');
+  if (metricsProtocol !== undefined && metricsProtocol !== 'http/json') {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: '${metricsProtocol}' is not supported for metrics (only http/json)`);
+  }
+  if (sharedProtocol !== undefined && sharedProtocol !== 'http/json' && sharedProtocol !== 'http/protobuf') {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: '${sharedProtocol}' is not supported (http/protobuf or http/json; metrics are sent as http/json)`);
   }
   const signalEndpoint = read('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
   const baseEndpoint = read('OTEL_EXPORTER_OTLP_ENDPOINT');

@@ -1,8 +1,9 @@
 import http from 'node:http';
 import type net from 'node:net';
 import zlib from 'node:zlib';
+import { decodeTraceRequest } from './otlp-protobuf';
 
-/** One span as an OTLP/HTTP JSON export carried it, flattened with its process's service name. */
+/** One span as an OTLP/HTTP export (protobuf or JSON) carried it, flattened with its process's service name. */
 export interface ReceivedSpan {
   readonly service: string;
   readonly traceId: string;
@@ -24,8 +25,8 @@ export const SPAN_KIND = { internal: 1, server: 2, client: 3 } as const;
 
 /**
  * A trace backend at the boundary we do not own: a plain node:http server that takes what the
- * OTLP/HTTP JSON exporter POSTs to `/v1/traces` (as a Collector, Jaeger or Tempo would) and
- * keeps the spans. Point OTEL_EXPORTER_OTLP_ENDPOINT at `url`.
+ * OTLP/HTTP exporters POST to `/v1/traces`, protobuf (`application/x-protobuf`, the default) or
+ * JSON (`application/json`), as a Collector, Jaeger or Tempo would, and keeps the spans. Point OTEL_EXPORTER_OTLP_ENDPOINT at `url`.
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
@@ -43,7 +44,10 @@ export class OtlpReceiver {
         let body = Buffer.concat(parts);
         if (request.headers['content-encoding'] === 'gzip') body = zlib.gunzipSync(body);
         receiver.exports.push({ path: request.url ?? '', contentType: String(request.headers['content-type'] ?? '') });
-        if (request.url === '/v1/traces') receiver.spans.push(...decode(JSON.parse(body.toString('utf8'))));
+        if (request.url === '/v1/traces') {
+          const protobuf = String(request.headers['content-type']).startsWith('application/x-protobuf');
+          receiver.spans.push(...decode(protobuf ? decodeTraceRequest(body) : JSON.parse(body.toString('utf8'))));
+        }
         response.writeHead(200, { 'content-type': 'application/json' });
         response.end('{}');
       });

@@ -10,7 +10,7 @@ import { createTestDatabase, dropTestDatabase } from '../support/test-database';
  * One request, one trace, across three real processes: the request enters server B, which holds
  * no agent, is relayed to server A (cluster.v1), runs on A's local agent, and the agent's call
  * to the engine carries the trace on as its `traceparent` header. Every process exports its own
- * spans (OTLP/HTTP JSON) to a receiver in this test; the engine at the boundary records headers.
+ * spans (OTLP/HTTP, protobuf: the default protocol) to a receiver in this test, which decodes them; the engine at the boundary records headers.
  */
 describe('tracing across two servers and an agent', () => {
   let receiver: OtlpReceiver;
@@ -33,7 +33,7 @@ describe('tracing across two servers and an agent', () => {
 
   /** The OTEL_* variables of both servers (their local agents get them too, but for the service name). */
   const tracingEnv = (serviceName: string) => ({
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_SERVICE_NAME: serviceName,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_SERVICE_NAME: serviceName,
     OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test',
   });
 
@@ -133,5 +133,8 @@ describe('tracing across two servers and an agent', () => {
     const dangling = spans.filter((span) => span.parentSpanId !== callerSpanId && !byId.has(span.parentSpanId));
     expect(dangling.map((span) => `${span.service}/${span.name}`)).toEqual([]);
     expect(new Set(spans.map((span) => span.service))).toEqual(new Set(['server-a', 'server-b', 'inference-worker-agent']));
+    // With no protocol variable set, the three processes sent OTLP/HTTP protobuf, the specification's default.
+    const traceExports = receiver.exports.filter((sent) => sent.path === '/v1/traces');
+    expect(new Set(traceExports.map((sent) => sent.contentType))).toEqual(new Set(['application/x-protobuf']));
   }, 180_000);
 });

@@ -37,6 +37,8 @@ describe('loadOtelMetricsConfig', () => {
       url: 'https://otel.example:4318/v1/metrics', headers: { 'api-key': 'abc def', tenant: 't2' }, exportTimeoutMs: 5_000, exportIntervalMs: 250,
       readerTimeoutMs: 250, temporality: 'delta', serviceName: 'gw-eu', resourceAttributes: { 'deployment.environment': 'prod', team: 'ml' },
     });
+    // Tracing's default protocol on the shared variable: accepted, metrics still go as JSON to the same port.
+    expect(loadOtelMetricsConfig({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' })?.url).toBe('http://localhost:4318/v1/metrics');
     expect(loadOtelMetricsConfig({
       OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored:4318', OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'http://collector:9000/custom',
     })?.url).toBe('http://collector:9000/custom');

@@ -33,7 +33,7 @@ describe('when tracing is on', () => {
 
   test('defaults: the service name, parent-based always-on sampling, OpenTelemetry\'s batch settings', () => {
     expect(read({ OTEL_TRACES_EXPORTER: 'otlp' })).toEqual({
-      serviceName: 'inference-platform', resourceAttributes: {}, endpoint: 'http://localhost:4318/v1/traces', headers: {}, exportTimeoutMs: 10_000,
+      serviceName: 'inference-platform', resourceAttributes: {}, endpoint: 'http://localhost:4318/v1/traces', protocol: 'http/protobuf', headers: {}, exportTimeoutMs: 10_000,
       sampler: { kind: 'always_on', parentBased: true, ratio: 1 },
       batch: { scheduleDelayMs: 5_000, maxQueueSize: 2_048, maxExportBatchSize: 512, exportTimeoutMs: 30_000 },
     });
@@ -54,7 +54,13 @@ describe('when tracing is on', () => {
     expect(settings.batch).toEqual({ scheduleDelayMs: 100, maxQueueSize: 100, maxExportBatchSize: 50, exportTimeoutMs: 1_000 });
     expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SERVICE_NAME: 'named', OTEL_RESOURCE_ATTRIBUTES: 'service.name=other' })?.serviceName).toBe('named');
     expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_TRACES_SAMPLER: 'always_off' })?.sampler).toEqual({ kind: 'always_off', parentBased: false, ratio: 1 });
-    expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).not.toBeNull();
+  });
+
+  test('OTLP over HTTP with protobuf bodies unless a protocol variable says http/json; the traces one wins', () => {
+    expect(read({ OTEL_TRACES_EXPORTER: 'otlp' })?.protocol).toBe('http/protobuf');
+    expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })?.protocol).toBe('http/json');
+    expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' })?.protocol).toBe('http/protobuf');
+    expect(read({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' })?.protocol).toBe('http/json');
   });
 
   test('local agents get the same variables but the service name', () => {
@@ -71,7 +77,8 @@ describe('a value the server refuses is a ConfigError naming its variable', () =
     ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'],
     ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'ftp://collector/v1/traces'],
     ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc'],
-    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/protobuf'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'grpc'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/xml'],
     ['OTEL_EXPORTER_OTLP_HEADERS', 'no-equals-sign'],
     ['OTEL_EXPORTER_OTLP_TIMEOUT', '10s'],
     ['OTEL_RESOURCE_ATTRIBUTES', 'team=%E0%A4%A'],

@@ -82,6 +82,12 @@ describe('worker agent process', () => {
     expect(agent.stderr()).toContain('the process that spawned the agent is gone');
   });
 
+  test('an OTLP protocol this build cannot send exits with code 2 and names the variable', async () => {
+    const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_JOIN_TOKEN: 'jt', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' });
+    expect((await agent.exited).code).toBe(2);
+    expect(agent.stderr()).toContain("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' is not supported");
+  });
+
   test('WORKER_EXIT_WITH_PARENT without a pipe on stdin is refused with code 2 (it would exit at once, or never)', async () => {
     const agent = spawnQuickAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1', WORKER_JOIN_TOKEN: 'jt', WORKER_EXIT_WITH_PARENT: 'true' });
     expect((await agent.exited).code).toBe(2);
