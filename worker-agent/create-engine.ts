@@ -7,12 +7,13 @@ import type { Engine } from './engines/engine';
 import { LlamaCppEngine } from './llama/llama-cpp-engine';
 import { defaultLlamaThreads } from './llama/llama-cpp-options';
 import { OpenAiEngine } from './engines/openai-engine';
-import { defaultAdapterDir, type LoraCapacity } from './engines/adapter-options';
+import { DEFAULT_MAX_LORAS, defaultAdapterDir, type LoraCapacity } from './engines/adapter-options';
 import { AdapterStore } from './engines/adapter-store';
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
 export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {
-  const capacity: LoraCapacity = { maxLoras: options.maxLoras, maxCpuLoras: options.maxCpuLoras, maxLoraRank: options.maxLoraRank };
+  const maxLoras = options.maxLoras ?? (options.engineKind === 'openai' ? DEFAULT_MAX_LORAS.openai : DEFAULT_MAX_LORAS.builtIn);
+  const capacity: LoraCapacity = { maxLoras, maxCpuLoras: options.maxCpuLoras, maxLoraRank: options.maxLoraRank };
   const store = () => new AdapterStore({
     directory: options.adapterDir ?? defaultAdapterDir(), maxBytes: options.adapterDirMaxMb * 1024 * 1024, fetchTimeoutMs: options.adapterFetchTimeoutMs,
   });
@@ -28,7 +29,7 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       priorityScheduling: options.enginePriorityScheduling,
       metricsPath: options.engineMetricsPath === 'off' ? null : options.engineMetricsPath,
       cacheSalt: options.engineCacheSalt === 'on',
-      // The operator started the engine with the same --max-loras / --max-cpu-loras / --max-lora-rank.
+      // The operator started the engine with the same --max-loras / --max-cpu-loras / --max-lora-rank (0 unless said).
       adapters: { capacity, store: store() },
     });
   }

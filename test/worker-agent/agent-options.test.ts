@@ -1,4 +1,5 @@
 import { loadAgentOptions } from '../../worker-agent/agent-options';
+import { createEngine } from '../../worker-agent/create-engine';
 import { OptionsError } from '../../worker-agent/option-fields';
 import { parseGpuList } from '../../worker-agent/gpu-inventory';
 import { Backoff } from '../../worker-agent/backoff';
@@ -40,13 +41,23 @@ describe('loadAgentOptions', () => {
     expect(loadAgentOptions(['--engine-metrics-path', '/engine/metrics'], required).engineMetricsPath).toBe('/engine/metrics');
   });
 
-  test('reads the LoRA adapter options: 4 slots, no host-memory tier, rank 64 and a 150 ms simulated load unless set', () => {
-    expect(loadAgentOptions([], required)).toMatchObject({ maxLoras: 4, maxCpuLoras: 0, maxLoraRank: 64, cpuLoraLoadMs: 150 });
+  test('reads the LoRA adapter options: no host-memory tier, rank 64 and a 150 ms simulated load unless set', () => {
+    expect(loadAgentOptions([], required)).toMatchObject({ maxCpuLoras: 0, maxLoraRank: 64, cpuLoraLoadMs: 150 });
+    expect(loadAgentOptions([], required).maxLoras).toBeUndefined();
     expect(loadAgentOptions([], required).adapterDir).toBeUndefined();
     expect(loadAgentOptions(['--max-loras', '0', '--max-cpu-loras', '8', '--max-lora-rank', '16', '--adapter-dir', '/var/adapters', '--cpu-lora-load-ms', '5'], required))
       .toMatchObject({ maxLoras: 0, maxCpuLoras: 8, maxLoraRank: 16, adapterDir: '/var/adapters', cpuLoraLoadMs: 5 });
     expect(loadAgentOptions([], { ...required, WORKER_MAX_LORAS: '2', WORKER_MAX_CPU_LORAS: '3', WORKER_MAX_LORA_RANK: '256', WORKER_ADAPTER_DIR: '/a', WORKER_CPU_LORA_LOAD_MS: '0' }))
       .toMatchObject({ maxLoras: 2, maxCpuLoras: 3, maxLoraRank: 256, adapterDir: '/a', cpuLoraLoadMs: 0 });
+  });
+
+  test('offers 4 adapter slots on the built-in engines unless set, and none on an openai engine unless the operator says its engine has them', () => {
+    const slots = (argv: string[]) => createEngine(loadAgentOptions(argv, required)).adapters?.capacity.maxLoras ?? 0;
+    expect(slots([])).toBe(4);
+    expect(slots(['--max-loras', '0'])).toBe(0);
+    // vLLM started without --enable-lora would answer every adapter job with an error: no slots unless said.
+    expect(slots(['--engine', 'openai', '--engine-url', 'http://127.0.0.1:9'])).toBe(0);
+    expect(slots(['--engine', 'openai', '--engine-url', 'http://127.0.0.1:9', '--max-loras', '8'])).toBe(8);
   });
 
   test.each([

@@ -21,9 +21,12 @@ export const adapterOptionFields = {
   /**
    * Adapters the engine holds ready at once (vLLM `--max-loras`, SGLang `--max-loras-per-batch`,
    * the llama.cpp engine's contexts, the CPU engine's slots); the least recently used one is
-   * unloaded beyond it. 0: the replica serves no adapter and the control plane sends it none. @default 4
+   * unloaded beyond it. 0: the replica serves no adapter and the control plane sends it none.
+   * Unset: 4 for the built-in engines, 0 for an `openai` engine (vLLM or SGLang must have been
+   * started with LoRA on, which the agent cannot see: the operator says so by setting this to
+   * the engine's own `--max-loras`). @default 4 (cpu, llama-cpp), 0 (openai)
    */
-  maxLoras: optionField(integerOption(0, 1024).default(4), 'WORKER_MAX_LORAS', 'max-loras'),
+  maxLoras: optionField(integerOption(0, 1024).optional(), 'WORKER_MAX_LORAS', 'max-loras'),
   /** More adapters kept in host memory (vLLM `--max-cpu-loras`); only the openai engine has such a tier. @default 0 */
   maxCpuLoras: optionField(integerOption(0, 100_000).default(0), 'WORKER_MAX_CPU_LORAS', 'max-cpu-loras'),
   /** The largest LoRA rank loaded (vLLM `--max-lora-rank`); an adapter of a higher rank fails its jobs with adapter_load_failed. @default 64 */
@@ -41,6 +44,9 @@ export const adapterOptionFields = {
 };
 
 export type AdapterOptionValues = OptionsOf<typeof adapterOptionFields>;
+
+/** Adapters an engine of `engineKind` holds when `--max-loras` is unset (see `maxLoras`). */
+export const DEFAULT_MAX_LORAS = { builtIn: 4, openai: 0 } as const;
 
 /** What a replica can hold, as its Hello says (`max_loras` 0: no adapters). */
 export interface LoraCapacity {
