@@ -17,6 +17,8 @@ import { AdapterDirectory } from './adapters/adapter-directory';
 import { AdapterService } from './adapters/adapter.service';
 import { AdapterStore } from './adapters/adapter-store';
 import { AdapterWeights } from './adapters/adapter-weights';
+import { AdapterResidency } from './adapters/adapter-residency';
+import { AdapterUsage } from './adapters/adapter-usage';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
@@ -206,6 +208,9 @@ export interface ControlPlane {
   readonly adapters: AdapterService;
   /** The request path's view of adapters: which one a `model` names, and the AdapterRef its job carries. */
   readonly adapterDirectory: AdapterDirectory;
+  /** Where each adapter is loaded, from this server's agents' heartbeats. */
+  readonly adapterResidency: AdapterResidency;
+  readonly adapterUsage: AdapterUsage;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -312,6 +317,8 @@ async function compose(
   const adapterStore = new AdapterStore(dataSource, events, notifier);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
+  const adapterResidency = new AdapterResidency(dispatcher);
+  const adapterUsage = new AdapterUsage(dataSource);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
   // Guest credit in memory (leases) and settlements in batches; stops after the agent server, so
@@ -482,7 +489,7 @@ async function compose(
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, batchValidator, adapters, adapterDirectory, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
+    metrics, batches, batchRunner: runner, batchValidator, adapters, adapterDirectory, adapterResidency, adapterUsage, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
     metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {

@@ -46,8 +46,9 @@ export class AdapterService {
     return adapter;
   }
 
-  async deploymentIdsOf(adapter: Adapter): Promise<string[]> {
-    return await this.store.deploymentIdsOf(adapter.id);
+  /** Ids of the deployments it is attached to; call with a `get` adapter (the id is not checked against a workspace). */
+  async deploymentIdsOf(adapterId: string): Promise<string[]> {
+    return await this.store.deploymentIdsOf(adapterId);
   }
 
   async create(workspaceId: string, input: CreateAdapterInput): Promise<Adapter> {
