@@ -118,6 +118,11 @@ export class WorkTicket {
   }
 
   /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
+  /** The LoRA adapter's name the client addressed, or undefined for the base model: what answers carry in `model`. */
+  get adapterName(): string | undefined {
+    return this.owner.adapter?.name;
+  }
+
   get label(): string {
     return this.owner.sharedModel ?? this.owner.deploymentId;
   }
