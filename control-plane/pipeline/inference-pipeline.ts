@@ -230,7 +230,10 @@ export class InferencePipeline {
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
       const base = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
-      const job = adapter ? { ...base, adapter: adapter.ref } : base;
+      // An adapter job's `model` is the client's name for it: the agent sends the engine
+      // `adapter.name` and renames the engine's answer back to the job's model, so the answer
+      // carries what the client asked for (docs/adapters.md#addressing).
+      const job = adapter ? { ...base, model: adapter.adapter.name, adapter: adapter.ref } : base;
       const owner: TicketOwner = {
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
         model: deployment.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content, ...(adapter ? { adapter: adapter.adapter } : {}),

@@ -5,7 +5,7 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * revision), `adapter_revisions` (the weights of every revision, so a request that got an old
  * one can still fetch it), `adapter_attachments` (adapter ↔ deployment of its base model); the
  * deployments' three LoRA settings; and `adapter_id` on usage records and the request log, so
- * usage and money group by adapter.
+ * usage and money group by adapter; and Files API uploads of purpose `user_data` (an adapter's weights).
  */
 export class LoraAdapters1765700000000 implements MigrationInterface {
   name = 'LoraAdapters1765700000000';
@@ -61,11 +61,17 @@ export class LoraAdapters1765700000000 implements MigrationInterface {
       ALTER TABLE usage_records ADD COLUMN adapter_id text;
       CREATE INDEX usage_records_adapter ON usage_records (adapter_id, created_at) WHERE adapter_id IS NOT NULL;
       ALTER TABLE request_log ADD COLUMN adapter_id text, ADD COLUMN adapter_name text;
+
+      ALTER TABLE batch_files DROP CONSTRAINT batch_files_purpose_check;
+      ALTER TABLE batch_files ADD CONSTRAINT batch_files_purpose_check CHECK (purpose IN ('batch', 'batch_output', 'user_data'));
     `);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
+      DELETE FROM batch_files WHERE purpose = 'user_data';
+      ALTER TABLE batch_files DROP CONSTRAINT batch_files_purpose_check;
+      ALTER TABLE batch_files ADD CONSTRAINT batch_files_purpose_check CHECK (purpose IN ('batch', 'batch_output'));
       ALTER TABLE request_log DROP COLUMN adapter_id, DROP COLUMN adapter_name;
       DROP INDEX usage_records_adapter;
       ALTER TABLE usage_records DROP COLUMN adapter_id;
