@@ -80,5 +80,6 @@ export class UsageColumns {
     this.latencyMs = [];
     this.createdAtMs = [];
     this.batchId = [];
+    this.adapterId = [];
   }
 }
