@@ -117,6 +117,12 @@ describe('adapters addressed by model', () => {
     expect(rows.find((row) => row.key === '')).toMatchObject({ label: 'base model' });
     const own = await asOwner('query($id: ID!, $from: DateTimeISO!, $to: DateTimeISO!) { adapter(id: $id) { usage(from: $from, to: $to) { requests totalTokens } } }', { id: adapterId, from, to });
     expect(own.body.data!.adapter.usage).toEqual({ requests: adapterRow.requests, totalTokens: adapterRow.totalTokens });
+    // The request log names the adapter on its requests, and none on the base model's.
+    await server.server.controlPlane.requestLogRecorder.flush();
+    const log = await asOwner('{ requestLog(first: 50) { entries { model adapterId adapterName } } }');
+    const entries = log.body.data!.requestLog.entries as Array<{ model: string; adapterId: string | null; adapterName: string | null }>;
+    expect(entries.filter((entry) => entry.adapterId === adapterId).length).toBe(7);
+    expect(new Set(entries.map((entry) => `${entry.model}|${entry.adapterName}`))).toEqual(new Set([`${baseModel}|${ADAPTER}`, `${baseModel}|null`]));
     // The other workspace's usage has no adapter group.
     const theirsGrouped = await graphqlAs(server.url, other.apiKey)('query($from: DateTimeISO!, $to: DateTimeISO!) { usage(from: $from, to: $to, groupBy: "adapter") { key } }', { from, to });
     expect(theirsGrouped.text).not.toContain(adapterId);
