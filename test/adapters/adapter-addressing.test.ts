@@ -3,6 +3,7 @@ import { UsageRecord } from '../../control-plane/usage/usage-record.entity';
 import { startTestServer, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
 import { call, graphqlAs, openAIError } from '../security/support/security-client';
 import { loraGguf } from './support/lora-files';
+import { chatLine, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 
 const ADAPTER = 'support-bot';
 
@@ -27,7 +28,7 @@ describe('adapters addressed by model', () => {
   const chat = (model: string) => ({ model, messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 4 });
 
   beforeAll(async () => {
-    server = await startTestServer();
+    server = await startTestServer({ controlPlane: { batches: { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50 } } });
     owner = await server.createWorkspace();
     other = await server.createWorkspace();
     mine = await server.createDeployment(owner);
@@ -51,7 +52,7 @@ describe('adapters addressed by model', () => {
   test.each([
     ['the deployment endpoint', () => mine.baseUrl],
     ['the single base URL', () => `${server.url}/v1`],
-  ])('%s: chat and completions, JSON and SSE, answer with the adapter\'s name', async (_where, baseUrl) => {
+  ])('%s: chat, completions and responses, JSON and SSE, answer with the adapter\'s name', async (_where, baseUrl) => {
     const client = sdk(owner, baseUrl());
     const answer = await client.chat.completions.create(chat(ADAPTER));
     expect(answer.model).toBe(ADAPTER);
@@ -61,6 +62,8 @@ describe('adapters addressed by model', () => {
     expect(new Set(chunks.map((chunk) => chunk.model))).toEqual(new Set([ADAPTER]));
     const completion = await client.completions.create({ model: ADAPTER, prompt: 'hello', max_tokens: 4 });
     expect(completion.model).toBe(ADAPTER);
+    const response = await client.responses.create({ model: ADAPTER, input: 'hello', max_output_tokens: 16 });
+    expect(response.model).toBe(ADAPTER);
     // The base model is still served beside it.
     expect((await client.chat.completions.create(chat(baseUrl() === mine.baseUrl ? baseModel : mine.slug))).model).toBe(baseModel);
   });
@@ -93,6 +96,18 @@ describe('adapters addressed by model', () => {
     expect(byRevision.param).toBe('model');
   });
 
+  test('a batch of another workspace naming the adapter fails exactly as one naming a made-up model', async () => {
+    const client = sdk(other, theirs.baseUrl);
+    const outcome = async (model: string) => {
+      const file = await upload(client, jsonl([chatLine('line-1', 'hello', { model })]));
+      const batch = await waitForBatch(client, (await client.batches.create({ input_file_id: file, endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+      return { status: batch.status, errors: batch.errors?.data?.map((error) => ({ code: error.code, param: error.param, line: error.line })) };
+    };
+    const stolen = await outcome(ADAPTER);
+    expect(stolen).toEqual(await outcome('no-such-bot'));
+    expect(stolen).toEqual({ status: 'failed', errors: [{ code: 'mismatched_model', param: 'body.model', line: 1 }] });
+  });
+
   test('embeddings with an adapter name is a 400 naming model', async () => {
     const refused = openAIError(await call('POST', `${server.url}/v1/embeddings`, `Bearer ${owner.apiKey}`, { model: ADAPTER, input: 'x' }));
     expect(refused).toMatchObject({ status: 400, param: 'model' });
@@ -102,10 +117,10 @@ describe('adapters addressed by model', () => {
     const from = new Date(Date.now() - 3_600_000).toISOString();
     await sdk(owner, mine.baseUrl).chat.completions.create(chat(ADAPTER));
     const records = server.server.controlPlane.dataSource.getRepository(UsageRecord);
-    await waitFor(async () => (await records.count({ where: { workspaceId: owner.workspaceId, adapterId } })) >= 7, 5_000, 'the adapter\'s usage records');
-    // Exactly its own: the base model's requests beside it carry none.
-    expect(await records.count({ where: { workspaceId: owner.workspaceId, adapterId } })).toBe(7);
-    await waitFor(async () => (await records.count({ where: { workspaceId: owner.workspaceId } })) >= 9, 5_000, 'the base model\'s usage records');
+    // 4 adapter requests on each URL and one more here, 2 of the base model's beside them.
+    await waitFor(async () => (await records.count({ where: { workspaceId: owner.workspaceId } })) >= 11, 5_000, 'the workspace\'s usage records');
+    // Exactly its own: the base model's requests carry none.
+    expect(await records.count({ where: { workspaceId: owner.workspaceId, adapterId } })).toBe(9);
     const asOwner = graphqlAs(server.url, owner.apiKey);
     const to = new Date(Date.now() + 60_000).toISOString();
     const grouped = await asOwner('query($from: DateTimeISO!, $to: DateTimeISO!) { usage(from: $from, to: $to, groupBy: "adapter") { key label requests totalTokens } }', { from, to });
@@ -121,7 +136,7 @@ describe('adapters addressed by model', () => {
     await server.server.controlPlane.requestLogRecorder.flush();
     const log = await asOwner('{ requestLog(first: 50) { entries { model adapterId adapterName } } }');
     const entries = log.body.data!.requestLog.entries as Array<{ model: string; adapterId: string | null; adapterName: string | null }>;
-    expect(entries.filter((entry) => entry.adapterId === adapterId).length).toBe(7);
+    expect(entries.filter((entry) => entry.adapterId === adapterId).length).toBe(9);
     expect(new Set(entries.map((entry) => `${entry.model}|${entry.adapterName}`))).toEqual(new Set([`${baseModel}|${ADAPTER}`, `${baseModel}|null`]));
     // The other workspace's usage has no adapter group.
     const theirsGrouped = await graphqlAs(server.url, other.apiKey)('query($from: DateTimeISO!, $to: DateTimeISO!) { usage(from: $from, to: $to, groupBy: "adapter") { key } }', { from, to });
