@@ -1,4 +1,5 @@
 import { AdapterFormatError } from './adapter-format-error';
+import { parseJsonText } from '../json-nesting';
 import { GGUF_TYPE, readGgufHeader, type GgufHeader } from './gguf-header';
 import { readSafetensorsHeader, type SafetensorsTensor } from './safetensors-header';
 import { tarFiles } from './tar-files';
@@ -101,7 +102,7 @@ function peftTarFacts(bytes: Buffer): AdapterFacts {
 function peftConfig(bytes: Buffer): { r: number; alpha: number | null; baseModel: string | null; hasRankPattern: boolean } {
   let config: Record<string, unknown>;
   try {
-    config = JSON.parse(bytes.toString('utf8'));
+    config = parseJsonText(bytes) as Record<string, unknown>;
   } catch {
     throw new AdapterFormatError('adapter_config.json', 'adapter_config.json is not JSON');
   }

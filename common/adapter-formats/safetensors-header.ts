@@ -1,4 +1,5 @@
 import { AdapterFormatError } from './adapter-format-error';
+import { parseJsonText } from '../json-nesting';
 
 export interface SafetensorsTensor {
   readonly name: string;
@@ -23,7 +24,7 @@ export function readSafetensorsHeader(bytes: Buffer): SafetensorsTensor[] {
   const dataStart = 8 + Number(headerLength);
   let header: unknown;
   try {
-    header = JSON.parse(bytes.toString('utf8', 8, dataStart));
+    header = parseJsonText(bytes.subarray(8, dataStart));
   } catch {
     throw new AdapterFormatError('safetensors', 'the safetensors header is not JSON');
   }
