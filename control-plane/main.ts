@@ -314,7 +314,7 @@ async function compose(
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
   ));
-  const adapterStore = new AdapterStore(dataSource, events, notifier);
+  const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
   const adapterResidency = new AdapterResidency(dispatcher);
