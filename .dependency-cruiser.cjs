@@ -48,7 +48,7 @@ const LAYERS = {
     'network/', 'database/', 'config/', 'events/', 'catalog/', 'billing/', 'api-keys/', 'workspaces/', 'deployments/',
     'replicas/', 'storage/', 'console/', 'placement/', 'budgets/',
   ],
-  pipeline: ['dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
+  pipeline: ['adapters/', 'dispatch/', 'cluster/', 'sharing/', 'requests/', 'rate-limits/', 'usage/', 'pipeline/', 'batches/', 'responses/', 'openai/'],
   operations: ['capacity/', 'providers/', 'autoscaling/', 'webhooks/', 'telemetry/', 'metrics-history/', 'request-log/', 'main.ts', 'data-source.ts', 'full-config.ts', 'api/'],
 };
 

@@ -34,6 +34,8 @@ import { UsageSharedModel1765500000000 } from './database/migrations/17655000000
 import { TraceContext1765630000000 } from './database/migrations/1765630000000-trace-context';
 import { ObservabilityHistory1765640000000 } from './database/migrations/1765640000000-observability-history';
 import { ResponseRecord } from './responses/response-record.entity';
+import { Adapter, AdapterAttachment, AdapterRevision } from './adapters/adapter.entities';
+import { LoraAdapters1765700000000 } from './database/migrations/1765700000000-lora-adapters';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -43,6 +45,7 @@ export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
   GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine, WorkspaceBudget, ResponseRecord,
+  Adapter, AdapterRevision, AdapterAttachment,
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
@@ -53,6 +56,7 @@ export const MIGRATIONS = [
   UsageSharedModel1765500000000,
   TraceContext1765630000000,
   ObservabilityHistory1765640000000,
+  LoraAdapters1765700000000,
 ];
 
 export interface DatabaseOptions {

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { ADAPTER_SETTINGS, loadAdapterConfig, type AdapterConfig } from './adapters/adapter-config';
 import { BATCH_SETTINGS, loadBatchConfig, type BatchConfig } from './batches/batch-config';
 import { loadBudgetLimits, type BudgetLimits } from './budgets/budget-config';
 import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budgets/budget-kinds';
@@ -41,6 +42,8 @@ export type ControlPlaneConfig = ReturnType<typeof loadControlPlaneConfig> & {
   requestLog: RequestLogConfig;
   /** Traces (the standard OTEL_* variables, docs/tracing.md); off unless an exporter is configured. */
   tracing: TracingConfig;
+  /** LoRA adapters: the weights' size limit, adapters per workspace, their links' floor. */
+  adapters: AdapterConfig;
   /** Extra env for spawned agents (tests use it for CPU-engine switches and short backoffs). */
   localAgentEnv?: Record<string, string>;
   /** Path of the compiled agent entry point. */
@@ -54,11 +57,12 @@ export function loadFullControlPlaneConfig(env: NodeJS.ProcessEnv = process.env)
     responses: loadResponsesConfig(env),
     sharing: loadSharingConfig(env), batches: loadBatchConfig(env), budgets: loadBudgetLimits(env), otelMetrics: loadOtelMetricsConfig(env),
     metricsHistory: loadMetricsHistoryConfig(env), requestLog: loadRequestLogConfig(env), tracing: loadTracingConfig(env),
+    adapters: loadAdapterConfig(env),
   };
 }
 
 /** What a caller (tests, `startServer`) may override; nested concerns field by field. */
-export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'responses' | 'sharing' | 'batches' | 'budgets' | 'metricsHistory' | 'requestLog'>> & {
+export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' | 'requests' | 'webhooks' | 'responses' | 'sharing' | 'batches' | 'budgets' | 'metricsHistory' | 'requestLog' | 'adapters'>> & {
   storage?: Partial<StorageConfig>;
   requests?: Partial<RequestConfig>;
   webhooks?: Partial<WebhookConfig>;
@@ -67,6 +71,7 @@ export type ControlPlaneOverrides = Partial<Omit<ControlPlaneConfig, 'storage' |
   batches?: Partial<BatchConfig>;
   metricsHistory?: Partial<MetricsHistoryConfig>;
   requestLog?: Partial<RequestLogConfig>;
+  adapters?: Partial<AdapterConfig>;
   /** Some scopes of some budgets; the rest keep their defaults. */
   budgets?: Partial<Record<BudgetName, Partial<Record<BudgetScope, number>>>>;
 };
@@ -87,7 +92,7 @@ export interface SettingsDeclaration {
 
 /** Every control-plane setting with its default, read from the loaders' own declarations (so `--help` cannot drift from them). */
 export function controlPlaneSettingRows(): SettingRow[] {
-  const rows = [CONTROL_PLANE_SETTINGS, STORAGE_SETTINGS, REQUEST_SETTINGS, WEBHOOK_SETTINGS, RESPONSES_SETTINGS, SHARING_SETTINGS, BATCH_SETTINGS, METRICS_HISTORY_SETTINGS, REQUEST_LOG_SETTINGS]
+  const rows = [CONTROL_PLANE_SETTINGS, STORAGE_SETTINGS, REQUEST_SETTINGS, WEBHOOK_SETTINGS, RESPONSES_SETTINGS, SHARING_SETTINGS, BATCH_SETTINGS, METRICS_HISTORY_SETTINGS, REQUEST_LOG_SETTINGS, ADAPTER_SETTINGS]
     .flatMap((declaration) => settingRows(declaration as SettingsDeclaration));
   for (const name of BUDGET_NAMES) {
     for (const limit of Object.values(BUDGETS[name].limits) as { env: string; default: number }[]) rows.push({ env: limit.env, default: String(limit.default), group: 'tenant budget' });

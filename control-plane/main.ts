@@ -13,6 +13,12 @@ import { DeploymentStore } from './deployments/deployment-store';
 import { AgentReach } from './dispatch/agent-reach';
 import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
+import { AdapterDirectory } from './adapters/adapter-directory';
+import { AdapterService } from './adapters/adapter.service';
+import { AdapterStore } from './adapters/adapter-store';
+import { AdapterWeights } from './adapters/adapter-weights';
+import { AdapterResidency } from './adapters/adapter-residency';
+import { AdapterUsage } from './adapters/adapter-usage';
 import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
@@ -198,6 +204,13 @@ export interface ControlPlane {
    * (its logger names the active span); null when off. The gateway's spans are made with it too.
    */
   readonly tracing: Tracing | null;
+  /** LoRA adapters of workspaces (docs/adapters.md): registration, revisions, attachments, sharing. */
+  readonly adapters: AdapterService;
+  /** The request path's view of adapters: which one a `model` names, and the AdapterRef its job carries. */
+  readonly adapterDirectory: AdapterDirectory;
+  /** Where each adapter is loaded, from this server's agents' heartbeats. */
+  readonly adapterResidency: AdapterResidency;
+  readonly adapterUsage: AdapterUsage;
   /** Lets local agents finish their in-flight jobs and exit (they may still upload outputs through the gateway). */
   drainAgents(): Promise<void>;
   stop(): Promise<void>;
@@ -301,6 +314,11 @@ async function compose(
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
   ));
+  const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
+  const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
+  const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
+  const adapterResidency = new AdapterResidency(dispatcher);
+  const adapterUsage = new AdapterUsage(dataSource);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
   // Guest credit in memory (leases) and settlements in batches; stops after the agent server, so
@@ -427,7 +445,7 @@ async function compose(
   requestObservers.add(requestLogRecorder);
   const pipeline = new InferencePipeline({
     catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers,
-    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing,
+    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing, adapters: adapterDirectory,
   });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
@@ -471,7 +489,7 @@ async function compose(
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, batchValidator, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
+    metrics, batches, batchRunner: runner, batchValidator, adapters, adapterDirectory, adapterResidency, adapterUsage, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
     metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {

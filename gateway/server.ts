@@ -45,6 +45,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
     batches: { ...defaults.batches, ...overrides.batches },
     metricsHistory: { ...defaults.metricsHistory, ...overrides.metricsHistory },
     requestLog: { ...defaults.requestLog, ...overrides.requestLog },
+    adapters: { ...defaults.adapters, ...overrides.adapters },
     budgets: withLimits(defaults.budgets, overrides.budgets ?? {}),
   };
   const configuredConnections = controlPlaneConfig.budgets.connections.server ?? 0;

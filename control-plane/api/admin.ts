@@ -11,7 +11,8 @@ import type { ControlPlane } from '../main';
 export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
   | 'deployments' | 'deploymentStore' | 'replicas' | 'replicaLogs' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
-  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'pipeline' | 'metricsHistory' | 'requestLog'>;
+  | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'pipeline' | 'metricsHistory' | 'requestLog'
+  | 'adapters' | 'adapterResidency' | 'adapterUsage'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
 export type { CostGrouping, UsageGrouping } from '../billing/billing-queries';
@@ -25,3 +26,5 @@ export type { WebhookAttempt } from '../webhooks/webhook.entities';
 export type { MetricsPoint } from '../metrics-history/metrics-history-store';
 export type { RequestLogBody, RequestLogEntry, RequestLogFilter, RequestLogPage } from '../request-log/request-log-store';
 export type { RequestPhases } from '../pipeline/finished-request';
+export type { Adapter } from '../adapters/adapter.entities';
+export type { AdapterChange } from '../adapters/adapter-store';

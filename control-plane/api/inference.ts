@@ -4,6 +4,7 @@
  * embeddings and responses turns, submit media), and the types it speaks: keys, deployments,
  * jobs, the OpenAI request model (parsing, endpoints), budgets.
  */
+import type { AdapterDirectory } from '../adapters/adapter-directory';
 import type { ApiKeyService } from '../api-keys/api-key.service';
 import type { TenantBudget } from '../budgets/tenant-budget';
 import type { TenantQueries } from '../database/tenant-queries';
@@ -41,11 +42,14 @@ export interface InferencePort {
   readonly metrics: Pick<Metrics, 'recordRequest'>;
   readonly replicas: ControlPlane['replicas'];
   readonly localProvider: ControlPlane['localProvider'];
+  /** LoRA adapters by name: the single base URL's routing and `GET /v1/models` (docs/adapters.md). */
+  readonly adapterDirectory: Pick<AdapterDirectory, 'deploymentFor' | 'listed'>;
 }
 
 export type { ApiKeyService, AuthenticatedKey } from '../api-keys/api-key.service';
 export type { Deployment, ProviderKind } from '../deployments/deployment.entity';
 export type { DeploymentStore } from '../deployments/deployment-store';
+export type { AdapterDirectory, ListedAdapter } from '../adapters/adapter-directory';
 export { pickDeployment } from '../deployments/workspace-model';
 export type { CatalogModel } from '../catalog/catalog';
 export type { Job, JobFailure, JobListener } from '../dispatch/job';

@@ -5,7 +5,7 @@ import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
 import { shortened } from '../errors/quote-value';
-import type { ObjectStore, OpenedObject } from '../storage/object-store';
+import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject } from '../storage/object-store';
 import type { StorageCredentialService } from '../storage/storage-credential.service';
 import { BatchFile, type BatchFilePurpose } from './batch.entities';
 import { cursorPage, type CursorPage, type PageRequest } from './cursor-page';
@@ -18,7 +18,7 @@ export const JSONL_CONTENT_TYPE = 'application/jsonl';
 export interface FileUpload {
   readonly filename: string;
   readonly data: Buffer;
-  /** As the client sent it: only `batch` is accepted. */
+  /** As the client sent it: `batch`, or `user_data` (an adapter's weights, any bytes). */
   readonly purpose: string;
 }
 
@@ -57,11 +57,15 @@ export class BatchFiles {
 
   /** `POST /files`: a batch input file. */
   async upload(deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, upload: FileUpload, hold?: (manager: EntityManager) => Promise<void>): Promise<BatchFile> {
-    if (upload.purpose !== 'batch') {
-      throw new AppError('invalid_request', `purpose must be "batch": files of a deployment endpoint are inputs of batches; got ${shortened(JSON.stringify(upload.purpose))}`, { param: 'purpose' });
+    if (upload.purpose !== 'batch' && upload.purpose !== 'user_data') {
+      throw new AppError('invalid_request', `purpose must be "batch" (a batch's input) or "user_data" (a LoRA adapter's weights); got ${shortened(JSON.stringify(upload.purpose))}`, { param: 'purpose' });
     }
     if (upload.data.length > this.options.maxBytes) {
       throw new AppError('body_too_large', `file is ${upload.data.length} bytes; files may be at most ${this.options.maxBytes} bytes`, { param: 'file' });
+    }
+    if (upload.purpose === 'user_data') {
+      if (upload.data.length === 0) throw new AppError('invalid_request', 'file is empty', { param: 'file' });
+      return await this.write(deployment, 'user_data', checkedFilename(upload.filename, 'weights.bin'), upload.data, null, true, hold);
     }
     if (upload.data.length === 0) throw new AppError('invalid_request', 'file is empty: a batch input file holds one JSON request per line', { param: 'file' });
     // Refused before it is stored: a file of over-deep (or container-stuffed) lines would otherwise cost every batch made of it a parse of each line.
@@ -70,11 +74,7 @@ export class BatchFiles {
       const why = deep.problem === 'depth' ? `nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep` : `holds more than ${MAX_JSON_CONTAINERS} arrays and objects`;
       throw new AppError('invalid_request', `line ${deep.line} of the file ${why}; no request may`, { param: 'file' });
     }
-    const filename = upload.filename.trim() || 'input.jsonl';
-    if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
-      throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });
-    }
-    return await this.write(deployment, 'batch', filename, upload.data, null, true, hold);
+    return await this.write(deployment, 'batch', checkedFilename(upload.filename, 'input.jsonl'), upload.data, null, true, hold);
   }
 
   /**
@@ -201,15 +201,16 @@ export class BatchFiles {
     batchId: string | null, insert = true, hold?: (manager: EntityManager) => Promise<void>,
   ): Promise<BatchFile> {
     const id = this.newFileId();
+    const extension = purpose === 'user_data' ? 'bin' : 'jsonl';
     const storageCredentialId = deployment.storageCredentialId ?? null;
     const file = this.files.create({
       id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, storageCredentialId,
       bytes: Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0),
-      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.jsonl` : `files/${id}.jsonl`, batchId, createdAt: new Date(), deletedAt: null,
+      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.${extension}` : `files/${id}.${extension}`, batchId, createdAt: new Date(), deletedAt: null,
     });
     const store = await this.storeOf(file);
     try {
-      await store.put(file.objectKey, data, JSONL_CONTENT_TYPE);
+      await store.put(file.objectKey, data, purpose === 'user_data' ? DEFAULT_CONTENT_TYPE : JSONL_CONTENT_TYPE);
     } finally {
       if (store !== this.managed) store.close?.();
     }
@@ -243,4 +244,13 @@ export class BatchFiles {
   private async storeOf(file: Pick<BatchFile, 'workspaceId' | 'storageCredentialId'>): Promise<ObjectStore> {
     return file.storageCredentialId === null ? this.managed : await this.credentials.storeFor(file.workspaceId, file.storageCredentialId);
   }
+}
+
+/** A client's file name, trimmed (or `fallback`), within the bound and free of what PostgreSQL text refuses. */
+function checkedFilename(name: string, fallback: string): string {
+  const filename = name.trim() || fallback;
+  if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
+    throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });
+  }
+  return filename;
 }

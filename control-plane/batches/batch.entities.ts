@@ -12,8 +12,11 @@ export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export type BatchEnd = 'completed' | 'expired' | 'cancelled';
 export const TERMINAL_BATCH_STATUSES: readonly BatchStatus[] = ['failed', 'completed', 'expired', 'cancelled'];
 
-/** `batch` files are uploaded by clients; `batch_output` files are a batch's output and error files. */
-export type BatchFilePurpose = 'batch' | 'batch_output';
+/**
+ * `batch` files are uploaded by clients; `batch_output` files are a batch's output and error files;
+ * `user_data` files are uploads for other uses (OpenAI's name): a LoRA adapter's weights (docs/adapters.md).
+ */
+export type BatchFilePurpose = 'batch' | 'batch_output' | 'user_data';
 
 /** One entry of a batch's `errors` (why validation failed): OpenAI's BatchError, `line` counted from 1. */
 export interface BatchError {

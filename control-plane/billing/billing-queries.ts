@@ -7,7 +7,7 @@ import { RecordLabels } from './record-labels';
 import { topUp } from './top-up';
 
 export type CostGrouping = 'day' | 'deployment' | 'replica';
-export type UsageGrouping = 'day' | 'deployment' | 'api_key';
+export type UsageGrouping = 'day' | 'deployment' | 'api_key' | 'adapter';
 
 export interface CostRow {
   /** The day (YYYY-MM-DD, UTC), deployment id or replica id. */
@@ -80,6 +80,8 @@ const USAGE_KEYS: Record<UsageGrouping, string> = {
   // A guest's record names the owner's deployment that served it: its workspace sees the shared model it called instead.
   deployment: 'coalesce(shared_model, deployment_id)',
   api_key: 'api_key_id',
+  // The base model's requests are one group, keyed '' (labelled "base model").
+  adapter: `coalesce(adapter_id, '')`,
 };
 const EARNINGS_KEYS: Record<EarningsGrouping, string> = {
   day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
@@ -118,7 +120,8 @@ export class BillingQueries {
       GROUP BY 1 ORDER BY 1`, [workspaceId, from, to]);
     const keys = rows.map((row) => row.key);
     const labels = groupBy === 'deployment' ? await this.labels.deployments(workspaceId, keys)
-      : groupBy === 'api_key' ? await this.labels.apiKeys(workspaceId, keys) : new Map<string, string>();
+      : groupBy === 'api_key' ? await this.labels.apiKeys(workspaceId, keys)
+        : groupBy === 'adapter' ? await this.labels.adapters(workspaceId, keys) : new Map<string, string>();
     return rows.map((row) => ({
       key: row.key, label: labels.get(row.key) ?? null,
       requests: Number(row.requests), promptTokens: Number(row.prompt), completionTokens: Number(row.completion), totalTokens: Number(row.total),

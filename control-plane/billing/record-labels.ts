@@ -23,4 +23,15 @@ export class RecordLabels {
       'SELECT id, name, display_prefix, revoked_at FROM api_keys WHERE workspace_id = $1 AND id = ANY($2)', [workspaceId, [...new Set(ids)]]);
     return new Map(rows.map((row) => [row.id, `${row.name} (${row.display_prefix}…${row.revoked_at ? ', revoked' : ''})`]));
   }
+
+  /** An adapter's name (`support-bot`), `(deleted adapter)` once it is gone, `base model` for requests without one (key ''). */
+  async adapters(workspaceId: string, ids: readonly string[]): Promise<Map<string, string>> {
+    const named = ids.filter((id) => id !== '');
+    const rows: Array<{ id: string; name: string }> = named.length === 0 ? [] : await this.dataSource.query(
+      'SELECT id, name FROM adapters WHERE workspace_id = $1 AND id = ANY($2)', [workspaceId, [...new Set(named)]]);
+    const labels = new Map(rows.map((row) => [row.id, row.name]));
+    for (const id of named) if (!labels.has(id)) labels.set(id, '(deleted adapter)');
+    if (ids.includes('')) labels.set('', 'base model');
+    return labels;
+  }
 }

@@ -52,6 +52,11 @@ const modelSchema = z.object({
    * model's chat requests with `tools` are refused (400 naming `tools`).
    */
   toolCallParser: z.string().regex(/^[a-z0-9_]+$/).optional(),
+  /**
+   * Text models: the architecture as GGUF files name it (`general.architecture`: `llama`,
+   * `qwen2`); a GGUF LoRA adapter registered for the model must name the same. Absent: not checked.
+   */
+  architecture: z.string().regex(/^[a-z0-9_]+$/).optional(),
   /** vLLM / SGLang: the structured-output (guided decoding) backend the engine is started with; absent: the engine's default. */
   structuredOutputBackend: z.enum(['xgrammar', 'guidance', 'outlines', 'lm-format-enforcer']).optional(),
   /** An embedding model's vectors and limits; present exactly when `task` is `embedding`. */

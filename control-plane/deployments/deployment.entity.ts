@@ -48,6 +48,12 @@ export class Deployment {
   @Column('text', { default: 'not_shared' }) sharing: SharingState;
   /** How requests pick one of its replicas (placement/policies.ts). */
   @Column('text', { name: 'routing_policy', default: 'prefix-aware' }) routingPolicy: RoutingPolicyName;
+  /** LoRA adapter slots per replica, ready in the engine at once (vLLM `--max-loras`); 0: no adapter is served (docs/adapters.md). */
+  @Column('integer', { name: 'max_loras', default: 4 }) maxLoras: number;
+  /** More adapters kept in host memory per replica (vLLM `--max-cpu-loras`). */
+  @Column('integer', { name: 'max_cpu_loras', default: 0 }) maxCpuLoras: number;
+  /** The largest LoRA rank its engines accept (vLLM `--max-lora-rank`). */
+  @Column('integer', { name: 'max_lora_rank', default: 64 }) maxLoraRank: number;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }

@@ -12,6 +12,7 @@ import { assertTransition } from './deployment-transitions';
 import { assertShareable } from './sharing-eligibility';
 import type { DeploymentBudget } from './deployment-budget';
 import { shortened } from '../errors/quote-value';
+import { loraSettingsOf, type LoraSettings } from './lora-settings';
 
 /** Statuses in which a deployment's settings may change. */
 const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
@@ -29,6 +30,10 @@ export interface CreateDeploymentInput {
   shareIdleCapacity?: boolean;
   /** How requests pick a replica: `prefix-aware` (default), `least-loaded` or `round-robin`. */
   routingPolicy?: string | null;
+  /** LoRA capacity (lora-settings.ts); absent: the defaults. Engines read it at start. */
+  maxLoras?: number | null;
+  maxCpuLoras?: number | null;
+  maxLoraRank?: number | null;
 }
 
 export interface DeploymentChanges {
@@ -41,6 +46,10 @@ export interface DeploymentChanges {
   /** true starts the rolling restart that opens idle capacity to guests; false stops new guest work at once. */
   shareIdleCapacity?: boolean;
   routingPolicy?: string | null;
+  /** Engines read these at start: replicas placed from now on get them; running ones keep theirs until replaced. */
+  maxLoras?: number | null;
+  maxCpuLoras?: number | null;
+  maxLoraRank?: number | null;
 }
 
 /** The replica manager's side (replicas/replica-manager.ts): places a deployment's wanted replicas, or ends them all. */
@@ -85,6 +94,7 @@ export class DeploymentService {
       throw new AppError('model_not_found', `model '${model.id}' is disabled in the catalog; see the catalog query for the available models`, { param: 'modelId' });
     }
     validateSettings(input);
+    const lora = loraSettingsOf(input);
     const storageCredentialId = input.storageCredentialId ?? null;
     if (storageCredentialId !== null && model.modality === 'text') {
       throw new AppError('invalid_request', 'storageCredentialId applies to image and video models only', { param: 'storageCredentialId' });
@@ -102,7 +112,7 @@ export class DeploymentService {
       autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
       // Its replicas start with priority scheduling; `shared` once they run (SharingRollout).
       shareIdleCapacity, sharing: shareIdleCapacity ? 'activating' : 'not_shared',
-      routingPolicy: routingPolicyOf(input.routingPolicy),
+      routingPolicy: routingPolicyOf(input.routingPolicy), ...lora,
     }), budget ? async (manager) => {
       await budget.checkProvider(manager, workspaceId, provider);
       await budget.holdDeployment(manager, workspaceId);
@@ -154,6 +164,9 @@ export class DeploymentService {
       written.storageCredentialId = changes.storageCredentialId;
     }
     if (changes.routingPolicy !== undefined && changes.routingPolicy !== null) written.routingPolicy = routingPolicyOf(changes.routingPolicy);
+    if (changes.maxLoras != null || changes.maxCpuLoras != null || changes.maxLoraRank != null) {
+      Object.assign(written, loraSettingsOf(changes, deployment as LoraSettings));
+    }
     if (changes.shareIdleCapacity === true) {
       assertShareable(this.catalog.get(deployment.modelId), deployment.provider);
       // Already shared or activating stays as it is; otherwise the rolling restart begins.

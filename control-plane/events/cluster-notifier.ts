@@ -13,11 +13,12 @@ import type { Logger } from 'pino';
  * credit changed (`<workspace id>|<balance minus holds>`, billing/guest-credit.ts); the operator
  * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts); a background
  * response was cancelled (by id: the server running it cancels its engine job); a replica's agent printed a line
- * (the scrubbed line as JSON, replicas/replica-logs.ts: every server keeps and streams it).
+ * (the scrubbed line as JSON, replicas/replica-logs.ts: every server keeps and streams it); a LoRA
+ * adapter or its attachments changed (`<workspace id>|<adapter id>`, adapters/adapter-store.ts).
  */
 export type ClusterTopic =
   | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch'
-  | 'guest-credit' | 'budget' | 'response-cancel' | 'replica-log';
+  | 'guest-credit' | 'budget' | 'response-cancel' | 'replica-log' | 'adapter';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

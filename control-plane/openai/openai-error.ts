@@ -29,6 +29,12 @@ export function jobFailureError(failure: JobFailure): AppError {
       upstreamStatus: failure.engineStatus, upstreamBody: failure.engineBody ?? undefined,
     });
   }
+  if (failure.code === 'adapter_load_failed') {
+    // A fetch of the weights that failed (the agent's 502) is the platform's trouble, not the
+    // client's: 502 upstream_error. Weights that cannot load (malformed, another base, a rank
+    // too big: 422) are the adapter's: 422 naming model (docs/adapters.md#errors).
+    return new AppError(failure.engineStatus === 502 ? 'upstream_error' : 'adapter_load_failed', failure.message || 'the LoRA adapter could not be loaded', { param: 'model' });
+  }
   const message = failure.code === 'pod_crash' ? `the replica serving this request failed: ${failure.message}` : failure.message || failure.code;
   return new AppError(code, message, code === 'shared_pool_busy' ? { retryAfterSeconds: 1 } : {});
 }

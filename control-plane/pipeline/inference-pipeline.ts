@@ -22,6 +22,7 @@ import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketOwner, type TicketParts } from './work-ticket';
 import type { RequestObserver } from './finished-request';
+import type { AdapterAddressing, AddressedAdapter } from './adapter-addressing';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
 import { isSampled, type SpanContext, type Tracing } from '../../common/tracing/tracing';
@@ -97,6 +98,8 @@ export interface PipelineParts {
   readonly contentMaxBytes?: number;
   /** This server's tracing; null or absent when off (then no request makes a span). */
   readonly tracing?: Tracing | null;
+  /** `model` naming a LoRA adapter of the caller's workspace (adapters/); absent: every `model` is a base model. */
+  readonly adapters?: AdapterAddressing;
   readonly now?: () => number;
 }
 
@@ -218,17 +221,22 @@ export class InferencePipeline {
     const startedAt = this.now();
     try {
       const entry = this.parts.catalog.find(deployment.modelId);
-      checkTextModel(deployment, work.model, work.endpoint, entry, work.servedBy);
+      const adapter = await this.adapterOf(key, deployment, work);
+      checkTextModel(deployment, adapter ? undefined : work.model, work.endpoint, entry, work.servedBy);
       refuseToolsWithoutParser(entry, work.fields);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
       const content = this.capture(key, work.body);
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
-      const job = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
+      const base = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
+      // An adapter job's `model` is the client's name for it: the agent sends the engine
+      // `adapter.name` and renames the engine's answer back to the job's model, so the answer
+      // carries what the client asked for (docs/adapters.md#addressing).
+      const job = adapter ? { ...base, model: adapter.adapter.name, adapter: adapter.ref } : base;
       const owner: TicketOwner = {
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: deployment.id, sharedModel: null, endpoint: work.endpoint, stream: work.stream, recordsReplica: true,
-        model: deployment.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content,
+        model: deployment.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content, ...(adapter ? { adapter: adapter.adapter } : {}),
       };
       const route = { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId };
       return new WorkTicket(decision, owner, {
@@ -307,6 +315,13 @@ export class InferencePipeline {
       this.refused(work.trace, startedAt, error);
       throw error;
     }
+  }
+
+  /** The LoRA adapter the request's `model` names on this deployment, or null: the base model (no lookup when `model` is the base's or absent). */
+  private async adapterOf(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<AddressedAdapter | null> {
+    const { adapters } = this.parts;
+    if (!adapters || work.model === undefined || work.model === deployment.modelId) return null;
+    return await adapters.onDeployment(key.workspaceId, deployment, work.model, work.deadlineUnixMs);
   }
 
   /** RPM and the TPD hold; a hold past what is left of the day lowers the request's completion bound (admission.ts clampCompletion). */

@@ -43,6 +43,8 @@ export interface TicketOwner {
   readonly traceId?: string;
   /** Collects its bodies for the request log; only where the workspace stores them. */
   readonly content?: ContentCapture;
+  /** The LoRA adapter `model` named (docs/adapters.md); absent for the base model. */
+  readonly adapter?: FinishedRequest['adapter'];
 }
 
 /** What differs between an owner's and a guest's request once admitted. */
@@ -116,6 +118,11 @@ export class WorkTicket {
   }
 
   /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
+  /** The LoRA adapter's name the client addressed, or undefined for the base model: what answers carry in `model`. */
+  get adapterName(): string | undefined {
+    return this.owner.adapter?.name;
+  }
+
   get label(): string {
     return this.owner.sharedModel ?? this.owner.deploymentId;
   }
@@ -159,12 +166,12 @@ export class WorkTicket {
       replicaId: owner.recordsReplica ? replicaId : null,
       endpoint: owner.endpoint, status: outcome, stream: owner.stream, promptTokens: usage?.promptTokens ?? 0,
       completionTokens: usage?.completionTokens ?? 0, totalTokens: total, latencyMs, createdAt: new Date(this.startedAt),
-      ...(owner.batchId ? { batchId: owner.batchId } : {}),
+      ...(owner.batchId ? { batchId: owner.batchId } : {}), ...(owner.adapter ? { adapterId: owner.adapter.id } : {}),
     });
     this.parts.finish?.(outcome, usage);
     const finished: FinishedRequest = {
       workspaceId: owner.workspaceId, apiKeyId: owner.apiKeyId, deploymentId: owner.deploymentId, sharedModel: owner.sharedModel,
-      model: owner.model, endpoint: owner.endpoint, stream: owner.stream, batchId: owner.batchId, outcome,
+      model: owner.model, adapter: owner.adapter ?? null, endpoint: owner.endpoint, stream: owner.stream, batchId: owner.batchId, outcome,
       finishReason: finish?.reason ?? this.finishReason, errorCode: outcome === 'succeeded' ? null : finish?.errorCode ?? this.errorCode ?? outcome,
       promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, cachedTokens: usage?.cachedTokens ?? 0,
       startedAt: this.startedAt, latencyMs, ttftMs: this.ttftMs, replicaId, requestId: owner.requestId ?? null, traceId: owner.traceId ?? null,

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { loraAgentEnv } from '../deployments/lora-settings';
 import type { Logger } from 'pino';
 import type { AgentEngineKind } from '../../common/engine-kinds';
 import type { GpuOffer } from '../replicas/gpu-offer';
@@ -86,7 +87,7 @@ export class LocalProvider implements CapacityProvider {
     const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = this.now();
-      const env = { ...this.downloadEnv(deployment.modelId), ...this.options.engineEnv?.(deployment), ...extraEnv };
+      const env = { ...this.downloadEnv(deployment.modelId), ...loraAgentEnv(deployment), ...this.options.engineEnv?.(deployment), ...extraEnv };
       const owner: ReplicaLogOwner = { replicaId: replica.id, deploymentId: deployment.id, workspaceId: deployment.workspaceId };
       agent.child = this.spawnAgent(owner, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {

@@ -76,12 +76,12 @@ export class RequestLogRecorder implements RequestObserver {
     await this.dataSource.query(`
       INSERT INTO request_log (workspace_id, request_id, api_key_id, deployment_id, shared_model, replica_id, batch_id, model, endpoint, stream,
         outcome, error_code, finish_reason, prompt_tokens, completion_tokens, cached_tokens, started_at, latency_ms, ttft_ms, trace_id, phases,
-        request_body, request_body_truncated, response_body, response_body_truncated)
+        request_body, request_body_truncated, response_body, response_body_truncated, adapter_id, adapter_name)
       SELECT w, rid, k, d, sm, rep, b, model, ep, st, o, ec, fr, pt, ct, cat, to_timestamp(sa / 1000.0), lat, ttft, tr, ph::jsonb,
-        rq, COALESCE(rqt, false), rs, COALESCE(rst, false)
+        rq, COALESCE(rqt, false), rs, COALESCE(rst, false), ad, adn
       FROM json_to_recordset($1::json) AS x(w text, rid text, k text, d text, sm text, rep text, b text, model text, ep text, st boolean,
         o text, ec text, fr text, pt int, ct int, cat int, sa float8, lat float8, ttft float8, tr text, ph json,
-        rq text, rqt boolean, rs text, rst boolean)`,
+        rq text, rqt boolean, rs text, rst boolean, ad text, adn text)`,
     [JSON.stringify(rows)]);
   }
 }
@@ -95,6 +95,7 @@ function rowOf(request: FinishedRequest): Record<string, unknown> {
     rep: owner ? request.replicaId : null, b: request.batchId ?? null, model: request.model, ep: request.endpoint, st: request.stream,
     o: request.outcome, ec: request.errorCode, fr: request.finishReason, pt: request.promptTokens, ct: request.completionTokens, cat: request.cachedTokens,
     sa: request.startedAt, lat: request.latencyMs, ttft: request.ttftMs, tr: request.traceId, ph: request.phases,
+    ...(request.adapter ? { ad: request.adapter.id, adn: request.adapter.name } : {}),
     ...(content ? {
       rq: storableText(content.request), rqt: content.requestTruncated,
       rs: content.response ? storableText(content.response) : null, rst: content.responseTruncated,

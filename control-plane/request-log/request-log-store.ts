@@ -20,6 +20,9 @@ export interface RequestLogEntry {
   readonly sharedModel: string | null;
   readonly replicaId: string | null;
   readonly batchId: string | null;
+  /** The LoRA adapter the request addressed (its id and the name it was called by); null for the base model. */
+  readonly adapterId: string | null;
+  readonly adapterName: string | null;
   readonly model: string;
   readonly endpoint: string;
   readonly stream: boolean;
@@ -65,7 +68,7 @@ export interface RequestLogPage {
 }
 
 const COLUMNS = `l.seq, l.request_id, l.started_at, l.api_key_id, k.name AS api_key_name, l.deployment_id, d.slug AS deployment_slug, l.shared_model,
-  l.replica_id, l.batch_id, l.model, l.endpoint, l.stream, l.outcome, l.error_code, l.finish_reason, l.prompt_tokens, l.completion_tokens,
+  l.replica_id, l.batch_id, l.adapter_id, l.adapter_name, l.model, l.endpoint, l.stream, l.outcome, l.error_code, l.finish_reason, l.prompt_tokens, l.completion_tokens,
   l.cached_tokens, l.latency_ms, l.ttft_ms, l.trace_id, l.phases, (l.request_body IS NOT NULL) AS has_body`;
 const FROM = `FROM request_log l LEFT JOIN api_keys k ON k.id = l.api_key_id LEFT JOIN deployments d ON d.id = l.deployment_id`;
 const LOG_ID = /^log_(\d{1,18})$/;
@@ -163,6 +166,8 @@ interface EntryRow {
   shared_model: string | null;
   replica_id: string | null;
   batch_id: string | null;
+  adapter_id: string | null;
+  adapter_name: string | null;
   model: string;
   endpoint: string;
   stream: boolean;
@@ -183,6 +188,7 @@ function entryOf(row: EntryRow): RequestLogEntry {
   return {
     id: row.request_id ?? `log_${row.seq}`, requestId: row.request_id, startedAt: row.started_at, apiKeyId: row.api_key_id, apiKeyName: row.api_key_name,
     deploymentId: row.deployment_id, deploymentSlug: row.deployment_slug, sharedModel: row.shared_model, replicaId: row.replica_id, batchId: row.batch_id,
+    adapterId: row.adapter_id, adapterName: row.adapter_name,
     model: row.model, endpoint: row.endpoint, stream: row.stream, status: row.outcome, errorCode: row.error_code, finishReason: row.finish_reason,
     promptTokens: row.prompt_tokens, completionTokens: row.completion_tokens, cachedTokens: row.cached_tokens, latencyMs: row.latency_ms,
     ttftMs: row.ttft_ms, traceId: row.trace_id, phases: row.phases, hasBody: row.has_body,

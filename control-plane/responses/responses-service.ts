@@ -88,7 +88,8 @@ export class ResponsesService {
       endpoint: 'responses', body: Buffer.from(JSON.stringify(chat)), fields: chat, model: request.model, stream, includeUsage: stream,
       deadlineUnixMs: limits.deadlineUnixMs, streamWindowBytes: limits.streamWindowBytes, servedBy: limits.servedBy, trace: limits.trace,
     });
-    return { id, createdAt, request, history, model: deployment.modelId, scope, apiKeyId: key.id, ticket, trace: limits.trace };
+    // A turn addressed to a LoRA adapter answers with the adapter's name, as chat does.
+    return { id, createdAt, request, history, model: ticket.adapterName ?? deployment.modelId, scope, apiKeyId: key.id, ticket, trace: limits.trace };
   }
 
   /**

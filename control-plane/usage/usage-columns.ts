@@ -26,6 +26,7 @@ export class UsageColumns {
   private latencyMs: number[] = [];
   private createdAtMs: number[] = [];
   private batchId: Array<string | null> = [];
+  private adapterId: Array<string | null> = [];
 
   get length(): number {
     return this.workspaceId.length;
@@ -46,6 +47,7 @@ export class UsageColumns {
     this.latencyMs.push(input.latencyMs);
     this.createdAtMs.push(input.createdAt.getTime());
     this.batchId.push(input.batchId ?? null);
+    this.adapterId.push(input.adapterId ?? null);
   }
 
   /** The records, oldest first, as objects; the columns are left empty. */
@@ -56,7 +58,7 @@ export class UsageColumns {
         workspaceId: this.workspaceId[index], apiKeyId: this.apiKeyId[index], deploymentId: this.deploymentId[index], sharedModel: this.sharedModel[index],
         replicaId: this.replicaId[index], endpoint: this.endpoint[index], status: this.status[index], stream: this.stream[index],
         promptTokens: this.promptTokens[index], completionTokens: this.completionTokens[index], totalTokens: this.totalTokens[index],
-        latencyMs: this.latencyMs[index], createdAt: new Date(this.createdAtMs[index]), batchId: this.batchId[index],
+        latencyMs: this.latencyMs[index], createdAt: new Date(this.createdAtMs[index]), batchId: this.batchId[index], adapterId: this.adapterId[index],
       });
     }
     this.clear();
@@ -78,5 +80,6 @@ export class UsageColumns {
     this.latencyMs = [];
     this.createdAtMs = [];
     this.batchId = [];
+    this.adapterId = [];
   }
 }

@@ -28,4 +28,6 @@ export class UsageRecord {
   @Column('timestamptz', { name: 'created_at' }) createdAt: Date;
   /** The batch a batch line's usage belongs to (usage grouped by batch); absent for live requests. */
   @Column('text', { name: 'batch_id', nullable: true }) batchId?: string | null;
+  /** The LoRA adapter the request addressed (usage and money per adapter, docs/adapters.md); null for the base model. */
+  @Column('text', { name: 'adapter_id', nullable: true }) adapterId?: string | null;
 }

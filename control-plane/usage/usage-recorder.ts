@@ -68,12 +68,12 @@ export class UsageRecorder {
   private async insert(batch: UsageInput[]): Promise<void> {
     await this.dataSource.query(
       `INSERT INTO usage_records (workspace_id, api_key_id, deployment_id, shared_model, replica_id, endpoint, status, stream,
-         prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at, batch_id)
+         prompt_tokens, completion_tokens, total_tokens, latency_ms, created_at, batch_id, adapter_id)
        SELECT "workspaceId", "apiKeyId", "deploymentId", "sharedModel", "replicaId", endpoint, status, stream,
-         "promptTokens", "completionTokens", "totalTokens", "latencyMs", "createdAt", "batchId"
+         "promptTokens", "completionTokens", "totalTokens", "latencyMs", "createdAt", "batchId", "adapterId"
        FROM json_to_recordset($1::json) AS r("workspaceId" text, "apiKeyId" text, "deploymentId" text, "sharedModel" text, "replicaId" text,
          endpoint text, status text, stream boolean, "promptTokens" int, "completionTokens" int, "totalTokens" int, "latencyMs" int,
-         "createdAt" timestamptz, "batchId" text)`,
+         "createdAt" timestamptz, "batchId" text, "adapterId" text)`,
       [JSON.stringify(batch)],
     );
   }

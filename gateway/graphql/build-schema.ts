@@ -18,10 +18,11 @@ import { MetricsHistoryResolver } from './resolvers/metrics-history.resolver';
 import { RequestLogResolver } from './resolvers/request-log.resolver';
 import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
 import { PlaygroundResolver } from './resolvers/playground.resolver';
+import { AdapterResolver } from './resolvers/adapter.resolver';
 
 export const RESOLVERS = [
   CatalogResolver, ApiKeyResolver, DeploymentResolver, StorageCredentialResolver, RequestResolver, WebhookResolver, CapacityResolver, BillingResolver, WorkspaceResolver, SharingResolver, ConsoleResolver, BatchResolver, BudgetResolver,
-  MetricsHistoryResolver, RequestLogResolver, ReplicaLogResolver, PlaygroundResolver,
+  MetricsHistoryResolver, RequestLogResolver, ReplicaLogResolver, PlaygroundResolver, AdapterResolver,
 ] as const;
 
 /**

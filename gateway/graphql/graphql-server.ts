@@ -34,6 +34,7 @@ import { RequestLogResolver } from './resolvers/request-log.resolver';
 import { BudgetResolver } from './resolvers/budget.resolver';
 import { ReplicaLogResolver } from './resolvers/replica-log.resolver';
 import { PlaygroundResolver, type PlaygroundOptions } from './resolvers/playground.resolver';
+import { AdapterResolver } from './resolvers/adapter.resolver';
 import type { RequestGate } from '../http/request-gate';
 import { limitDatabaseQueries, QuerySlots } from './database-cost';
 import { operationBudgetPlugin } from './operation-budget';
@@ -86,6 +87,7 @@ export class GraphQLServer {
       [RequestLogResolver, new RequestLogResolver(admin)],
       [ReplicaLogResolver, new ReplicaLogResolver(admin, deployments)],
       [PlaygroundResolver, playgroundResolver],
+      [AdapterResolver, new AdapterResolver(admin)],
     ]);
     const schema = buildGatewaySchema({ container: { get: (type) => instances.get(type) } });
     limitDatabaseQueries(schema);

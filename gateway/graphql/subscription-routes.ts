@@ -81,6 +81,7 @@ export function subscriptionRoutes(checks: SubscriptionChecks, streams: Subscrip
       },
     },
     deploymentUpdated: { event: 'deploymentUpdated', channelsOf: ofWorkspace, channelFor: inWorkspace },
+    adapterUpdated: { event: 'adapterUpdated', channelsOf: ofWorkspace, channelFor: inWorkspace },
     requestUpdated: { event: 'requestUpdated', channelsOf: ofWorkspace, channelFor: inWorkspace },
     webhookDeliveryLogged: { event: 'webhookAttemptLogged', channelsOf: ofWorkspace, channelFor: inWorkspace },
     batchUpdated: {

@@ -9,12 +9,12 @@ const cursorList = (item: string): JsonObject => closedObject({
 
 export const BATCH_SCHEMAS: Record<string, JsonObject> = {
   FileUploadRequest: closedObject({
-    file: { type: 'string', contentMediaType: 'application/jsonl', description: 'one JSONL file of request lines' },
-    purpose: constant('batch'),
+    file: { type: 'string', description: 'one JSONL file of request lines (batch), or a LoRA adapter\'s weights (user_data, docs/adapters.md)' },
+    purpose: oneOfStrings(['batch', 'user_data']),
   }),
   File: closedObject({
     id: string(), object: constant('file'), bytes: integer(), created_at: integer(), filename: string(),
-    purpose: oneOfStrings(['batch', 'batch_output']), status: constant('processed'), expires_at: { type: 'null', description: 'files are kept until deleted' },
+    purpose: oneOfStrings(['batch', 'batch_output', 'user_data']), status: constant('processed'), expires_at: { type: 'null', description: 'files are kept until deleted' },
     status_details: { type: 'null' },
   }),
   FileList: cursorList('File'),

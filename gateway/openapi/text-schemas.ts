@@ -131,12 +131,14 @@ export const TEXT_SCHEMAS: Record<string, JsonObject> = {
   Model: closedObject({
     id: string(), object: constant('model'), created: integer(), owned_by: string('the owning workspace\'s id'),
     engine: constant(STAND_IN_ENGINE_LABEL), note: string('why the answers are placeholder words'),
-  }, ['id', 'object', 'created', 'owned_by'], 'The endpoint\'s one model. `engine` and `note` are present only when the built-in CPU stand-in answers for it.'),
+    root: string('a LoRA adapter\'s base model'), parent: string('a LoRA adapter\'s base model (vLLM\'s field)'),
+  }, ['id', 'object', 'created', 'owned_by'], 'The endpoint\'s model, then the LoRA adapters attached to it (docs/adapters.md: `id` the adapter\'s name, `parent` its base model). `engine` and `note` are present only when the built-in CPU stand-in answers for it.'),
   ModelList: closedObject({ object: constant('list'), data: array(ref('Model')) }),
   WorkspaceModel: closedObject({
     id: string('the deployment\'s slug'), object: constant('model'), created: integer(), owned_by: string('the workspace\'s id'),
     root: string('the catalog model it serves'), engine: constant(STAND_IN_ENGINE_LABEL), note: string(),
-  }, ['id', 'object', 'created', 'owned_by', 'root'], 'A deployment of the workspace, on the workspace base URL.'),
+    parent: string('a LoRA adapter\'s base model (vLLM\'s field)'),
+  }, ['id', 'object', 'created', 'owned_by', 'root'], 'A deployment of the workspace, on the workspace base URL, or a LoRA adapter attached to one (`id` its name, `parent` its base model).'),
   WorkspaceModelList: closedObject({ object: constant('list'), data: array(ref('WorkspaceModel')) }),
   SharedResponsesRequest: {
     allOf: [ref('ResponsesRequest'), { type: 'object', required: ['model'], properties: { model: { type: 'string', pattern: '^shared/', description: '`shared/<model-id>`' } } }],

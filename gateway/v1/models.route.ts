@@ -1,5 +1,5 @@
 import { AppError, shortened } from '../../control-plane/api/errors';
-import type { Deployment } from '../../control-plane/api/inference';
+import type { AdapterDirectory, Deployment, ListedAdapter } from '../../control-plane/api/inference';
 import type { DeploymentEngines } from '../../control-plane/api/startup';
 import { json, modelOf, type RouteEndpoints } from './route-endpoints';
 import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
@@ -11,7 +11,7 @@ import { STAND_IN_ENGINE_KIND, STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../s
  * by a real engine carries neither.
  */
 export class ModelsRoute {
-  constructor(private readonly engines: DeploymentEngines) {}
+  constructor(private readonly engines: DeploymentEngines, private readonly adapters?: Pick<AdapterDirectory, 'listed'>) {}
 
   endpoints(): RouteEndpoints {
     return {
@@ -22,12 +22,16 @@ export class ModelsRoute {
     };
   }
 
+  /** The deployment's model, then the LoRA adapters attached to it (`parent`: the base model, as vLLM lists them). */
   async list(deployment: Deployment) {
-    return { object: 'list', data: [await this.modelObject(deployment)] };
+    const adapters = await this.adaptersOf(deployment.workspaceId, [deployment]);
+    return { object: 'list', data: [await this.modelObject(deployment), ...adapters.map((adapter) => adapterObject(adapter, deployment.workspaceId))] };
   }
 
   /** Model ids contain `/`, so the id is the rest of the path. */
   async retrieve(deployment: Deployment, id: string) {
+    const adapter = id === deployment.modelId ? undefined : (await this.adaptersOf(deployment.workspaceId, [deployment])).find((listed) => listed.name === id);
+    if (adapter) return adapterObject(adapter, deployment.workspaceId);
     if (id !== deployment.modelId) {
       throw new AppError('model_not_found', `model '${shortened(id)}' is not served by this endpoint; it serves '${deployment.modelId}'`, { param: 'model' });
     }
@@ -39,8 +43,16 @@ export class ModelsRoute {
    * slug (what `model` takes there) and `root` the catalog model it serves (vLLM's field for
    * the model behind a served name; OpenAI SDKs keep unknown fields).
    */
-  async workspaceList(deployments: readonly Deployment[]) {
-    return { object: 'list', data: await Promise.all(deployments.map(async (deployment) => await this.workspaceModel(deployment))) };
+  async workspaceList(workspaceId: string, deployments: readonly Deployment[]) {
+    const adapters = await this.adaptersOf(workspaceId, deployments);
+    return {
+      object: 'list',
+      data: [...await Promise.all(deployments.map(async (deployment) => await this.workspaceModel(deployment))), ...adapters.map((adapter) => adapterObject(adapter, workspaceId))],
+    };
+  }
+
+  private async adaptersOf(workspaceId: string, deployments: readonly Deployment[]): Promise<ListedAdapter[]> {
+    return this.adapters ? await this.adapters.listed(workspaceId, deployments.map((deployment) => deployment.id)) : [];
   }
 
   async workspaceModel(deployment: Deployment) {
@@ -52,4 +64,9 @@ export class ModelsRoute {
     if (!(await this.engines.of(deployment)).has(STAND_IN_ENGINE_KIND)) return model;
     return { ...model, engine: STAND_IN_ENGINE_LABEL, note: STAND_IN_NOTE };
   }
+}
+
+/** An attached LoRA adapter as OpenAI's model object, with vLLM's `parent` (and `root`): the base model it runs on. */
+function adapterObject(adapter: ListedAdapter, workspaceId: string) {
+  return { id: adapter.name, object: 'model', created: Math.floor(adapter.createdAt.getTime() / 1000), owned_by: workspaceId, root: adapter.baseModel, parent: adapter.baseModel };
 }

@@ -41,7 +41,7 @@ const GUEST_ATTEMPTS_PER_TURN = 16;
  * Returns false for every other request, which Koa then serves.
  */
 export function textFastLane(
-  inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore'>, options: TextRouteOptions & StreamLimits,
+  inference: Pick<InferencePort, 'apiKeys' | 'pipeline' | 'responses' | 'backgroundResponses' | 'metrics' | 'deploymentStore' | 'adapterDirectory'>, options: TextRouteOptions & StreamLimits,
   logger: Logger, requestLog: RequestLog, requestIds: RequestIds, gate: RequestGate, tracing: Tracing | null = null,
 ) {
   const text = new TextCompletionRoute(inference.pipeline, options);
@@ -49,7 +49,7 @@ export function textFastLane(
   const sharedChat = new SharedChatRoute(inference.apiKeys, inference.pipeline, gate, options);
   const guests = new GuestLane(GUEST_ATTEMPTS_PER_TURN);
   const metrics = inference.metrics;
-  const routing = new WorkspaceRouting(inference.deploymentStore);
+  const routing = new WorkspaceRouting(inference.deploymentStore, inference.adapterDirectory);
 
   /** Metrics and the access log of an owner's call, once it ended (a client that left before any header: 499). */
   const recordAnswer = (response: ServerResponse, endpoint: TextEndpoint, deploymentId: string, trace: RequestTrace, summary?: RunSummary | void): void => {
@@ -89,7 +89,7 @@ export function textFastLane(
     try {
       const key = await authenticate(inference.apiKeys, request.headers.authorization);
       const held = gate.enter(request, response, key, null, 'text');
-      const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held));
+      const { deployment, body } = await routing.routeJson(key, await readBody(request, options.maxBodyBytes, held), true);
       deploymentId = deployment.id;
       gate.routed(request, key, deployment, 'text');
       if (endpoint === 'responses') summary = await responses.createFromBody(response, body, deployment, key, trace);

@@ -49,7 +49,7 @@ export function v1Router(inference: InferencePort, records: RecordsPort, options
   const videos = new VideosRoute(inference, options);
   const requests = new RequestsRoute(records);
   const embeddings = new EmbeddingsRoute(inference.pipeline, options);
-  const models = new ModelsRoute(new DeploymentEngines(inference.replicas, inference.localProvider));
+  const models = new ModelsRoute(new DeploymentEngines(inference.replicas, inference.localProvider), inference.adapterDirectory);
   const files = new FilesRoute(records.batches, { maxFileBytes: options.maxFileBytes, downloads: options.downloads });
   const batches = new BatchesRoute(records.batches, { maxBodyBytes: options.maxBodyBytes });
   const responses = new StoredResponsesRoute(records.responses, records.backgroundResponses);
@@ -58,7 +58,7 @@ export function v1Router(inference: InferencePort, records: RecordsPort, options
   const handlers: Partial<Record<DeploymentEndpointName, EndpointHandler>> = Object.assign({}, ...routes.map((route) => route.deployment));
   const recordHandlers: Partial<Record<DeploymentEndpointName, RecordHandler>> = Object.assign({}, ...routes.map((route) => route.records ?? {}));
   const shared = sharedHandlers(inference.shared, responses);
-  const workspaceRoot = workspaceRootRoute(inference.apiKeys, new WorkspaceRouting(inference.deploymentStore), models, handlers, recordHandlers, gate, options);
+  const workspaceRoot = workspaceRootRoute(inference.apiKeys, new WorkspaceRouting(inference.deploymentStore, inference.adapterDirectory), models, handlers, recordHandlers, gate, options);
 
   /** The shared (per-token) endpoint, `/shared/v1<rest>`; its chat/completions and responses take the fast lane. */
   const sharedRoute = async (context: Context, rest: string): Promise<void> => {

@@ -15,6 +15,9 @@ import type { EndpointHandler, RecordHandler } from './route-endpoints';
 
 export type { EndpointHandler, RecordHandler } from './route-endpoints';
 
+/** The endpoints a LoRA adapter's name may be sent to (docs/adapters.md#addressing). */
+const ADAPTER_ENDPOINTS: ReadonlySet<string> = new Set(['chat.completions', 'completions', 'responses.create']);
+
 export interface WorkspaceRootOptions {
   /** A JSON body's limit (the deployment endpoints' MAX_BODY_BYTES). */
   readonly maxBodyBytes: number;
@@ -47,7 +50,7 @@ export function workspaceRootRoute(
     const key = await authenticate(apiKeys, context.get('authorization') || undefined);
     if (context.method === 'GET' && rest === '/models') {
       context.state.requestBudget = gate.enter(context.req, context.res, key);
-      return json(context, await models.workspaceList(await routing.deploymentsOf(key)));
+      return json(context, await models.workspaceList(key.workspaceId, await routing.deploymentsOf(key)));
     }
     if (context.method === 'GET' && rest.startsWith('/models/')) {
       context.state.requestBudget = gate.enter(context.req, context.res, key);
@@ -77,7 +80,7 @@ export function workspaceRootRoute(
       deployment = await routing.routeForm(key, form);
       setRoutedBody(context.req, form);
     } else {
-      const routed = await routing.routeJson(key, await readBody(context.req, options.maxBodyBytes, held));
+      const routed = await routing.routeJson(key, await readBody(context.req, options.maxBodyBytes, held), ADAPTER_ENDPOINTS.has(found.endpoint.name));
       deployment = routed.deployment;
       setRoutedBody(context.req, routed.body);
     }

@@ -51,7 +51,7 @@ describe('GraphQL refuses bad input', () => {
       ['costs groupBy week', costs, { ...day, groupBy: 'week' }, 'BAD_USER_INPUT', 'groupBy', /groupBy must be one of day, deployment, replica$/],
       // api_key groups usage, not costs (and replica the other way round).
       ['costs groupBy api_key', costs, { ...day, groupBy: 'api_key' }, 'BAD_USER_INPUT', 'groupBy', /groupBy must be one of day, deployment, replica$/],
-      ['usage groupBy replica', usage, { ...day, groupBy: 'replica' }, 'BAD_USER_INPUT', 'groupBy', /groupBy must be one of day, deployment, api_key$/],
+      ['usage groupBy replica', usage, { ...day, groupBy: 'replica' }, 'BAD_USER_INPUT', 'groupBy', /groupBy must be one of day, deployment, api_key, adapter$/],
       ['costs to = from', costs, { from, to: from, groupBy: 'day' }, 'BAD_USER_INPUT', 'to', /to must be after from/],
       ['costs to < from', costs, { from, to: '2024-12-31T00:00:00.000Z', groupBy: 'day' }, 'BAD_USER_INPUT', 'to', /to must be after from/],
       ['usage to < from', usage, { from, to: '2024-12-31T00:00:00.000Z', groupBy: 'day' }, 'BAD_USER_INPUT', 'to', /to must be after from/],

@@ -19,6 +19,7 @@ const TRUSTED: Record<string, string> = {
   'control-plane/providers/kubernetes/kubernetes-provider.ts': "the Kubernetes API server's error body",
   'control-plane/storage/local-object-store.ts': 'the content-type sidecar the store itself wrote',
   'control-plane/cluster/event-bridge.ts': "a peer server's NOTIFY payload (replica load it rendered itself)",
+  'control-plane/adapters/adapter-store.ts': "a peer server's NOTIFY payload (a deleted adapter's row it rendered itself)",
   'worker-agent/packaging/embedded-modules.ts': "the agent binary's own manifest",
   'worker-agent/packaging/build-agent.ts': 'package files read when the agent binary is built',
   'worker-agent/engines/model-rename.ts': "one JSON string token (the engine's model value, checked to start with a quote): a string cannot nest",

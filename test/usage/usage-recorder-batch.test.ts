@@ -16,6 +16,7 @@ describe('usage records written in a batch', () => {
       status: index % 7 === 0 ? 'canceled' : 'succeeded', stream: index % 2 === 0,
       promptTokens: index, completionTokens: 2 * index, totalTokens: 3 * index, latencyMs: 1_000 + index,
       createdAt: new Date(Date.UTC(2026, 10, 27, 3, 4, 5, index % 1000)), batchId: index % 4 === 0 ? `batch_${index}` : null,
+      adapterId: index % 3 === 0 ? `ad_${index}` : null,
     }) as UsageInput);
     const recorder = new UsageRecorder(database.dataSource, 60_000, logger);
     for (const input of inputs) recorder.record(input);

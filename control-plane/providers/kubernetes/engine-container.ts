@@ -4,12 +4,15 @@
  * SGLang serve OpenAI's API on one port; the agent beside them reaches it on 127.0.0.1.
  */
 import type { CatalogModel } from '../../catalog/catalog';
+import type { LoraSettings } from '../../deployments/lora-settings';
 
 export interface EngineContainerSpec {
   readonly image: string;
   readonly command?: string[];
   readonly args: string[];
   readonly port: number;
+  /** Variables the engine's container gets beyond the pod's own (vLLM's runtime adapter loading). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 const ENGINE_PORT = 8000;
@@ -24,8 +27,12 @@ export const DEFAULT_ENGINE_IMAGES: Readonly<Record<string, string>> = {
  * The engine container of a replica of `model` on `gpus` GPUs; null when neither the catalog
  * entry nor the engine kind says how (image and video engines need a `container` entry).
  * `priorityScheduling`: the replica shares idle capacity, so its engine orders work by priority.
+ * `lora`: the deployment's adapter capacity; with `maxLoras` > 0 a text engine starts with LoRA
+ * on and runtime loading allowed (the agent hot-loads adapters, docs/adapters.md), never a restart.
  */
-export function engineContainerFor(model: CatalogModel, gpus: number, priorityScheduling: boolean, images: Readonly<Record<string, string>>): EngineContainerSpec | null {
+export function engineContainerFor(
+  model: CatalogModel, gpus: number, priorityScheduling: boolean, images: Readonly<Record<string, string>>, lora?: LoraSettings,
+): EngineContainerSpec | null {
   const fill = (values: readonly string[]) => values.map((value) => value.replaceAll('{model}', model.id).replaceAll('{gpus}', String(gpus)));
   if (model.container) {
     return {
@@ -35,6 +42,7 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
   }
   const image = images[model.engine] ?? DEFAULT_ENGINE_IMAGES[model.engine];
   const embedding = model.task === 'embedding';
+  const adapters = !embedding && model.modality === 'text' && lora !== undefined && lora.maxLoras > 0 ? lora : null;
   switch (model.engine) {
     case 'vllm':
       return image ? {
@@ -42,9 +50,12 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
         args: [
           '--model', model.id, '--served-model-name', model.id, '--tensor-parallel-size', String(gpus), '--port', String(ENGINE_PORT),
           ...(embedding ? ['--task', 'embed'] : []), ...(priorityScheduling ? ['--scheduling-policy', 'priority'] : []),
+          ...(adapters ? vllmLoraArgs(adapters) : []),
           ...vllmStructuredArgs(model),
         ],
         port: ENGINE_PORT,
+        // Without it vLLM refuses /v1/load_lora_adapter: adapters could only be named at start.
+        ...(adapters ? { env: { VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True' } } : {}),
       } : null;
     case 'sglang':
       return image ? {
@@ -54,6 +65,8 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
           ...(embedding ? ['--is-embedding'] : []),
           // SGLang serves a higher number first unless told otherwise; the agent sends vLLM's order.
           ...(priorityScheduling ? ['--enable-priority-scheduling', '--schedule-low-priority-values-first'] : []),
+          // Its load_lora_adapter endpoint needs the rank and target modules fixed at start.
+          ...(adapters ? ['--enable-lora', '--max-loras-per-batch', String(adapters.maxLoras), '--max-lora-rank', String(adapters.maxLoraRank), '--lora-target-modules', 'all'] : []),
           ...(model.toolCallParser ? ['--tool-call-parser', model.toolCallParser] : []),
           ...(model.structuredOutputBackend ? ['--grammar-backend', model.structuredOutputBackend] : []),
         ],
@@ -62,6 +75,14 @@ export function engineContainerFor(model: CatalogModel, gpus: number, prioritySc
     default:
       return image ? { image, args: [], port: ENGINE_PORT } : null;
   }
+}
+
+/** vLLM's LoRA capacity: GPU slots, host-memory slots (when any) and the largest rank. */
+function vllmLoraArgs(lora: LoraSettings): string[] {
+  return [
+    '--enable-lora', '--max-loras', String(lora.maxLoras), ...(lora.maxCpuLoras > 0 ? ['--max-cpu-loras', String(lora.maxCpuLoras)] : []),
+    '--max-lora-rank', String(lora.maxLoraRank),
+  ];
 }
 
 /**

@@ -134,7 +134,7 @@ export class KubernetesProvider implements CapacityProvider {
     const placement = parseOfferId(this.config, offer.id);
     if (!placement) throw new Error(`offer ${offer.id} is not one of this cluster's GPU classes`);
     const model = this.options.catalog.get(deployment.modelId);
-    const engine = engineContainerFor(model, placement.gpus, replica.priorityScheduling, this.config.engineImages);
+    const engine = engineContainerFor(model, placement.gpus, replica.priorityScheduling, this.config.engineImages, deployment);
     if (!engine) throw new Error(`no container image for engine '${model.engine}' of ${model.id}: give the catalog entry a container, or engineImages.${model.engine}`);
     const sha256 = await agentBinarySha256(this.options.agentBinaryDir, this.config.agentArch);
     if (!sha256) throw new Error(`the agent binary for linux-${this.config.agentArch} is not built on this server (npm run build:agent)`);
@@ -146,7 +146,7 @@ export class KubernetesProvider implements CapacityProvider {
       gpuClass: placement.gpuClass,
       agent: {
         url: `${this.config.controlPlaneHttpUrl.replace(/\/+$/, '')}${agentDownloadPath(this.options.version, this.config.agentArch)}`, sha256,
-        maxConcurrency: model.targetConcurrency, priorityScheduling: replica.priorityScheduling,
+        maxConcurrency: model.targetConcurrency, priorityScheduling: replica.priorityScheduling, lora: deployment,
       },
     });
     this.offersCache = null;

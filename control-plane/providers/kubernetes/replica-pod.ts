@@ -6,6 +6,7 @@
  * real Kubernetes schemas.
  */
 import type { V1Container, V1EnvVar, V1Pod, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import { loraAgentEnv, type LoraSettings } from '../../deployments/lora-settings';
 import type { EngineContainerSpec } from './engine-container';
 import type { GpuClass, KubernetesConfig } from './kubernetes-config';
 
@@ -59,6 +60,8 @@ export interface ReplicaPodInput {
     readonly sha256: string;
     readonly maxConcurrency: number;
     readonly priorityScheduling: boolean;
+    /** The deployment's adapter capacity, offered in the agent's Hello (absent: the agent's defaults). */
+    readonly lora?: LoraSettings;
   };
 }
 
@@ -91,7 +94,10 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
     ports: [{ name: 'http', containerPort: engine.port }],
     resources: { limits: gpuLimit, requests: gpuLimit },
     volumeMounts: engineMounts,
-    env: config.huggingFaceTokenSecret ? [{ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: config.huggingFaceTokenSecret, key: 'HF_TOKEN' } } }] : [],
+    env: [
+      ...(config.huggingFaceTokenSecret ? [{ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: config.huggingFaceTokenSecret, key: 'HF_TOKEN' } } }] : []),
+      ...Object.entries(engine.env ?? {}).map(([name, value]) => ({ name, value })),
+    ],
     // Weights take minutes to download and load: up to 30 min before the readiness checks start.
     startupProbe: { httpGet: { path: '/health', port: engine.port }, periodSeconds: 10, failureThreshold: 180 },
     readinessProbe: { httpGet: { path: '/health', port: engine.port }, periodSeconds: 5 },
@@ -107,6 +113,7 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
     { name: 'WORKER_MAX_CONCURRENCY', value: String(input.agent.maxConcurrency) },
     { name: 'WORKER_DRAIN_TIMEOUT_MS', value: String(AGENT_DRAIN_SECONDS * 1000) },
     ...(input.agent.priorityScheduling ? [{ name: 'WORKER_ENGINE_PRIORITY_SCHEDULING', value: 'true' }] : []),
+    ...Object.entries(input.agent.lora ? loraAgentEnv(input.agent.lora) : {}).map(([name, value]) => ({ name, value })),
     ...Object.entries(config.agentEnv).map(([name, value]) => ({ name, value })),
   ];
   const agentContainer: V1Container = {

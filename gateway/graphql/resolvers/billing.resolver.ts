@@ -21,11 +21,11 @@ export class BillingResolver {
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.aggregate)
-  @Query(() => [UsageRowType], { description: 'Text requests and tokens between from and to, by day (UTC), deployment or api_key' })
+  @Query(() => [UsageRowType], { description: 'Text requests and tokens between from and to, by day (UTC), deployment, api_key or adapter (a LoRA adapter; key "" is the base model)' })
   async usage(
     @Arg('from') from: Date, @Arg('to') to: Date, @Arg('groupBy', { defaultValue: 'day' }) groupBy: string, @Ctx() context: GraphQLContext,
   ): Promise<UsageRowType[]> {
-    return await this.admin.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key'] as const));
+    return await this.admin.billing.usage(workspaceOf(context), from, to, oneOf(groupBy, ['day', 'deployment', 'api_key', 'adapter'] as const));
   }
 
   @Query(() => DecimalScalar, { nullable: true, description: 'Prepaid credit left; null when the workspace is postpaid (no limit)' })

@@ -128,13 +128,13 @@ export class DeploymentResolver {
   private toType(deployment: Deployment): DeploymentType {
     const {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
-      shareIdleCapacity, sharing, routingPolicy, createdAt, updatedAt,
+      shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank, createdAt, updatedAt,
     } = deployment;
     // An instance, not a plain object: type-graphql copies a plain root into a new instance for
     // every field resolver, and `replicaRows` keys its one read on the root's identity.
     return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
-      createdAt, updatedAt, progress: null, shareIdleCapacity, sharing, routingPolicy,
+      createdAt, updatedAt, progress: null, shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }

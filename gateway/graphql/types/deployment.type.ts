@@ -45,6 +45,9 @@ export class DeploymentType {
   @Field(() => Int, { nullable: true, description: 'Image/video models: the default output bucket (a storage credential); null = Managed' })
   storageCredentialId: number | null;
   @Field({ description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy: string;
+  @Field(() => Int, { description: 'LoRA adapter slots per replica, ready in the engine at once (vLLM --max-loras); 0: no adapter is served' }) maxLoras: number;
+  @Field(() => Int, { description: 'More adapters kept in host memory per replica (vLLM --max-cpu-loras); 0 or at least maxLoras' }) maxCpuLoras: number;
+  @Field(() => Int, { description: 'The largest LoRA rank the engines accept (vLLM --max-lora-rank): 8, 16, 32, 64, 128 or 256' }) maxLoraRank: number;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
 }
@@ -69,6 +72,9 @@ export class UpdateDeploymentInput {
     description: 'true opens idle capacity to guests (official chat models with shared prices, on a provider the platform launches): a rolling restart, one replica at a time, '
       + 'turns on priority scheduling, and with one replica the endpoint answers 503 for the restart; false stops new guest work at once (running guest requests finish)',
   }) shareIdleCapacity?: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
+  @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica (default 0; 0 or at least maxLoras)' }) maxCpuLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
 }
 
 @ObjectType('ScalingDecision', { description: 'One autoscaler decision with every input it used' })
@@ -97,4 +103,7 @@ export class CreateDeploymentInput {
   @Field(() => Int, { nullable: true, description: 'Image/video models: a verified storage credential as the default output bucket' })
   storageCredentialId?: number | null;
   @Field({ defaultValue: false, description: 'Open idle capacity to guests of shared serving (see updateDeployment)' }) shareIdleCapacity: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
+  @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica (default 0; 0 or at least maxLoras)' }) maxCpuLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
 }

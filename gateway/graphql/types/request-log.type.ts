@@ -29,6 +29,8 @@ export class RequestLogEntryType {
   @Field(() => String, { nullable: true, description: 'A guest\'s shared/<model-id>' }) sharedModel: string | null;
   @Field(() => String, { nullable: true, description: 'The replica that ran it (never on a guest\'s request)' }) replicaId: string | null;
   @Field(() => String, { nullable: true, description: 'The batch of a batch line' }) batchId: string | null;
+  @Field(() => String, { nullable: true, description: 'The LoRA adapter the request addressed (docs/adapters.md); null for the base model' }) adapterId: string | null;
+  @Field(() => String, { nullable: true, description: 'The adapter\'s name as the client sent it in model' }) adapterName: string | null;
   @Field() model: string;
   @Field({ description: 'chat.completions, completions, responses or embeddings' }) endpoint: string;
   @Field() stream: boolean;

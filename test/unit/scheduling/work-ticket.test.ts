@@ -243,7 +243,7 @@ describe('WorkTicket: the FinishedRequest its observer hears', () => {
     sent[0].listener.onCompleted({ ...USED, cachedTokens: 6 }, 'length');
     work.close();
     expect(observed).toEqual([{
-      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, model: 'org/model-1', endpoint: 'chat.completions',
+      workspaceId: 'ws_owner', apiKeyId: 'key_1', deploymentId: 'dep_owner', sharedModel: null, model: 'org/model-1', adapter: null, endpoint: 'chat.completions',
       stream: true, batchId: undefined, outcome: 'succeeded', finishReason: 'length', errorCode: null, promptTokens: 10, completionTokens: 30,
       cachedTokens: 6, startedAt: 4_000, latencyMs: 2_000, ttftMs: 120, replicaId: 'rep_1', requestId: 'req_1', traceId: null,
       // Made at 5,000 (admitted) and dispatched at once; not queued by its agent, so it started as it arrived there.

@@ -1,0 +1,45 @@
+import { AppError } from '../errors/app-error';
+import { quoteValue } from '../errors/quote-value';
+
+/** A deployment's LoRA capacity (docs/adapters.md): what its engines are started with. */
+export interface LoraSettings {
+  /** Adapters ready in the engine at once per replica (vLLM `--max-loras`); 0 serves none. @default 4 */
+  readonly maxLoras: number;
+  /** More adapters kept in host memory per replica (vLLM `--max-cpu-loras`). @default 0 */
+  readonly maxCpuLoras: number;
+  /** The largest rank the engine accepts (vLLM `--max-lora-rank`: one of its sizes). @default 64 */
+  readonly maxLoraRank: number;
+}
+
+export const DEFAULT_LORA_SETTINGS: LoraSettings = { maxLoras: 4, maxCpuLoras: 0, maxLoraRank: 64 };
+/** vLLM's `--max-lora-rank` choices. */
+export const LORA_RANKS = [8, 16, 32, 64, 128, 256] as const;
+/** Bounds of the table's CHECKs: far above what one GPU holds, below a typo that would reserve all its memory. */
+export const MAX_LORAS = 256;
+export const MAX_CPU_LORAS = 4096;
+
+/** `current` with `changes` applied (null or absent: unchanged), checked; a bad value is a 400 naming its field. */
+export function loraSettingsOf(changes: Partial<Record<keyof LoraSettings, number | null | undefined>>, current: LoraSettings = DEFAULT_LORA_SETTINGS): LoraSettings {
+  const maxLoras = changes.maxLoras ?? current.maxLoras;
+  const maxCpuLoras = changes.maxCpuLoras ?? current.maxCpuLoras;
+  const maxLoraRank = changes.maxLoraRank ?? current.maxLoraRank;
+  if (!Number.isInteger(maxLoras) || maxLoras < 0 || maxLoras > MAX_LORAS) {
+    throw new AppError('invalid_request', `maxLoras must be an integer from 0 to ${MAX_LORAS}, got ${quoteValue(maxLoras)}`, { param: 'maxLoras' });
+  }
+  if (!Number.isInteger(maxCpuLoras) || maxCpuLoras < 0 || maxCpuLoras > MAX_CPU_LORAS) {
+    throw new AppError('invalid_request', `maxCpuLoras must be an integer from 0 to ${MAX_CPU_LORAS}, got ${quoteValue(maxCpuLoras)}`, { param: 'maxCpuLoras' });
+  }
+  if (maxCpuLoras > 0 && maxCpuLoras < maxLoras) {
+    // vLLM refuses to start with fewer CPU slots than GPU ones.
+    throw new AppError('invalid_request', `maxCpuLoras must be 0 or at least maxLoras (${maxLoras}), got ${maxCpuLoras}`, { param: 'maxCpuLoras' });
+  }
+  if (!(LORA_RANKS as readonly number[]).includes(maxLoraRank)) {
+    throw new AppError('invalid_request', `maxLoraRank must be one of ${LORA_RANKS.join(', ')}, got ${quoteValue(maxLoraRank)}`, { param: 'maxLoraRank' });
+  }
+  return { maxLoras, maxCpuLoras, maxLoraRank };
+}
+
+/** The settings as the agent's environment (worker-agent/agent-options.ts reads them). */
+export function loraAgentEnv(settings: LoraSettings): Record<string, string> {
+  return { WORKER_MAX_LORAS: String(settings.maxLoras), WORKER_MAX_CPU_LORAS: String(settings.maxCpuLoras), WORKER_MAX_LORA_RANK: String(settings.maxLoraRank) };
+}
