@@ -11,11 +11,23 @@ import { Empty, ErrorView, fieldError, Loading } from '../components/states';
 import { ADAPTER_CONTEXT, ATTACH_ADAPTER, DETACH_ADAPTER } from '../graphql/adapters';
 import { useRefetchWhenIdle } from '../graphql/use-refetch-when-idle';
 
+/**
+ * Usage of every adapter in one aggregate (by adapter, the workspace's own calls): `Adapter.usage`
+ * under the list would cost an aggregate per adapter, over the operation's database budget.
+ */
 const ADAPTERS = graphql(`
   query Adapters($from: DateTimeISO!, $to: DateTimeISO!) {
-    adapters { ...AdapterParts usage(from: $from, to: $to) { requests promptTokens completionTokens totalTokens } }
+    adapters { ...AdapterParts }
+    usage(from: $from, to: $to, groupBy: "adapter") { key requests promptTokens completionTokens totalTokens }
     deployments { id slug modelId status }
     catalog { id name task }
+  }
+`);
+
+/** A shared adapter's usage counts its guests' calls too (`Adapter.usage`): one aggregate, for that card only. */
+const SHARED_USAGE = graphql(`
+  query AdapterUsage($id: ID!, $from: DateTimeISO!, $to: DateTimeISO!) {
+    adapter(id: $id) { id usage(from: $from, to: $to) { requests promptTokens completionTokens totalTokens } }
   }
 `);
 
@@ -40,6 +52,8 @@ const DELETE = graphql(`
 `);
 
 type Listed = AdaptersQuery['adapters'][number];
+type Usage = Omit<AdaptersQuery['usage'][number], 'key'>;
+const NO_USAGE: Usage = { requests: 0, promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 type Deployment = AdaptersQuery['deployments'][number];
 
 /** Usage ranges offered; the list reads usage over the chosen one, from when the page opened. */
@@ -83,6 +97,7 @@ export function Adapters() {
     .filter((adapter) => !adapter.deleted && !live[adapter.id]?.deleted);
   const deployments = (data?.deployments ?? []).filter((deployment) => deployment.status !== 'Deleted');
   const textModels = (data?.catalog ?? []).filter((model) => model.task === 'chat' || model.task === 'completion');
+  const usage = new Map((data?.usage ?? []).map((row) => [row.key, row]));
 
   return (
     <section>
@@ -103,13 +118,17 @@ export function Adapters() {
       {updates.error && <ErrorView error={updates.error} title="Live updates stopped; reload the page to resume them" />}
       {!data && fetching && <Loading what="adapters" />}
       {data && rows.length === 0 && <Empty>No adapters yet. Register one below.</Empty>}
-      {data && rows.map((adapter) => <AdapterCard key={adapter.id} adapter={adapter} deployments={deployments} days={days} />)}
+      {data && rows.map((adapter) => (
+        <AdapterCard key={adapter.id} adapter={adapter} deployments={deployments} days={days} ownUsage={usage.get(adapter.id) ?? NO_USAGE} variables={variables} />
+      ))}
       {data && <RegisterAdapter models={textModels} deployments={deployments} />}
     </section>
   );
 }
 
-function AdapterCard({ adapter, deployments, days }: { adapter: Listed; deployments: Deployment[]; days: string }) {
+function AdapterCard({ adapter, deployments, days, ownUsage, variables }: {
+  adapter: Listed; deployments: Deployment[]; days: string; ownUsage: Usage; variables: { from: string; to: string };
+}) {
   const [attached, attach] = useMutation(ATTACH_ADAPTER);
   const [detached, detach] = useMutation(DETACH_ADAPTER);
   const [sharing, setSharing] = useMutation(SET_SHARING);
@@ -122,7 +141,13 @@ function AdapterCard({ adapter, deployments, days }: { adapter: Listed; deployme
   const busy = attached.fetching || detached.fetching || sharing.fetching || deleted.fetching;
   const actionError = attached.error ?? detached.error ?? sharing.error ?? deleted.error;
   const headingId = `adapter-${adapter.id}`;
-  const usage = adapter.usage;
+  // Re-read with the list (its `ownUsage` changes): the shared adapter's guests' calls come with it.
+  const [shared, refetchShared] = useQuery({ query: SHARED_USAGE, variables: { id: adapter.id, ...variables }, pause: !adapter.sharedWithGuests });
+  useEffect(() => {
+    if (adapter.sharedWithGuests) refetchShared({ requestPolicy: 'network-only' });
+  }, [ownUsage.requests, ownUsage.totalTokens, adapter.sharedWithGuests, refetchShared]);
+  const usage = adapter.sharedWithGuests && shared.data ? shared.data.adapter.usage : ownUsage;
+  const whose = adapter.sharedWithGuests && shared.data ? 'yours and guests\'' : 'this workspace\'s';
   const range = RANGES.find(([value]) => value === days)?.[1].toLowerCase() ?? '';
 
   return (
@@ -138,7 +163,10 @@ function AdapterCard({ adapter, deployments, days }: { adapter: Listed; deployme
         <dt>Revision</dt><dd>r{adapter.revision}</dd>
         <dt>Weights</dt><dd><code className="id">{adapter.source}</code>{adapter.sizeBytes ? ` · ${count(adapter.sizeBytes)} bytes` : ''}</dd>
         <dt>Usage, {range}</dt>
-        <dd data-testid="adapter-usage">{count(usage.requests)} requests, {count(usage.totalTokens)} tokens ({count(usage.promptTokens)} prompt, {count(usage.completionTokens)} completion)</dd>
+        <dd data-testid="adapter-usage">
+          {count(usage.requests)} requests, {count(usage.totalTokens)} tokens ({count(usage.promptTokens)} prompt, {count(usage.completionTokens)} completion)
+          <span className="muted">, {whose} calls</span>
+        </dd>
       </dl>
 
       <h3>Attached to</h3>
