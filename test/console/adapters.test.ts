@@ -94,9 +94,14 @@ describe('console: LoRA adapters', () => {
 
     // The card re-reads usage and residency every few seconds.
     const registered = card(page, 'support-bot');
-    await registered.getByTestId('adapter-usage').filter({ hasText: `1 requests, ${tokens} tokens` }).waitFor({ timeout: 15_000 });
+    await registered.getByTestId('adapter-usage').filter({ hasText: `1 request, ${tokens} tokens` }).waitFor({ timeout: 15_000 });
     await registered.getByText('Not held by any replica yet').waitFor();
+    // Shared with guests: the badge shows, here and (live) nowhere else needed.
+    await registered.getByRole('button', { name: 'Share with guests: support-bot' }).click();
+    await registered.getByText('Shared with guests', { exact: true }).waitFor();
     await screenshot(page, 'adapters');
+    await registered.getByRole('button', { name: 'Stop sharing support-bot' }).click();
+    await registered.getByRole('button', { name: 'Share with guests: support-bot' }).waitFor();
 
     await page.goto('/console/usage');
     await page.getByRole('radio', { name: 'Adapter' }).check();

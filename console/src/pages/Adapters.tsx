@@ -164,7 +164,7 @@ function AdapterCard({ adapter, deployments, days, ownUsage, variables }: {
         <dt>Weights</dt><dd><code className="id">{adapter.source}</code>{adapter.sizeBytes ? ` · ${count(adapter.sizeBytes)} bytes` : ''}</dd>
         <dt>Usage, {range}</dt>
         <dd data-testid="adapter-usage">
-          {count(usage.requests)} requests, {count(usage.totalTokens)} tokens ({count(usage.promptTokens)} prompt, {count(usage.completionTokens)} completion)
+          {count(usage.requests)} {usage.requests === 1 ? 'request' : 'requests'}, {count(usage.totalTokens)} tokens ({count(usage.promptTokens)} prompt, {count(usage.completionTokens)} completion)
           <span className="muted">, {whose} calls</span>
         </dd>
       </dl>
