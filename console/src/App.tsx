@@ -17,10 +17,12 @@ import { SharedModels } from './pages/SharedModels';
 import { RequestLog } from './pages/RequestLog';
 import { RequestLogEntry } from './pages/RequestLogEntry';
 import { Playground } from './pages/Playground';
+import { Adapters } from './pages/Adapters';
 
 const NAV = [
   ['/deployments', 'Deployments'],
   ['/catalog', 'Catalog'],
+  ['/adapters', 'Adapters'],
   ['/requests', 'Requests'],
   ['/request-log', 'Request log'],
   ['/batches', 'Batches'],
@@ -65,6 +67,7 @@ export function App() {
                 <Route path="/deployments" element={<Deployments />} />
                 <Route path="/deployments/:id" element={<DeploymentDetail />} />
                 <Route path="/catalog" element={<Catalog />} />
+                <Route path="/adapters" element={<Adapters />} />
                 <Route path="/keys" element={<ApiKeys />} />
                 <Route path="/requests" element={<Requests />} />
                 <Route path="/requests/:id" element={<RequestDetail />} />

@@ -28,7 +28,7 @@ describe('console: keyboard only', () => {
     await page.getByRole('navigation', { name: 'Main' }).waitFor();
 
     for (const [link, heading] of [['API keys', 'API keys'], ['Webhooks', 'Webhooks'], ['Requests', 'Requests'], ['Batches', 'Batches'], ['Usage and billing', 'Usage and billing'],
-      ['Shared models', 'Shared models'], ['Catalog', 'Catalog'], ['Deployments', 'Deployments']] as const) {
+      ['Shared models', 'Shared models'], ['Adapters', 'Adapters'], ['Catalog', 'Catalog'], ['Deployments', 'Deployments']] as const) {
       await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
       await tabTo(page, (element) => element.tag === 'a' && element.text.trim() === link);
       await page.keyboard.press('Enter');

@@ -69,7 +69,7 @@ describe('console: narrow screens and the favicon', () => {
 
   it('no page scrolls sideways: wide tables scroll inside their own box', async () => {
     const pages: Array<[string, string]> = [
-      ['/console/deployments', 'Deployments'], [`/console/deployments/${deployment.id}`, 'Llama 3.1 8B Instruct'], ['/console/catalog', 'Catalog'],
+      ['/console/deployments', 'Deployments'], [`/console/deployments/${deployment.id}`, 'Llama 3.1 8B Instruct'], ['/console/catalog', 'Catalog'], ['/console/adapters', 'Adapters'],
       ['/console/requests', 'Requests'], ['/console/batches', 'Batches'], ['/console/keys', 'API keys'], ['/console/webhooks', 'Webhooks'],
       ['/console/usage', 'Usage and billing'], ['/console/shared', 'Shared models'], ['/console/playground', 'Playground'],
     ];

@@ -127,7 +127,7 @@ describe('the playground over GraphQL', () => {
     expect(Number.isInteger(json.celsius)).toBe(true);
   });
 
-  it('bad tools JSON, a bad tool and a bad schema are BAD_USER_INPUT naming the field, and nothing runs', async () => {
+  it('bad tools JSON, a bad tool, a bad schema and a model not served there are BAD_USER_INPUT naming the field, and nothing runs', async () => {
     const fresh = (await test.server.controlPlane.apiKeys.create(workspace.workspaceId, 'bad input')).apiKey.id;
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ tools: '[{"type": "function"' }, 'tools'],
@@ -136,6 +136,8 @@ describe('the playground over GraphQL', () => {
       [{ responseSchema: '{"type": "object", "properties": {"x": {"type": "nonsense"}}}' }, 'responseSchema.properties.x.type'],
       [{ toolChoice: 'sometimes' }, 'toolChoice'],
       [{ maxTokens: 0 }, 'maxTokens'],
+      // Neither the base model nor an adapter attached to the deployment (docs/adapters.md).
+      [{ model: 'no-such-adapter' }, 'model'],
     ];
     for (const [input, param] of cases) {
       const { events, errors } = await chat({ messages: hello, apiKeyId: fresh, ...input });

@@ -11,13 +11,14 @@ import { Empty, ErrorView, Loading } from '../components/states';
 import { HistoryCharts } from '../components/HistoryCharts';
 import { Money } from '../components/Money';
 import { ReplicaLogs } from '../components/ReplicaLogs';
+import { DeploymentAdapters } from '../components/DeploymentAdapters';
 import { snippetsFor, type SnippetModel } from '../components/snippets';
 
 const DEPLOYMENT = graphql(`
   query DeploymentDetail($id: ID!) {
     deployment(id: $id) {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
-      provider progress shareIdleCapacity sharing storageCredentialId createdAt updatedAt
+      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank createdAt updatedAt
       replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt }
       scalingDecisions(limit: 20) { decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas }
     }
@@ -30,7 +31,7 @@ const DEPLOYMENT_UPDATED = graphql(`
   subscription DeploymentUpdated {
     deploymentUpdated {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
-      provider progress shareIdleCapacity sharing storageCredentialId createdAt updatedAt
+      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank createdAt updatedAt
       replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt }
     }
   }
@@ -192,6 +193,14 @@ export function DeploymentDetail() {
           <tr><th scope="row">Created</th><td>{new Date(deployment.createdAt).toLocaleString()}</td></tr>
         </tbody>
       </table></TableScroll>
+
+      {model && ['chat', 'completion'].includes(model.task) && (
+        <>
+          <h2>LoRA adapters</h2>
+          <DeploymentAdapters deploymentId={deployment.id} editable={editable}
+            settings={{ maxLoras: deployment.maxLoras, maxCpuLoras: deployment.maxCpuLoras, maxLoraRank: deployment.maxLoraRank }} />
+        </>
+      )}
 
       <h2>Cost so far</h2>
       <CostSoFar deploymentId={deployment.id} since={deployment.createdAt} />

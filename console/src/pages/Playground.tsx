@@ -13,6 +13,11 @@ const TARGETS = graphql(`
   }
 `);
 
+/** The adapters attached to the chosen deployment: each is a `model` the request may name instead of the base. */
+const MODELS = graphql(`
+  query PlaygroundModels($deploymentId: ID!) { adapters(deploymentId: $deploymentId) { id name } }
+`);
+
 const CHAT = graphql(`
   subscription PlaygroundChat($input: PlaygroundChatInput!) {
     playgroundChat(input: $input) { requestId content done finishReason toolCalls promptTokens completionTokens }
@@ -93,7 +98,7 @@ export function Playground() {
               </select>
             </div>
           </div>
-          {deployment && model?.task === 'chat' && <Chat key={deployment.id} deploymentId={deployment.id} apiKeyId={keyId} />}
+          {deployment && model?.task === 'chat' && <Chat key={deployment.id} deploymentId={deployment.id} baseModel={deployment.modelId} apiKeyId={keyId} />}
           {deployment && model?.task === 'image-generation' && <ImageTry key={deployment.id} deploymentId={deployment.id} apiKeyId={keyId} sizes={model.sizes} />}
         </>
       )}
@@ -101,8 +106,10 @@ export function Playground() {
   );
 }
 
-function Chat({ deploymentId, apiKeyId }: { deploymentId: string; apiKeyId: string }) {
+function Chat({ deploymentId, baseModel, apiKeyId }: { deploymentId: string; baseModel: string; apiKeyId: string }) {
   const client = useClient();
+  const [models] = useQuery({ query: MODELS, variables: { deploymentId }, requestPolicy: 'cache-and-network' });
+  const [requestModel, setRequestModel] = useState(baseModel);
   const [system, setSystem] = useState('');
   const [turns, setTurns] = useState<Turn[]>([]);
   const [message, setMessage] = useState('');
@@ -127,6 +134,8 @@ function Chat({ deploymentId, apiKeyId }: { deploymentId: string; apiKeyId: stri
     const conversation = [...turns, ...added];
     const input: PlaygroundChatInput = {
       deploymentId, apiKeyId,
+      // The base model is the default; an attached adapter is named as clients name it in /v1's `model`.
+      model: requestModel === baseModel ? null : requestModel,
       messages: [...(system.trim() ? [{ role: 'system', content: system }] : []), ...conversation].map((turn) => ({
         role: turn.role, content: turn.content,
         toolCalls: 'toolCalls' in turn && turn.toolCalls ? JSON.stringify(turn.toolCalls) : null,
@@ -178,10 +187,23 @@ function Chat({ deploymentId, apiKeyId }: { deploymentId: string; apiKeyId: stri
     const param = String(item.extensions?.param ?? '');
     return param === name || param.startsWith(`${name}[`) || param.startsWith(`${name}.`);
   })?.message;
-  const placed = ['tools', 'toolChoice', 'responseSchema', 'maxTokens', 'temperature'].some((name) => fieldOf(name));
+  const placed = ['model', 'tools', 'toolChoice', 'responseSchema', 'maxTokens', 'temperature'].some((name) => fieldOf(name));
+  const adapters = models.data?.adapters ?? [];
+  const modelError = fieldOf('model');
 
   return (
     <div className="playground">
+      {(adapters.length > 0 || requestModel !== baseModel) && (
+        <div>
+          <label htmlFor="playground-model">Model</label>
+          <select id="playground-model" value={requestModel} onChange={(event) => setRequestModel(event.target.value)}
+            aria-invalid={modelError ? true : undefined} aria-describedby={modelError ? 'playground-model-error' : undefined}>
+            <option value={baseModel}>{baseModel} (base model)</option>
+            {adapters.map((adapter) => <option key={adapter.id} value={adapter.name}>{adapter.name} (LoRA adapter)</option>)}
+          </select>
+          {modelError && <p id="playground-model-error" className="field-error">{modelError}</p>}
+        </div>
+      )}
       <div className="conversation" role="log" aria-label="Conversation" aria-live="polite">
         {turns.length === 0 && !busy && <p className="muted">Say something to start.</p>}
         {turns.map((turn, index) => <TurnView key={index} turn={turn} />)}

@@ -24,9 +24,9 @@ const CREDIT = graphql(`
 `);
 
 /** By API key the report has tokens only: GPU time is billed per deployment, whichever keys called it. */
-type Grouping = 'day' | 'deployment' | 'api_key';
+type Grouping = 'day' | 'deployment' | 'api_key' | 'adapter';
 
-const GROUPING_WORDS: Record<Grouping, string> = { day: 'by day', deployment: 'by deployment', api_key: 'by API key' };
+const GROUPING_WORDS: Record<Grouping, string> = { day: 'by day', deployment: 'by deployment', api_key: 'by API key', adapter: 'by LoRA adapter' };
 
 const DAY_MS = 86_400_000;
 /** The API's range limit (a longer one is BAD_USER_INPUT). */
@@ -116,7 +116,8 @@ export function Usage() {
     to: rangeProblem ? '' : new Date(Date.parse(`${range.to}T00:00:00Z`) + DAY_MS).toISOString(),
   }), [range, rangeProblem]);
 
-  const byKey = groupBy === 'api_key';
+  // GPU time is billed per deployment: by key or by adapter the report counts requests and tokens only.
+  const byKey = groupBy === 'api_key' || groupBy === 'adapter';
   const [report, refetchReport] = useQuery({
     query: REPORT, variables: { ...variables, costsBy: byKey ? 'day' : groupBy, usageBy: groupBy }, pause: rangeProblem !== null,
   });
@@ -132,6 +133,7 @@ export function Usage() {
     const labels = new Map([...report.data.costs, ...report.data.usage].filter((row) => row.label).map((row) => [row.key, row.label as string]));
     // The server names deployments and keys, deleted and revoked ones included; a guest's calls are keyed by the shared model.
     const label = (key: string) => groupBy === 'day' ? key
+      : groupBy === 'adapter' && key === '' ? 'Base model (no adapter)'
       : key.startsWith('shared/') ? `${key} (shared model, as a guest)` : labels.get(key) ?? names.get(key) ?? key;
     const rowsByKey = new Map<string, Row>();
     const row = (key: string) => {
@@ -202,6 +204,7 @@ export function Usage() {
           <label style={STYLES.inline}><input type="radio" name="group-by" value="day" checked={groupBy === 'day'} onChange={() => setGroupBy('day')} /> Day</label>
           <label style={STYLES.inline}><input type="radio" name="group-by" value="deployment" checked={groupBy === 'deployment'} onChange={() => setGroupBy('deployment')} /> Deployment</label>
           <label style={STYLES.inline}><input type="radio" name="group-by" value="api_key" checked={groupBy === 'api_key'} onChange={() => setGroupBy('api_key')} /> API key</label>
+          <label style={STYLES.inline}><input type="radio" name="group-by" value="adapter" checked={groupBy === 'adapter'} onChange={() => setGroupBy('adapter')} /> Adapter</label>
         </fieldset>
         <button type="button" className="link" onClick={() => setRange(defaultRange())}>Last 30 days</button>
       </form>
@@ -209,7 +212,7 @@ export function Usage() {
 
       <section aria-labelledby="report-heading">
         <h2 id="report-heading">{byKey ? 'Tokens' : 'Cost and tokens'} {grouping}</h2>
-        {byKey && <p className="muted">GPU time is billed per deployment, whichever keys called it: by API key the report counts requests and tokens.</p>}
+        {byKey && <p className="muted">GPU time is billed per deployment, whichever keys and adapters called it: {grouping} the report counts requests and tokens.</p>}
         {report.error && <ErrorView error={report.error} title="Usage could not be loaded" />}
         {!report.data && report.fetching && <Loading what="usage and cost" />}
         {report.data && rows.length === 0 && (
@@ -259,7 +262,7 @@ export function Usage() {
                 <caption style={STYLES.caption}>{byKey ? 'Tokens' : 'Cost and tokens'} {grouping}, {period}</caption>
                 <thead>
                   <tr>
-                    <th scope="col">{groupBy === 'day' ? 'Day' : byKey ? 'API key' : 'Deployment'}</th>
+                    <th scope="col">{groupBy === 'day' ? 'Day' : groupBy === 'adapter' ? 'Adapter' : byKey ? 'API key' : 'Deployment'}</th>
                     <th scope="col" style={STYLES.number}>Requests</th>
                     <th scope="col" style={STYLES.number}>Prompt tokens</th>
                     <th scope="col" style={STYLES.number}>Completion tokens</th>

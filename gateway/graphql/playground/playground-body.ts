@@ -18,6 +18,8 @@ export interface PlaygroundChatBody {
  */
 export function playgroundChatBody(input: PlaygroundChatInput): PlaygroundChatBody {
   const fields: Record<string, unknown> = {
+    // An adapter's name addresses it as on /v1 (docs/adapters.md); absent: the deployment's base model.
+    ...(present(input.model) ? { model: input.model.trim() } : {}),
     messages: input.messages.map((message, index) => messageOf(message, index)),
     stream: true,
     stream_options: { include_usage: true },

@@ -83,7 +83,7 @@ export class PlaygroundResolver {
     const requestId = this.requestIds.next();
     const { pipeline } = this.admin;
     const ticket = await pipeline.admitText(key, deployment, {
-      endpoint: 'chat.completions', body, fields, model: undefined, stream: true, includeUsage: true,
+      endpoint: 'chat.completions', body, fields, model: typeof fields.model === 'string' ? fields.model : undefined, stream: true, includeUsage: true,
       deadlineUnixMs: Date.now() + this.options.requestTimeoutMs, streamWindowBytes: this.options.streamBufferBytes, servedBy: servedEndpoints,
       trace: { requestId },
     });

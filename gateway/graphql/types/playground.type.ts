@@ -13,6 +13,8 @@ export class PlaygroundChatInput {
   @Field(() => ID, { description: 'A chat deployment of the workspace' }) deploymentId: string;
   @Field(() => ID, { description: 'The API key the request runs as (not revoked): it is admitted, rate-limited, billed and logged as that key' }) apiKeyId: string;
   @Field(() => [PlaygroundMessageInput]) messages: PlaygroundMessageInput[];
+  @Field(() => String, { nullable: true, description: 'The base model (the default) or the name of a LoRA adapter attached to the deployment, as `model` on /v1' })
+  model?: string | null;
   @Field(() => String, { nullable: true, description: 'JSON: the tools array as the Chat Completions API takes it ([{"type": "function", "function": {"name", "description", "parameters"}}])' })
   tools?: string | null;
   @Field(() => String, { nullable: true, description: 'auto, none, required, or JSON naming a function ({"type": "function", "function": {"name": ...}})' })
