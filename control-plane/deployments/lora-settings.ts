@@ -39,7 +39,17 @@ export function loraSettingsOf(changes: Partial<Record<keyof LoraSettings, numbe
   return { maxLoras, maxCpuLoras, maxLoraRank };
 }
 
-/** The settings as the agent's environment (worker-agent/agent-options.ts reads them). */
+/**
+ * The settings as the agent's environment (worker-agent/agent-options.ts reads them). A field a
+ * deployment object does not hold (one built in memory before its row was read back, whose
+ * column defaults only the database fills) is left out, so the agent uses its own default
+ * instead of refusing to start on "undefined".
+ */
 export function loraAgentEnv(settings: LoraSettings): Record<string, string> {
-  return { WORKER_MAX_LORAS: String(settings.maxLoras), WORKER_MAX_CPU_LORAS: String(settings.maxCpuLoras), WORKER_MAX_LORA_RANK: String(settings.maxLoraRank) };
+  const env: Record<string, string> = {};
+  const set = (name: string, value: number | null | undefined) => { if (Number.isInteger(value)) env[name] = String(value); };
+  set('WORKER_MAX_LORAS', settings.maxLoras);
+  set('WORKER_MAX_CPU_LORAS', settings.maxCpuLoras);
+  set('WORKER_MAX_LORA_RANK', settings.maxLoraRank);
+  return env;
 }

@@ -50,6 +50,12 @@ describe('LoRA settings of a deployment', () => {
     expect(loraAgentEnv(loraSettingsOf({ maxLoras: 2 }))).toEqual({ WORKER_MAX_LORAS: '2', WORKER_MAX_CPU_LORAS: '0', WORKER_MAX_LORA_RANK: '64' });
   });
 
+  test('leaves out what a deployment object does not hold (never "undefined", which the agent refuses to start on)', () => {
+    // A deployment built in memory before its row is read back has no column defaults yet:
+    // llama.cpp replicas of such a deployment never started (their agents exited on the value).
+    expect(loraAgentEnv({ maxLoras: undefined, maxCpuLoras: null, maxLoraRank: 32 } as never)).toEqual({ WORKER_MAX_LORA_RANK: '32' });
+  });
+
   test.each([
     [{ maxLoras: -1 }, 'maxLoras'], [{ maxLoras: 1.5 }, 'maxLoras'], [{ maxLoras: 257 }, 'maxLoras'],
     [{ maxCpuLoras: -2 }, 'maxCpuLoras'], [{ maxLoras: 8, maxCpuLoras: 4 }, 'maxCpuLoras'],
