@@ -467,13 +467,13 @@ async function compose(
   lifecycle.add('background responses', () => backgroundResponses.stop());
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const batchLines = new OpenAiBatchLines();
-  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, batchLines, config.batches);
+  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, batchLines, config.batches, undefined, adapterDirectory);
   const runner = new BatchRunner({
     store: batchStore,
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing,
+    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing, adapters: adapterDirectory,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;

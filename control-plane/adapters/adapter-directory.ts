@@ -31,6 +31,14 @@ export class AdapterDirectory implements AdapterAddressing {
     return await this.addressed(entry, deadlineUnixMs);
   }
 
+  async namesOn(workspaceId: string, deploymentId: string): Promise<ReadonlySet<string>> {
+    const names = new Set<string>();
+    for (const entry of (await this.store.ofWorkspace(workspaceId)).values()) {
+      if (entry.deploymentIds.has(deploymentId)) names.add(entry.adapter.name);
+    }
+    return names;
+  }
+
   /**
    * The single base URL: the deployment an adapter name reaches among the workspace's
    * (`deployments`, oldest first): a running one it is attached to, else any it is attached to

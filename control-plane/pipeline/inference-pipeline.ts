@@ -21,7 +21,7 @@ import { checkModelField, checkTextModel, clampCompletion, creditRefusal, paused
 import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketOwner, type TicketParts } from './work-ticket';
-import type { RequestObserver } from './finished-request';
+import type { FinishedRequest, RequestObserver } from './finished-request';
 import type { AdapterAddressing, AddressedAdapter } from './adapter-addressing';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
@@ -113,6 +113,8 @@ export interface BatchLineOwner {
   readonly endpoint: string;
   /** The catalog model id of the batch's deployment. */
   readonly model: string;
+  /** The LoRA adapter the line's `model` named (docs/adapters.md#addressing); absent for the base model. */
+  readonly adapter?: FinishedRequest['adapter'];
 }
 
 /** A batch line's ticket answers no HTTP request: no rate-limit headers to give. */
@@ -396,6 +398,7 @@ export class InferencePipeline {
     const owner: TicketOwner = {
       workspaceId: line.workspaceId, apiKeyId: line.apiKeyId, deploymentId: line.deploymentId, sharedModel: null,
       endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId, model: line.model, traceId: trace?.traceId,
+      ...(line.adapter ? { adapter: line.adapter } : {}),
     };
     return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, owner, { send }, settlement, startedAt, 'explicit', this.spansOf(trace, owner, GPU_HOURS, startedAt));
   }
