@@ -14,6 +14,7 @@ import { AgentReach } from './dispatch/agent-reach';
 import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
 import { AdapterDirectory } from './adapters/adapter-directory';
+import { SharedAdapterIndex } from './adapters/shared-adapter-index';
 import { AdapterService } from './adapters/adapter.service';
 import { AdapterStore } from './adapters/adapter-store';
 import { AdapterWeights } from './adapters/adapter-weights';
@@ -425,7 +426,13 @@ async function compose(
   lifecycle.add('local agents', () => capacity.stopAgents());
   await sharedPool.start();
   lifecycle.add('shared pool', () => sharedPool.stop());
-  const shared = new SharedServing(sharedPool, dispatcher, guestCredit, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
+  // Owners' adapters offered to guests as `shared/<adapter id>` (docs/adapters.md#sharing), held in memory for the guest path.
+  const sharedAdapters = new SharedAdapterIndex(adapterStore, events, managedStore,
+    { minLinkTtlSeconds: config.adapters.minLinkTtlSeconds, refreshMs: config.adapters.cacheTtlMs }, logger.child({ component: 'shared-adapters' }));
+  await sharedAdapters.start();
+  lifecycle.add('shared adapters', () => sharedAdapters.stop());
+  const shared = new SharedServing(sharedPool, dispatcher, guestCredit, config.sharing, logger.child({ component: 'shared-serving' }), relayClient,
+    undefined, sharedAdapters);
   if (capacity.kubernetes) {
     // The watch first: reconcile then reads the pods as they are, and their states flow from then on.
     await capacity.kubernetes.start();

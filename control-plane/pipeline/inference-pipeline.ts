@@ -86,7 +86,7 @@ export interface PipelineParts {
   readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle' | 'refusalNow' | 'resize'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
-  readonly shared: Pick<SharedServing, 'resolve' | 'defaultMaxTokens' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'defaultMaxTokens' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken' | 'adapterRef'>;
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
@@ -293,7 +293,10 @@ export class InferencePipeline {
       const decision = tokens.decision;
       work = tokens.work;
       let admission;
+      let adapterRef;
       try {
+        // An owner's shared adapter (docs/adapters.md#sharing): the job carries its ref, named `shared/<id>` to the engine's answer.
+        adapterRef = await shared.adapterRef(model, work.deadlineUnixMs);
         admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
       } catch (error) {
         rateLimiter.settle(decision.hold, 0);
@@ -301,12 +304,14 @@ export class InferencePipeline {
       }
       const guest = admission;
       // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
-      const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
+      const textJob = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
+      const job = adapterRef ? { ...textJob, adapter: adapterRef } : textJob;
       // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
-      // which the guest's usage answers never show) and the shared model it called; never the replica.
+      // which the guest's usage answers never show), the shared model it called and the adapter, if any; never the replica.
       const owner: TicketOwner = {
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
         recordsReplica: false, model: model.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content,
+        ...(model.adapter ? { adapter: { id: model.adapter.id, name: label, revision: model.adapter.revision } } : {}),
       };
       return new WorkTicket(decision, owner, {
         send: (listener, _body, traceparent) => shared.dispatch(guest, traceparent ? { ...job, traceparent } : job, listener),
