@@ -318,7 +318,8 @@ async function compose(
   const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
-  const adapterResidency = new AdapterResidency(dispatcher);
+  // Peers' replicas from their registry rows (the registry starts below; read only when asked).
+  const adapterResidency = new AdapterResidency(dispatcher, notifier.instanceId, () => registry?.peers() ?? []);
   const adapterUsage = new AdapterUsage(dataSource);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
