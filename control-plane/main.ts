@@ -15,6 +15,7 @@ import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
 import { AdapterDirectory } from './adapters/adapter-directory';
 import { SharedAdapterIndex } from './adapters/shared-adapter-index';
+import { AttachedAdapterNeeds } from './deployments/attached-adapter-needs';
 import { AdapterService } from './adapters/adapter.service';
 import { AdapterStore } from './adapters/adapter-store';
 import { AdapterWeights } from './adapters/adapter-weights';
@@ -314,7 +315,7 @@ async function compose(
   const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs }, new BatchQuota(dataSource, quotas));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
-  ));
+  ), new AttachedAdapterNeeds(dataSource));
   const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
