@@ -296,7 +296,7 @@ export class InferencePipeline {
       let adapterRef;
       try {
         // An owner's shared adapter (docs/adapters.md#sharing): the job carries its ref, named `shared/<id>` to the engine's answer.
-        adapterRef = await shared.adapterRef(model, work.deadlineUnixMs);
+        adapterRef = model.adapter ? await shared.adapterRef(model, work.deadlineUnixMs) : null;
         admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
       } catch (error) {
         rateLimiter.settle(decision.hold, 0);

@@ -164,7 +164,7 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
     responses: {
       200: {
         description: 'The bytes as stored: JSONL for batch files, application/octet-stream for user_data files.',
-        content: { 'application/jsonl': { schema: { type: 'string' } }, 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+        content: { 'application/jsonl': { schema: { type: 'string' } }, 'application/octet-stream': { schema: { type: 'string' } } },
       },
       ...errors(401, 404),
     },
