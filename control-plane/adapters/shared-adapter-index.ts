@@ -5,7 +5,7 @@ import type { SharedAdapter, SharedAdapters } from '../sharing/shared-adapters';
 import { SHARED_MODEL_PREFIX } from '../sharing/shared-serving';
 import type { ObjectStore } from '../storage/object-store';
 import { signedRef } from './adapter-directory';
-import type { AdapterEntry, AdapterStore } from './adapter-store';
+import type { AdapterChange, AdapterEntry, AdapterStore } from './adapter-store';
 
 interface Indexed extends SharedAdapter {
   readonly entry: AdapterEntry;
@@ -14,9 +14,9 @@ interface Indexed extends SharedAdapter {
 /**
  * The adapters owners offer to guests of shared serving (docs/adapters.md#sharing), held in
  * memory for the guest path: every guest attempt (a refused one too) resolves `shared/<id>`
- * here without a query. Reloaded whole at once when an adapter changes on any server (the
- * store's `adapterUpdated`, which the cluster notifier relays), and every `refreshMs` in case a
- * notification was missed.
+ * here without a query. Reloaded whole at once when a shared adapter (or one it holds) changes
+ * on any server (the store's `adapterUpdated`, which the cluster notifier relays), and every
+ * `refreshMs` in case a notification was missed.
  */
 export class SharedAdapterIndex implements SharedAdapters {
   private byId = new Map<string, Indexed>();
@@ -63,7 +63,10 @@ export class SharedAdapterIndex implements SharedAdapters {
     return await signedRef(entry, `${SHARED_MODEL_PREFIX}${adapter.id}`, deadlineUnixMs, this.managed, this.options.minLinkTtlSeconds, this.now);
   }
 
-  private readonly onChange = (): void => void this.reload();
+  /** Only a change that can move the index reloads it: an adapter shared now, or one it holds (unshared, detached, deleted since). */
+  private readonly onChange = (change: AdapterChange): void => {
+    if (change.adapter.sharedWithGuests || this.byId.has(change.adapter.id)) void this.reload();
+  };
 
   /** One load at a time; a change during one loads again after it. */
   private reload(): Promise<void> {
