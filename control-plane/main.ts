@@ -14,6 +14,8 @@ import { AgentReach } from './dispatch/agent-reach';
 import { isLoopbackBind } from './network/bind-address';
 import { AgentServer } from './dispatch/agent-server';
 import { AdapterDirectory } from './adapters/adapter-directory';
+import { SharedAdapterIndex } from './adapters/shared-adapter-index';
+import { AttachedAdapterNeeds } from './deployments/attached-adapter-needs';
 import { AdapterService } from './adapters/adapter.service';
 import { AdapterStore } from './adapters/adapter-store';
 import { AdapterWeights } from './adapters/adapter-weights';
@@ -313,11 +315,12 @@ async function compose(
   const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs }, new BatchQuota(dataSource, quotas));
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
-  ));
+  ), new AttachedAdapterNeeds(dataSource));
   const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
-  const adapterResidency = new AdapterResidency(dispatcher);
+  // Peers' replicas from their registry rows (the registry starts below; read only when asked).
+  const adapterResidency = new AdapterResidency(dispatcher, notifier.instanceId, () => registry?.peers() ?? []);
   const adapterUsage = new AdapterUsage(dataSource);
   const usage = new UsageRecorder(dataSource, config.usageFlushIntervalMs, logger.child({ component: 'usage' }));
   lifecycle.add('usage recorder', () => usage.stop());
@@ -425,7 +428,13 @@ async function compose(
   lifecycle.add('local agents', () => capacity.stopAgents());
   await sharedPool.start();
   lifecycle.add('shared pool', () => sharedPool.stop());
-  const shared = new SharedServing(sharedPool, dispatcher, guestCredit, config.sharing, logger.child({ component: 'shared-serving' }), relayClient);
+  // Owners' adapters offered to guests as `shared/<adapter id>` (docs/adapters.md#sharing), held in memory for the guest path.
+  const sharedAdapters = new SharedAdapterIndex(adapterStore, events, managedStore,
+    { minLinkTtlSeconds: config.adapters.minLinkTtlSeconds, refreshMs: config.adapters.cacheTtlMs }, logger.child({ component: 'shared-adapters' }));
+  await sharedAdapters.start();
+  lifecycle.add('shared adapters', () => sharedAdapters.stop());
+  const shared = new SharedServing(sharedPool, dispatcher, guestCredit, config.sharing, logger.child({ component: 'shared-serving' }), relayClient,
+    undefined, sharedAdapters);
   if (capacity.kubernetes) {
     // The watch first: reconcile then reads the pods as they are, and their states flow from then on.
     await capacity.kubernetes.start();
@@ -467,13 +476,13 @@ async function compose(
   lifecycle.add('background responses', () => backgroundResponses.stop());
   const apiKeyRows = dataSource.getRepository(ApiKey);
   const batchLines = new OpenAiBatchLines();
-  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, batchLines, config.batches);
+  const batchValidator = new BatchValidator(batchStore, batchFiles, new BatchFileChecks(dataSource), catalog, batchLines, config.batches, undefined, adapterDirectory);
   const runner = new BatchRunner({
     store: batchStore,
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
     purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
-    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing,
+    dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing, adapters: adapterDirectory,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
   batchRunner = runner;

@@ -31,6 +31,14 @@ export class AdapterDirectory implements AdapterAddressing {
     return await this.addressed(entry, deadlineUnixMs);
   }
 
+  async namesOn(workspaceId: string, deploymentId: string): Promise<ReadonlySet<string>> {
+    const names = new Set<string>();
+    for (const entry of (await this.store.ofWorkspace(workspaceId)).values()) {
+      if (entry.deploymentIds.has(deploymentId)) names.add(entry.adapter.name);
+    }
+    return names;
+  }
+
   /**
    * The single base URL: the deployment an adapter name reaches among the workspace's
    * (`deployments`, oldest first): a running one it is attached to, else any it is attached to
@@ -62,13 +70,24 @@ export class AdapterDirectory implements AdapterAddressing {
 
   private async addressed(entry: AdapterEntry, deadlineUnixMs: number): Promise<AddressedAdapter> {
     const { adapter, weights } = entry;
-    // Valid until the job's deadline (an agent fetches on its first use), never shorter than the floor.
-    const ttlSeconds = Math.max(this.options.minLinkTtlSeconds, Math.ceil((deadlineUnixMs - this.now()) / 1000));
-    const source = weights.objectKey ? await this.managed.presignGet(weights.objectKey, ttlSeconds) : weights.sourceRef;
-    const ref: AdapterRef = {
-      name: `${adapter.id}.r${weights.revision}`, displayName: adapter.name, format: `ADAPTER_FORMAT_${weights.format}`, source,
-      sha256: weights.sha256 ?? '', sizeBytes: weights.sizeBytes ?? 0, rank: weights.rank, scale: 0,
-    };
+    const ref = await signedRef(entry, adapter.name, deadlineUnixMs, this.managed, this.options.minLinkTtlSeconds, this.now);
     return { ref, adapter: { id: adapter.id, name: adapter.name, revision: weights.revision } };
   }
+}
+
+/**
+ * The AdapterRef a job carries for `entry`'s current revision, answered as `displayName`: its
+ * weights' link valid until the job's deadline (an agent fetches on its first use), never
+ * shorter than `minLinkTtlSeconds`.
+ */
+export async function signedRef(
+  entry: AdapterEntry, displayName: string, deadlineUnixMs: number, managed: Pick<ObjectStore, 'presignGet'>, minLinkTtlSeconds: number, now: () => number,
+): Promise<AdapterRef> {
+  const { adapter, weights } = entry;
+  const ttlSeconds = Math.max(minLinkTtlSeconds, Math.ceil((deadlineUnixMs - now()) / 1000));
+  const source = weights.objectKey ? await managed.presignGet(weights.objectKey, ttlSeconds) : weights.sourceRef;
+  return {
+    name: `${adapter.id}.r${weights.revision}`, displayName, format: `ADAPTER_FORMAT_${weights.format}`, source,
+    sha256: weights.sha256 ?? '', sizeBytes: weights.sizeBytes ?? 0, rank: weights.rank, scale: 0,
+  };
 }

@@ -94,21 +94,33 @@ export class AdapterStore {
     this.events.emit('adapterUpdated', { workspaceId, adapter, deleted: false, deploymentIds: await this.deploymentIdsOf(adapter.id).catch(() => []) });
   }
 
+  /** Every adapter whose owner offers it to guests of shared serving, with its weights and deployments (the shared index reloads it). */
+  async sharedWithGuests(): Promise<AdapterEntry[]> {
+    return await this.entries('a.shared_with_guests', []);
+  }
+
   private async load(workspaceId: string): Promise<WorkspaceAdapters> {
+    const byName = new Map<string, AdapterEntry>();
+    for (const entry of await this.entries('a.workspace_id = $1', [workspaceId])) byName.set(entry.adapter.name, entry);
+    return byName;
+  }
+
+  /** The adapters matching `where` (on `adapters a`), each with its current revision and the deployments it is attached to. */
+  private async entries(where: string, parameters: unknown[]): Promise<AdapterEntry[]> {
     const rows: Array<{ id: string; deployment_ids: string[] | null }> = await this.dataSource.query(`
       SELECT a.id, array_remove(array_agg(t.deployment_id ORDER BY t.id), NULL) AS deployment_ids
       FROM adapters a LEFT JOIN adapter_attachments t ON t.adapter_id = a.id
-      WHERE a.workspace_id = $1 GROUP BY a.id`, [workspaceId]);
-    if (rows.length === 0) return new Map();
-    const adapters = await this.adapters.find({ where: rows.map((row) => ({ id: row.id })) });
+      WHERE ${where} GROUP BY a.id`, parameters);
+    if (rows.length === 0) return [];
+    const adapters = await this.adapters.find({ where: rows.map((row) => ({ id: row.id })), order: { createdAt: 'ASC', id: 'ASC' } });
     const revisions = await this.revisions.find({ where: adapters.map((adapter) => ({ adapterId: adapter.id, revision: adapter.revision })) });
     const weights = new Map(revisions.map((revision) => [revision.adapterId, revision]));
     const deployments = new Map(rows.map((row) => [row.id, new Set(row.deployment_ids ?? [])]));
-    const byName = new Map<string, AdapterEntry>();
+    const entries: AdapterEntry[] = [];
     for (const adapter of adapters) {
       const revision = weights.get(adapter.id);
-      if (revision) byName.set(adapter.name, { adapter, weights: revision, deploymentIds: deployments.get(adapter.id)! });
+      if (revision) entries.push({ adapter, weights: revision, deploymentIds: deployments.get(adapter.id)! });
     }
-    return byName;
+    return entries;
   }
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { parseJsonText } from '../../common/json-nesting';
 import type { BatchEndpoint, BatchError } from './batch.entities';
@@ -11,6 +12,8 @@ export interface CheckedRules {
   readonly modelId: string;
   readonly maxLines: number;
   readonly maxLineBytes: number;
+  /** A file refused for naming an adapter not attached then may pass once it is: the names are part of the rules. */
+  readonly adapterNames?: ReadonlySet<string>;
 }
 
 /**
@@ -38,5 +41,10 @@ export class BatchFileChecks {
 }
 
 function key(rules: CheckedRules): string {
-  return JSON.stringify([RULES_VERSION, rules.endpoint, rules.modelId, rules.maxLines, rules.maxLineBytes]);
+  const fields: unknown[] = [RULES_VERSION, rules.endpoint, rules.modelId, rules.maxLines, rules.maxLineBytes];
+  // Hashed (a deployment may have hundreds attached); absent when none, so keys remembered before adapters still match.
+  if (rules.adapterNames && rules.adapterNames.size > 0) {
+    fields.push(createHash('sha256').update(JSON.stringify([...rules.adapterNames].sort())).digest('base64url'));
+  }
+  return JSON.stringify(fields);
 }

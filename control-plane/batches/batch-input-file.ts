@@ -37,8 +37,10 @@ export class InputLines {
 
 export interface InputFileRules {
   readonly endpoint: BatchEndpoint;
-  /** The deployment's model: a line's `body.model`, when it names one, must be this. */
+  /** The deployment's model: a line's `body.model`, when it names one, must be this or one of `adapterNames`. */
   readonly modelId: string;
+  /** The names of the workspace's LoRA adapters attached to the deployment (docs/adapters.md#addressing); none on embeddings. */
+  readonly adapterNames?: ReadonlySet<string>;
   readonly maxLines: number;
   readonly maxLineBytes: number;
   /** The live endpoint's checks of a body (BatchLineHandler.check). */
@@ -59,7 +61,7 @@ const MAX_CUSTOM_ID_CHARACTERS = 512;
  * Reads a batch's JSONL input file against OpenAI's rules: each non-blank line a JSON object
  * `{custom_id, method, url, body}`, `custom_id` a string unique in the file, `method` POST,
  * `url` the batch's endpoint, `body` an object whose `model` (optional, as on the live
- * endpoint) is the deployment's, no line over the size limit, no more lines than the limit.
+ * endpoint) is the deployment's or an adapter attached to it, no line over the size limit, no more lines than the limit.
  * Any of these failing fails the whole file, its errors naming lines from 1. A body that
  * passes them but that the endpoint itself refuses (a negative `max_tokens`) is not a file
  * error: that line alone is answered with the endpoint's 400, in the error file.
@@ -135,7 +137,7 @@ class InputFileReader {
       return true;
     }
     const model = (body as Record<string, unknown>).model;
-    if (typeof model === 'string' && model !== this.rules.modelId) {
+    if (typeof model === 'string' && model !== this.rules.modelId && !this.rules.adapterNames?.has(model)) {
       this.refuse(number, 'mismatched_model', `line ${number}: body.model ${quoteValue(model)} is not this deployment's model "${this.rules.modelId}" (the field may be omitted)`, 'body.model');
       return true;
     }

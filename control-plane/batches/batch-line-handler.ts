@@ -43,8 +43,11 @@ export type LineRun =
 export interface BatchLineHandler {
   /** Checks a line's body against the model (the `model` field is the batch's to check). */
   check(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer): LineCheck;
-  /** Runs a checked line through `send` and resolves with its answer; never rejects. */
-  run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun>;
+  /**
+   * Runs a checked line through `send` and resolves with its answer; never rejects.
+   * `answeredAs`: the LoRA adapter's name the line addressed, which the answer's `model` carries.
+   */
+  run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender, answeredAs?: string): Promise<LineRun>;
   /** An error the control plane decided for a line (a budget it can never fit), as the endpoint renders errors. */
   render(error: AppError): LineResponse;
 }

@@ -8,6 +8,8 @@ import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { ClusterNotifier } from '../events/cluster-notifier';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
+import type { AdapterAddressing, AddressedAdapter } from '../pipeline/adapter-addressing';
+import { checkModelField } from '../pipeline/admission';
 import type { InferencePipeline } from '../pipeline/inference-pipeline';
 import type { WorkTicket } from '../pipeline/work-ticket';
 import type { RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
@@ -48,6 +50,8 @@ export interface BatchRunnerParts extends BatchUpkeepParts, BatchLineResultsPart
   readonly cacheSalts: Pick<CacheSalts, 'of'>;
   /** A line's ticket: the pipeline settles its TPD hold and writes its usage record, as for every request. */
   readonly tickets: Pick<InferencePipeline, 'batchLine'>;
+  /** A line's `model` naming an adapter attached to the deployment (docs/adapters.md#addressing); absent: only the base model. */
+  readonly adapters?: Pick<AdapterAddressing, 'onDeployment'>;
   /** This server's tracing; null or absent when off (no line makes a span). */
   readonly tracing?: Tracing | null;
   /** The clock in milliseconds lines are timed by. @default Date.now */
@@ -84,6 +88,8 @@ interface RunningLine {
   sent: number;
   /** The batch stopped taking lines while this one ran: how it ends if its job is canceled for that. */
   stoppedBy: BatchLineErrorCode | null;
+  /** The LoRA adapter the line's `model` names, once read; null: the base model. */
+  adapter: AddressedAdapter | null;
 }
 
 const JOB_KINDS: Record<BatchEndpoint, JobKind> = {
@@ -342,7 +348,7 @@ export class BatchRunner {
 
   /** One line, from its claim to its answer written (or its claim given back). */
   private async run(lane: Lane, batch: Batch, line: ClaimedLine, slot: SlotHold): Promise<void> {
-    const running: RunningLine = { line, lane, batch, jobs: new Set(), sent: 0, stoppedBy: null };
+    const running: RunningLine = { line, lane, batch, jobs: new Set(), sent: 0, stoppedBy: null, adapter: null };
     const id = `${line.batchId}:${line.lineIndex}`;
     lane.running.add(running);
     this.running.set(id, running);
@@ -368,6 +374,14 @@ export class BatchRunner {
         return;
       }
       const { body, holdTokens } = input;
+      if (input.otherModel !== undefined) {
+        // Resolved when it runs, as a live request is: an adapter detached since validation answers as any other model.
+        running.adapter = await this.parts.adapters?.onDeployment(batch.workspaceId, { id: batch.deploymentId }, input.otherModel, this.now() + this.options.lineTimeoutMs) ?? null;
+        if (!running.adapter) {
+          await this.answer(running, { kind: 'answered', response: this.parts.lines.render(modelMismatch(batch.model, input.otherModel)), usage: NO_USAGE });
+          return;
+        }
+      }
       const key = await this.keyOf(batch.apiKeyId);
       if (key) {
         if (holdTokens > key.tpdLimit) {
@@ -384,12 +398,13 @@ export class BatchRunner {
         }
       }
       ran = true;
-      ticket = this.parts.tickets.batchLine({ ...batch, batchId: batch.id, endpoint: USAGE_ENDPOINTS[batch.endpoint] }, tokenHold, startedAt,
+      const adapter = running.adapter?.adapter;
+      ticket = this.parts.tickets.batchLine({ ...batch, batchId: batch.id, endpoint: USAGE_ENDPOINTS[batch.endpoint], ...(adapter ? { adapter } : {}) }, tokenHold, startedAt,
         (listener, part, traceparent) => this.send(running, slot, model, part!, listener, traceparent),
         span ? { traceId: span.spanContext().traceId, parent: span.spanContext() } : undefined);
       tokenHold = null;
       const lineTicket = ticket;
-      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => lineTicket.dispatch(listener, part));
+      const outcome = await this.parts.lines.run(batch.endpoint, model, body, (part, listener) => lineTicket.dispatch(listener, part), adapter?.name);
       span?.setAttribute(ATTR.outcome, outcome.kind === 'answered' ? String(outcome.response.statusCode) : outcome.failure.code);
       settleLine(ticket, outcome);
       // One retry: a database blip should not cost the line a run.
@@ -420,9 +435,11 @@ export class BatchRunner {
 
   /** Sends one job of a running line: on its reserved slot first; later parts on a free slot (or the same replica). */
   private send(running: RunningLine, slot: SlotHold, model: CatalogModel, body: Buffer, listener: JobListener, traceparent: string | undefined): Job {
-    const { batch } = running;
+    const { batch, adapter } = running;
     const request: DispatchRequest = {
-      deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false, model: batch.model,
+      // An adapter's job carries its ref and the client's name for it, which the agent puts back in the answer's `model`.
+      deploymentId: batch.deploymentId, kind: JOB_KINDS[batch.endpoint], body, stream: false, includeUsage: false,
+      model: adapter ? adapter.adapter.name : batch.model, ...(adapter ? { adapter: adapter.ref } : {}),
       deadlineUnixMs: this.now() + this.options.lineTimeoutMs, batch: true,
       ...(model.embedding ? { embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens } } : {}),
       ...(batch.endpoint === '/v1/embeddings' ? {} : { cacheSalt: this.parts.cacheSalts.of(batch.workspaceId) }),
@@ -528,6 +545,16 @@ export class BatchRunner {
     this.keyCache.set(apiKeyId, { key, expiresAt: now + KEY_CACHE_MS });
     return key;
   }
+}
+
+/** What a live request naming a model that is not the deployment's (nor an adapter attached to it) gets. */
+function modelMismatch(deploymentModel: string, named: string): AppError {
+  try {
+    checkModelField({ modelId: deploymentModel }, named);
+  } catch (error) {
+    return error as AppError;
+  }
+  return new AppError('model_mismatch', `model '${named}' is not served here`, { param: 'model' });
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Catalog } from '../catalog/catalog';
+import type { AdapterAddressing } from '../pipeline/adapter-addressing';
 import type { Batch, BatchError } from './batch.entities';
 import type { BatchFileChecks } from './batch-file-checks';
 import type { BatchFiles } from './batch-files';
@@ -41,6 +42,8 @@ export class BatchValidator {
     private readonly lines: Pick<BatchLineHandler, 'check'>,
     private readonly rules: ValidationRules,
     private readonly newSlices: () => WorkSlices = () => new WorkSlices(),
+    /** Lines may name the workspace's adapters attached to the deployment (docs/adapters.md#addressing); absent: only the base model. */
+    private readonly adapters: Pick<AdapterAddressing, 'namesOn'> | null = null,
   ) {}
 
   async validate(batch: Batch, owner: string): Promise<Batch | null> {
@@ -51,7 +54,9 @@ export class BatchValidator {
     const fileGone = () => fail('file_not_found', `the input file '${batch.inputFileId}' was deleted before the batch read it`, 'input_file_id');
     const file = await this.files.inputOf(batch);
     if (!file) return await fileGone();
-    const rules = { endpoint: batch.endpoint, modelId: model.id, maxLines: this.rules.maxLines, maxLineBytes: this.rules.maxLineBytes };
+    // Embeddings take no adapter (as live): there an adapter's name fails as any other model.
+    const adapterNames = this.adapters && batch.endpoint !== '/v1/embeddings' ? await this.adapters.namesOn(batch.workspaceId, batch.deploymentId) : undefined;
+    const rules = { endpoint: batch.endpoint, modelId: model.id, adapterNames, maxLines: this.rules.maxLines, maxLineBytes: this.rules.maxLineBytes };
     const remembered = file.storageCredentialId === null ? await this.checks.failure(file.id, rules) : null;
     if (remembered) return await this.store.failValidation(batch.id, owner, remembered);
     const opened = await this.files.open(file);

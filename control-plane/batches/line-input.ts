@@ -1,3 +1,4 @@
+import { parseJsonText } from '../../common/json-nesting';
 import type { CatalogModel } from '../catalog/catalog';
 import { textTokenHold } from '../pipeline/admission';
 import type { Batch } from './batch.entities';
@@ -11,8 +12,12 @@ export type LineInput =
   | { readonly kind: 'unavailable' }
   /** The endpoint refuses the body it read (the file changed since validation): answered with that 4xx. */
   | { readonly kind: 'refused'; readonly response: LineResponse }
-  /** The body, and the worst case in tokens its key's day budget must hold (as live admission computes it). */
-  | { readonly kind: 'ready'; readonly body: Buffer; readonly holdTokens: number };
+  /**
+   * The body, the worst case in tokens its key's day budget must hold (as live admission
+   * computes it), and the `model` it names when that is not the deployment's (validation let
+   * through only an adapter attached to it; the runner resolves it again, it may have been detached since).
+   */
+  | { readonly kind: 'ready'; readonly body: Buffer; readonly holdTokens: number; readonly otherModel?: string };
 
 /**
  * Reads a line's body from its batch's input file and gets it ready to run. A text body is
@@ -27,5 +32,7 @@ export async function readLineInput(
   if (batch.endpoint === '/v1/embeddings') return { kind: 'ready', body, holdTokens: body.length };
   const check = lines.check(batch.endpoint, model, body);
   if (!check.ok) return { kind: 'refused', response: check.response };
-  return { kind: 'ready', body, holdTokens: textTokenHold(body.length, check.fields) };
+  const named = (parseJsonText(body) as Record<string, unknown>).model;
+  const otherModel = typeof named === 'string' && named !== model.id ? named : undefined;
+  return { kind: 'ready', body, holdTokens: textTokenHold(body.length, check.fields), ...(otherModel !== undefined ? { otherModel } : {}) };
 }

@@ -13,6 +13,7 @@ import { assertShareable } from './sharing-eligibility';
 import type { DeploymentBudget } from './deployment-budget';
 import { shortened } from '../errors/quote-value';
 import { loraSettingsOf, type LoraSettings } from './lora-settings';
+import type { AttachedAdapterNeeds } from './attached-adapter-needs';
 
 /** Statuses in which a deployment's settings may change. */
 const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
@@ -85,6 +86,8 @@ export class DeploymentService {
     private readonly batches: DeploymentBatches,
     /** The tenant budget's say on a new deployment; none (tests of other rules): every one is allowed. */
     private readonly budget: Pick<DeploymentBudget, 'checkProvider' | 'holdDeployment'> | null = null,
+    /** The adapters attached to a deployment, which its LoRA settings must keep fitting; none (tests of other rules): not checked. */
+    private readonly adapterNeeds: Pick<AttachedAdapterNeeds, 'of'> | null = null,
   ) {}
 
   /** Creates the deployment and places its minimum replicas; `joinToken` only for external ones. */
@@ -165,7 +168,9 @@ export class DeploymentService {
     }
     if (changes.routingPolicy !== undefined && changes.routingPolicy !== null) written.routingPolicy = routingPolicyOf(changes.routingPolicy);
     if (changes.maxLoras != null || changes.maxCpuLoras != null || changes.maxLoraRank != null) {
-      Object.assign(written, loraSettingsOf(changes, deployment as LoraSettings));
+      const lora = loraSettingsOf(changes, deployment as LoraSettings);
+      await this.checkAttachedAdapters(deployment, lora);
+      Object.assign(written, lora);
     }
     if (changes.shareIdleCapacity === true) {
       assertShareable(this.catalog.get(deployment.modelId), deployment.provider);
@@ -186,6 +191,30 @@ export class DeploymentService {
     if (saved.status === 'Deleted') throw new AppError('invalid_state_transition', 'a Deleted deployment cannot be edited');
     if (saved.status !== 'Paused') await this.replicas.ensure(saved);
     return saved;
+  }
+
+  /**
+   * Settings that would fail every load of an attached adapter are refused, naming the field and
+   * the adapter (docs/adapters.md#attaching): `maxLoras` 0 while any is attached, `maxLoraRank`
+   * lowered below an attached adapter's rank. Only a change can do it: attaching checks both.
+   */
+  private async checkAttachedAdapters(deployment: Deployment, lora: LoraSettings): Promise<void> {
+    const noSlots = lora.maxLoras === 0 && deployment.maxLoras !== 0;
+    const lowerRank = lora.maxLoraRank < deployment.maxLoraRank;
+    if (!this.adapterNeeds || (!noSlots && !lowerRank)) return;
+    const needs = await this.adapterNeeds.of(deployment.id);
+    if (needs.length === 0) return;
+    const more = needs.length > 1 ? ` and ${needs.length - 1} more` : '';
+    if (noSlots) {
+      throw new AppError('invalid_request', `maxLoras cannot be 0 while adapter ${quoteValue(needs[0].name)}${more} is attached to this deployment; detach it first`, { param: 'maxLoras' });
+    }
+    // Largest rank first: the first is the one that does not fit, if any does not.
+    const [largest] = needs;
+    if (largest.rank > lora.maxLoraRank) {
+      throw new AppError('invalid_request',
+        `maxLoraRank ${lora.maxLoraRank} is below the rank ${largest.rank} of attached adapter ${quoteValue(largest.name)}; detach it first or keep maxLoraRank at least ${largest.rank}`,
+        { param: 'maxLoraRank' });
+    }
   }
 
   /** The autoscaler's choice, within the row's current [min, max]; only while serving. Placement follows. */

@@ -5,7 +5,11 @@ import { quoteValue } from '../errors/quote-value';
 export interface LoraSettings {
   /** Adapters ready in the engine at once per replica (vLLM `--max-loras`); 0 serves none. @default 4 */
   readonly maxLoras: number;
-  /** More adapters kept in host memory per replica (vLLM `--max-cpu-loras`). @default 0 */
+  /**
+   * Adapters kept in host memory per replica BEYOND the engine's `maxLoras` (docs/adapters.md):
+   * vLLM's `--max-cpu-loras` is the whole host-memory cache, so it gets `maxLoras + maxCpuLoras`.
+   * @default 0
+   */
   readonly maxCpuLoras: number;
   /** The largest rank the engine accepts (vLLM `--max-lora-rank`: one of its sizes). @default 64 */
   readonly maxLoraRank: number;
@@ -14,7 +18,11 @@ export interface LoraSettings {
 export const DEFAULT_LORA_SETTINGS: LoraSettings = { maxLoras: 4, maxCpuLoras: 0, maxLoraRank: 64 };
 /** vLLM's `--max-lora-rank` choices. */
 export const LORA_RANKS = [8, 16, 32, 64, 128, 256] as const;
-/** Bounds of the table's CHECKs: far above what one GPU holds, below a typo that would reserve all its memory. */
+/**
+ * Bounds of the table's CHECKs: far above what one GPU holds, below a typo that would reserve all
+ * its memory. `maxCpuLoras` counts beyond `maxLoras`, so any value in its range fits vLLM's rule
+ * that its `--max-cpu-loras` (our sum) is at least `--max-loras`.
+ */
 export const MAX_LORAS = 256;
 export const MAX_CPU_LORAS = 4096;
 
@@ -28,10 +36,6 @@ export function loraSettingsOf(changes: Partial<Record<keyof LoraSettings, numbe
   }
   if (!Number.isInteger(maxCpuLoras) || maxCpuLoras < 0 || maxCpuLoras > MAX_CPU_LORAS) {
     throw new AppError('invalid_request', `maxCpuLoras must be an integer from 0 to ${MAX_CPU_LORAS}, got ${quoteValue(maxCpuLoras)}`, { param: 'maxCpuLoras' });
-  }
-  if (maxCpuLoras > 0 && maxCpuLoras < maxLoras) {
-    // vLLM refuses to start with fewer CPU slots than GPU ones.
-    throw new AppError('invalid_request', `maxCpuLoras must be 0 or at least maxLoras (${maxLoras}), got ${maxCpuLoras}`, { param: 'maxCpuLoras' });
   }
   if (!(LORA_RANKS as readonly number[]).includes(maxLoraRank)) {
     throw new AppError('invalid_request', `maxLoraRank must be one of ${LORA_RANKS.join(', ')}, got ${quoteValue(maxLoraRank)}`, { param: 'maxLoraRank' });

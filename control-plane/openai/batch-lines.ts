@@ -46,9 +46,10 @@ export class OpenAiBatchLines implements BatchLineHandler {
     }
   }
 
-  async run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender): Promise<LineRun> {
+  async run(endpoint: BatchEndpoint, model: CatalogModel, body: Buffer, send: LineJobSender, answeredAs?: string): Promise<LineRun> {
     try {
-      if (endpoint === '/v1/responses') return await runResponseLine(body, model, send);
+      // Chat and completions: the agent already renames the engine's `model` to the job's (the adapter's name).
+      if (endpoint === '/v1/responses') return await runResponseLine(body, model, send, answeredAs ?? model.id);
       if (endpoint !== '/v1/embeddings') return await runJob(body, send);
       return await this.runEmbeddings(model, body, send);
     } catch (error) {
@@ -143,7 +144,7 @@ function batchResponseLine(body: Buffer, model: CatalogModel): { request: Respon
   return { request, chat: responsesToChat(request, [], model.id) };
 }
 
-async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobSender): Promise<LineRun> {
+async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobSender, answeredAs: string): Promise<LineRun> {
   const { request, chat } = batchResponseLine(body, model);
   const createdAt = new Date();
   const outcome = await runJob(Buffer.from(JSON.stringify(chat)), send);
@@ -151,7 +152,7 @@ async function runResponseLine(body: Buffer, model: CatalogModel, send: LineJobS
   const result = chatAnswerToResult(parseJsonText(outcome.response.body) as Record<string, unknown>);
   result.usage ??= usageOf({ prompt_tokens: outcome.usage.promptTokens, completion_tokens: outcome.usage.completionTokens, total_tokens: outcome.usage.totalTokens });
   const object = responseObject({
-    id: newId('resp'), createdAt, status: result.status, model: model.id, output: result.output, usage: result.usage, error: null,
+    id: newId('resp'), createdAt, status: result.status, model: answeredAs, output: result.output, usage: result.usage, error: null,
     incompleteDetails: result.incompleteDetails, previousResponseId: null, settings: { ...settingsOf(request), store: false },
   });
   return { ...outcome, response: { statusCode: 200, body: JSON.stringify(object) } };

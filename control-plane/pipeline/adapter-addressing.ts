@@ -22,4 +22,6 @@ export interface AdapterAddressing {
    * exactly as for a made-up name: another workspace's adapter is never told apart).
    */
   onDeployment(workspaceId: string, deployment: Pick<Deployment, 'id'>, model: string, deadlineUnixMs: number): Promise<AddressedAdapter | null>;
+  /** The names of the workspace's adapters attached to the deployment (a batch's validation checks its lines' `model` against them). */
+  namesOn(workspaceId: string, deploymentId: string): Promise<ReadonlySet<string>>;
 }

@@ -21,7 +21,7 @@ import { checkModelField, checkTextModel, clampCompletion, creditRefusal, paused
 import { completionBound, withCompletionBound } from './completion-bound';
 import type { FanOutSink, JobSink, RunSummary } from './job-sink';
 import { WorkTicket, type Settlement, type TicketOwner, type TicketParts } from './work-ticket';
-import type { RequestObserver } from './finished-request';
+import type { FinishedRequest, RequestObserver } from './finished-request';
 import type { AdapterAddressing, AddressedAdapter } from './adapter-addressing';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
@@ -86,7 +86,7 @@ export interface PipelineParts {
   readonly rateLimiter: Pick<RateLimiter, 'admit' | 'settle' | 'refusalNow' | 'resize'>;
   /** Owner jobs: a ready replica here or on a peer server. */
   readonly jobs: Pick<JobRouter, 'dispatch'>;
-  readonly shared: Pick<SharedServing, 'resolve' | 'defaultMaxTokens' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken'>;
+  readonly shared: Pick<SharedServing, 'resolve' | 'defaultMaxTokens' | 'refusalNow' | 'admit' | 'dispatch' | 'finish' | 'firstToken' | 'adapterRef'>;
   readonly requests: Pick<RequestService, 'submit' | 'run'>;
   readonly usage: { record(input: UsageInput): void };
   readonly metrics: PipelineMetrics;
@@ -113,6 +113,8 @@ export interface BatchLineOwner {
   readonly endpoint: string;
   /** The catalog model id of the batch's deployment. */
   readonly model: string;
+  /** The LoRA adapter the line's `model` named (docs/adapters.md#addressing); absent for the base model. */
+  readonly adapter?: FinishedRequest['adapter'];
 }
 
 /** A batch line's ticket answers no HTTP request: no rate-limit headers to give. */
@@ -291,7 +293,10 @@ export class InferencePipeline {
       const decision = tokens.decision;
       work = tokens.work;
       let admission;
+      let adapterRef;
       try {
+        // An owner's shared adapter (docs/adapters.md#sharing): the job carries its ref, named `shared/<id>` to the engine's answer.
+        adapterRef = model.adapter ? await shared.adapterRef(model, work.deadlineUnixMs) : null;
         admission = await shared.admit(key, model, completionBound(work.fields).total, work.body);
       } catch (error) {
         rateLimiter.settle(decision.hold, 0);
@@ -299,12 +304,14 @@ export class InferencePipeline {
       }
       const guest = admission;
       // The guest's own salt, never the owner's: it reuses only prefixes its own workspace left.
-      const job = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
+      const textJob = this.textJob(work, guest.deploymentId, model.modelId, key.workspaceId);
+      const job = adapterRef ? { ...textJob, adapter: adapterRef } : textJob;
       // The guest's own record (TPD, the guest's usage) names the owner's deployment that served it (a real deployment id,
-      // which the guest's usage answers never show) and the shared model it called; never the replica.
+      // which the guest's usage answers never show), the shared model it called and the adapter, if any; never the replica.
       const owner: TicketOwner = {
         workspaceId: key.workspaceId, apiKeyId: key.id, deploymentId: guest.deploymentId, sharedModel: label, endpoint: work.endpoint, stream: work.stream,
         recordsReplica: false, model: model.modelId, requestId: work.trace?.requestId, traceId: work.trace?.traceId, content,
+        ...(model.adapter ? { adapter: { id: model.adapter.id, name: label, revision: model.adapter.revision } } : {}),
       };
       return new WorkTicket(decision, owner, {
         send: (listener, _body, traceparent) => shared.dispatch(guest, traceparent ? { ...job, traceparent } : job, listener),
@@ -396,6 +403,7 @@ export class InferencePipeline {
     const owner: TicketOwner = {
       workspaceId: line.workspaceId, apiKeyId: line.apiKeyId, deploymentId: line.deploymentId, sharedModel: null,
       endpoint: line.endpoint, stream: false, recordsReplica: false, batchId: line.batchId, model: line.model, traceId: trace?.traceId,
+      ...(line.adapter ? { adapter: line.adapter } : {}),
     };
     return new WorkTicket({ ...NO_RATE_LIMIT, hold: hold ?? NO_HOLD }, owner, { send }, settlement, startedAt, 'explicit', this.spansOf(trace, owner, GPU_HOURS, startedAt));
   }

@@ -14,6 +14,7 @@ import { guestSlotsOn } from '../placement/slots';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import { availabilityOf, GuestTraffic, type SharedAvailability } from './shared-availability';
 import type { SharingConfig } from './sharing-config';
+import type { SharedAdapter } from './shared-adapters';
 import { sharedPrices, type SharedPrices } from '../deployments/sharing-eligibility';
 
 declare module '../events/control-plane-events' {
@@ -25,8 +26,11 @@ declare module '../events/control-plane-events' {
 
 /** A shareable model and its per-token prices: all a guest request's admission needs. */
 export interface PricedModel {
+  /** The catalog model (an adapter's base model): its prices, its pool's measures and fair shares. */
   modelId: string;
   prices: SharedPrices;
+  /** Set for an owner's LoRA adapter called as `shared/<adapter id>` (docs/adapters.md#sharing): placed only on its deployments. */
+  adapter?: SharedAdapter;
 }
 
 /** One shareable model as a guest sees it (`GET /shared/v1/models`). */
@@ -119,10 +123,11 @@ export class SharedPool {
    * one whose agent this server holds first (no hop), else the peer reporting the most for one
    * deployment; a guest never queues. A guest's job addressed to an owner's LoRA adapter
    * (`needsAdapterSlots`) takes only replicas with adapter slots: here by their Hello, on a peer
-   * when its row lists such a replica of the deployment (the peer checks again, placeHere).
+   * when its row lists such a replica of the deployment (the peer checks again, placeHere), and
+   * only the members among `only` (the deployments the adapter is attached to) when given.
    */
-  place(modelId: string, needsAdapterSlots = false): GuestPlacement {
-    const members = this.members.get(modelId) ?? new Set<string>();
+  place(modelId: string, needsAdapterSlots = false, only?: ReadonlySet<string>): GuestPlacement {
+    const members = this.membersOf(modelId, only);
     const local: AgentConnection[] = [];
     for (const deploymentId of members) {
       for (const connection of this.dispatcher.connections(deploymentId)) {
@@ -149,6 +154,23 @@ export class SharedPool {
       return { kind: 'peer', peer, deploymentId, ownerWorkspaceId: this.owners.get(deploymentId) ?? '', idleSlots };
     }
     return local.length + offers.length === 0 ? { kind: 'unavailable' } : { kind: 'busy' };
+  }
+
+  /** The model's shared deployments, those among `only` when given. */
+  private membersOf(modelId: string, only?: ReadonlySet<string>): ReadonlySet<string> {
+    const members = this.members.get(modelId);
+    if (!members) return new Set<string>();
+    if (!only) return members;
+    return new Set([...members].filter((id) => only.has(id)));
+  }
+
+  /**
+   * A shared adapter as a guest sees it: its base model's prices, and its availability over the
+   * owner's deployments it is attached to that share (replicas with adapter slots), with the
+   * base model's guest traffic measures (its requests are that pool's).
+   */
+  adapterModel(priced: PricedModel & { adapter: SharedAdapter }): SharedModel {
+    return { ...this.view(this.catalog.get(priced.modelId), priced.adapter.deploymentIds), adapter: priced.adapter };
   }
 
   /** A relayed guest's slot on this server: the replica of `deploymentId` with the most guest slots (with adapter slots, for an adapter's job), or null. */
@@ -212,12 +234,15 @@ export class SharedPool {
     }
   }
 
-  private view(model: CatalogModel): SharedModel {
+  /** `only`: an adapter's deployments, whose replicas count only with adapter slots. */
+  private view(model: CatalogModel, only?: ReadonlySet<string>): SharedModel {
     let providers = 0;
     let idleGuestSlots = 0;
     let standIn = false;
-    for (const deploymentId of this.members.get(model.id) ?? []) {
-      const connections = this.dispatcher.connections(deploymentId).filter((connection) => connection.priorityScheduling && !connection.draining);
+    const members = this.membersOf(model.id, only);
+    for (const deploymentId of members) {
+      const connections = this.dispatcher.connections(deploymentId)
+        .filter((connection) => connection.priorityScheduling && !connection.draining && (!only || servesAdapters(connection)));
       if (connections.length > 0) providers++;
       for (const connection of connections) {
         idleGuestSlots += this.guestSlots(connection);
@@ -225,8 +250,9 @@ export class SharedPool {
       }
     }
     for (const peer of this.peers()) {
-      for (const deploymentId of this.members.get(model.id) ?? []) {
+      for (const deploymentId of members) {
         const load = peer.load[deploymentId];
+        if (only && !load?.replicas?.some((replica) => (replica.maxLoras ?? 0) > 0)) continue;
         if (load?.guestReady) providers++;
         idleGuestSlots += load?.guestSlots ?? 0;
       }

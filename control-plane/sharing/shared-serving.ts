@@ -10,16 +10,21 @@ import type { RelayClient } from '../cluster/relay-client';
 import type { SharingConfig } from './sharing-config';
 import type { SharedPrices } from '../deployments/sharing-eligibility';
 import { GuestFairness } from './guest-fairness';
+import type { SharedAdapter, SharedAdapters } from './shared-adapters';
+import type { AdapterRef } from '../../proto/worker/v1';
 
 /** The model id prefix of the shared endpoint: `shared/<catalog model id>`. */
 export const SHARED_MODEL_PREFIX = 'shared/';
 
 const NAMES = new WeakMap<PricedModel, string>();
 
-/** `shared/<model-id>`, built once per model object (a guest flood's metrics label it on every attempt). */
+/**
+ * `shared/<model-id>`, or `shared/<adapter id>` for an owner's adapter, built once per model
+ * object (a guest flood's metrics label it on every attempt).
+ */
 export function sharedModelName(model: PricedModel): string {
   let name = NAMES.get(model);
-  if (name === undefined) NAMES.set(model, name = `${SHARED_MODEL_PREFIX}${model.modelId}`);
+  if (name === undefined) NAMES.set(model, name = `${SHARED_MODEL_PREFIX}${model.adapter ? model.adapter.id : model.modelId}`);
   return name;
 }
 
@@ -99,10 +104,37 @@ export class SharedServing {
     /** Runs a job on a peer's replica (cluster.v1); without it guests only reach this server's replicas. */
     private readonly relay: Pick<RelayClient, 'run'> | null = null,
     private readonly fairness: GuestFairness = new GuestFairness({ contendWindowMs: config.fairShareWindowMs ?? 1_000 }),
+    /** Owners' adapters offered to guests (adapters/); without it `shared/<adapter id>` is an unknown model. */
+    private readonly adapters: SharedAdapters | null = null,
   ) {}
 
+  /** Every shareable catalog model, then every shared adapter whose base model is one. */
   models(): SharedModel[] {
-    return this.pool.models();
+    const models = this.pool.models();
+    for (const adapter of this.adapters?.all() ?? []) {
+      const priced = this.pricedAdapter(adapter);
+      if (priced) models.push(this.pool.adapterModel(priced));
+    }
+    return models;
+  }
+
+  /** The job's AdapterRef of a guest request for a shared adapter (its weights' link valid until the deadline); null for a base model. */
+  async adapterRef(model: PricedModel, deadlineUnixMs: number): Promise<AdapterRef | null> {
+    if (!model.adapter || !this.adapters) return null;
+    return await this.adapters.ref(model.adapter, deadlineUnixMs);
+  }
+
+  /** One object per shared adapter snapshot (its label and refusals are kept by identity); null when its base model is not shareable. */
+  private readonly pricedAdapters = new WeakMap<SharedAdapter, (PricedModel & { adapter: SharedAdapter }) | null>();
+
+  private pricedAdapter(adapter: SharedAdapter): (PricedModel & { adapter: SharedAdapter }) | null {
+    let priced = this.pricedAdapters.get(adapter);
+    if (priced === undefined) {
+      const base = this.pool.priced(adapter.baseModel);
+      priced = base ? { modelId: base.modelId, prices: base.prices, adapter } : null;
+      this.pricedAdapters.set(adapter, priced);
+    }
+    return priced;
   }
 
   /**
@@ -114,19 +146,30 @@ export class SharedServing {
     return this.config.defaultGuestMaxTokens;
   }
 
-  /** `shared/<model-id>` → the shareable model and its prices; 400 or 404 naming the field otherwise. */
+  /**
+   * `shared/<model-id>` → the shareable model and its prices; `shared/<adapter id>` → an owner's
+   * shared adapter, priced as its base model (docs/adapters.md#sharing); 400 or 404 naming the
+   * field otherwise. An adapter that is not shared (any more) is a 404 exactly as a made-up id.
+   */
   resolve(id: unknown, param = 'model'): PricedModel {
     if (typeof id !== 'string' || !id.startsWith(SHARED_MODEL_PREFIX)) {
       throw new AppError('invalid_request', `${param} must be "shared/<model-id>"; GET /shared/v1/models lists them`, { param });
     }
-    const model = this.pool.priced(id.slice(SHARED_MODEL_PREFIX.length));
+    const name = id.slice(SHARED_MODEL_PREFIX.length);
+    const model = this.pool.priced(name) ?? this.sharedAdapter(name);
     if (!model) throw new AppError('model_not_found', `no shared model '${id}'; GET /shared/v1/models lists them`, { param });
     return model;
   }
 
-  /** `shared/<model-id>` → the shared model with its availability now. */
+  /** `shared/<model-id>` (or `shared/<adapter id>`) → the shared model with its availability now. */
   model(id: unknown, param = 'model'): SharedModel {
-    return this.pool.model(this.resolve(id, param).modelId)!;
+    const model = this.resolve(id, param);
+    return model.adapter ? this.pool.adapterModel(model as PricedModel & { adapter: SharedAdapter }) : this.pool.model(model.modelId)!;
+  }
+
+  private sharedAdapter(adapterId: string): PricedModel | null {
+    const adapter = this.adapters?.find(adapterId);
+    return adapter ? this.pricedAdapter(adapter) : null;
   }
 
   /**
@@ -153,11 +196,11 @@ export class SharedServing {
    * `maxCompletionTokens` (the pipeline's completion bound of the bounded body). The rules every
    * request shares (a workspace without credit, rate limits) the pipeline applied. The local slot
    * stays held until `dispatch` (or `finish`, for a request that never ran), so no other guest
-   * takes it meanwhile. A guest's request for an owner's LoRA adapter (`needsAdapterSlots`) is
-   * placed only on replicas with adapter slots.
+   * takes it meanwhile. A guest's request for an owner's LoRA adapter (`model.adapter`) is
+   * placed only on replicas with adapter slots of the deployments it is attached to.
    */
-  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, maxCompletionTokens: number, body: Buffer, needsAdapterSlots = false): Promise<GuestAdmission> {
-    const placement = this.place(key.workspaceId, model, needsAdapterSlots);
+  async admit(key: Pick<AuthenticatedKey, 'workspaceId'>, model: PricedModel, maxCompletionTokens: number, body: Buffer): Promise<GuestAdmission> {
+    const placement = this.place(key.workspaceId, model);
     // A peer's slot is checked again by the peer when the job arrives (429 if it is gone).
     const connection = placement.kind === 'replica' ? placement.connection : null;
     const slot = connection?.reserveSlot() ?? null;
@@ -230,14 +273,14 @@ export class SharedServing {
   }
 
   /** A replica with an idle guest slot the guest may take, or the refusal (counted by the pool's availability and the fairness rule). */
-  private place(workspaceId: string, model: PricedModel, needsAdapterSlots = false): Placed {
-    const placement = this.placeOrRefuse(workspaceId, model, needsAdapterSlots);
+  private place(workspaceId: string, model: PricedModel): Placed {
+    const placement = this.placeOrRefuse(workspaceId, model);
     if (placement instanceof AppError) throw placement;
     return placement;
   }
 
-  private placeOrRefuse(workspaceId: string, model: PricedModel, needsAdapterSlots = false): Placed | AppError {
-    const placement = this.pool.place(model.modelId, needsAdapterSlots);
+  private placeOrRefuse(workspaceId: string, model: PricedModel): Placed | AppError {
+    const placement = this.pool.place(model.modelId, model.adapter !== undefined, model.adapter?.deploymentIds);
     if (placement.kind === 'unavailable') return this.refusal('unavailable', model);
     if (placement.kind === 'busy') {
       this.refused(workspaceId, model);

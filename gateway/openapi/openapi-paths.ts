@@ -161,7 +161,13 @@ export const DEPLOYMENT_OPERATIONS: Record<DeploymentEndpointName, Operation> = 
   'files.retrieve': { summary: 'Retrieve a file', tags: ['batches'], parameters: [parameter('Id')], responses: { 200: json(ref('File'), 'The file.'), ...errors(401, 404) } },
   'files.content': {
     summary: 'Download a file\'s content', tags: ['batches'], parameters: [parameter('Id')],
-    responses: { 200: { description: 'The JSONL bytes as stored.', content: { 'application/jsonl': { schema: { type: 'string' } } } }, ...errors(401, 404) },
+    responses: {
+      200: {
+        description: 'The bytes as stored: JSONL for batch files, application/octet-stream for user_data files.',
+        content: { 'application/jsonl': { schema: { type: 'string' } }, 'application/octet-stream': { schema: { type: 'string' } } },
+      },
+      ...errors(401, 404),
+    },
   },
   'files.delete': {
     summary: 'Delete a file', tags: ['batches'], parameters: [parameter('Id')],

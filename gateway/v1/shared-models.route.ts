@@ -7,11 +7,16 @@ import { STAND_IN_ENGINE_LABEL, STAND_IN_NOTE } from '../stand-in-engine';
  * catalog entry, not something created at a time.
  */
 export function sharedModelObject(model: SharedModel) {
-  const object = {
-    id: `${SHARED_MODEL_PREFIX}${model.modelId}`, object: 'model', created: 0, owned_by: 'shared',
-    pricing: { input_per_million: model.prices.inputPerMillion, output_per_million: model.prices.outputPerMillion, currency: 'USD' },
-    availability: model.availability,
-  };
+  const base = `${SHARED_MODEL_PREFIX}${model.modelId}`;
+  const pricing = { input_per_million: model.prices.inputPerMillion, output_per_million: model.prices.outputPerMillion, currency: 'USD' };
+  // An owner's shared adapter (docs/adapters.md#sharing): `parent` and `root` are the shared base
+  // model, an id of this same list that guests can call (the catalog id is not one on /shared/v1).
+  const object = model.adapter
+    ? {
+      id: `${SHARED_MODEL_PREFIX}${model.adapter.id}`, object: 'model', created: Math.floor(model.adapter.createdAt.getTime() / 1000), owned_by: 'shared',
+      parent: base, root: base, pricing, availability: model.availability,
+    }
+    : { id: base, object: 'model', created: 0, owned_by: 'shared', pricing, availability: model.availability };
   // Guests are told, as owners are on GET /v1/models, when placeholder words may answer them.
   return model.standIn ? { ...object, engine: STAND_IN_ENGINE_LABEL, note: STAND_IN_NOTE } : object;
 }

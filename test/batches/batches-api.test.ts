@@ -192,6 +192,35 @@ describe('batches: the API', () => {
     expect((await client.files.retrieve(fileId)).id).toBe(fileId);
   });
 
+  it('files of both purposes: a missing or unknown purpose names both; content is JSONL for batch, octet-stream for user_data', async () => {
+    const send = (parts: Record<string, string | Blob>) => {
+      const data = new FormData();
+      for (const [name, value] of Object.entries(parts)) {
+        if (value instanceof Blob) data.append(name, value, 'weights.bin');
+        else data.append(name, value);
+      }
+      return call('POST', `${chat.baseUrl}/files`, workspace.apiKey, data);
+    };
+    const weights = Buffer.from([0x47, 0x47, 0x55, 0x46, 0x00, 0xff, 0x10, 0x0a]);
+    for (const purpose of [undefined, 'fine-tune']) {
+      const refused = await send({ file: new Blob([weights]), ...(purpose ? { purpose } : {}) });
+      expect(refused.status).toBe(400);
+      expect(refused.json.error.param).toBe('purpose');
+      expect(refused.json.error.message).toMatch(/"batch".*"user_data"/);
+    }
+    const uploaded = await send({ file: new Blob([weights]), purpose: 'user_data' });
+    expect(uploaded.status).toBe(200);
+    expect(uploaded.json).toMatchObject({ object: 'file', purpose: 'user_data', bytes: weights.length });
+    const download = await fetch(`${chat.baseUrl}/files/${uploaded.json.id}/content`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    expect(download.status).toBe(200);
+    expect(download.headers.get('content-type')).toBe('application/octet-stream');
+    expect(Buffer.from(await download.arrayBuffer())).toEqual(weights);
+    const batchFile = await upload(client, jsonl([chatLine('a', 'b')]));
+    const lines = await fetch(`${chat.baseUrl}/files/${batchFile}/content`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    expect(lines.headers.get('content-type')).toMatch(/^application\/jsonl/);
+    await lines.arrayBuffer();
+  });
+
   it('answers bad input on every endpoint with a 400 naming the field', async () => {
     const key = workspace.apiKey;
     const base = chat.baseUrl;

@@ -14,10 +14,13 @@ const model = (overrides: Partial<CatalogModel> = {}): CatalogModel => ({
 } as CatalogModel);
 
 describe('LoRA flags of the engine container', () => {
-  test('vLLM: --enable-lora with the deployment\'s slots and rank, and runtime updating on', () => {
+  test('vLLM: --enable-lora with the deployment\'s slots and rank, and runtime updating on; --max-cpu-loras is the whole host cache', () => {
+    // 8 in the engine and 32 more in host memory: vLLM's --max-cpu-loras counts all 40 (it must be at least --max-loras).
     const spec = engineContainerFor(model(), 1, false, {}, { maxLoras: 8, maxCpuLoras: 32, maxLoraRank: 128 })!;
     const args = spec.args.join(' ');
-    expect(args).toContain('--enable-lora --max-loras 8 --max-cpu-loras 32 --max-lora-rank 128');
+    expect(args).toContain('--enable-lora --max-loras 8 --max-cpu-loras 40 --max-lora-rank 128');
+    // Fewer beyond the engine's than in it is fine: vLLM still gets at least --max-loras.
+    expect(engineContainerFor(model(), 1, false, {}, { maxLoras: 8, maxCpuLoras: 2, maxLoraRank: 64 })!.args.join(' ')).toContain('--max-loras 8 --max-cpu-loras 10 ');
     expect(spec.env).toEqual({ VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True' });
   });
 
@@ -47,6 +50,8 @@ describe('LoRA flags of the engine container', () => {
 describe('LoRA settings of a deployment', () => {
   test('defaults, and the agent environment they give', () => {
     expect(loraSettingsOf({})).toEqual({ maxLoras: 4, maxCpuLoras: 0, maxLoraRank: 64 });
+    // Host-memory slots count beyond the engine's: fewer of them than maxLoras is a valid setting.
+    expect(loraSettingsOf({ maxLoras: 8, maxCpuLoras: 4 })).toEqual({ maxLoras: 8, maxCpuLoras: 4, maxLoraRank: 64 });
     expect(loraAgentEnv(loraSettingsOf({ maxLoras: 2 }))).toEqual({ WORKER_MAX_LORAS: '2', WORKER_MAX_CPU_LORAS: '0', WORKER_MAX_LORA_RANK: '64' });
   });
 
@@ -58,7 +63,7 @@ describe('LoRA settings of a deployment', () => {
 
   test.each([
     [{ maxLoras: -1 }, 'maxLoras'], [{ maxLoras: 1.5 }, 'maxLoras'], [{ maxLoras: 257 }, 'maxLoras'],
-    [{ maxCpuLoras: -2 }, 'maxCpuLoras'], [{ maxLoras: 8, maxCpuLoras: 4 }, 'maxCpuLoras'],
+    [{ maxCpuLoras: -2 }, 'maxCpuLoras'], [{ maxCpuLoras: 4097 }, 'maxCpuLoras'], [{ maxCpuLoras: 0.5 }, 'maxCpuLoras'],
     [{ maxLoraRank: 48 }, 'maxLoraRank'], [{ maxLoraRank: 512 }, 'maxLoraRank'],
   ])('%j is a 400 naming %s', (changes, param) => {
     let caught: unknown;

@@ -27,7 +27,7 @@ export const adapterOptionFields = {
    * the engine's own `--max-loras`). @default 4 (cpu, llama-cpp), 0 (openai)
    */
   maxLoras: optionField(integerOption(0, 1024).optional(), 'WORKER_MAX_LORAS', 'max-loras'),
-  /** More adapters kept in host memory (vLLM `--max-cpu-loras`); only the openai engine has such a tier. @default 0 */
+  /** More adapters kept in host memory beyond maxLoras (vLLM's `--max-cpu-loras` is their sum); only the openai engine has such a tier. @default 0 */
   maxCpuLoras: optionField(integerOption(0, 100_000).default(0), 'WORKER_MAX_CPU_LORAS', 'max-cpu-loras'),
   /** The largest LoRA rank loaded (vLLM `--max-lora-rank`); an adapter of a higher rank fails its jobs with adapter_load_failed. @default 64 */
   maxLoraRank: optionField(

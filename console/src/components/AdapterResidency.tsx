@@ -6,7 +6,8 @@ export interface Residency {
   deploymentId: string;
   revision: number;
   state: string;
-  loadMs: number;
+  /** Null for a replica connected to another server (its registry row carries states only). */
+  loadMs: number | null;
   error?: string | null;
   lastUsedAt?: string | null;
 }
@@ -17,8 +18,8 @@ const STATE_WORDS: Record<string, string> = {
 };
 
 /**
- * Where an adapter is held, one row per replica, as the agents' latest heartbeats say (on the
- * server this console talks to: a replica connected to another server is not listed). A FAILED
+ * Where an adapter is held, one row per replica, as the agents' latest heartbeats say (a replica
+ * connected to another server: its state from that server's registry row, no load time). A FAILED
  * row shows the agent's error; only requests for this adapter failed, the replica kept serving.
  */
 export function AdapterResidency({ rows, label, deploymentNames, showAdapter }: {
@@ -49,7 +50,7 @@ export function AdapterResidency({ rows, label, deploymentNames, showAdapter }: 
                 {row.state === 'FAILED' && row.error && <p className="field-error">{row.error}</p>}
               </td>
               <td>r{row.revision}</td>
-              <td>{row.state === 'LOADING' ? '…' : `${row.loadMs.toLocaleString('en-US')} ms`}</td>
+              <td>{row.state === 'LOADING' ? '…' : row.loadMs === null ? '—' : `${row.loadMs.toLocaleString('en-US')} ms`}</td>
               <td>{row.lastUsedAt ? new Date(row.lastUsedAt).toLocaleTimeString() : '—'}</td>
             </tr>
           ))}

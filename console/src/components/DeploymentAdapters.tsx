@@ -106,7 +106,7 @@ function LoraSettingsForm({ deploymentId, settings, editable }: { deploymentId: 
         <Field id="lora-max-loras" label="Adapter slots per replica" numeric value={values.maxLoras} onChange={set('maxLoras')}
           hint="maxLoras; 0 serves none" error={problems.maxLoras ?? fieldError(saved.error, 'maxLoras')} />
         <Field id="lora-max-cpu-loras" label="Kept in host memory" numeric value={values.maxCpuLoras} onChange={set('maxCpuLoras')}
-          hint="maxCpuLoras; 0 or at least the slots" error={problems.maxCpuLoras ?? fieldError(saved.error, 'maxCpuLoras')} />
+          hint="maxCpuLoras; beyond the slots, 0 to 4096" error={problems.maxCpuLoras ?? fieldError(saved.error, 'maxCpuLoras')} />
         <Field id="lora-max-rank" label="Largest rank" numeric value={values.maxLoraRank} onChange={set('maxLoraRank')}
           hint="maxLoraRank: 8 to 256, a power of two" error={problems.maxLoraRank ?? fieldError(saved.error, 'maxLoraRank')} />
       </div>

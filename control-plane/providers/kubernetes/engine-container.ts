@@ -77,10 +77,16 @@ export function engineContainerFor(
   }
 }
 
-/** vLLM's LoRA capacity: GPU slots, host-memory slots (when any) and the largest rank. */
+/**
+ * vLLM's LoRA capacity: GPU slots, host-memory slots (when any) and the largest rank. vLLM's
+ * `--max-cpu-loras` is its whole host-memory cache (the GPU's adapters included; it must be at
+ * least `--max-loras` and defaults to it), while `maxCpuLoras` counts the adapters kept beyond
+ * the GPU's: the flag gets their sum (8 on the GPU and 32 more: `--max-cpu-loras 40`).
+ */
 function vllmLoraArgs(lora: LoraSettings): string[] {
   return [
-    '--enable-lora', '--max-loras', String(lora.maxLoras), ...(lora.maxCpuLoras > 0 ? ['--max-cpu-loras', String(lora.maxCpuLoras)] : []),
+    '--enable-lora', '--max-loras', String(lora.maxLoras),
+    ...(lora.maxCpuLoras > 0 ? ['--max-cpu-loras', String(lora.maxLoras + lora.maxCpuLoras)] : []),
     '--max-lora-rank', String(lora.maxLoraRank),
   ];
 }

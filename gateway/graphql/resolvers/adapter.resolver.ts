@@ -34,7 +34,7 @@ export class AdapterResolver {
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
-  @FieldResolver(() => [AdapterResidencyType], { description: 'Replicas holding or loading it, live from their agents\' latest heartbeats on this server (replicas connected to other servers are not shown)' })
+  @FieldResolver(() => [AdapterResidencyType], { description: 'Replicas holding or loading it: live from their agents\' latest heartbeats on this server, and from the other servers\' registry rows (state only, about a second old)' })
   async residency(@Root() adapter: AdapterType): Promise<AdapterResidencyType[]> {
     const ids = adapter.deploymentIds ?? await this.admin.adapters.deploymentIdsOf(adapter.id);
     return this.admin.adapterResidency.of(adapter.id, ids);
@@ -71,7 +71,7 @@ export class AdapterResolver {
     return toType(await this.admin.adapters.delete(workspaceOf(context), id), [], true);
   }
 
-  @Mutation(() => AdapterType, { description: 'Offers it to guests of shared serving (shared/<base model>:<name>), or stops' })
+  @Mutation(() => AdapterType, { description: 'Offers it to guests of shared serving (shared/<adapter id> on /shared/v1), or stops' })
   async setAdapterSharing(@Arg('id', () => ID) id: string, @Arg('shared') shared: boolean, @Ctx() context: GraphQLContext): Promise<AdapterType> {
     return toType(await this.admin.adapters.setSharing(workspaceOf(context), id, shared));
   }

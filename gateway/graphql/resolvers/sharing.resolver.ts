@@ -36,7 +36,8 @@ export class SharingResolver {
 
 function toType(model: SharedModel): SharedModelType {
   return {
-    id: `${SHARED_MODEL_PREFIX}${model.modelId}`, modelId: model.modelId,
+    // An owner's shared adapter is `shared/<adapter id>`; its modelId is its base model.
+    id: `${SHARED_MODEL_PREFIX}${model.adapter ? model.adapter.id : model.modelId}`, modelId: model.modelId,
     inputPricePerMillion: model.prices.inputPerMillion, outputPricePerMillion: model.prices.outputPerMillion,
     availability: model.availability, idleGuestSlots: model.idleGuestSlots,
   };

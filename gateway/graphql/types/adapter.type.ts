@@ -6,13 +6,16 @@ export class AdapterDeploymentType {
   @Field({ description: 'Its slug, the name in its base URL' }) name: string;
 }
 
-@ObjectType('AdapterResidency', { description: 'One replica holding (or loading) an adapter, from its agent\'s latest heartbeat on this server' })
+@ObjectType('AdapterResidency', {
+  description: 'One replica holding (or loading) an adapter: from its agent\'s latest heartbeat when connected to the answering server, else from its server\'s registry row (state only)',
+})
 export class AdapterResidencyType {
   @Field(() => ID) replicaId: string;
   @Field(() => ID) deploymentId: string;
+  @Field(() => ID, { description: 'The control-plane server its agent is connected to' }) serverId: string;
   @Field(() => Int, { description: 'The revision it holds (an older one while its requests finish)' }) revision: number;
-  @Field({ description: 'GPU, CPU, LOADING or FAILED' }) state: string;
-  @Field(() => Int, { description: 'How long its last load took, ms (0 while loading)' }) loadMs: number;
+  @Field({ description: 'GPU, CPU, LOADING or FAILED (FAILED only from the answering server\'s own agents)' }) state: string;
+  @Field(() => Int, { nullable: true, description: 'How long its last load took, ms (0 while loading); null for a replica connected to another server' }) loadMs: number | null;
   @Field(() => String, { nullable: true, description: 'FAILED: why' }) error: string | null;
   @Field(() => Date, { nullable: true }) lastUsedAt: Date | null;
 }
@@ -36,7 +39,7 @@ export class AdapterType {
   @Field(() => Int, { description: 'Replacing the weights makes a new revision; requests in flight finish on the old one' }) revision: number;
   @Field(() => String, { nullable: true, description: 'SHA-256 of the weights (null for HUGGING_FACE)' }) sha256: string | null;
   @Field(() => Float, { nullable: true }) sizeBytes: number | null;
-  @Field({ description: 'Offered to guests of shared serving as shared/<base model>:<name>, at the owner\'s per-token price of the base' }) sharedWithGuests: boolean;
+  @Field({ description: 'Offered to guests of shared serving as shared/<adapter id>, at the owner\'s per-token price of the base' }) sharedWithGuests: boolean;
   @Field({ description: 'true only on the adapterUpdated event of its deletion' }) deleted: boolean;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;

@@ -46,7 +46,7 @@ export class DeploymentType {
   storageCredentialId: number | null;
   @Field({ description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy: string;
   @Field(() => Int, { description: 'LoRA adapter slots per replica, ready in the engine at once (vLLM --max-loras); 0: no adapter is served' }) maxLoras: number;
-  @Field(() => Int, { description: 'More adapters kept in host memory per replica (vLLM --max-cpu-loras); 0 or at least maxLoras' }) maxCpuLoras: number;
+  @Field(() => Int, { description: 'Adapters kept in host memory per replica beyond maxLoras, 0 to 4096 (vLLM gets --max-cpu-loras maxLoras + maxCpuLoras)' }) maxCpuLoras: number;
   @Field(() => Int, { description: 'The largest LoRA rank the engines accept (vLLM --max-lora-rank): 8, 16, 32, 64, 128 or 256' }) maxLoraRank: number;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
@@ -73,7 +73,7 @@ export class UpdateDeploymentInput {
       + 'turns on priority scheduling, and with one replica the endpoint answers 503 for the restart; false stops new guest work at once (running guest requests finish)',
   }) shareIdleCapacity?: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
   @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
-  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica (default 0; 0 or at least maxLoras)' }) maxCpuLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica beyond maxLoras (default 0; 0 to 4096)' }) maxCpuLoras?: number;
   @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
 }
 
@@ -104,6 +104,6 @@ export class CreateDeploymentInput {
   storageCredentialId?: number | null;
   @Field({ defaultValue: false, description: 'Open idle capacity to guests of shared serving (see updateDeployment)' }) shareIdleCapacity: boolean;  @Field({ nullable: true, description: 'How a text request picks one of the replicas: prefix-aware (default: where its prompt\'s prefix should be cached, within a load bound), least-loaded or round-robin' }) routingPolicy?: string;
   @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
-  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica (default 0; 0 or at least maxLoras)' }) maxCpuLoras?: number;
+  @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica beyond maxLoras (default 0; 0 to 4096)' }) maxCpuLoras?: number;
   @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
 }

@@ -13,9 +13,10 @@ import { idOf, type RouteEndpoints } from '../route-endpoints';
 const FORM_OVERHEAD_BYTES = 64 * 1024;
 
 /**
- * `POST /v1/files` (multipart `file` and `purpose`: only `batch`), `GET /v1/files`,
+ * `POST /v1/files` (multipart `file` and `purpose`: `batch` or `user_data`), `GET /v1/files`,
  * `GET /v1/files/{id}`, `GET /v1/files/{id}/content`, `DELETE /v1/files/{id}` on a deployment
- * endpoint: the inputs of its batches and their output and error files.
+ * endpoint: the inputs of its batches and their output and error files, and `user_data`
+ * uploads (a LoRA adapter's weights, docs/adapters.md#registering).
  */
 export class FilesRoute {
   constructor(
@@ -37,18 +38,20 @@ export class FilesRoute {
 
   async create(context: Context, deployment: Deployment): Promise<void> {
     if (!isMultipart(context.req)) {
-      throw new AppError('invalid_request', 'POST /v1/files takes multipart/form-data with a `file` and `purpose=batch`', { param: 'file' });
+      throw new AppError('invalid_request', 'POST /v1/files takes multipart/form-data with a `file` and `purpose` ("batch" or "user_data")', { param: 'file' });
     }
     const form = await readMultipart(context.req, this.options.maxFileBytes + FORM_OVERHEAD_BYTES, requestBudgetOf(context));
     if (Object.keys(form.fields).some((name) => name.startsWith('expires_after'))) {
       throw new AppError('invalid_request', 'expires_after is not supported: files are kept until deleted (DELETE /v1/files/{id})', { param: 'expires_after' });
     }
     const files = form.files.get('file') ?? [];
-    if (files.length !== 1) throw new AppError('invalid_request', `file is required: exactly one JSONL file${files.length > 1 ? `, got ${files.length}` : ''}`, { param: 'file' });
+    if (files.length !== 1) throw new AppError('invalid_request', `file is required: exactly one file${files.length > 1 ? `, got ${files.length}` : ''}`, { param: 'file' });
     const extra = [...form.files.keys()].find((name) => name !== 'file');
     if (extra !== undefined) throw new AppError('invalid_request', `only one file, named \`file\`, is taken; got another named ${quoteValue(extra)}`, { param: extra });
     const purpose = form.fields.purpose;
-    if (purpose === undefined) throw new AppError('invalid_request', 'purpose is required: "batch"', { param: 'purpose' });
+    if (purpose === undefined) {
+      throw new AppError('invalid_request', 'purpose is required: "batch" (a batch\'s input) or "user_data" (a LoRA adapter\'s weights)', { param: 'purpose' });
+    }
     const file = await this.batches.uploadFile(deployment, { filename: files[0].filename, data: files[0].data, purpose });
     context.body = fileObject(file);
   }
@@ -68,10 +71,13 @@ export class FilesRoute {
     context.body = fileObject(await this.batches.files.get(key.workspaceId, deployment.id, id));
   }
 
-  /** The raw bytes, as stored, streamed from the object store as the client reads them. */
+  /**
+   * The raw bytes, as stored, streamed from the object store as the client reads them: JSONL for
+   * batch files, `application/octet-stream` for `user_data` (any bytes: an adapter's weights).
+   */
   async content(context: Context, deployment: Deployment, key: AuthenticatedKey, id: string): Promise<void> {
-    const { opened } = await this.batches.files.content(key.workspaceId, deployment.id, id);
-    context.type = JSONL_CONTENT_TYPE;
+    const { file, opened } = await this.batches.files.content(key.workspaceId, deployment.id, id);
+    context.type = file.purpose === 'user_data' ? 'application/octet-stream' : JSONL_CONTENT_TYPE;
     await sendObject(context, opened, this.options.downloads);
   }
 
