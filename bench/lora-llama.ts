@@ -147,13 +147,14 @@ export async function runLoraLlamaBench(options: LoraLlamaOptions = {}): Promise
   }
 }
 
-export function loraLlamaMarkdown(results: readonly LoraLlamaResult[]): string {
+/** @param command how the run was started, for the record's first line */
+export function loraLlamaMarkdown(results: readonly LoraLlamaResult[], command = 'node dist/bench/lora-llama.js'): string {
   const machine = describeMachine();
   const ms = (value: number) => value.toFixed(2);
   const lines = [
     '# LoRA adapters on real llama.cpp (issue 38)',
     '',
-    `Measured with \`node dist/bench/lora-llama.js\` (bench/lora-llama.ts) on ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, commit ${machine.gitSha}.`,
+    `Measured with \`${command}\` (bench/lora-llama.ts) on ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}, commit ${machine.gitSha}.`,
     'llama.cpp on the CPU, one thread, the engine the agent runs (LlamaCppEngine) in the bench\'s process; streamed greedy chat requests.',
     'Cold load = fetch from a local HTTP server + sha256 + check against the base model + a context applying the adapter (the heartbeat\'s `load_ms`).',
     '',

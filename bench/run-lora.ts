@@ -18,8 +18,12 @@
  * replicas whose TTFT p99 stays within 1.2× the base model's on 8 replicas.
  *
  * Flags: --minutes 35 --rate 12 --zipf 1.05 --seed 38 --load-ms 800 --swap-ms 5 --warmup-minutes 5
- *        --llama (also the real llama.cpp part, when bench/lora-llama.ts is present)
+ *        --llama (also the real llama.cpp part: bench/lora-llama.ts, a resident adapter's TTFT and
+ *        the cold load, on the tests' 64-dim model and a 512-dim one) --llama-rounds 9
+ *        --out <file> (where the run is recorded; default bench/results/<date>-bench-lora-run.md)
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { AdapterPlacement, DEFAULT_ADAPTER_ROUTING } from '../control-plane/placement/adapter-aware';
 import { leastLoaded } from '../control-plane/placement/least-loaded';
 import { choosePrefixAware, DEFAULT_PREFIX_ROUTING } from '../control-plane/placement/prefix-aware';
@@ -29,6 +33,20 @@ import type { RoutingPolicyName } from '../control-plane/placement/placement-pol
 import { simulateFleet, type FleetResult, type ServiceModel, type SimulatedRouter } from './lora-fleet';
 import { loraTrace, topShare, type LoraRequest } from './lora-trace';
 import { describeMachine } from './machine';
+import { loraLlamaMarkdown, runLoraLlamaBench, type LoraLlamaResult } from './lora-llama';
+import { PROJECT_ROOT } from './targets';
+
+/** Everything printed, recorded to `--out` at the end: one command prints and records the run. */
+const printed: string[] = [];
+function print(line: string): void {
+  printed.push(line);
+  console.log(line);
+}
+
+function option(name: string): string | undefined {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? process.argv[index + 1] : undefined;
+}
 
 function flag(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
@@ -132,35 +150,35 @@ function targets({ base, aware, roundRobin }: Comparison): { fewer: number; read
 }
 
 function compare(trace: readonly LoraRequest[], model: ServiceModel): void {
-  console.log(`\n## ${REPLICAS} replicas × ${model.concurrency} requests, ${model.maxLoras} adapter slots${model.maxCpuLoras ? ` + ${model.maxCpuLoras} in host memory (vLLM --max-cpu-loras ${model.maxLoras + model.maxCpuLoras})` : ' (no host memory)'}; prefill ${model.prefillMs} ms, decode ${model.decodeMs} ms, load ${model.loadMs} ms, swap ${model.swapMs} ms; heartbeat ${HEARTBEAT_MS} ms\n`);
+  print(`\n## ${REPLICAS} replicas × ${model.concurrency} requests, ${model.maxLoras} adapter slots${model.maxCpuLoras ? ` + ${model.maxCpuLoras} in host memory (vLLM --max-cpu-loras ${model.maxLoras + model.maxCpuLoras})` : ' (no host memory)'}; prefill ${model.prefillMs} ms, decode ${model.decodeMs} ms, load ${model.loadMs} ms, swap ${model.swapMs} ms; heartbeat ${HEARTBEAT_MS} ms\n`);
   const result = measure(trace, model, true);
   const prefixBase = basePrefixRun(trace, model);
   const slowMs = Math.round(1.2 * result.base.ttft.p99);
-  console.log(`| routing | adapter loads / min (counted) | loads / min (first ${warmupMs / 60_000} min) | host-memory swaps / min | requests that load | on a ready adapter | held (ready, loading or host memory) | TTFT p50 ms | TTFT p99 ms | TTFT > ${slowMs} ms |`);
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
-  console.log(row('residency-aware (prefix-aware policy)', result.aware));
-  console.log(row('round-robin', result.roundRobin));
-  console.log(row('least-loaded', result.leastLoaded!));
-  console.log(`| base model, least loaded (prefix-aware with no shared prefix) | – | – | – | – | – | – | ${Math.round(result.base.ttft.p50)} | ${Math.round(result.base.ttft.p99)} | – |`);
-  console.log(`| base model, prefix-aware (each fine-tune's application as a shared prefix) | – | – | – | – | – | – | ${Math.round(prefixBase.ttft.p50)} | ${Math.round(prefixBase.ttft.p99)} | – |`);
+  print(`| routing | adapter loads / min (counted) | loads / min (first ${warmupMs / 60_000} min) | host-memory swaps / min | requests that load | on a ready adapter | held (ready, loading or host memory) | TTFT p50 ms | TTFT p99 ms | TTFT > ${slowMs} ms |`);
+  print('|---|---|---|---|---|---|---|---|---|---|');
+  print(row('residency-aware (prefix-aware policy)', result.aware));
+  print(row('round-robin', result.roundRobin));
+  print(row('least-loaded', result.leastLoaded!));
+  print(`| base model, least loaded (prefix-aware with no shared prefix) | – | – | – | – | – | – | ${Math.round(result.base.ttft.p50)} | ${Math.round(result.base.ttft.p99)} | – |`);
+  print(`| base model, prefix-aware (each fine-tune's application as a shared prefix) | – | – | – | – | – | – | ${Math.round(prefixBase.ttft.p50)} | ${Math.round(prefixBase.ttft.p99)} | – |`);
   const { fewer, ready, held, ratio } = targets(result);
-  console.log(`\nreasons (residency-aware): ${Object.entries(result.aware.reasons).sort((a, b) => b[1] - a[1]).map(([reason, count]) => `${reason} ${count}`).join(', ')}`);
-  console.log('targets (issue 38), residency-aware, against the base model least loaded:');
-  console.log(`- loads/min ≥ 10× fewer than round-robin: ${fewer.toFixed(1)}× — ${fewer >= 10 ? 'met' : 'NOT met'}`);
-  console.log(`- ≥ 95 % of requests on a resident adapter: ready in the engine ${(100 * ready).toFixed(1)} % — ${ready >= 0.95 ? 'met' : 'NOT met'}; held (no load from storage) ${(100 * held).toFixed(1)} % — ${held >= 0.95 ? 'met' : 'NOT met'}`);
-  console.log(`- TTFT p99 ≤ 1.2× the base model's: ${ratio.toFixed(2)}× — ${ratio <= 1.2 ? 'met' : 'NOT met'} (${percent(result.aware.slow, result.aware.requests)} of requests over ${slowMs} ms; the p99 holds while that is under 1 %)`);
+  print(`\nreasons (residency-aware): ${Object.entries(result.aware.reasons).sort((a, b) => b[1] - a[1]).map(([reason, count]) => `${reason} ${count}`).join(', ')}`);
+  print('targets (issue 38), residency-aware, against the base model least loaded:');
+  print(`- loads/min ≥ 10× fewer than round-robin: ${fewer.toFixed(1)}× — ${fewer >= 10 ? 'met' : 'NOT met'}`);
+  print(`- ≥ 95 % of requests on a resident adapter: ready in the engine ${(100 * ready).toFixed(1)} % — ${ready >= 0.95 ? 'met' : 'NOT met'}; held (no load from storage) ${(100 * held).toFixed(1)} % — ${held >= 0.95 ? 'met' : 'NOT met'}`);
+  print(`- TTFT p99 ≤ 1.2× the base model's: ${ratio.toFixed(2)}× — ${ratio <= 1.2 ? 'met' : 'NOT met'} (${percent(result.aware.slow, result.aware.requests)} of requests over ${slowMs} ms; the p99 holds while that is under 1 %)`);
 }
 
 /** The same comparison on other seeds and Zipf exponents: how far the targets are from the line. */
 function sensitivity(model: ServiceModel): void {
-  console.log(`\n### Sensitivity, ${model.maxCpuLoras} in host memory: other traces\n`);
-  console.log('| trace | residency-aware loads/min | round-robin loads/min | ratio | held | requests that load | TTFT p99 (base) | TTFT > 1.2× base |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  print(`\n### Sensitivity, ${model.maxCpuLoras} in host memory: other traces\n`);
+  print('| trace | residency-aware loads/min | round-robin loads/min | ratio | held | requests that load | TTFT p99 (base) | TTFT > 1.2× base |');
+  print('|---|---:|---:|---:|---:|---:|---:|---:|');
   const variants: Array<[string, number, number]> = [[`s ${zipfS}, seed ${seed}`, zipfS, seed], [`s ${zipfS}, seed ${seed + 1}`, zipfS, seed + 1], [`s ${zipfS}, seed ${seed + 2}`, zipfS, seed + 2], [`s 1.0, seed ${seed}`, 1.0, seed], [`s 1.1, seed ${seed}`, 1.1, seed]];
   for (const [name, s, traceSeed] of variants) {
     const result = measure(loraTrace({ adapters: 200, zipfS: s, ratePerSecond: rate, durationMs: minutes * 60_000, seed: traceSeed }), model, false);
     const { fewer, held } = targets(result);
-    console.log(`| ${name} | ${(result.aware.loads / result.aware.minutes).toFixed(1)} | ${(result.roundRobin.loads / result.roundRobin.minutes).toFixed(1)} | ${fewer.toFixed(1)}× | ${(100 * held).toFixed(1)} % | ${percent(result.aware.fits.miss, result.aware.requests)} | ${Math.round(result.aware.ttft.p99)} (${Math.round(result.base.ttft.p99)}) ms | ${percent(result.aware.slow, result.aware.requests)} |`);
+    print(`| ${name} | ${(result.aware.loads / result.aware.minutes).toFixed(1)} | ${(result.roundRobin.loads / result.roundRobin.minutes).toFixed(1)} | ${fewer.toFixed(1)}× | ${(100 * held).toFixed(1)} % | ${percent(result.aware.fits.miss, result.aware.requests)} | ${Math.round(result.aware.ttft.p99)} (${Math.round(result.base.ttft.p99)}) ms | ${percent(result.aware.slow, result.aware.requests)} |`);
   }
 }
 
@@ -169,8 +187,8 @@ async function main(): Promise<void> {
   const trace = loraTrace({ adapters: 200, zipfS, ratePerSecond: rate, durationMs: minutes * 60_000, seed });
   const utilisation = (rate * (MODEL.prefillMs + MODEL.decodeMs)) / 1000 / (REPLICAS * MODEL.concurrency);
   if (utilisation >= 1) throw new Error(`--rate ${rate} is more than the fleet serves`);
-  console.log(`# bench:lora — ${trace.length} requests over ${minutes} min (${rate}/s, ${(100 * utilisation).toFixed(0)} % of the fleet's request slots), 200 adapters, Zipf s=${zipfS}, seed ${seed}`);
-  console.log(`ceiling: the ${REPLICAS * MODEL.maxLoras} most popular adapters take ${(100 * topShare(200, zipfS, REPLICAS * MODEL.maxLoras)).toFixed(1)} % of requests (the most any placement keeps ready with ${REPLICAS * MODEL.maxLoras} engine slots and no duplicates)`);
+  print(`# bench:lora — ${trace.length} requests over ${minutes} min (${rate}/s, ${(100 * utilisation).toFixed(0)} % of the fleet's request slots), 200 adapters, Zipf s=${zipfS}, seed ${seed}`);
+  print(`ceiling: the ${REPLICAS * MODEL.maxLoras} most popular adapters take ${(100 * topShare(200, zipfS, REPLICAS * MODEL.maxLoras)).toFixed(1)} % of requests (the most any placement keeps ready with ${REPLICAS * MODEL.maxLoras} engine slots and no duplicates)`);
 
   for (const model of [MODEL, ...HOST_MEMORY]) compare(trace, model);
   for (const model of HOST_MEMORY) sensitivity(model);
@@ -191,19 +209,25 @@ async function main(): Promise<void> {
   }
   const idle = 50 - byAdapter.size;
   const hours = minutes / 60;
-  console.log(`\nGPU-hours over the ${minutes}-minute trace of 50 adapters (${trace50.length} requests), each side sized to TTFT p99 ≤ ${Math.round(limit)} ms (1.2× the base model's ${Math.round(base50.ttft.p99)} ms on ${REPLICAS} replicas):`);
-  console.log('| setup | replicas | GPU-hours | TTFT p99 ms |');
-  console.log('|---|---|---|---|');
-  console.log(`| one deployment, 50 adapters (residency-aware) | ${shared.replicas} | ${(shared.replicas * hours).toFixed(1)} | ${Math.round(shared.p99)} |`);
-  console.log(`| 50 deployments, one fine-tune each (≥ 1 replica each) | ${separate + idle} | ${((separate + idle) * hours).toFixed(1)} | ≤ ${Math.round(separateWorstP99)} |`);
-  console.log(`ratio: ${((separate + idle) / shared.replicas).toFixed(1)}× the GPU-hours for separate deployments`);
+  print(`\nGPU-hours over the ${minutes}-minute trace of 50 adapters (${trace50.length} requests), each side sized to TTFT p99 ≤ ${Math.round(limit)} ms (1.2× the base model's ${Math.round(base50.ttft.p99)} ms on ${REPLICAS} replicas):`);
+  print('| setup | replicas | GPU-hours | TTFT p99 ms |');
+  print('|---|---|---|---|');
+  print(`| one deployment, 50 adapters (residency-aware) | ${shared.replicas} | ${(shared.replicas * hours).toFixed(1)} | ${Math.round(shared.p99)} |`);
+  print(`| 50 deployments, one fine-tune each (≥ 1 replica each) | ${separate + idle} | ${((separate + idle) * hours).toFixed(1)} | ≤ ${Math.round(separateWorstP99)} |`);
+  print(`ratio: ${((separate + idle) / shared.replicas).toFixed(1)}× the GPU-hours for separate deployments`);
+
+  print(`\nmachine: ${JSON.stringify(describeMachine())}; simulated in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
   if (process.argv.includes('--llama')) {
-    // The real llama.cpp part (resident TTFT and the cold load) is the agent's bench/lora-llama.ts.
-    // Not on this branch yet: call it here once merged (e.g. `await (await import('./lora-llama')).runLoraLlama()`).
-    console.log('\nllama.cpp: bench/lora-llama.ts is not on this branch; run it on its own once merged');
+    // The real llama.cpp part: the engine the agent runs, in this process (bench/lora-llama.ts).
+    const rounds = flag('llama-rounds', 9);
+    const results: LoraLlamaResult[] = [];
+    for (const config of [{ embedding: 64, layers: 2 }, { embedding: 512, layers: 8 }]) results.push(await runLoraLlamaBench({ ...config, rounds }));
+    print(`\n${loraLlamaMarkdown(results, 'npm run bench:lora -- --llama').replace(/^# /, '## ')}`);
   }
-  console.log(`\nmachine: ${JSON.stringify(describeMachine())}; simulated in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const out = option('out') ?? path.join(PROJECT_ROOT, 'bench/results', `${new Date().toISOString().slice(0, 10)}-bench-lora-run.md`);
+  fs.writeFileSync(out, `${printed.join('\n')}\n`);
+  console.log(`\nwrote ${path.relative(PROJECT_ROOT, out)}`);
 }
 
 main().catch((error) => {

@@ -10,6 +10,7 @@ import {
   type AgentFrame, type ControlFrame, type Gpu, type Hello, type Welcome,
 } from '../proto/worker/v1/index';
 import { silentLogger, type AgentLogger } from './agent-logger';
+import { logAdapterEvents } from './engines/adapter-log';
 import { Backoff } from './backoff';
 import type { Engine } from './engines/engine';
 import { crossesThreshold, engineSignalsFrame, isSignalsPromise, type EngineSignalsAnswer, type EngineSignalsRead } from './engines/engine-signals';
@@ -114,6 +115,7 @@ export class AgentSession {
     this.backoff = new Backoff(options.reconnectInitialMs, options.reconnectMaxMs, dependencies.random);
     // An adapter loaded, failed or was evicted: routing should hear it before the next tick.
     dependencies.engine.adapters?.onChange(() => this.earlyHeartbeat());
+    if (dependencies.engine.adapters) logAdapterEvents(dependencies.engine.adapters, this.logger);
   }
 
   start(): void {

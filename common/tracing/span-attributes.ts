@@ -27,6 +27,14 @@ export const ATTR = {
   replicaId: 'inference.replica.id',
   /** A guest's `shared/<model-id>` (shared serving). */
   sharedModel: 'inference.shared_model',
+  /**
+   * The LoRA adapter a request's `model` named (docs/adapters.md): its id, the client's name and
+   * the revision it ran on. `gen_ai.request.model` (and the span's name) stay the deployment's
+   * base model, bounded as the metrics' labels are.
+   */
+  adapterId: 'inference.adapter.id',
+  adapterName: 'inference.adapter.name',
+  adapterRevision: 'inference.adapter.revision',
   endpoint: 'inference.endpoint',
   stream: 'inference.stream',
   jobId: 'inference.job.id',

@@ -146,7 +146,7 @@ export class CapacityLoop {
     this.states.set(deployment.id, entry);
     // Every server's agents (guests and batch lines excluded: they only fill idle slots and must not buy the owner replicas).
     const load = this.dependencies.loadOf?.(deployment.id) ?? {
-      inFlight: connections.reduce((sum, connection) => sum + connection.inFlight - connection.guestInFlight - connection.batchInFlight, 0),
+      inFlight: connections.reduce((sum, connection) => sum + connection.ownerInFlight, 0),
       queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0),
       ready: connections.filter((connection) => connection.ready && !connection.draining).length,
     };

@@ -128,7 +128,7 @@ export class ServerRegistry {
       }
       entry.replicas!.push(replica);
       entry.freeSlots += Math.max(0, connection.liveFreeSlots);
-      entry.inFlight += connection.inFlight - connection.guestInFlight - connection.batchInFlight;
+      entry.inFlight += connection.ownerInFlight;
       entry.queued += connection.heartbeat?.queued ?? 0;
       if (connection.priorityScheduling) {
         entry.guestReady++;

@@ -25,6 +25,15 @@ export class AgentConnection implements JobCarrier {
   batchInFlight = 0;
   draining = false;
   closed = false;
+
+  /**
+   * The owner's jobs on this replica: the load the autoscaler scales its deployment by. Guests and
+   * batch lines only fill idle slots and must not buy the owner replicas; a job addressed to one
+   * of the deployment's LoRA adapters is the owner's like any other (docs/adapters.md#usage).
+   */
+  get ownerInFlight(): number {
+    return this.inFlight - this.guestInFlight - this.batchInFlight;
+  }
   /** The engine reported ready: the dispatcher routes work here. */
   ready = false;
   /** When the agent's last frame came, on AgentServer's clock (it sets this from the Welcome on). */

@@ -16,6 +16,8 @@ export interface SpannedRequest {
   readonly stream: boolean;
   readonly requestId?: string;
   readonly batchId?: string;
+  /** The LoRA adapter `model` named; absent or null for the base model. */
+  readonly adapter?: FinishedRequest['adapter'];
 }
 
 /**
@@ -33,7 +35,7 @@ export const GPU_HOURS: CostBasis = { basis: 'gpu_hours' };
  * The pipeline's spans of one admitted request, children of the span the request came with
  * (the gateway's HTTP span, or a stored submission's): `admit` (from arrival to the end of
  * admission), then the request's GenAI span (`chat <model>`, from the first dispatch to
- * settlement: model, usage, finish reason, replica, cost) with its `place` (the routing
+ * settlement: model, adapter, usage, finish reason, replica, cost) with its `place` (the routing
  * decision and send) and, when the agent queued the job, `queue wait`. The ticket holds one of
  * these only when tracing is on and the request has a parent; otherwise nothing here is made.
  * Each attribute is said once per trace (the request id and route are the HTTP span's): with
@@ -151,6 +153,11 @@ export class RequestSpans {
     if (!request.requestId) attributes[ATTR.endpoint] = request.endpoint;
     if (request.sharedModel) attributes[ATTR.sharedModel] = request.sharedModel;
     if (request.batchId) attributes[ATTR.batchId] = request.batchId;
+    if (request.adapter) {
+      attributes[ATTR.adapterId] = request.adapter.id;
+      attributes[ATTR.adapterName] = request.adapter.name;
+      attributes[ATTR.adapterRevision] = request.adapter.revision;
+    }
     return attributes;
   }
 }

@@ -79,7 +79,7 @@ describe('adapters addressed by model', () => {
     expect((await sdk(other, theirs.baseUrl).models.list()).data.map((model) => model.id)).toEqual([baseModel]);
   });
 
-  test('another workspace\'s adapter name answers exactly as a made-up name, on both URLs', async () => {
+  test('another workspace\'s adapter name answers exactly as a made-up name on chat, completions, responses and /v1/models, on both URLs', async () => {
     for (const baseUrl of [theirs.baseUrl, `${server.url}/v1`]) {
       for (const stream of [false, true]) {
         const body = { ...chat(ADAPTER), stream };
@@ -88,6 +88,26 @@ describe('adapters addressed by model', () => {
         expect({ baseUrl, stream, ...stolen }).toEqual({ baseUrl, stream, ...madeUp });
         expect(stolen.param).toBe('model');
       }
+    }
+    // Completions and Responses, JSON and SSE, the same.
+    const bodies = {
+      completions: (model: string, stream: boolean) => ({ model, prompt: 'hello', max_tokens: 4, stream }),
+      responses: (model: string, stream: boolean) => ({ model, input: 'hello', max_output_tokens: 16, stream }),
+    };
+    for (const baseUrl of [theirs.baseUrl, `${server.url}/v1`]) {
+      for (const [route, body] of Object.entries(bodies)) {
+        for (const stream of [false, true]) {
+          const stolen = openAIError(await call('POST', `${baseUrl}/${route}`, `Bearer ${other.apiKey}`, body(ADAPTER, stream)));
+          const madeUp = openAIError(await call('POST', `${baseUrl}/${route}`, `Bearer ${other.apiKey}`, body('no-such-bot', stream)));
+          expect({ baseUrl, route, stream, ...stolen }).toEqual({ baseUrl, route, stream, ...madeUp });
+          expect({ route, param: stolen.param }).toEqual({ route, param: 'model' });
+        }
+      }
+      // Nor is it a model it can look up.
+      const looked = openAIError(await call('GET', `${baseUrl}/models/${ADAPTER}`, `Bearer ${other.apiKey}`));
+      const madeUp = openAIError(await call('GET', `${baseUrl}/models/no-such-bot`, `Bearer ${other.apiKey}`));
+      expect({ baseUrl, ...looked }).toEqual({ baseUrl, ...madeUp });
+      expect(looked.status).toBe(404);
     }
     const onWorkspace = openAIError(await call('POST', `${server.url}/v1/chat/completions`, `Bearer ${other.apiKey}`, chat(ADAPTER)));
     expect(onWorkspace).toMatchObject({ status: 404, code: 'model_not_found' });

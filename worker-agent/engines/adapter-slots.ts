@@ -23,7 +23,21 @@ export interface AdapterResidencyView {
   readonly capacity: LoraCapacity;
   snapshot(): AdapterResidency[];
   onChange(listener: () => void): void;
+  /** Told of each load, unload and failure (the agent logs them: adapter-log.ts). */
+  onEvent(listener: (event: AdapterEvent) => void): void;
 }
+
+/**
+ * One adapter's load, unload or failure. Names only (the engine's `<id>.r<revision>` and the
+ * client's), never its source: a presigned URL is a credential, a path says too much.
+ */
+export type AdapterEvent =
+  | { readonly kind: 'loaded'; readonly name: string; readonly displayName: string; readonly loadMs: number }
+  | { readonly kind: 'failed'; readonly name: string; readonly displayName: string; readonly loadMs: number; readonly reason: string }
+  | { readonly kind: 'unloaded'; readonly name: string; readonly displayName: string; readonly why: UnloadCause };
+
+/** Least recently used beyond capacity, the engine no longer holding it, or the engine closing. */
+export type UnloadCause = 'evicted' | 'engine_forgot' | 'closing';
 
 /** A job's hold on a loaded adapter: it cannot be unloaded until released. */
 export interface AdapterLease<Handle> {
@@ -33,6 +47,8 @@ export interface AdapterLease<Handle> {
 
 interface Entry<Handle> {
   readonly name: string;
+  /** The client's name (AdapterRef.display_name), for the agent's log. */
+  readonly displayName: string;
   state: 'loading' | 'ready' | 'failed';
   handle?: Handle;
   loading?: Promise<Handle>;
@@ -50,6 +66,7 @@ const MAX_FAILED_SHOWN = 16;
 export class AdapterSlots<Handle> implements AdapterResidencyView {
   private readonly entries = new Map<string, Entry<Handle>>();
   private readonly listeners: Array<() => void> = [];
+  private readonly eventListeners: Array<(event: AdapterEvent) => void> = [];
   /** Unloads in progress: counted by tests and the bench, awaited by `close`. */
   private readonly unloading = new Set<Promise<void>>();
   private uses = 0;
@@ -62,6 +79,10 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
 
   onChange(listener: () => void): void {
     this.listeners.push(listener);
+  }
+
+  onEvent(listener: (event: AdapterEvent) => void): void {
+    this.eventListeners.push(listener);
   }
 
   /**
@@ -113,8 +134,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
     if (entry?.state !== 'ready') return;
     this.entries.delete(name);
     // Its files (and the engine's record, if any is left) are let go as for an eviction.
-    const unload = this.loader.unload(name, entry.handle as Handle).catch(() => undefined).finally(() => this.unloading.delete(unload));
-    this.unloading.add(unload);
+    this.unload(entry, 'engine_forgot');
     this.changed();
   }
 
@@ -143,11 +163,12 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   async close(): Promise<void> {
     const loaded = [...this.entries.values()].filter((entry) => entry.state === 'ready');
     this.entries.clear();
-    await Promise.all([...loaded.map((entry) => this.loader.unload(entry.name, entry.handle as Handle).catch(() => undefined)), ...this.unloading]);
+    for (const entry of loaded) this.unload(entry, 'closing');
+    await Promise.all([...this.unloading]);
   }
 
   private startLoad(ref: AdapterRef): Entry<Handle> {
-    const entry: Entry<Handle> = { name: ref.name, state: 'loading', loadMs: 0, error: '', lastUsed: this.now(), useOrder: ++this.uses, users: 0 };
+    const entry: Entry<Handle> = { name: ref.name, displayName: ref.displayName || ref.name, state: 'loading', loadMs: 0, error: '', lastUsed: this.now(), useOrder: ++this.uses, users: 0 };
     const startedAt = this.now();
     entry.loading = this.loader.load(ref).then(
       (handle) => {
@@ -155,6 +176,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
         entry.handle = handle;
         entry.loading = undefined;
         entry.loadMs = Math.max(0, Math.round(this.now() - startedAt));
+        this.emit({ kind: 'loaded', name: entry.name, displayName: entry.displayName, loadMs: entry.loadMs });
         this.changed();
         this.evictBeyondCapacity();
         return handle;
@@ -165,6 +187,7 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
         entry.loading = undefined;
         entry.loadMs = Math.max(0, Math.round(this.now() - startedAt));
         entry.error = failure.message;
+        this.emit({ kind: 'failed', name: entry.name, displayName: entry.displayName, loadMs: entry.loadMs, reason: failure.message });
         this.dropOldFailures();
         this.changed();
         throw failure;
@@ -188,10 +211,18 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
       if (excess <= 0) break;
       excess -= 1;
       this.entries.delete(entry.name);
-      const unload = this.loader.unload(entry.name, entry.handle as Handle).catch(() => undefined).finally(() => this.unloading.delete(unload));
-      this.unloading.add(unload);
+      this.unload(entry, 'evicted');
     }
     this.changed();
+  }
+
+  /** Lets the engine free a loaded adapter (tracked until done); it is told once the unload ends, whether or not the engine minded. */
+  private unload(entry: Entry<Handle>, why: UnloadCause): void {
+    const unload = this.loader.unload(entry.name, entry.handle as Handle).catch(() => undefined).finally(() => {
+      this.unloading.delete(unload);
+      this.emit({ kind: 'unloaded', name: entry.name, displayName: entry.displayName, why });
+    });
+    this.unloading.add(unload);
   }
 
   private dropOldFailures(): void {
@@ -202,6 +233,10 @@ export class AdapterSlots<Handle> implements AdapterResidencyView {
   private used(entry: Entry<Handle>, now = this.now()): void {
     entry.lastUsed = now;
     entry.useOrder = ++this.uses;
+  }
+
+  private emit(event: AdapterEvent): void {
+    for (const listener of this.eventListeners) listener(event);
   }
 
   private changed(): void {

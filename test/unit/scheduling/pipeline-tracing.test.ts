@@ -59,6 +59,13 @@ function world(options: { traced?: boolean; noReplica?: boolean } = {}) {
     metrics: { recordTokens() {}, recordTimeToFirstToken() {} },
     observer: { requestFinished: (request: FinishedRequest) => void finished.push(request) },
     cacheSalts: { of: () => 'salt' },
+    // One LoRA adapter of the owner's, attached to its deployment (as adapters/ resolves them).
+    adapters: {
+      onDeployment: async (workspaceId: string, on: { id: string }, model: string) => (workspaceId === 'ws_owner' && on.id === 'dep_owner' && model === 'support-bot' ? {
+        ref: { name: 'ad_1.r3', displayName: 'support-bot', format: 'ADAPTER_FORMAT_GGUF', source: 'https://store/ad_1/r3?sig=secret', sha256: 'a'.repeat(64), sizeBytes: 10, rank: 8, scale: 0 },
+        adapter: { id: 'ad_1', name: 'support-bot', revision: 3 },
+      } : null),
+    },
     tracing,
     now: () => clock,
   };
@@ -134,6 +141,26 @@ describe('the pipeline\'s spans of a traced request', () => {
     expect(named(`chat ${SHARED_MODEL}`).attributes).toMatchObject({
       'inference.cost.basis': 'per_token', 'inference.cost.usd': '0.000013', 'inference.shared_model': `shared/${SHARED_MODEL}`, 'inference.deployment.id': 'dep_provider',
     });
+  });
+
+  test('a request for a LoRA adapter: the GenAI span names the adapter (id, name, revision); gen_ai.request.model stays the base model, the job carries the client\'s name', async () => {
+    const { pipeline, sent, named } = world();
+    const ticket = await pipeline.admitText(KEY, OWNED, text({ model: 'support-bot' }));
+    ticket.dispatch(new RecordingListener());
+    expect(sent[0].request).toMatchObject({ model: 'support-bot', adapter: { name: 'ad_1.r3' } });
+    sent[0].listener.onCompleted({ promptTokens: 3, completionTokens: 4, totalTokens: 7 }, 'stop');
+    const inference = named(`chat ${SHARED_MODEL}`);
+    expect(inference.attributes).toMatchObject({
+      'gen_ai.request.model': SHARED_MODEL, 'inference.adapter.id': 'ad_1', 'inference.adapter.name': 'support-bot', 'inference.adapter.revision': 3,
+    });
+    // Never the adapter's source (a presigned link).
+    expect(JSON.stringify(inference.attributes)).not.toContain('sig=');
+    // The base model's requests name none.
+    const base = world();
+    const plain = await base.pipeline.admitText(KEY, OWNED, text());
+    plain.dispatch(new RecordingListener());
+    base.sent[0].listener.onCompleted({ promptTokens: 1, completionTokens: 1, totalTokens: 2 }, 'stop');
+    expect(Object.keys(base.named(`chat ${SHARED_MODEL}`).attributes).filter((name) => name.startsWith('inference.adapter'))).toEqual([]);
   });
 
   test('a refused request: its admit span has the refusal as its error, and nothing else is traced', async () => {
