@@ -8,7 +8,7 @@ import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
 import type { SubscriptionHub } from './graphql/subscription-hub';
 import { fileLinkRoute } from './files/file-link.route';
-import { fileUploadRoute } from './files/file-upload.route';
+import { fileUploadRoute } from './v1/batches/file-upload.route';
 import { errorMiddleware } from './errors/error-middleware';
 import { metricsRoute } from './http/metrics.route';
 import { agentDownloadRoute } from './http/agent-download.route';

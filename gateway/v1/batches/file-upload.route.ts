@@ -1,8 +1,8 @@
 import type { Context, Next } from 'koa';
-import { AppError } from '../../control-plane/api/errors';
-import type { RecordsPort } from '../../control-plane/api/records';
-import { decodePathSegment } from '../http/path-segment';
-import { fileObject } from '../v1/batches/batch-objects';
+import { AppError } from '../../../control-plane/api/errors';
+import type { RecordsPort } from '../../../control-plane/api/records';
+import { decodePathSegment } from '../../http/path-segment';
+import { fileObject } from './batch-objects';
 
 const UPLOAD_PATH = /^\/uploads\/([^/]+)$/;
 const LENGTH = /^\d{1,15}$/;
