@@ -62,16 +62,24 @@ export class S3ObjectStore implements ObjectStore {
     })));
   }
 
-  /** One PutObject with the length declared: S3 stores it whole or not at all, so a broken upload leaves no object. */
+  /** One PutObject with the length declared, aborted as soon as the source breaks; a broken upload leaves no object. */
   async putSized(key: string, source: Readable, contentType: string, bytes: number): Promise<void> {
     const fullKey = this.fullKey(key);
     let failure: Error | undefined;
-    const counted = pipeline(source, exactly(bytes), (error) => { if (error) failure = error; });
+    // A body that fails part-way leaves the store waiting for the rest: the request is aborted at once.
+    const abort = new AbortController();
+    const counted = pipeline(source, exactly(bytes), (error) => {
+      if (!error) return;
+      failure = error;
+      abort.abort(error);
+    });
     try {
       await this.call('write', fullKey, () => this.client.send(new PutObjectCommand({
         Bucket: this.bucket, Key: fullKey, Body: counted, ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: bytes,
-      })));
+      }), { abortSignal: abort.signal }));
     } catch (error) {
+      // S3 keeps no object of an aborted PUT, but some compatible stores (s3rver) keep what arrived.
+      await this.delete(key).catch(() => undefined);
       // The source's own failure (too long, cut short) names the problem better than the S3 call it broke.
       throw failure ?? error;
     }
