@@ -36,6 +36,8 @@ import { ObservabilityHistory1765640000000 } from './database/migrations/1765640
 import { ResponseRecord } from './responses/response-record.entity';
 import { Adapter, AdapterAttachment, AdapterRevision } from './adapters/adapter.entities';
 import { LoraAdapters1765700000000 } from './database/migrations/1765700000000-lora-adapters';
+import { FileUploadClaims1765710000000 } from './database/migrations/1765710000000-file-upload-claims';
+import { FileUploadClaim } from './batches/file-upload-claim.entity';
 
 /**
  * Every module's tables. Each module keeps its entities beside its code; this list, at the
@@ -45,7 +47,7 @@ export const ENTITIES = [
   Workspace, ApiKey, Deployment, Replica, UsageRecord, StorageCredential, RequestRecord,
   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt, WebhookSigningSecret,
   GpuHost, LedgerEntry, ScalingDecisionRecord, BatchFile, Batch, BatchLine, WorkspaceBudget, ResponseRecord,
-  Adapter, AdapterRevision, AdapterAttachment,
+  Adapter, AdapterRevision, AdapterAttachment, FileUploadClaim,
 ];
 export const MIGRATIONS = [
   InitialSchema1763800000000, StorageCredentials1763900000000, RequestRecords1764000000000, Webhooks1764100000000,
@@ -57,6 +59,7 @@ export const MIGRATIONS = [
   TraceContext1765630000000,
   ObservabilityHistory1765640000000,
   LoraAdapters1765700000000,
+  FileUploadClaims1765710000000,
 ];
 
 export interface DatabaseOptions {

@@ -16,6 +16,7 @@ import { AgentServer } from './dispatch/agent-server';
 import { AdapterDirectory } from './adapters/adapter-directory';
 import { SharedAdapterIndex } from './adapters/shared-adapter-index';
 import { AttachedAdapterNeeds } from './deployments/attached-adapter-needs';
+import { FileUploads } from './batches/file-uploads';
 import { AdapterService } from './adapters/adapter.service';
 import { AdapterStore } from './adapters/adapter-store';
 import { AdapterWeights } from './adapters/adapter-weights';
@@ -171,6 +172,8 @@ export interface ControlPlane {
    * every status change and, throttled, of the request counts moving.
    */
   readonly batches: BatchService;
+  /** Signed one-time upload links into the Files API (the console's upload of adapter weights). */
+  readonly fileUploads: FileUploads;
   /** Runs batch lines in the capacity live traffic leaves free on this server's replicas (docs/batches.md). */
   readonly batchRunner: BatchRunner;
   /**
@@ -295,10 +298,8 @@ async function compose(
   const publicUrl = new PublicUrl();
   const storage = config.storage;
   const secretsKey = resolveServerKey(config.secretsEncryptionKey, 'SECRETS_ENCRYPTION_KEY', config.dataDir, 'secrets-encryption.key');
-  const managedStore = createManagedObjectStore(storage, {
-    dataDir: config.dataDir, publicUrl: () => publicUrl.get(),
-    signingKey: resolveServerKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key'),
-  });
+  const storageSigningKey = resolveServerKey(storage.storageSigningKey, 'STORAGE_SIGNING_KEY', config.dataDir, 'storage-signing.key');
+  const managedStore = createManagedObjectStore(storage, { dataDir: config.dataDir, publicUrl: () => publicUrl.get(), signingKey: storageSigningKey });
   const storageCredentials = new StorageCredentialService(dataSource, {
     encryptionKey: secretsKey, allowPrivateEndpoints: storage.allowPrivateEndpoints,
   });
@@ -312,13 +313,18 @@ async function compose(
   const batchFiles = new BatchFiles(dataSource, managedStore, storageCredentials, { maxBytes: config.batches.filesMaxBytes });
   const batchFilePurge = new BatchFilePurge(dataSource, batchFiles, logger.child({ component: 'batch-files' }));
   const batchDeletion = new BatchDeletion(dataSource, batchStore, batchFiles, batchFilePurge);
-  const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs }, new BatchQuota(dataSource, quotas));
+  const batchQuota = new BatchQuota(dataSource, quotas);
+  const batches = new BatchService(batchStore, batchFiles, catalog, batchFilePurge, { completionWindowMs: config.batches.completionWindowMs }, batchQuota);
   const deployments = new DeploymentService(deploymentStore, replicas, catalog, destinations, batchDeletion, new DeploymentBudget(
     quotas, new ReplicaQuota(quotas, notifier.instanceId), config.localPricePerHour === 0 ? ['external', 'local'] : ['external'],
   ), new AttachedAdapterNeeds(dataSource));
   const adapterStore = new AdapterStore(dataSource, events, notifier, config.adapters.cacheTtlMs);
   const adapters = new AdapterService(adapterStore, new AdapterWeights(batchFiles, storageCredentials, deployments, managedStore, config.adapters), catalog, deployments, config.adapters);
   const adapterDirectory = new AdapterDirectory(adapterStore, managedStore, config.adapters);
+  const fileUploads = new FileUploads(dataSource, batchFiles, deployments, catalog, batchQuota, {
+    maxBytes: Math.min(config.batches.filesMaxBytes, config.adapters.maxBytes), linkTtlSeconds: config.adapters.uploadLinkTtlSeconds,
+    signingKey: storageSigningKey, publicUrl: () => publicUrl.get(),
+  });
   // Peers' replicas from their registry rows (the registry starts below; read only when asked).
   const adapterResidency = new AdapterResidency(dispatcher, notifier.instanceId, () => registry?.peers() ?? []);
   const adapterUsage = new AdapterUsage(dataSource);
@@ -481,7 +487,7 @@ async function compose(
     store: batchStore,
     validator: batchValidator,
     finalizer: new BatchFinalizer(batchStore, batchFiles, deploymentStore, batchFilePurge),
-    purge: batchFilePurge, deletion: batchDeletion, inputs: new BatchInputReader(batchFiles),
+    purge: batchFilePurge, deletion: batchDeletion, uploads: fileUploads, inputs: new BatchInputReader(batchFiles),
     dispatcher, catalog, lines: batchLines, rateLimiter, tickets: pipeline, notifier, events, cacheSalts, tracing, adapters: adapterDirectory,
     keys: (apiKeyId) => apiKeyRows.findOne({ where: { id: apiKeyId }, select: { id: true, rpmLimit: true, tpdLimit: true } }),
   }, config.batches, logger.child({ component: 'batch-runner' }));
@@ -498,7 +504,7 @@ async function compose(
       perClientPerMinute: config.consoleSignInPerClientPerMinute, perServerPerMinute: config.consoleSignInPerServerPerMinute,
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
-    metrics, batches, batchRunner: runner, batchValidator, adapters, adapterDirectory, adapterResidency, adapterUsage, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
+    metrics, batches, fileUploads, batchRunner: runner, batchValidator, adapters, adapterDirectory, adapterResidency, adapterUsage, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
     metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {

@@ -8,6 +8,7 @@ import type { GatewayConfig } from './gateway-config';
 import { GraphQLServer } from './graphql/graphql-server';
 import type { SubscriptionHub } from './graphql/subscription-hub';
 import { fileLinkRoute } from './files/file-link.route';
+import { fileUploadRoute } from './v1/batches/file-upload.route';
 import { errorMiddleware } from './errors/error-middleware';
 import { metricsRoute } from './http/metrics.route';
 import { agentDownloadRoute } from './http/agent-download.route';
@@ -87,6 +88,8 @@ export async function startGateway(ports: GatewayPorts, config: GatewayConfig, l
   if (host.managedStore instanceof LocalObjectStore) {
     app.use(fileLinkRoute({ store: host.managedStore, maxUploadBytes: host.config.storage.maxUploadBytes, downloads }));
   }
+  // One-time upload links into the Files API (the console's adapter weights): any store, no API key.
+  app.use(fileUploadRoute(records.fileUploads));
   app.use(openApiRoute());
   app.use(consoleRoute(config.consoleDir));
   app.use(graphql.middleware());

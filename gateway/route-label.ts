@@ -1,7 +1,7 @@
 import { deploymentRouteLabel, ENDPOINT_LABELS, SHARED_BASE, sharedRouteLabel, type EndpointLabel } from './v1/endpoint-table';
 
 /** The labels of the surfaces outside the endpoint tables, and `other` for any path of none. */
-const SURFACE_LABELS = ['graphql', 'files', 'healthz', 'readyz', 'metrics', 'agent_download', 'other'] as const;
+const SURFACE_LABELS = ['graphql', 'files', 'uploads', 'healthz', 'readyz', 'metrics', 'agent_download', 'other'] as const;
 
 export type RouteLabel = EndpointLabel | (typeof SURFACE_LABELS)[number];
 
@@ -21,6 +21,7 @@ export function routeLabel(method: string, path: string): RouteLabel {
   if (prefix) return deploymentRouteLabel(method, path.slice(prefix[0].length));
   if (path === '/graphql') return 'graphql';
   if (path.startsWith('/files/')) return 'files';
+  if (path.startsWith('/uploads/')) return 'uploads';
   if (path === '/healthz') return 'healthz';
   if (path === '/readyz') return 'readyz';
   if (path === '/metrics') return 'metrics';

@@ -4,6 +4,7 @@
  * types of those records (and of the stored objects behind their links).
  */
 import type { BatchService } from '../batches/batch-service';
+import type { FileUploads } from '../batches/file-uploads';
 import type { RequestService } from '../requests/request-service';
 import type { BackgroundResponses } from '../responses/background-responses';
 import type { ResponsesService } from '../responses/responses-service';
@@ -19,6 +20,8 @@ export interface RecordsPort {
   readonly batches: BatchService;
   readonly responses: Pick<ResponsesService, 'retrieve' | 'inputItems' | 'delete'>;
   readonly backgroundResponses: Pick<BackgroundResponses, 'cancel' | 'beforeDelete'>;
+  /** Signed one-time upload links into the Files API: the gateway verifies a PUT's link and streams its body in. */
+  readonly fileUploads: Pick<FileUploads, 'verify' | 'receive'>;
 }
 
 export { MAX_LIST_LIMIT as MAX_REQUEST_LIST_LIMIT } from '../requests/request-service';

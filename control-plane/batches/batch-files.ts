@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { IsNull, type DataSource, type EntityManager, type Repository } from 'typeorm';
 import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH } from '../../common/json-nesting';
 import { findLoneSurrogate, findNulByte } from '../database/nul-bytes';
 import type { Deployment } from '../deployments/deployment.entity';
 import { AppError } from '../errors/app-error';
-import { shortened } from '../errors/quote-value';
+import { quoteValue, shortened } from '../errors/quote-value';
 import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject } from '../storage/object-store';
 import type { StorageCredentialService } from '../storage/storage-credential.service';
 import { BatchFile, type BatchFilePurpose } from './batch.entities';
@@ -75,6 +76,42 @@ export class BatchFiles {
       throw new AppError('invalid_request', `line ${deep.line} of the file ${why}; no request may`, { param: 'file' });
     }
     return await this.write(deployment, 'batch', checkedFilename(upload.filename, 'input.jsonl'), upload.data, null, true, hold);
+  }
+
+  /**
+   * A `user_data` file streamed in by an upload link (file-uploads.ts) under the id the link
+   * named: the bytes go to the store first and the row is inserted only once they are whole, so
+   * no half-written file is ever listed, found or registered as an adapter (the caller's
+   * claim records `placement` first, so an object a crash leaves behind is removed later).
+   */
+  async receive(
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, id: string, filename: string, source: Readable, bytes: number,
+    hold: (manager: EntityManager) => Promise<void>,
+  ): Promise<BatchFile> {
+    if (!FILE_ID.test(id)) throw new AppError('invalid_request', `file id ${quoteValue(id)} is not a file id`, { param: 'id' });
+    const file = this.newRow(deployment, id, 'user_data', checkedFilename(filename, 'weights.bin'), bytes, null);
+    const store = await this.storeOf(file);
+    try {
+      await store.putSized(file.objectKey, source, DEFAULT_CONTENT_TYPE, bytes);
+    } finally {
+      if (store !== this.managed) store.close?.();
+    }
+    try {
+      await this.files.manager.transaction(async (manager) => {
+        await hold(manager);
+        await manager.insert(BatchFile, file);
+      });
+    } catch (error) {
+      await this.removeObject(file).catch(() => undefined);
+      throw error;
+    }
+    return file;
+  }
+
+  /** Where a file of this deployment with this id lives: the store and key (an upload's claim records them before the bytes arrive). */
+  placement(deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, id: string): Pick<BatchFile, 'workspaceId' | 'storageCredentialId' | 'objectKey'> {
+    const { workspaceId, storageCredentialId, objectKey } = this.newRow(deployment, id, 'user_data', '', 0, null);
+    return { workspaceId, storageCredentialId, objectKey };
   }
 
   /**
@@ -191,6 +228,11 @@ export class BatchFiles {
       { deletedAt: () => 'clock_timestamp()' });
   }
 
+  /** Whether a row with this id exists, deleted or not (an upload link's file id, once used). */
+  async exists(id: string): Promise<boolean> {
+    return await this.files.exists({ where: { id } });
+  }
+
   /** Removes the objects of files whose rows are being deleted (batch-file-purge.ts). */
   async removeObjects(files: Array<Pick<BatchFile, 'workspaceId' | 'storageCredentialId' | 'objectKey'>>): Promise<void> {
     for (const file of files) await this.removeObject(file);
@@ -200,14 +242,8 @@ export class BatchFiles {
     deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, purpose: BatchFilePurpose, filename: string, data: Buffer | readonly Buffer[],
     batchId: string | null, insert = true, hold?: (manager: EntityManager) => Promise<void>,
   ): Promise<BatchFile> {
-    const id = this.newFileId();
-    const extension = purpose === 'user_data' ? 'bin' : 'jsonl';
-    const storageCredentialId = deployment.storageCredentialId ?? null;
-    const file = this.files.create({
-      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, storageCredentialId,
-      bytes: Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0),
-      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.${extension}` : `files/${id}.${extension}`, batchId, createdAt: new Date(), deletedAt: null,
-    });
+    const bytes = Buffer.isBuffer(data) ? data.length : data.reduce((sum, part) => sum + part.length, 0);
+    const file = this.newRow(deployment, this.newFileId(), purpose, filename, bytes, batchId);
     const store = await this.storeOf(file);
     try {
       await store.put(file.objectKey, data, purpose === 'user_data' ? DEFAULT_CONTENT_TYPE : JSONL_CONTENT_TYPE);
@@ -232,6 +268,17 @@ export class BatchFiles {
     return file;
   }
 
+  private newRow(
+    deployment: Pick<Deployment, 'id' | 'workspaceId' | 'storageCredentialId'>, id: string, purpose: BatchFilePurpose, filename: string, bytes: number, batchId: string | null,
+  ): BatchFile {
+    const extension = purpose === 'user_data' ? 'bin' : 'jsonl';
+    const storageCredentialId = deployment.storageCredentialId ?? null;
+    return this.files.create({
+      id, workspaceId: deployment.workspaceId, deploymentId: deployment.id, purpose, filename, storageCredentialId, bytes,
+      objectKey: storageCredentialId === null ? `${deployment.workspaceId}/files/${id}.${extension}` : `files/${id}.${extension}`, batchId, createdAt: new Date(), deletedAt: null,
+    });
+  }
+
   private async removeObject(file: Pick<BatchFile, 'workspaceId' | 'storageCredentialId' | 'objectKey'>): Promise<void> {
     const store = await this.storeOf(file);
     try {
@@ -247,7 +294,7 @@ export class BatchFiles {
 }
 
 /** A client's file name, trimmed (or `fallback`), within the bound and free of what PostgreSQL text refuses. */
-function checkedFilename(name: string, fallback: string): string {
+export function checkedFilename(name: string, fallback: string): string {
   const filename = name.trim() || fallback;
   if (filename.length > MAX_FILENAME_CHARACTERS || findNulByte(filename) || findLoneSurrogate(filename)) {
     throw new AppError('invalid_request', `the file's name must be at most ${MAX_FILENAME_CHARACTERS} characters, without NUL characters or unpaired surrogates`, { param: 'file' });

@@ -4,6 +4,7 @@ import type { BatchFilePurge } from './batch-file-purge';
 import type { BatchFinalizer } from './batch-finalizer';
 import type { BatchStore } from './batch-store';
 import type { BatchValidator } from './batch-validator';
+import type { FileUploads } from './file-uploads';
 import { withoutContent } from './without-content';
 
 export interface BatchUpkeepParts {
@@ -12,6 +13,8 @@ export interface BatchUpkeepParts {
   readonly finalizer: Pick<BatchFinalizer, 'finalize'>;
   readonly purge: Pick<BatchFilePurge, 'purge'>;
   readonly deletion: Pick<BatchDeletion, 'finishDeletions'>;
+  /** Spent upload links' claims, removed once they expire (file-uploads.ts). */
+  readonly uploads?: Pick<FileUploads, 'sweep'>;
 }
 
 /** Every this many sweeps, the catch-all for deletions looks at the files table too (a scan: not every 2 s). */
@@ -51,7 +54,9 @@ export class BatchUpkeep {
         for (const batchId of await store.recoverLostLines()) await store.announce(batchId);
         await store.expireOverdue();
         await store.finishAllDone();
-        await this.parts.deletion.finishDeletions(this.sweeps++ % FILE_CATCH_ALL_SWEEPS === 0);
+        const catchAll = this.sweeps++ % FILE_CATCH_ALL_SWEEPS === 0;
+        await this.parts.deletion.finishDeletions(catchAll);
+        if (catchAll) await this.parts.uploads?.sweep();
         await this.finalizeDue();
         await this.parts.purge.purge();
       } catch (error) {

@@ -40,6 +40,7 @@ export type AppErrorCode =
   | 'video_not_cancellable'    // cancel of a running video (409)
   | 'video_not_ready'          // video content fetched before completion (409)
   | 'batch_not_cancellable'    // cancel of a batch that already ended or is finishing (409)
+  | 'upload_link_used'         // a one-time upload link used a second time (409)
   | 'replica_saturated'        // every replica at its concurrency (429, Retry-After)
   | 'no_pod_available'         // no replica ready for a media job (503)
   | 'image_generation_timeout' // sync image budget exceeded (504)

@@ -45,6 +45,7 @@ export const ERROR_TABLE: Record<AppErrorCode, WireError> = {
   video_not_cancellable: { status: 409, type: 'invalid_request_error' },
   video_not_ready: { status: 409, type: 'invalid_request_error' },
   batch_not_cancellable: { status: 409, type: 'invalid_request_error' },
+  upload_link_used: { status: 409, type: 'invalid_request_error' },
   replica_saturated: { status: 429, type: 'rate_limit_error' },
   no_pod_available: { status: 503, type: 'service_unavailable_error' },
   image_generation_timeout: { status: 504, type: 'timeout_error' },

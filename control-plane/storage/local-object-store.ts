@@ -60,6 +60,16 @@ export class LocalObjectStore implements ObjectStore {
     return size;
   }
 
+  async putSized(key: string, source: Readable, contentType: string, bytes: number): Promise<void> {
+    assertObjectKey(key);
+    const { temporary, size } = await this.files.receive(source, bytes);
+    if (size !== bytes) {
+      await this.files.discard(temporary);
+      throw new AppError('invalid_request', `the upload ended after ${size} of its ${bytes} bytes`, { param: 'content-length' });
+    }
+    await this.place(key, temporary, contentType);
+  }
+
   async get(key: string): Promise<{ data: Buffer; contentType: string } | null> {
     const data = await missingAsNull(fs.promises.readFile(this.objectPath(key)));
     return data ? { data, contentType: await this.readContentType(key) } : null;

@@ -20,6 +20,12 @@ export interface ObjectStore {
   readonly bucket: string;
   /** Writes the object; `data` may come in parts (a batch's output file, a page at a time), never joined into one buffer. */
   put(key: string, data: Buffer | readonly Buffer[], contentType: string): Promise<void>;
+  /**
+   * Streams exactly `bytes` bytes of `source` into the object, never holding them whole (a
+   * browser's upload of adapter weights). More is refused with `body_too_large` and fewer (the
+   * source ended or broke early) with an error; either way no object is left at `key`.
+   */
+  putSized(key: string, source: Readable, contentType: string, bytes: number): Promise<void>;
   /** The object, or null when there is none. */
   get(key: string): Promise<{ data: Buffer; contentType: string } | null>;
   head(key: string): Promise<{ size: number; contentType: string } | null>;

@@ -2,7 +2,7 @@ import {
   DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { Readable } from 'node:stream';
+import { pipeline, Readable, Transform } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { assertObjectKey } from './object-names';
 import { DEFAULT_CONTENT_TYPE, type ObjectStore, type OpenedObject, type PresignedUpload } from './object-store';
@@ -60,6 +60,29 @@ export class S3ObjectStore implements ObjectStore {
       // Parts are streamed one after the other, their total length declared (no chunked encoding, see the client's options).
       Bucket: this.bucket, Key: fullKey, Body: Buffer.isBuffer(data) ? data : Readable.from(data), ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: length,
     })));
+  }
+
+  /** One PutObject with the length declared, aborted as soon as the source breaks; a broken upload leaves no object. */
+  async putSized(key: string, source: Readable, contentType: string, bytes: number): Promise<void> {
+    const fullKey = this.fullKey(key);
+    let failure: Error | undefined;
+    // A body that fails part-way leaves the store waiting for the rest: the request is aborted at once.
+    const abort = new AbortController();
+    const counted = pipeline(source, exactly(bytes), (error) => {
+      if (!error) return;
+      failure = error;
+      abort.abort(error);
+    });
+    try {
+      await this.call('write', fullKey, () => this.client.send(new PutObjectCommand({
+        Bucket: this.bucket, Key: fullKey, Body: counted, ContentType: contentType || DEFAULT_CONTENT_TYPE, ContentLength: bytes,
+      }), { abortSignal: abort.signal }));
+    } catch (error) {
+      // S3 keeps no object of an aborted PUT, but some compatible stores (s3rver) keep what arrived.
+      await this.delete(key).catch(() => undefined);
+      // The source's own failure (too long, cut short) names the problem better than the S3 call it broke.
+      throw failure ?? error;
+    }
   }
 
   async get(key: string): Promise<{ data: Buffer; contentType: string } | null> {
@@ -181,6 +204,21 @@ export function describeS3Error(error: unknown): string {
     return `${name}${String(error.message)}`;
   }
   return String(error);
+}
+
+/** Passes `bytes` bytes through; more, or an end before all of them, fails the stream. */
+function exactly(bytes: number): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      seen += chunk.length;
+      if (seen > bytes) callback(new AppError('body_too_large', `upload is larger than the declared ${bytes} bytes`));
+      else callback(null, chunk);
+    },
+    flush(callback) {
+      callback(seen === bytes ? null : new AppError('invalid_request', `the upload ended after ${seen} of its ${bytes} bytes`, { param: 'content-length' }));
+    },
+  });
 }
 
 function presignLifetime(seconds: number): number {

@@ -38,6 +38,7 @@ export const GRAPHQL_CODES: Record<AppErrorCode, string> = {
   video_not_cancellable: 'CONFLICT',
   video_not_ready: 'CONFLICT',
   batch_not_cancellable: 'CONFLICT',
+  upload_link_used: 'CONFLICT',
   replica_saturated: 'RATE_LIMITED',
   no_pod_available: 'UNAVAILABLE',
   image_generation_timeout: 'TIMEOUT',

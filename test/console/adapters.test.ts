@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { Page } from 'playwright-core';
+import { tinyLoraGguf } from '../../worker-agent/llama/tiny-lora-gguf';
 import { waitFor, type TestWorkspace } from '../support/test-server';
 import { consoleSuite, newPage, screenshot, seriousAccessibilityViolations, signIn } from './support/browser';
 
@@ -159,5 +160,50 @@ describe('console: LoRA adapters', () => {
     await registered.getByRole('button', { name: 'Yes, delete support-bot' }).click();
     await page.getByText('No adapters yet.').waitFor();
     await other.getByText('No adapters yet.').waitFor();
+  });
+
+  it('registers by uploading a GGUF file from the browser (a bad file refused beside the file field), then uploads new weights as r2', async () => {
+    await page.goto('/console/adapters');
+    const form = page.getByRole('form', { name: 'Register an adapter' });
+    await form.getByLabel('Base model').selectOption(modelId);
+    await form.getByLabel('A file from this computer').check();
+    expect(await form.getByLabel('Deployment whose Files API keeps it').inputValue()).toBe(deployment.id);
+    await form.getByLabel('Name', { exact: true }).fill('uploaded-bot');
+
+    // Not an adapter: uploaded, then refused by createAdapter naming fileId, shown beside the file chooser.
+    await form.getByLabel('Weights file').setInputFiles({ name: 'notes.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('not a GGUF file at all') });
+    await form.getByRole('button', { name: 'Register' }).click();
+    const fileError = page.locator('#register-file-error');
+    await fileError.waitFor();
+    expect(await fileError.textContent()).toMatch(/not a valid|LoRA adapter/);
+    expect(await form.getByLabel('Weights file').getAttribute('aria-invalid')).toBe('true');
+
+    const weights = tinyLoraGguf({ rank: 8, seed: 3 });
+    await form.getByLabel('Weights file').setInputFiles({ name: 'uploaded.gguf', mimeType: 'application/octet-stream', buffer: weights });
+    await form.getByRole('button', { name: 'Register' }).click();
+    await form.getByRole('status').filter({ hasText: 'Registered uploaded-bot' }).waitFor();
+    const uploaded = card(page, 'uploaded-bot');
+    await uploaded.waitFor();
+    const facts = await uploaded.locator('dd').allTextContents();
+    expect(facts).toEqual(expect.arrayContaining([modelId, '8', 'GGUF', 'r1']));
+    expect(facts.find((fact) => fact.startsWith('file:'))).toMatch(new RegExp(`^file:file-[0-9a-f]{24} · ${weights.length.toLocaleString('en-US')} bytes$`));
+    await card(other, 'uploaded-bot').waitFor();
+
+    // The file is a Files API file of the deployment, purpose user_data, with the bytes sent.
+    const client = new OpenAI({ baseURL: deployment.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    const fileId = facts.find((fact) => fact.startsWith('file:'))!.slice('file:'.length, 'file:'.length + 29);
+    expect(await client.files.retrieve(fileId)).toMatchObject({ purpose: 'user_data', filename: 'uploaded.gguf', bytes: weights.length });
+
+    // New weights from a file: revision 2.
+    await uploaded.getByText('Upload new weights (a new revision)').click();
+    const newWeights = uploaded.getByRole('form', { name: 'New weights for uploaded-bot' });
+    await newWeights.getByLabel('A file from this computer').check();
+    await newWeights.getByLabel('Weights file').setInputFiles({ name: 'r2.gguf', mimeType: 'application/octet-stream', buffer: tinyLoraGguf({ rank: 8, seed: 4 }) });
+    await newWeights.getByRole('button', { name: 'Save as a new revision' }).click();
+    await newWeights.getByRole('status').filter({ hasText: 'Now at revision r2' }).waitFor();
+    expect(await seriousAccessibilityViolations(page)).toEqual([]);
+    await uploaded.getByRole('button', { name: 'Delete uploaded-bot' }).click();
+    await uploaded.getByRole('button', { name: 'Yes, delete uploaded-bot' }).click();
+    await page.getByText('No adapters yet.').waitFor();
   });
 });

@@ -266,7 +266,7 @@ describe('route labels', () => {
   it('are the closed set dashboards know: the endpoint tables\' labels and the other surfaces\'', () => {
     expect([...ROUTE_LABELS].sort()).toEqual([
       'agent_download', 'batch.files', 'batches', 'chat.completions', 'completions', 'embeddings', 'files', 'graphql', 'healthz',
-      'images.edits', 'images.generations', 'metrics', 'models', 'other', 'readyz', 'requests', 'responses', 'shared', 'v1.other',
+      'images.edits', 'images.generations', 'metrics', 'models', 'other', 'readyz', 'requests', 'responses', 'shared', 'uploads', 'v1.other',
       'videos', 'videos.retrieve',
     ]);
   });

@@ -4,7 +4,10 @@ import { useMutation, useQuery, useSubscription } from 'urql';
 import { graphql } from '../gql';
 import type { AdapterPartsFragment, AdaptersQuery } from '../gql/graphql';
 import { AdapterResidency } from '../components/AdapterResidency';
-import { AdapterWeightsFields, EMPTY_WEIGHTS, rankProblem, WEIGHTS_PARAMS, weightsInput, type WeightsValues } from '../components/AdapterWeightsFields';
+import {
+  AdapterWeightsFields, EMPTY_WEIGHTS, rankProblem, UPLOAD_PARAMS, uploadDeployment, WEIGHTS_PARAMS, weightsInput, type WeightsValues,
+} from '../components/AdapterWeightsFields';
+import { useWeightsUpload } from '../components/weights-upload';
 import { ConfirmButton } from '../components/ConfirmButton';
 import { Field, UnplacedError } from '../components/Field';
 import { Empty, ErrorView, fieldError, Loading } from '../components/states';
@@ -220,26 +223,29 @@ function NewWeights({ adapter, deployments }: { adapter: Listed; deployments: De
   const [values, setValues] = useState<WeightsValues>(EMPTY_WEIGHTS);
   const [result, update] = useMutation(UPDATE_WEIGHTS);
   const [done, setDone] = useState<number | null>(null);
+  const uploads = useWeightsUpload();
   const idPrefix = `weights-${adapter.id}`;
   const rankError = rankProblem(values);
-  const submit = () => {
+  const buckets = deployments.map((deployment) => ({ id: deployment.id, label: deploymentLabel(deployment) }));
+  const submit = async () => {
     if (rankError) return;
     setDone(null);
-    void update({ id: adapter.id, input: weightsInput(values) }, ADAPTER_CONTEXT).then((answer) => {
-      if (answer.data) {
-        setDone(answer.data.updateAdapterWeights.revision);
-        setValues(EMPTY_WEIGHTS);
-      }
-    });
+    const fileId = await uploadedFile(values, buckets, uploads);
+    if (fileId === null) return;
+    const answer = await update({ id: adapter.id, input: weightsInput(values, fileId) }, ADAPTER_CONTEXT);
+    if (answer.data) {
+      setDone(answer.data.updateAdapterWeights.revision);
+      setValues(EMPTY_WEIGHTS);
+    }
   };
   return (
     <details>
       <summary>Upload new weights (a new revision)</summary>
-      <form aria-label={`New weights for ${adapter.name}`} onSubmit={(event) => { event.preventDefault(); submit(); }}>
-        <AdapterWeightsFields idPrefix={idPrefix} values={values} onChange={setValues} error={result.error} rankError={rankError}
-          buckets={deployments.map((deployment) => ({ id: deployment.id, label: deploymentLabel(deployment) }))} />
-        <p><button type="submit" disabled={result.fetching}>Save as a new revision</button></p>
+      <form aria-label={`New weights for ${adapter.name}`} onSubmit={(event) => { event.preventDefault(); void submit(); }}>
+        <AdapterWeightsFields idPrefix={idPrefix} values={values} onChange={setValues} error={result.error} rankError={rankError} buckets={buckets} upload={uploads.state} />
+        <p><button type="submit" disabled={result.fetching || uploads.state.progress !== null}>Save as a new revision</button></p>
         <UnplacedError error={result.error} params={WEIGHTS_PARAMS} title="The weights were not replaced" />
+        <UnplacedError error={uploads.state.linkError} params={UPLOAD_PARAMS} title="The file was not uploaded" />
         {done !== null && <p role="status">Now at revision r{done}; requests in flight finish on the previous one.</p>}
       </form>
     </details>
@@ -248,29 +254,43 @@ function NewWeights({ adapter, deployments }: { adapter: Listed; deployments: De
 
 const REGISTER_PARAMS = ['name', 'baseModel', ...WEIGHTS_PARAMS];
 
+/**
+ * For a file source, the chosen file uploaded (a one-time link, then a PUT): its file id, or null
+ * when the upload failed (its error is beside the file field). Other sources need no upload.
+ */
+async function uploadedFile(values: WeightsValues, buckets: ReadonlyArray<{ id: string }>, uploads: ReturnType<typeof useWeightsUpload>): Promise<string | undefined | null> {
+  uploads.clear();
+  if (values.source !== 'file') return undefined;
+  if (!values.file) return null;
+  return await uploads.upload(values.file, uploadDeployment(values, buckets));
+}
+
 function RegisterAdapter({ models, deployments }: { models: AdaptersQuery['catalog']; deployments: Deployment[] }) {
   const [name, setName] = useState('');
   const [baseModel, setBaseModel] = useState('');
   const [values, setValues] = useState<WeightsValues>(EMPTY_WEIGHTS);
   const [created, create] = useMutation(CREATE);
   const [registered, setRegistered] = useState<string | null>(null);
+  const uploads = useWeightsUpload();
   const base = baseModel || models[0]?.id || '';
   const rankError = rankProblem(values);
   const baseError = fieldError(created.error, 'baseModel');
-  const submit = () => {
+  const buckets = deployments.map((deployment) => ({ id: deployment.id, label: deploymentLabel(deployment) }));
+  const submit = async () => {
     if (rankError) return;
     setRegistered(null);
-    void create({ input: { name: name.trim(), baseModel: base, ...weightsInput(values) } }, ADAPTER_CONTEXT).then((answer) => {
-      if (!answer.data) return;
-      setRegistered(answer.data.createAdapter.name);
-      setName('');
-      setValues(EMPTY_WEIGHTS);
-    });
+    const fileId = await uploadedFile(values, buckets, uploads);
+    if (fileId === null) return;
+    const answer = await create({ input: { name: name.trim(), baseModel: base, ...weightsInput(values, fileId) } }, ADAPTER_CONTEXT);
+    if (!answer.data) return;
+    setRegistered(answer.data.createAdapter.name);
+    setName('');
+    setValues(EMPTY_WEIGHTS);
   };
   return (
     <section aria-labelledby="register-heading" className="card">
       <h2 id="register-heading">Register an adapter</h2>
-      <form aria-label="Register an adapter" onSubmit={(event) => { event.preventDefault(); submit(); }}>
+      <form aria-label="Register an adapter" onSubmit={(event) => { event.preventDefault(); void submit(); }}>
         <Field id="adapter-name" label="Name" value={name} onChange={setName} required
           hint="what clients put in model: letters, digits, . _ - (up to 64)" error={fieldError(created.error, 'name')} />
         <div>
@@ -281,10 +301,10 @@ function RegisterAdapter({ models, deployments }: { models: AdaptersQuery['catal
           </select>
           {baseError && <p id="adapter-base-error" className="field-error">{baseError}</p>}
         </div>
-        <AdapterWeightsFields idPrefix="register" values={values} onChange={setValues} error={created.error} rankError={rankError}
-          buckets={deployments.map((deployment) => ({ id: deployment.id, label: deploymentLabel(deployment) }))} />
-        <p><button type="submit" disabled={created.fetching}>Register</button></p>
+        <AdapterWeightsFields idPrefix="register" values={values} onChange={setValues} error={created.error} rankError={rankError} buckets={buckets} upload={uploads.state} />
+        <p><button type="submit" disabled={created.fetching || uploads.state.progress !== null}>Register</button></p>
         <UnplacedError error={created.error} params={REGISTER_PARAMS} title="The adapter was not registered" />
+        <UnplacedError error={uploads.state.linkError} params={UPLOAD_PARAMS} title="The file was not uploaded" />
         {registered && <p role="status">Registered <code>{registered}</code>. Attach it to a deployment of its base model to serve it.</p>}
       </form>
     </section>

@@ -4,6 +4,7 @@ import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import {
   AdapterDeploymentType, AdapterResidencyType, AdapterType, AdapterUsageType, AdapterWeightsInput, CreateAdapterInput,
 } from '../types/adapter.type';
+import { AdapterUploadLinkInput, AdapterUploadLinkType } from '../types/adapter-upload-link.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 import { servedBySubscriptionHub } from '../subscription-routes';
 
@@ -12,7 +13,7 @@ const SOURCE_PREFIX = { FILE: 'file', BUCKET: 'bucket', HUGGING_FACE: 'hf' } as 
 /** LoRA adapters of the caller's workspace (docs/adapters.md): every record is looked up in it, so another's is NOT_FOUND. */
 @Resolver(() => AdapterType)
 export class AdapterResolver {
-  constructor(private readonly admin: Pick<AdminPort, 'adapters' | 'adapterResidency' | 'adapterUsage' | 'deploymentStore'>) {}
+  constructor(private readonly admin: Pick<AdminPort, 'adapters' | 'adapterResidency' | 'adapterUsage' | 'deploymentStore' | 'fileUploads'>) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [AdapterType], { description: 'The workspace\'s adapters, or those attached to deploymentId' })
@@ -49,6 +50,12 @@ export class AdapterResolver {
   @Mutation(() => AdapterType, { description: 'Registers an adapter from a Files API upload (purpose user_data), a deployment\'s bucket or a Hugging Face repo; its weights are checked against baseModel' })
   async createAdapter(@Arg('input') input: CreateAdapterInput, @Ctx() context: GraphQLContext): Promise<AdapterType> {
     return toType(await this.admin.adapters.create(workspaceOf(context), input), []);
+  }
+
+  @Mutation(() => AdapterUploadLinkType, { description: 'A signed one-time link to upload adapter weights to the Files API (purpose user_data) by PUT, for a browser that speaks only GraphQL' })
+  async createAdapterUploadLink(@Arg('input') input: AdapterUploadLinkInput, @Ctx() context: GraphQLContext): Promise<AdapterUploadLinkType> {
+    const link = await this.admin.fileUploads.createLink(workspaceOf(context), input);
+    return Object.assign(new AdapterUploadLinkType(), { url: link.url, path: link.path, fileId: link.fileId, expiresAt: link.expiresAt, bytes: link.bytes });
   }
 
   @Mutation(() => AdapterType, { description: 'New weights: a new revision; requests in flight finish on the old one' })
