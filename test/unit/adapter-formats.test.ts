@@ -3,24 +3,9 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { AdapterFormatError, GGUF_TYPE, inspectAdapter, tarFiles } from '../../common/adapter-formats';
+import { ggufHeader } from '../support/gguf-header-writer';
 
-/** A GGUF v3 header with typed metadata and F32 tensor infos (no data: the reader never reads it). */
-function gguf(metadata: Array<[string, number, unknown]>, tensors: Array<[string, number[]]>): Buffer {
-  const parts: Buffer[] = [];
-  const u32 = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); parts.push(b); };
-  const u64 = (n: number) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(n)); parts.push(b); };
-  const str = (s: string) => { u64(Buffer.byteLength(s)); parts.push(Buffer.from(s)); };
-  parts.push(Buffer.from('GGUF'));
-  u32(3); u64(tensors.length); u64(metadata.length);
-  for (const [key, type, value] of metadata) {
-    str(key); u32(type);
-    if (type === GGUF_TYPE.STRING) str(value as string);
-    else if (type === GGUF_TYPE.FLOAT32) { const b = Buffer.alloc(4); b.writeFloatLE(value as number); parts.push(b); }
-    else if (type === GGUF_TYPE.UINT32) u32(value as number);
-  }
-  for (const [name, dims] of tensors) { str(name); u32(dims.length); dims.forEach(u64); u32(0); u64(0); }
-  return Buffer.concat(parts);
-}
+const gguf = ggufHeader;
 
 const LORA_META: Array<[string, number, unknown]> = [
   ['general.architecture', GGUF_TYPE.STRING, 'llama'], ['general.type', GGUF_TYPE.STRING, 'adapter'],
