@@ -95,7 +95,10 @@ describe('shared serving of an owner\'s adapter', () => {
     // The base model is still shared beside it, on either deployment.
     expect((await guestClient.chat.completions.create(chat(SHARED_ID))).model).toBe(SHARED_MODEL);
 
-    const records = await query(`SELECT deployment_id, shared_model, adapter_id FROM usage_records WHERE workspace_id = $1 AND adapter_id IS NOT NULL`, [guest.id]);
+    // A stream is settled after its last byte reached the client, and usage is written in batches: wait for the fifth.
+    const adapterRecords = () => query(`SELECT deployment_id, shared_model, adapter_id FROM usage_records WHERE workspace_id = $1 AND adapter_id IS NOT NULL`, [guest.id]);
+    await waitFor(async () => (await adapterRecords()).length >= 5, 5_000, 'the five adapter calls\' usage records');
+    const records = await adapterRecords();
     expect(records).toHaveLength(5);
     expect(records.every((record: any) => record.deployment_id === attachedTo.id && record.shared_model === sharedAdapter() && record.adapter_id === adapterId)).toBe(true);
   });
