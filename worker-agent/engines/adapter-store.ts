@@ -32,6 +32,7 @@ export interface LocalAdapter {
 interface StoredEntry {
   readonly path: string;
   bytes: number;
+  /** Its place in the order of use (a counter, not a clock: two uses in one millisecond still have an order). */
   lastUsed: number;
   holders: number;
 }
@@ -41,8 +42,14 @@ const SHA256 = /^[0-9a-f]{64}$/;
 export class AdapterStore {
   private readonly entries = new Map<string, StoredEntry>();
   private readonly fetches = new Map<string, Promise<LocalAdapter>>();
+  private uses = 0;
 
-  constructor(private readonly options: AdapterStoreOptions, private readonly now: () => number = Date.now) {}
+  constructor(private readonly options: AdapterStoreOptions) {}
+
+  /** The next place in the order of use (what LRU eviction sorts by). */
+  private nextUse(): number {
+    return ++this.uses;
+  }
 
   /** The adapter's files on disk, fetched and checked first when not there yet. Throws adapter_load_failed. */
   async materialize(ref: AdapterRef): Promise<LocalAdapter> {
@@ -50,7 +57,7 @@ export class AdapterStore {
     if (!SHA256.test(key)) throw adapterLoadFailed('invalid', `adapter ${label(ref)} has no valid sha256 to check its weights against`);
     const stored = this.entries.get(key);
     if (stored && fs.existsSync(stored.path)) {
-      stored.lastUsed = this.now();
+      stored.lastUsed = this.nextUse();
       return { path: stored.path, key };
     }
     let fetching = this.fetches.get(key);
@@ -71,7 +78,7 @@ export class AdapterStore {
     const entry = this.entries.get(key);
     if (!entry) return;
     entry.holders = Math.max(0, entry.holders - 1);
-    entry.lastUsed = this.now();
+    entry.lastUsed = this.nextUse();
     this.evict();
   }
 
@@ -91,7 +98,7 @@ export class AdapterStore {
       await fs.promises.rm(target, { recursive: true, force: true });
       if (ref.format === 'ADAPTER_FORMAT_GGUF') await fs.promises.rename(download, target);
       else await unpackPeft(ref, await fs.promises.readFile(download), target);
-      this.entries.set(key, { path: target, bytes, lastUsed: this.now(), holders: 0 });
+      this.entries.set(key, { path: target, bytes, lastUsed: this.nextUse(), holders: 0 });
       this.evict();
       return { path: target, key };
     } finally {
