@@ -223,7 +223,8 @@ export class InferencePipeline {
     const startedAt = this.now();
     try {
       const entry = this.parts.catalog.find(deployment.modelId);
-      const adapter = await this.adapterOf(key, deployment, work);
+      // Only a `model` other than the base's can name an adapter: the base model's requests never wait on the lookup.
+      const adapter = this.mayNameAdapter(deployment, work) ? await this.adapterOf(key, deployment, work) : null;
       checkTextModel(deployment, adapter ? undefined : work.model, work.endpoint, entry, work.servedBy);
       refuseToolsWithoutParser(entry, work.fields);
       refuseWithoutCredit(key);
@@ -324,11 +325,14 @@ export class InferencePipeline {
     }
   }
 
-  /** The LoRA adapter the request's `model` names on this deployment, or null: the base model (no lookup when `model` is the base's or absent). */
+  /** The LoRA adapter the request's `model` names on this deployment, or null (a name it does not serve); asked only when `mayNameAdapter`. */
   private async adapterOf(key: AuthenticatedKey, deployment: Deployment, work: TextWork): Promise<AddressedAdapter | null> {
-    const { adapters } = this.parts;
-    if (!adapters || work.model === undefined || work.model === deployment.modelId) return null;
-    return await adapters.onDeployment(key.workspaceId, deployment, work.model, work.deadlineUnixMs);
+    return await this.parts.adapters!.onDeployment(key.workspaceId, deployment, work.model!, work.deadlineUnixMs);
+  }
+
+  /** Adapters are on and `model` is set and not the base model's: the only requests that can name one. */
+  private mayNameAdapter(deployment: Deployment, work: TextWork): boolean {
+    return this.parts.adapters !== undefined && work.model !== undefined && work.model !== deployment.modelId;
   }
 
   /** RPM and the TPD hold; a hold past what is left of the day lowers the request's completion bound (admission.ts clampCompletion). */
