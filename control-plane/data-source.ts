@@ -37,6 +37,7 @@ import { ResponseRecord } from './responses/response-record.entity';
 import { Adapter, AdapterAttachment, AdapterRevision } from './adapters/adapter.entities';
 import { LoraAdapters1765700000000 } from './database/migrations/1765700000000-lora-adapters';
 import { FileUploadClaims1765710000000 } from './database/migrations/1765710000000-file-upload-claims';
+import { AutoscalingSlo1765800000000 } from './database/migrations/1765800000000-autoscaling-slo';
 import { FileUploadClaim } from './batches/file-upload-claim.entity';
 
 /**
@@ -60,6 +61,7 @@ export const MIGRATIONS = [
   ObservabilityHistory1765640000000,
   LoraAdapters1765700000000,
   FileUploadClaims1765710000000,
+  AutoscalingSlo1765800000000,
 ];
 
 export interface DatabaseOptions {

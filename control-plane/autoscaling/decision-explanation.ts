@@ -47,6 +47,9 @@ export function explainDecision(decision: Omit<ScalingDecision, 'explanation'>, 
       return `${what}: the minimum is ${replicas(floor)}${decision.minReplicas < 1 ? ' (never fewer than 1)' : ''}; ${load}.`;
     case 'autoscale_off':
       return `${what}: autoscale is off, so the deployment is pinned at its minimum of ${replicas(floor)}; ${load}.`;
+    default:
+      // The `slo` policy and scale to zero explain their own reasons (slo-explanation.ts).
+      return `${what}: ${load}.`;
   }
 }
 

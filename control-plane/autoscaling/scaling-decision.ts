@@ -1,3 +1,5 @@
+import type { ScalingPolicyName } from './scaling-policy';
+
 export const SCALING_ACTIONS = ['scale_up', 'scale_down', 'hold'] as const;
 export type ScalingAction = (typeof SCALING_ACTIONS)[number];
 
@@ -16,6 +18,13 @@ export const SCALING_REASONS = [
   'at_min',           // fewer wanted, held at (or brought up to) minReplicas (never below 1)
   'capped_by_price',  // more wanted, held at what placement can get under the price cap
   'autoscale_off',    // autoscale is off: pinned at minReplicas
+  // The `slo` policy and scale to zero (issue 39): `signal` names what moved the decision.
+  'slo_forecast',     // the forecast arrival rate needs this many replicas to meet the SLO
+  'slo_pressure',     // an engine signal (queue, KV-cache use) or a measured SLO breach asked for more now
+  'pre_warm',         // a replica ordered ahead of a predicted rise, one start-up time early
+  'cold_start',       // requests wait with no replica: one is ordered at once
+  'scale_to_zero',    // no request for scaleToZeroAfterSeconds: every replica given back
+  'queue_threshold',  // the KEDA-style `queue` policy's rule (benchmark only)
 ] as const;
 export type ScalingReason = (typeof SCALING_REASONS)[number];
 
@@ -52,4 +61,12 @@ export interface ScalingDecision {
   readonly maxReplicas: number;
   readonly autoscale: boolean;
   readonly capacityLimit: number | null;
+  /** The policy that decided (absent: `concurrency`, from before policies existed). */
+  readonly policy?: ScalingPolicyName;
+  /** Which input moved the decision: `forecast`, `queue`, `kv_cache`, `observed_p95`, `in_flight`, `waiting`, `idle`. */
+  readonly movedBy?: string;
+  /** The forecast arrival rate (req/s) one start-up time ahead, when the policy forecasts. */
+  readonly forecastArrivalsPerSecond?: number | null;
+  /** The arrival rate observed (req/s), when reported. */
+  readonly arrivalsPerSecond?: number | null;
 }

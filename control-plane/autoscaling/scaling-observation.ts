@@ -1,4 +1,6 @@
 import { AppError } from '../errors/app-error';
+import type { SloTargets } from './scaling-policy';
+import type { ServiceModel } from './service-model';
 
 /** What the platform sees of one deployment when it asks the autoscaler for a decision. */
 export interface ScalingObservation {
@@ -22,6 +24,24 @@ export interface ScalingObservation {
    * replicas it already has; null or absent when unknown or unlimited.
    */
   readonly capacityLimit?: number | null;
+  // The signals below feed the `slo` policy and scale to zero (issue 39); the `concurrency`
+  // policy ignores them. Absent means "not reported", never zero.
+  /** Requests that arrived per second since the previous observation (owner requests, every server). */
+  readonly arrivalsPerSecond?: number;
+  /** The deployment's SLO; null or absent: none stated. */
+  readonly slo?: SloTargets | null;
+  /** The highest KV-cache use (0–1) any ready replica's engine reports; null when none reports it. */
+  readonly kvCacheUsage?: number | null;
+  /** Measured TTFT p95 (text) or queue-wait p95 (media) of the last minute, ms; null without requests. */
+  readonly observedP95Ms?: number | null;
+  /** Requests waiting at the gateways for a first replica (scale to zero's bounded queue). */
+  readonly waitingForReplica?: number;
+  /** Milliseconds since the deployment's last request arrived (null: none since the server started). */
+  readonly idleMs?: number | null;
+  /** Scale to zero after this long without requests (ms); null or absent: never below max(1, min). */
+  readonly scaleToZeroAfterMs?: number | null;
+  /** What one replica can do, for a policy that sizes from a service model (service-model.ts). */
+  readonly serviceModel?: ServiceModel;
 }
 
 /**

@@ -15,6 +15,8 @@ export interface DeploymentLoad {
   /** Owner jobs running (guests and batch lines excluded: they never drive the autoscaler) and jobs queued on the agents. */
   inFlight: number;
   queued: number;
+  /** Requests waiting at this server for a first replica (scale to zero's bounded queue); absent from older servers. */
+  waiting?: number;
   /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
   guestReady: number;
   guestSlots: number;

@@ -1,3 +1,4 @@
+import type { ScalingPolicyName } from '../autoscaling/scaling-policy';
 import type { RoutingPolicyName } from '../placement/placement-policy';
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
@@ -54,6 +55,19 @@ export class Deployment {
   @Column('integer', { name: 'max_cpu_loras', default: 0 }) maxCpuLoras: number;
   /** The largest LoRA rank its engines accept (vLLM `--max-lora-rank`). */
   @Column('integer', { name: 'max_lora_rank', default: 64 }) maxLoraRank: number;
+  /** How the autoscaler decides (autoscaling/scaling-policy.ts): `concurrency` (the default) or `slo`. */
+  @Column('text', { name: 'scaling_policy', default: 'concurrency' }) scalingPolicy: ScalingPolicyName;
+  /** The SLO, each a p95 in ms (null: not stated): TTFT and time per output token for text, queue wait for media. */
+  @Column('integer', { name: 'slo_ttft_p95_ms', nullable: true }) sloTtftP95Ms: number | null;
+  @Column('integer', { name: 'slo_tpot_p95_ms', nullable: true }) sloTpotP95Ms: number | null;
+  @Column('integer', { name: 'slo_queue_wait_p95_ms', nullable: true }) sloQueueWaitP95Ms: number | null;
+  /**
+   * Scale to zero after this many seconds without a request (null: never below max(1, min)).
+   * The contract keeps minReplicas at 1 or more; this is the opt-in that lets the count reach 0.
+   */
+  @Column('integer', { name: 'scale_to_zero_after_seconds', nullable: true }) scaleToZeroAfterSeconds: number | null;
+  /** Requests that may wait at each gateway while a first replica starts; past it, 503 with Retry-After. */
+  @Column('integer', { name: 'cold_start_queue_limit', default: 100 }) coldStartQueueLimit: number;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' }) updatedAt: Date;
 }
