@@ -59,7 +59,9 @@ import { controlPlaneGauges } from './telemetry/control-plane-gauges';
 import { SharedPool } from './sharing/shared-pool';
 import { SharedServing } from './sharing/shared-serving';
 import { SharingRollout } from './sharing/sharing-rollout';
-import { clusterLoad } from './cluster/cluster-load';
+import { clusterLoad, clusterWaiting } from './cluster/cluster-load';
+import { ColdStartQueue } from './dispatch/cold-start-queue';
+import { DeploymentActivity } from './pipeline/deployment-activity';
 import { bridgeEvents } from './cluster/event-bridge';
 import { ReplicaLogs } from './replicas/replica-logs';
 import { JobRouter } from './cluster/job-router';
@@ -157,6 +159,10 @@ export interface ControlPlane {
   readonly responseRetention: RetentionSweep;
   /** Autoscaling, replacement of lost replicas and placement retries, every few seconds. */
   readonly capacityLoop: CapacityLoop;
+  /** Requests waiting at this server for a first replica of their deployment (scale to zero, a replica starting). */
+  readonly coldStarts: ColdStartQueue;
+  /** Requests waiting for a first replica of the deployment, at every server (the console's "starting: N requests waiting"). */
+  waitingForReplica(deploymentId: string): number;
   /** Set by the gateway once it listens; signed file links are built on it. */
   readonly publicUrl: PublicUrl;
   /** Managed output storage (local files by default, or the platform's S3 bucket). */
@@ -262,6 +268,7 @@ async function compose(
   const metrics = new Metrics({
     routes: routeLabels, ...controlPlaneGauges(dataSource, dispatcher), logger: logger.child({ component: 'metrics' }),
     budgetHeld: () => HELD_BUDGETS.map((name) => ({ budget: name, held: budget.used(name, 'server') })),
+    coldStartWaiting: () => coldStarts.waitingRows(),
   });
   lifecycle.add('metrics', () => metrics.close());
   let grpcAddress = '';
@@ -388,9 +395,23 @@ async function compose(
   const token = await relayToken(dataSource, newSecret('rt-'));
   const cacheSalts = await CacheSalts.load(dataSource);
   relayServer.setToken(token);
+  // Owner requests that find no replica anywhere wait here while one starts; what waits, and when
+  // each deployment's last request came, go out with this server's load (the registry).
+  const coldStarts: ColdStartQueue = new ColdStartQueue({
+    hasReplica: (deploymentId): boolean => jobs.hasReplica(deploymentId),
+    replicaStarting: (deploymentId) => replicas.starting(deploymentId),
+    coldStart: (deploymentId) => {
+      capacityLoop.coldStart(deploymentId);
+      notifier.publish('cold-start', deploymentId);
+    },
+    refused: (deploymentId, reason) => metrics.recordColdStartRefusal(deploymentId, reason),
+  }, { maxWaitMs: config.coldStartMaxWaitMs, startupEstimateMs: config.coldStartEstimateMs });
+  dispatcher.onCapacity((deploymentId) => coldStarts.capacity(deploymentId));
+  const activity = new DeploymentActivity(coldStarts);
   const servers = new ServerRegistry(dataSource, notifier.instanceId, config.clusterAddress ?? grpcAddress, dispatcher, {
     heartbeatIntervalMs: config.clusterHeartbeatIntervalMs, serverTimeoutMs: config.clusterServerTimeoutMs,
-  }, logger.child({ component: 'cluster' }), (connection) => sharedPool.guestSlots(connection));
+  }, logger.child({ component: 'cluster' }), (connection) => sharedPool.guestSlots(connection), activity);
+  servers.onPeers(() => coldStarts.peersChanged());
   registry = servers;
   await servers.start();
   lifecycle.add('server registry', () => servers.stop());
@@ -406,7 +427,7 @@ async function compose(
   const requests = new RequestService(requestRecords, scheduler, mediaJobs, destinations, dispatcher, events, {
     idempotencyTtlMs: requestConfig.idempotencyTtlHours * 3_600_000, maxQueuedPerDeployment: requestConfig.maxQueuedPerDeployment,
     webhookUrls: webhooks.urlPolicy,
-  }, logger.child({ component: 'requests' }));
+  }, logger.child({ component: 'requests' }), Date.now, coldStarts);
   const retention = new OutputRetention(dataSource, destinations, { intervalMs: requestConfig.retentionIntervalMs }, logger.child({ component: 'retention' }));
   scheduler.start();
   lifecycle.add('request scheduler', () => scheduler.stop());
@@ -426,9 +447,12 @@ async function compose(
     sharingRollout: new SharingRollout(deploymentStore, replicas, logger.child({ component: 'sharing-rollout' })),
     liveServers: () => servers.liveServerIds(),
     loadOf: (deploymentId) => clusterLoad(servers, deploymentId),
+    openBatch: async (deploymentId) => (await batchStore.openBatches(deploymentId)).length > 0,
     logger: logger.child({ component: 'capacity-loop' }),
   }, { intervalMs: config.capacityIntervalMs, replicaLostGraceMs: config.replicaLostGraceMs });
   capacity.market?.onChange(() => capacityLoop.wake());
+  // Requests wait at another server for a first replica: if this server runs the loop, it decides now.
+  notifier.on('cold-start', (deploymentId) => capacityLoop.coldStart(deploymentId));
   capacityLoop.start();
   lifecycle.add('capacity loop', () => capacityLoop.stop());
   lifecycle.add('local agents', () => capacity.stopAgents());
@@ -460,7 +484,7 @@ async function compose(
   requestObservers.add(requestLogRecorder);
   const pipeline = new InferencePipeline({
     catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers,
-    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing, adapters: adapterDirectory,
+    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing, adapters: adapterDirectory, coldStarts, activity,
   });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
@@ -497,6 +521,7 @@ async function compose(
   return {
     config, dataSource, catalog, catalogAdmin, events, notifier, workspaces, apiKeys, deploymentStore, deployments, replicas, replicaLogs,
     dispatcher, jobs, registry: servers, agentServer, usage, rateLimiter, localProvider, capacity, capacityLoop, grpcAddress, agentReach,
+    coldStarts, waitingForReplica: (deploymentId) => clusterWaiting(servers, coldStarts.waiting(deploymentId), deploymentId),
     billing: new BillingQueries(dataSource, () => apiKeys.clearCache()),
     sharedBilling, guestCredit, shared, pipeline, responses, responseRetention, backgroundResponses,
     workspaceAdmin: new WorkspaceAdmin(dataSource, apiKeys, deployments, batchDeletion),

@@ -12,7 +12,7 @@ export type AdminPort = Pick<ControlPlane,
   'config' | 'events' | 'tenantQueries' | 'budget' | 'workspaceBudgets' | 'apiKeys' | 'workspaceAdmin' | 'signInLinks'
   | 'deployments' | 'deploymentStore' | 'replicas' | 'replicaLogs' | 'capacityLoop' | 'capacity' | 'catalog' | 'catalogAdmin' | 'agentReach'
   | 'billing' | 'batches' | 'requests' | 'managedStore' | 'storageCredentials' | 'webhooks' | 'shared' | 'pipeline' | 'metricsHistory' | 'requestLog'
-  | 'adapters' | 'adapterResidency' | 'adapterUsage' | 'fileUploads'>;
+  | 'adapters' | 'adapterResidency' | 'adapterUsage' | 'fileUploads' | 'waitingForReplica'>;
 
 export type { ApiKey } from '../api-keys/api-key.entity';
 export type { CostGrouping, UsageGrouping } from '../billing/billing-queries';

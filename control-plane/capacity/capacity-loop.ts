@@ -2,8 +2,10 @@ import type { DataSource, Repository } from 'typeorm';
 import type { Logger } from 'pino';
 import type { Autoscaler } from '../autoscaling/autoscaler';
 import { shouldRecord } from '../autoscaling/decision-recording';
+import { withScaleToZero } from '../autoscaling/scale-to-zero';
+import type { ScalingPolicy } from '../autoscaling/scaling-policy';
 import type { ScalingDecision } from '../autoscaling/scaling-decision';
-import { newScalingState, type ScalingState } from '../autoscaling/scaling-state';
+import type { ScalingState } from '../autoscaling/scaling-state';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentService } from '../deployments/deployment.service';
@@ -39,8 +41,14 @@ export interface CapacityLoopDependencies {
   sharingRollout?: SharingRollout;
   /** Servers alive on the database now; the replicas of any other are ended (their agents went with them). */
   liveServers?: () => Promise<ReadonlySet<string>>;
-  /** A deployment's replicas as every server sees them (the autoscaler's signal); without it, this server's agents only. */
+  /**
+   * A deployment's replicas as every server sees them (the autoscaler's signal), with the
+   * requests waiting at each for a first replica and the last request's arrival; without it,
+   * this server's agents only.
+   */
   loadOf?: (deploymentId: string) => DeploymentLoad;
+  /** Whether the deployment has a batch in progress: work that must not be stranded at zero replicas. */
+  openBatch?: (deploymentId: string) => Promise<boolean>;
   logger: Logger;
   /** The clock in milliseconds the autoscaler decides by and lost replicas are timed on. @default Date.now */
   now?: () => number;
@@ -57,7 +65,11 @@ const LOOP_LOCK = 'capacity-loop';
  * not be placed (a marketplace's offers change). Woken early when offers change.
  */
 export class CapacityLoop {
-  private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null }>();
+  /** Per deployment: the policy's memory, the last recorded decision, and when it was last active as far as this loop knows. */
+  private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null; activeAt: number }>();
+  /** Deployments a server said have requests waiting for a first replica, not yet decided on. */
+  private readonly coldStarts = new Set<string>();
+  private readonly policy: ScalingPolicy<ScalingState>;
   private readonly decisions: Repository<ScalingDecisionRecord>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | null = null;
@@ -67,6 +79,7 @@ export class CapacityLoop {
 
   constructor(private readonly dependencies: CapacityLoopDependencies, private readonly options: CapacityLoopOptions) {
     this.now = dependencies.now ?? Date.now;
+    this.policy = withScaleToZero(dependencies.autoscaler);
     this.decisions = dependencies.dataSource.getRepository(ScalingDecisionRecord);
   }
 
@@ -95,6 +108,16 @@ export class CapacityLoop {
         this.wake();
       }
     });
+  }
+
+  /**
+   * A request started waiting for a first replica of the deployment (here, or on a peer that
+   * said so): decided now, not at the next interval, and counted as waiting even before that
+   * server's registry row says so.
+   */
+  coldStart(deploymentId: string): void {
+    this.coldStarts.add(deploymentId);
+    this.wake();
   }
 
   /** One pass over every deployment (tests call it to step the loop). */
@@ -137,32 +160,54 @@ export class CapacityLoop {
   }
 
   private async autoscale(deployment: Deployment): Promise<Deployment> {
-    const { dispatcher, catalog, requestRecords, autoscaler, deploymentService } = this.dependencies;
+    const { dispatcher, catalog, requestRecords, deploymentService } = this.dependencies;
+    const now = this.now();
     const model = catalog.get(deployment.modelId);
     const connections = dispatcher.connections(deployment.id);
     const active = await this.dependencies.replicas.listActive(deployment.id);
     const mediaQueued = model.modality === 'text' ? 0 : await requestRecords.countQueued(deployment.id);
-    const entry = this.states.get(deployment.id) ?? { state: newScalingState(), lastRecorded: null };
+    // A deployment first seen now counts as active now: its idle time is measured from here.
+    const entry = this.states.get(deployment.id) ?? { state: this.policy.newState(), lastRecorded: null, activeAt: now };
     this.states.set(deployment.id, entry);
     // Every server's agents (guests and batch lines excluded: they only fill idle slots and must not buy the owner replicas).
     const load = this.dependencies.loadOf?.(deployment.id) ?? {
       inFlight: connections.reduce((sum, connection) => sum + connection.ownerInFlight, 0),
       queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0),
       ready: connections.filter((connection) => connection.ready && !connection.draining).length,
+      waiting: 0, lastRequestAt: undefined,
     };
-    const decision = autoscaler.decide(entry.state, {
+    const scaleToZeroAfterMs = deployment.scaleToZeroAfterSeconds === null ? null : deployment.scaleToZeroAfterSeconds * 1000;
+    // The waiting a server announced (coldStart) counts until its registry row shows it.
+    const announced = this.coldStarts.delete(deployment.id);
+    const waitingForReplica = Math.max(load.waiting ?? 0, announced ? 1 : 0);
+    // Active: a request arrived, runs, or waits (for a slot or a first replica); idle time runs from the last of these.
+    const busy = waitingForReplica > 0 || load.inFlight + load.queued + mediaQueued > 0;
+    entry.activeAt = Math.max(entry.activeAt, load.lastRequestAt ?? 0, busy ? now : 0);
+    let idleMs = now - entry.activeAt;
+    // A batch in progress is work too (its lines are no one's in-flight requests): it keeps the
+    // replicas, and at zero it starts one. Asked only where it can change the decision.
+    const mayReachZero = scaleToZeroAfterMs !== null && (active.length === 0 || idleMs >= scaleToZeroAfterMs);
+    const batchOpen = mayReachZero && (await this.dependencies.openBatch?.(deployment.id)) === true;
+    if (batchOpen) {
+      entry.activeAt = now;
+      idleMs = 0;
+    }
+    const decision = this.policy.decide(entry.state, {
       deploymentId: deployment.id,
       inFlight: load.inFlight,
-      queued: load.queued + mediaQueued,
+      queued: load.queued + mediaQueued + (batchOpen && active.length === 0 ? 1 : 0),
       currentReplicas: active.length,
       readyReplicas: Math.min(active.length, load.ready),
       targetConcurrency: model.targetConcurrency,
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),
-    }, this.now());
+      waitingForReplica, idleMs, scaleToZeroAfterMs,
+    }, now);
+    // A cold start ordered now is activity: the replica it starts is not given back before the requests it is for reach it.
+    if (decision.reason === 'cold_start') entry.activeAt = now;
     if (shouldRecord(entry.lastRecorded, decision)) {
       entry.lastRecorded = decision;
-      await this.record(deployment, decision);
+      await this.record(deployment, decision, { waitingForReplica, idleMs, scaleToZeroAfterMs });
     }
     return await deploymentService.setDesiredReplicas(deployment, decision.desiredReplicas);
   }
@@ -184,11 +229,14 @@ export class CapacityLoop {
     return await this.decisions.find({ where: { deploymentId }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
   }
 
-  private async record(deployment: Deployment, decision: ScalingDecision): Promise<void> {
+  private async record(deployment: Deployment, decision: ScalingDecision, zero: { waitingForReplica: number; idleMs: number; scaleToZeroAfterMs: number | null }): Promise<void> {
     const inputs: Record<string, unknown> = {
       inFlight: decision.inFlight, queued: decision.queued, readyReplicas: decision.readyReplicas, perReplicaLoad: decision.perReplicaLoad,
       recommendedReplicas: decision.recommendedReplicas, minReplicas: decision.minReplicas, maxReplicas: decision.maxReplicas,
-      autoscale: decision.autoscale, capacityLimit: decision.capacityLimit,
+      autoscale: decision.autoscale, capacityLimit: decision.capacityLimit, policy: decision.policy ?? this.policy.name,
+      ...(decision.movedBy ? { movedBy: decision.movedBy } : {}),
+      // Scale to zero's inputs, where the deployment has it on.
+      ...(zero.scaleToZeroAfterMs !== null ? zero : {}),
     };
     await this.decisions.save(this.decisions.create({
       deploymentId: deployment.id, workspaceId: deployment.workspaceId, decidedAt: new Date(decision.at), action: decision.action,

@@ -85,6 +85,12 @@ export class JobRouter {
     return this.send(choice.chosen, request, listener, policy, choice.reason);
   }
 
+  /** A replica of the deployment takes work here, or a peer reported a ready one: a job can be sent now. */
+  hasReplica(deploymentId: string): boolean {
+    if (this.dispatcher.connections(deploymentId).some(takesWork)) return true;
+    return this.registry.peers().some((peer) => (peer.load[deploymentId]?.ready ?? 0) > 0);
+  }
+
   /** More than one replica of the deployment takes work, here or on peers (counted without building the list). */
   private hasChoice(deploymentId: string): boolean {
     let count = 0;

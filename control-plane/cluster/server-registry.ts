@@ -17,6 +17,8 @@ export interface DeploymentLoad {
   queued: number;
   /** Requests waiting at this server for a first replica (scale to zero's bounded queue); absent from older servers. */
   waiting?: number;
+  /** When the deployment's last owner request arrived at this server (ms since the epoch); absent when none did since it started. */
+  lastRequestAt?: number;
   /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
   guestReady: number;
   guestSlots: number;
@@ -58,6 +60,16 @@ export interface PeerOffer extends SlotOffer {
   readonly deploymentId: string;
 }
 
+/**
+ * What this server knows of its deployments' demand beyond its agents' jobs, published with its
+ * load so the server running the capacity loop sees every server's: the requests waiting here
+ * for a first replica (the cold-start queue) and when each deployment's last request arrived.
+ */
+export interface LocalDemand {
+  /** Calls `visit` for each deployment with requests waiting here or a request seen here. */
+  forEachDeployment(visit: (deploymentId: string, waiting: number, lastRequestAt: number | undefined) => void): void;
+}
+
 export interface ServerRegistryOptions {
   /** How often this server writes its row (liveness and load) and reads its peers'. @default 1000 */
   heartbeatIntervalMs: number;
@@ -75,6 +87,7 @@ export class ServerRegistry {
   private timer: NodeJS.Timeout | undefined;
   private livePeers: Peer[] = [];
   private beating: Promise<void> | null = null;
+  private readonly peerListeners: Array<() => void> = [];
 
   constructor(
     private readonly dataSource: DataSource,
@@ -85,6 +98,8 @@ export class ServerRegistry {
     private readonly logger: Logger,
     /** Guest slots idle on one of this server's replicas (the shared pool's rule). */
     private readonly guestSlots: (connection: AgentConnection) => number = () => 0,
+    /** Requests waiting here for a first replica, and the last arrivals; none: only the agents' load is published. */
+    private readonly demand: LocalDemand | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -93,6 +108,11 @@ export class ServerRegistry {
       if (!this.beating) this.beating = this.beat().finally(() => (this.beating = null));
     }, this.options.heartbeatIntervalMs);
     this.timer.unref();
+  }
+
+  /** Called after each heartbeat that read the peers' rows (their replicas may have changed). */
+  onPeers(listener: () => void): void {
+    this.peerListeners.push(listener);
   }
 
   /** Live peers as of the last heartbeat (at most one interval old). */
@@ -137,6 +157,12 @@ export class ServerRegistry {
         entry.guestSlots += this.guestSlots(connection);
       }
     }
+    // A deployment at zero replicas has no connection here, but may have requests waiting for one.
+    this.demand?.forEachDeployment((deploymentId, waiting, lastRequestAt) => {
+      const entry = load[deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] };
+      if (waiting > 0) entry.waiting = waiting;
+      if (lastRequestAt !== undefined) entry.lastRequestAt = lastRequestAt;
+    });
     return load;
   }
 
@@ -150,6 +176,7 @@ export class ServerRegistry {
         SELECT id, relay_address, load FROM servers
         WHERE id <> $1 AND last_seen_at > statement_timestamp() - $2 * interval '1 millisecond'`, [this.serverId, this.options.serverTimeoutMs]);
       this.livePeers = rows.map((row) => ({ id: row.id, relayAddress: row.relay_address, load: row.load }));
+      for (const listener of this.peerListeners) listener();
     } catch (error) {
       // Peers keep relaying to what they last saw; a database outage heals on the next beat.
       this.logger.warn({ err: error }, 'server heartbeat failed');

@@ -118,6 +118,13 @@ const shape = {
   autoscaleScaleUpStabilizationMs: intField(0).default(0),
   /** Autoscaler: fewer replicas only when wanted for this long. @default 300000 */
   autoscaleScaleDownStabilizationMs: intField(0).default(300_000),
+  /**
+   * Scale to zero: the longest a request waits at a gateway for a first replica of its deployment
+   * (one scaled to zero, or starting); past it, 503 `no_pod_available` with Retry-After. @default 300000
+   */
+  coldStartMaxWaitMs: intField(1, 3_600_000).default(300_000),
+  /** Scale to zero: a replica's start-up as Retry-After estimates it until one has been measured on the server. @default 60000 */
+  coldStartEstimateMs: intField(0, 3_600_000).default(60_000),
   /** Bearer token of the operator API (static hosts, the market, catalog, credit); unset disables it. */
   operatorToken: z.string().min(24).optional(),
 };
@@ -141,6 +148,7 @@ const names = {
   meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',
   operatorToken: 'OPERATOR_TOKEN', autoscaleWindowMs: 'AUTOSCALE_WINDOW_MS',
   autoscaleScaleUpStabilizationMs: 'AUTOSCALE_SCALE_UP_STABILIZATION_MS', autoscaleScaleDownStabilizationMs: 'AUTOSCALE_SCALE_DOWN_STABILIZATION_MS',
+  coldStartMaxWaitMs: 'COLD_START_MAX_WAIT_MS', coldStartEstimateMs: 'COLD_START_ESTIMATE_MS',
 } as const;
 
 /** The settings and their variables, for the server's `--help` (server-help.ts). */

@@ -13,6 +13,7 @@ import { assertShareable } from './sharing-eligibility';
 import type { DeploymentBudget } from './deployment-budget';
 import { shortened } from '../errors/quote-value';
 import { loraSettingsOf, type LoraSettings } from './lora-settings';
+import { scalesToZero } from './scaled-to-zero';
 import type { AttachedAdapterNeeds } from './attached-adapter-needs';
 
 /** Statuses in which a deployment's settings may change. */
@@ -184,9 +185,10 @@ export class DeploymentService {
     }
     // Autoscale off pins the count at min; on, the autoscaler goes on from the current count
     // (read in the UPDATE itself: it may have moved since this request read the row).
+    // A deployment scaled to zero stays there: an edit is not a request, and must not start a replica.
     written.desiredReplicas = next.autoscale
-      ? () => `LEAST(${next.maxReplicas}, GREATEST(${next.minReplicas}, desired_replicas))`
-      : next.minReplicas;
+      ? () => `CASE WHEN desired_replicas = 0 AND scale_to_zero_after_seconds IS NOT NULL THEN 0 ELSE LEAST(${next.maxReplicas}, GREATEST(${next.minReplicas}, desired_replicas)) END`
+      : () => `CASE WHEN desired_replicas = 0 AND scale_to_zero_after_seconds IS NOT NULL THEN 0 ELSE ${next.minReplicas} END`;
     const saved = await this.store.update(deployment.id, written, EDITABLE);
     if (saved.status === 'Deleted') throw new AppError('invalid_state_transition', 'a Deleted deployment cannot be edited');
     if (saved.status !== 'Paused') await this.replicas.ensure(saved);
@@ -217,11 +219,19 @@ export class DeploymentService {
     }
   }
 
-  /** The autoscaler's choice, within the row's current [min, max]; only while serving. Placement follows. */
+  /**
+   * The autoscaler's choice, within the row's current [min, max]; only while serving. Placement
+   * follows. 0 is kept only for a deployment that scales to zero (read in the UPDATE itself: the
+   * owner may have just turned it off); for any other it is clamped to min.
+   */
   async setDesiredReplicas(deployment: Deployment, desired: number): Promise<Deployment> {
-    const clamped = Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, desired));
+    const toZero = desired === 0 && scalesToZero(deployment);
+    const clamped = toZero ? 0 : Math.min(deployment.maxReplicas, Math.max(deployment.minReplicas, desired));
     if (clamped === deployment.desiredReplicas) return deployment;
-    return await this.store.update(deployment.id, { desiredReplicas: () => `LEAST(max_replicas, GREATEST(min_replicas, ${Math.floor(desired)}))` }, ['Creating', 'Running']);
+    const within = `LEAST(max_replicas, GREATEST(min_replicas, ${Math.floor(desired)}))`;
+    return await this.store.update(deployment.id, {
+      desiredReplicas: () => (toZero ? `CASE WHEN scale_to_zero_after_seconds IS NOT NULL THEN 0 ELSE ${within} END` : within),
+    }, ['Creating', 'Running']);
   }
 
   /** Endpoint answers 503 "paused"; replicas are released, so billing stops. */

@@ -14,11 +14,13 @@ import type { Logger } from 'pino';
  * changed a workspace's budget limits (by workspace id, budgets/workspace-budgets.ts); a background
  * response was cancelled (by id: the server running it cancels its engine job); a replica's agent printed a line
  * (the scrubbed line as JSON, replicas/replica-logs.ts: every server keeps and streams it); a LoRA
- * adapter or its attachments changed (`<workspace id>|<adapter id>`, adapters/adapter-store.ts).
+ * adapter or its attachments changed (`<workspace id>|<adapter id>`, adapters/adapter-store.ts); requests wait
+ * for a first replica of a deployment (by id: the capacity loop, wherever it runs, decides at once;
+ * dispatch/cold-start-queue.ts).
  */
 export type ClusterTopic =
   | 'api-key' | 'deployment' | 'request-queued' | 'webhook-due' | 'webhook-attempt' | 'replica-drain' | 'request' | 'replica-load' | 'batch'
-  | 'guest-credit' | 'budget' | 'response-cancel' | 'replica-log' | 'adapter';
+  | 'guest-credit' | 'budget' | 'response-cancel' | 'replica-log' | 'adapter' | 'cold-start';
 
 export const CLUSTER_CHANNEL = 'platform_cluster';
 const CHANNEL = CLUSTER_CHANNEL;

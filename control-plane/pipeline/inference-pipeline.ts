@@ -4,6 +4,7 @@ import type { JobRouter, RouteHint } from '../cluster/job-router';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
 import type { CacheSalts } from '../dispatch/cache-salts';
+import type { ClientPresence, ColdStartQueue } from '../dispatch/cold-start-queue';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
 import type { RateLimitDecision, RateLimiter, TokenHold } from '../rate-limits/rate-limit-decision';
@@ -25,6 +26,7 @@ import type { FinishedRequest, RequestObserver } from './finished-request';
 import type { AdapterAddressing, AddressedAdapter } from './adapter-addressing';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
+import type { DeploymentActivity } from './deployment-activity';
 import { isSampled, type SpanContext, type Tracing } from '../../common/tracing/tracing';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
@@ -100,6 +102,10 @@ export interface PipelineParts {
   readonly tracing?: Tracing | null;
   /** `model` naming a LoRA adapter of the caller's workspace (adapters/); absent: every `model` is a base model. */
   readonly adapters?: AdapterAddressing;
+  /** Owner requests that find no ready replica wait here while one starts (scale to zero); absent: the 503 at once. */
+  readonly coldStarts?: Pick<ColdStartQueue, 'wait' | 'noReplica'>;
+  /** Hears every admitted owner request (the last arrival per deployment: scale to zero's idle time). */
+  readonly activity?: Pick<DeploymentActivity, 'arrived'>;
   readonly now?: () => number;
 }
 
@@ -116,6 +122,9 @@ export interface BatchLineOwner {
   /** The LoRA adapter the line's `model` named (docs/adapters.md#addressing); absent for the base model. */
   readonly adapter?: FinishedRequest['adapter'];
 }
+
+/** What a request that ended before its job was sent reports: nothing ran. */
+const NOTHING_RAN: RunSummary = { usage: undefined, firstByteMs: 0 };
 
 /** A batch line's ticket answers no HTTP request: no rate-limit headers to give. */
 const NO_RATE_LIMIT = { remainingRequests: 0, resetRequestsSeconds: 0, remainingTokens: 0, resetTokensSeconds: 0 };
@@ -195,6 +204,8 @@ export class InferencePipeline {
     const ticket = await this.admitEmbeddings(key, deployment, model, work);
     try {
       sink.admitted(ticket.rateLimit);
+      const waiting = ticket.waitForReplica(sink);
+      if (waiting !== null && (await waiting) === null) return NOTHING_RAN;
       await sink.carry(ticket);
       return { usage: ticket.endedUsage, firstByteMs: 0 };
     } finally {
@@ -204,12 +215,16 @@ export class InferencePipeline {
 
   /**
    * An admitted request's one job, from dispatch to close: sent with `sink` as its listener
-   * (metered by the ticket first), carried by the sink, its first byte's latency recorded,
-   * and the ticket closed on every path (a request that never ran gives its holds back).
+   * (metered by the ticket first), after waiting for a first replica where none is ready yet
+   * (the cold-start queue; a client that leaves meanwhile ends it, nothing sent), carried by the
+   * sink, its first byte's latency recorded, and the ticket closed on every path (a request that
+   * never ran gives its holds back).
    */
   async run(ticket: WorkTicket, sink: JobSink): Promise<RunSummary> {
     try {
       sink.admitted(ticket.rateLimit);
+      const waiting = ticket.waitForReplica(sink);
+      if (waiting !== null && (await waiting) === null) return NOTHING_RAN;
       const firstByteMs = await sink.carry(ticket.dispatch(sink));
       if (firstByteMs > 0) ticket.firstToken(firstByteMs);
       return { usage: ticket.endedUsage, firstByteMs };
@@ -229,6 +244,7 @@ export class InferencePipeline {
       refuseToolsWithoutParser(entry, work.fields);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
+      this.parts.activity?.arrived(deployment.id);
       const content = this.capture(key, work.body);
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
@@ -244,6 +260,7 @@ export class InferencePipeline {
       const route = { policy: deployment.routingPolicy, fields: work.fields, tenant: key.workspaceId };
       return new WorkTicket(decision, owner, {
         send: (listener, _body, traceparent) => this.sendOwned(deployment, traceparent ? { ...job, traceparent } : job, listener, route),
+        waitForReplica: (client) => this.waitForReplica(deployment, job, client),
         firstToken: (ms) => this.parts.metrics.recordTimeToFirstToken(work.endpoint, ms / 1000),
       }, this.settlement, startedAt, 'terminal', this.spansOf(work.trace, owner, GPU_HOURS, startedAt));
     } catch (error) {
@@ -375,6 +392,7 @@ export class InferencePipeline {
       checkModelField(deployment, work.model);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
+      this.parts.activity?.arrived(deployment.id);
       const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
       const template: Omit<DispatchRequest, 'body'> = {
         deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
@@ -387,6 +405,7 @@ export class InferencePipeline {
       };
       return new WorkTicket(decision, owner, {
         send: (listener, body, traceparent) => this.sendOwned(deployment, { ...template, body: body!, traceparent }, listener),
+        waitForReplica: (client) => this.waitForReplica(deployment, template, client),
       }, this.settlement, startedAt, 'closed', this.spansOf(work.trace, owner, GPU_HOURS, startedAt));
     } catch (error) {
       this.refused(work.trace, startedAt, error);
@@ -450,6 +469,7 @@ export class InferencePipeline {
   private admitMedia(key: AuthenticatedKey, deployment: Deployment): void {
     refuseWithoutCredit(key);
     refusePaused(deployment, 'media');
+    this.parts.activity?.arrived(deployment.id);
   }
 
   /** A chat or completion job for `workspaceId`, the caller (its prefix-cache salt). */
@@ -465,8 +485,22 @@ export class InferencePipeline {
     try {
       return this.parts.jobs.dispatch(job, listener, route);
     } catch (error) {
+      if (error instanceof AppError && error.code === 'no_replica_available') this.parts.coldStarts?.noReplica(deployment);
       throw restartingForSharing(deployment, error);
     }
+  }
+
+  /**
+   * The owner's request waits for a first replica where none is ready (ColdStartQueue.wait);
+   * its job's deadline moves back by the wait, so the job still gets the request's whole time.
+   */
+  private waitForReplica(deployment: Deployment, job: { deadlineUnixMs: number }, client: ClientPresence | null): Promise<number | null> | null {
+    const waiting = this.parts.coldStarts?.wait(deployment, client) ?? null;
+    if (waiting === null) return null;
+    return waiting.then((waitedMs) => {
+      if (waitedMs) job.deadlineUnixMs += waitedMs;
+      return waitedMs;
+    });
   }
 }
 

@@ -1,3 +1,4 @@
+import type { ClientPresence } from '../dispatch/cold-start-queue';
 import type { Job, JobListener } from '../dispatch/job';
 import type { RateLimitDecision } from '../rate-limits/rate-limit-decision';
 import type { Usage } from '../../proto/worker/v1';
@@ -9,7 +10,7 @@ import type { Usage } from '../../proto/worker/v1';
  * carries them to its client, and says when that side is done. It never meters: the ticket
  * meters every job from its terminal event before the sink hears it.
  */
-export interface JobSink extends JobListener {
+export interface JobSink extends JobListener, ClientPresence {
   /** The request was admitted with this rate-limit state (the answer's headers); its job is sent next. */
   admitted(rateLimit: RateLimitDecision): void;
   /**
@@ -36,7 +37,7 @@ export interface JobDispatch {
 }
 
 /** The transport of a request that fans out into several jobs: it sends them through `jobs` and answers once. */
-export interface FanOutSink {
+export interface FanOutSink extends ClientPresence {
   admitted(rateLimit: RateLimitDecision): void;
   /** Sends the request's jobs through `jobs` and resolves when its answer is written; rejects with the error to render. */
   carry(jobs: JobDispatch): Promise<void>;

@@ -1,3 +1,4 @@
+import type { ClientPresence } from '../dispatch/cold-start-queue';
 import type { Job, JobFailure, JobListener } from '../dispatch/job';
 import type { RateLimitDecision, RateLimiter } from '../rate-limits/rate-limit-decision';
 import type { UsageInput } from '../usage/usage-recorder';
@@ -54,6 +55,12 @@ export interface TicketParts {
    * batch); `traceparent`, when tracing is on, goes into its Assign.
    */
   send(listener: JobListener, body: Buffer | undefined, traceparent: string | undefined): Job;
+  /**
+   * Before the request's first job is sent: null when it can be sent now; else the wait for a
+   * first replica (the cold-start queue), resolving with the milliseconds waited, or null when
+   * the client left meanwhile; rejecting with the refusal past the queue's bounds.
+   */
+  waitForReplica?(client: ClientPresence | null): Promise<number | null> | null;
   /** After the usage record: a guest's bill (or the release of its credit hold). */
   finish?(outcome: WorkOutcome, usage: Usage | undefined): void;
   /** The first byte reached the client, this long after the request arrived. */
@@ -125,6 +132,11 @@ export class WorkTicket {
 
   get label(): string {
     return this.owner.sharedModel ?? this.owner.deploymentId;
+  }
+
+  /** Null when the job can be sent now, else the wait for a first replica (TicketParts.waitForReplica). */
+  waitForReplica(client: ClientPresence | null): Promise<number | null> | null {
+    return this.parts.waitForReplica?.(client) ?? null;
   }
 
   /**

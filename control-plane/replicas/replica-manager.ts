@@ -7,6 +7,7 @@ import { chooseOffer } from './placement';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentStore } from '../deployments/deployment-store';
+import { COLD_START_REASON, SCALED_TO_ZERO_REASON, wantedReplicas } from '../deployments/scaled-to-zero';
 import { newId } from '../ids';
 import type { CapacityProvider, HostTokens } from './capacity-provider';
 import { hashSecret, newSecret } from '../secrets';
@@ -68,6 +69,11 @@ export class ReplicaManager {
 
   async listActive(deploymentId: string): Promise<Replica[]> {
     return await this.replicas.find({ where: { deploymentId, status: ACTIVE }, order: { createdAt: 'ASC' } });
+  }
+
+  /** Whether a replica of the deployment has been ordered and is still starting (its requests may wait for it). */
+  async starting(deploymentId: string): Promise<boolean> {
+    return await this.replicas.exists({ where: { deploymentId, status: 'Creating' } });
   }
 
   /**
@@ -135,6 +141,8 @@ export class ReplicaManager {
     if (replica?.status !== 'Running') return false;
     const deployment = await this.deployments.find(replica.deploymentId);
     if (deployment?.status === 'Creating') await this.deployments.transition(deployment, 'Running');
+    // A cold start is over once a replica serves.
+    else if (deployment?.statusReason === COLD_START_REASON) await this.deployments.transition(deployment, deployment.status, null);
     else if (deployment) await this.deployments.replicasChanged(deployment.id);
     return true;
   }
@@ -278,7 +286,13 @@ export class ReplicaManager {
     }
     const model = this.catalog.get(deployment.modelId);
     const active = await this.listActive(deployment.id);
-    const wanted = Math.max(deployment.minReplicas, Math.min(deployment.maxReplicas, deployment.desiredReplicas));
+    const wanted = wantedReplicas(deployment);
+    if (wanted === 0) {
+      await this.scaleToZero(deployment, active);
+      return;
+    }
+    // The first replica after a stay at zero: the deployment says why its requests wait.
+    if (deployment.statusReason === SCALED_TO_ZERO_REASON) deployment = await this.deployments.transition(deployment, 'Running', COLD_START_REASON);
     for (let count = active.length; count < wanted; count++) {
       const hold = provider.holdReason?.(deployment.id);
       if (hold) {
@@ -321,6 +335,17 @@ export class ReplicaManager {
     deployment = (await this.deployments.find(deployment.id)) ?? deployment;
     if (deployment.statusReason?.includes(WAITING_FOR_CAPACITY)) {
       await this.deployments.transition(deployment, deployment.status, deployment.status === 'Creating' ? 'replicas starting' : null);
+    }
+  }
+
+  /**
+   * Every replica goes (they drain: what runs finishes) and the deployment stays `Running`,
+   * saying so: its next request waits while a replica starts. With no replica, nothing is billed.
+   */
+  private async scaleToZero(deployment: Deployment, active: Replica[]): Promise<void> {
+    if (active.length > 0) await this.end(active, `scaled to zero after ${deployment.scaleToZeroAfterSeconds} s without requests`);
+    if (deployment.status !== 'Running' || deployment.statusReason !== SCALED_TO_ZERO_REASON) {
+      await this.deployments.transition(deployment, 'Running', SCALED_TO_ZERO_REASON);
     }
   }
 

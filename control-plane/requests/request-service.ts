@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { QueryFailedError } from 'typeorm';
 import type { CatalogModel } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
+import type { ColdStartQueue } from '../dispatch/cold-start-queue';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import { AppError } from '../errors/app-error';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
@@ -68,6 +69,8 @@ export class RequestService {
     private readonly logger: Logger,
     /** The clock in milliseconds of records' times and the idempotency window. */
     private readonly now: () => number = Date.now,
+    /** A sync call finding no replica waits here (within its budget) while one starts; absent: 503 at once. */
+    private readonly coldStarts: Pick<ColdStartQueue, 'wait'> | null = null,
   ) {}
 
   /**
@@ -105,7 +108,8 @@ export class RequestService {
 
   /**
    * A sync image call: runs at once on a free replica and waits at most `budgetMs`; past it the
-   * job is canceled, the record fails with `model_timeout`, and `timeoutError` is thrown.
+   * job is canceled, the record fails with `model_timeout`, and `timeoutError` is thrown. With no
+   * replica ready (scaled to zero, or one starting) it first waits for one, within the same budget.
    */
   async run(submission: MediaSubmission, budgetMs: number, timeoutError: () => AppError, admission: MediaAdmission = () => {}): Promise<MediaOutcome> {
     if (submission.idempotencyKey !== undefined) {
@@ -113,6 +117,8 @@ export class RequestService {
     }
     admission();
     await this.admit(submission);
+    const waiting = this.coldStarts?.wait(submission.deployment, null, budgetMs) ?? null;
+    if (waiting !== null) budgetMs = Math.max(1, budgetMs - ((await waiting) ?? 0));
     const slot = this.scheduler.reserveSlot(submission.deployment.id);
     const record = this.newRecord(submission, 'running');
     const now = new Date(this.now());

@@ -57,6 +57,8 @@ export interface MetricsOptions {
   replicaEngines?: () => Promise<ReplicaEngineLoad[]>;
   /** What this server holds of each held budget now (`inference_budget_held`). */
   budgetHeld?: () => Array<{ budget: string; held: number }>;
+  /** Requests waiting at this server for a first replica, per deployment (`inference_cold_start_waiting`). */
+  coldStartWaiting?: () => Array<{ deployment: string; waiting: number }>;
   /** Where a failing scrape-time source is reported; the scrape still answers, without that gauge. */
   logger?: Logger;
 }
@@ -105,6 +107,7 @@ export class Metrics implements RequestObserver {
   private sources: Pick<MetricsOptions, 'queueDepth' | 'replicas' | 'inFlight' | 'replicaEngines'>;
   /** budget → scope → refusals. */
   private readonly budgetRefusals = new Map<string, Map<string, number>>();
+  private readonly coldStartRefusals: Counter<'deployment' | 'reason'>;
   private readonly logger: Logger | undefined;
   /** The `route` values by index (MetricsOptions.routes, then `other`): a request's cell is keyed by the index. */
   private readonly routes: readonly string[];
@@ -201,6 +204,20 @@ export class Metrics implements RequestObserver {
         for (const row of budgetHeld?.() ?? []) held.set({ budget: row.budget }, row.held);
       },
     });
+    const coldStartWaiting = options.coldStartWaiting;
+    const waiting: Gauge<'deployment'> = new Gauge({
+      name: 'inference_cold_start_waiting', help: 'Requests waiting at this server for a first replica of their deployment (scaled to zero, or starting), per deployment.',
+      labelNames: ['deployment'], registers,
+      collect: () => {
+        waiting.reset();
+        for (const row of coldStartWaiting?.() ?? []) waiting.set({ deployment: row.deployment }, row.waiting);
+      },
+    });
+    this.coldStartRefusals = new Counter({
+      name: 'inference_cold_start_refusals_total',
+      help: 'Requests refused 503 while waiting for a first replica, by deployment and reason (queue_full: past coldStartQueueLimit at this server; max_wait: past COLD_START_MAX_WAIT_MS).',
+      labelNames: ['deployment', 'reason'], registers,
+    });
     collectDefaultMetrics({ register: this.registry, prefix: 'inference_' });
   }
 
@@ -246,6 +263,11 @@ export class Metrics implements RequestObserver {
    */
   recordScalingDecision(deploymentId: string, action: string): void {
     this.scalingDecisions.inc({ deployment: deploymentId, action: SCALING_ACTION.test(action) ? action : 'other' });
+  }
+
+  /** A request refused past the cold-start queue's bounds (`queue_full` or `max_wait`: a closed set). */
+  recordColdStartRefusal(deploymentId: string, reason: 'queue_full' | 'max_wait'): void {
+    this.coldStartRefusals.inc({ deployment: deploymentId, reason });
   }
 
   /** One replica choice of a text request (cluster/job-router.ts). */

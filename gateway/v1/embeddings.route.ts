@@ -4,6 +4,7 @@ import { readBody } from '../http/read-body';
 import { requestBudgetOf } from '../http/request-budget';
 import { recordSummary, workTraceOfContext } from '../http/request-telemetry';
 import { rateLimitHeaders } from '../http/rate-limit-headers';
+import { onResponseClosed } from './http-text-sink';
 import type { TextRouteOptions } from './text-completion.route';
 import type { RouteEndpoints } from './route-endpoints';
 
@@ -26,6 +27,7 @@ export class EmbeddingsRoute {
     const request = parseEmbeddingsRequest(raw, model.id, limits);
     const timeoutMs = this.options.requestTimeoutMs;
     const sink: FanOutSink = {
+      onLeft: (left) => onResponseClosed(context.res, left),
       admitted: (rateLimit: RateLimitDecision) => {
         const headers = rateLimitHeaders(rateLimit, key.rpmLimit, key.tpdLimit);
         for (let index = 0; index < headers.length; index += 2) context.set(headers[index], headers[index + 1]);

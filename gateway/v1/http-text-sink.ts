@@ -57,6 +57,16 @@ export function guardJob(response: ServerResponse, job: Job, timeoutMs: number, 
   return () => clearTimeout(timer);
 }
 
+/** Calls `left` once if the response closes (the client went away) before it is answered; returns what stops listening. */
+export function onResponseClosed(response: ServerResponse, left: () => void): () => void {
+  if (response.destroyed) {
+    left();
+    return () => {};
+  }
+  response.once('close', left);
+  return () => response.off('close', left);
+}
+
 /**
  * A chat or completions job's answer on the raw HTTP response, the pipeline's sink
  * (`InferencePipeline.run`): engine SSE bytes go out as they arrive (no parsing, no
@@ -97,6 +107,11 @@ export class HttpTextSink implements JobSink, ResponseFlowEvents {
   admitted(rateLimit: RateLimitDecision): void {
     this.headers.push(...rateLimitHeaders(rateLimit, this.key.rpmLimit, this.key.tpdLimit), 'x-request-id', this.trace.id);
     if (this.trace.span) this.headers.push('traceparent', traceparentHeader(this.trace.span));
+  }
+
+  /** ClientPresence: the client went away while the request waited for a replica (nothing written yet). */
+  onLeft(left: () => void): () => void {
+    return onResponseClosed(this.response, left);
   }
 
   async carry(job: Job): Promise<number> {

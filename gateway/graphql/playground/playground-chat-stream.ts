@@ -42,6 +42,8 @@ export class PlaygroundChatStream implements JobSink, AsyncIterableIterator<Play
   /** Nothing more will be queued (the last piece is in, the job failed, or the subscriber left). */
   private finished = false;
   private abandoned = false;
+  /** Told when the subscriber leaves before the job was sent (it waits for a replica). */
+  private left: (() => void) | null = null;
   private wake: (() => void) | null = null;
   private job: Job | undefined;
   private partial = '';
@@ -54,6 +56,18 @@ export class PlaygroundChatStream implements JobSink, AsyncIterableIterator<Play
   constructor(private readonly requestId: string, private readonly timeoutMs: number) {}
 
   admitted(): void {}
+
+  /** ClientPresence: the subscriber went away while the request waited for a replica. */
+  onLeft(left: () => void): () => void {
+    if (this.abandoned) {
+      left();
+      return () => {};
+    }
+    this.left = left;
+    return () => {
+      this.left = null;
+    };
+  }
 
   carry(job: Job): Promise<number> {
     this.job = job;
@@ -114,6 +128,7 @@ export class PlaygroundChatStream implements JobSink, AsyncIterableIterator<Play
   async return(): Promise<IteratorResult<PlaygroundChatEvent>> {
     if (!this.finished) {
       this.abandoned = true;
+      this.left?.();
       this.job?.cancel('client_disconnected');
       this.end();
     }

@@ -18,7 +18,7 @@ export class DeploymentResolver {
    */
   private readonly replicaReads = new WeakMap<DeploymentType, Promise<Replica[]>>();
 
-  constructor(private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas'>, private readonly publicUrl: () => string) {}
+  constructor(private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas' | 'waitingForReplica'>, private readonly publicUrl: () => string) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
@@ -50,6 +50,14 @@ export class DeploymentResolver {
     if (deployment.status !== 'Creating') return null;
     const starting = (await this.replicaRows(deployment)).filter((replica) => replica.status === 'Creating');
     return starting.length === 0 ? null : Math.min(...starting.map((replica) => replica.loadPercent ?? 0));
+  }
+
+  @FieldResolver(() => Int, {
+    description: 'Requests waiting at the gateways for a first replica to start (the deployment scaled to zero, or its replica is starting), summed over every server; '
+      + 'the console shows "starting: N requests waiting"',
+  })
+  waitingForReplica(@Root() deployment: DeploymentType): number {
+    return this.admin.waitingForReplica(deployment.id);
   }
 
   private replicaRows(deployment: DeploymentType): Promise<Replica[]> {

@@ -6,7 +6,7 @@ import type { Usage } from '../../../proto/worker/v1';
 import { ResponseFlow } from '../../http/response-flow';
 import { rateLimitHeaders } from '../../http/rate-limit-headers';
 import type { RequestTrace } from '../../http/request-id';
-import { BUFFER_LIMIT_WINDOWS, guardJob, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
+import { BUFFER_LIMIT_WINDOWS, guardJob, onResponseClosed, SSE_HEADERS, type StreamLimits } from '../http-text-sink';
 import { traceparentHeader } from '../../http/request-span';
 
 export interface ResponseJobRun {
@@ -51,6 +51,11 @@ export class ResponseSink implements JobSink {
   admitted(rateLimit: RateLimitDecision): void {
     this.headers.push(...rateLimitHeaders(rateLimit, this.run.key.rpmLimit, this.run.key.tpdLimit), 'x-request-id', this.run.trace.id);
     if (this.run.trace.span) this.headers.push('traceparent', traceparentHeader(this.run.trace.span));
+  }
+
+  /** ClientPresence: the client went away while the turn waited for a replica (nothing written yet). */
+  onLeft(left: () => void): () => void {
+    return onResponseClosed(this.response, left);
   }
 
   async carry(job: Job): Promise<number> {
