@@ -54,6 +54,9 @@ export interface CapacityLoopDependencies {
   now?: () => number;
 }
 
+/** A server's word that requests wait for a first replica counts this long (its registry row says so within a heartbeat). */
+const ANNOUNCEMENT_FRESH_MS = 10_000;
+
 /** Advisory-lock key: one server at a time runs the loop. */
 const LOOP_LOCK = 'capacity-loop';
 
@@ -67,8 +70,8 @@ const LOOP_LOCK = 'capacity-loop';
 export class CapacityLoop {
   /** Per deployment: the policy's memory, the last recorded decision, and when it was last active as far as this loop knows. */
   private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null; activeAt: number }>();
-  /** Deployments a server said have requests waiting for a first replica, not yet decided on. */
-  private readonly coldStarts = new Set<string>();
+  /** Deployments a server said have requests waiting for a first replica, and when; not yet decided on. */
+  private readonly coldStarts = new Map<string, number>();
   private readonly policy: ScalingPolicy<ScalingState>;
   private readonly decisions: Repository<ScalingDecisionRecord>;
   private timer: NodeJS.Timeout | undefined;
@@ -116,7 +119,7 @@ export class CapacityLoop {
    * server's registry row says so.
    */
   coldStart(deploymentId: string): void {
-    this.coldStarts.add(deploymentId);
+    this.coldStarts.set(deploymentId, this.now());
     this.wake();
   }
 
@@ -177,8 +180,11 @@ export class CapacityLoop {
       waiting: 0, lastRequestAt: undefined,
     };
     const scaleToZeroAfterMs = deployment.scaleToZeroAfterSeconds === null ? null : deployment.scaleToZeroAfterSeconds * 1000;
-    // The waiting a server announced (coldStart) counts until its registry row shows it.
-    const announced = this.coldStarts.delete(deployment.id);
+    // The waiting a server announced (coldStart) counts until its registry row shows it (a few
+    // heartbeats; an older one, heard while another server ran the loop, is stale).
+    const announcedAt = this.coldStarts.get(deployment.id);
+    this.coldStarts.delete(deployment.id);
+    const announced = announcedAt !== undefined && now - announcedAt < ANNOUNCEMENT_FRESH_MS;
     const waitingForReplica = Math.max(load.waiting ?? 0, announced ? 1 : 0);
     // Active: a request arrived, runs, or waits (for a slot or a first replica); idle time runs from the last of these.
     const busy = waitingForReplica > 0 || load.inFlight + load.queued + mediaQueued > 0;

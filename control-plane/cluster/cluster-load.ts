@@ -6,7 +6,7 @@ import type { DeploymentLoad, ServerRegistry } from './server-registry';
  * sees the replicas whose agents joined any of them, the requests waiting at any of them for a
  * first replica, and the latest request any of them took.
  */
-export function clusterLoad(registry: ServerRegistry, deploymentId: string): DeploymentLoad {
+export function clusterLoad(registry: Pick<ServerRegistry, 'loadSnapshot' | 'peers'>, deploymentId: string): DeploymentLoad {
   const total: DeploymentLoad = { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
   let waiting = 0;
   const add = (load: DeploymentLoad | undefined) => {

@@ -42,7 +42,7 @@ export type AppErrorCode =
   | 'batch_not_cancellable'    // cancel of a batch that already ended or is finishing (409)
   | 'upload_link_used'         // a one-time upload link used a second time (409)
   | 'replica_saturated'        // every replica at its concurrency (429, Retry-After)
-  | 'no_pod_available'         // no replica ready for a media job (503)
+  | 'no_pod_available'         // no replica ready for a media job, or none in time for a request waiting at zero (503, Retry-After)
   | 'image_generation_timeout' // sync image budget exceeded (504)
   | 'image_edit_timeout'       // sync image edit budget exceeded (504)
   | 'storage_upload_failed'    // output could not be written to the bucket (502)

@@ -1,4 +1,6 @@
 import type { LocalDemand } from '../cluster/server-registry';
+import type { Deployment } from '../deployments/deployment.entity';
+import { scalesToZero } from '../deployments/scaled-to-zero';
 import type { ColdStartQueue } from '../dispatch/cold-start-queue';
 
 /**
@@ -8,11 +10,12 @@ import type { ColdStartQueue } from '../dispatch/cold-start-queue';
 const FORGET_AFTER_MS = 7 * 86_400_000;
 
 /**
- * When each deployment's last owner request arrived at this server, and how many wait here for
- * a first replica: what scale to zero decides on. Published with this server's load
- * (ServerRegistry), so the capacity loop, on whichever server runs it, sees every server's
- * arrivals and waiting requests. A number per deployment; noting an arrival allocates nothing
- * once the deployment has been seen.
+ * When each deployment that scales to zero last had an owner request arrive at this server, and
+ * how many wait here for a first replica: what scale to zero decides on. Published with this
+ * server's load (ServerRegistry), so the capacity loop, on whichever server runs it, sees every
+ * server's arrivals and waiting requests. Only those deployments: the others never idle to zero,
+ * and every server's row is rewritten each heartbeat. A number per deployment; noting an arrival
+ * allocates nothing once the deployment has been seen.
  */
 export class DeploymentActivity implements LocalDemand {
   private readonly lastArrivals = new Map<string, number>();
@@ -20,8 +23,8 @@ export class DeploymentActivity implements LocalDemand {
   constructor(private readonly coldStarts: Pick<ColdStartQueue, 'waiting'>, private readonly now: () => number = Date.now) {}
 
   /** An owner request for the deployment arrived here (admitted: text, embeddings or media). */
-  arrived(deploymentId: string): void {
-    this.lastArrivals.set(deploymentId, this.now());
+  arrived(deployment: Pick<Deployment, 'id' | 'scaleToZeroAfterSeconds'>): void {
+    if (scalesToZero(deployment)) this.lastArrivals.set(deployment.id, this.now());
   }
 
   lastArrival(deploymentId: string): number | undefined {

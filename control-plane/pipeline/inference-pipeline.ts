@@ -244,7 +244,7 @@ export class InferencePipeline {
       refuseToolsWithoutParser(entry, work.fields);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
-      this.parts.activity?.arrived(deployment.id);
+      this.parts.activity?.arrived(deployment);
       const content = this.capture(key, work.body);
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
@@ -392,7 +392,7 @@ export class InferencePipeline {
       checkModelField(deployment, work.model);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
-      this.parts.activity?.arrived(deployment.id);
+      this.parts.activity?.arrived(deployment);
       const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
       const template: Omit<DispatchRequest, 'body'> = {
         deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
@@ -469,7 +469,7 @@ export class InferencePipeline {
   private admitMedia(key: AuthenticatedKey, deployment: Deployment): void {
     refuseWithoutCredit(key);
     refusePaused(deployment, 'media');
-    this.parts.activity?.arrived(deployment.id);
+    this.parts.activity?.arrived(deployment);
   }
 
   /** A chat or completion job for `workspaceId`, the caller (its prefix-cache salt). */

@@ -1,6 +1,7 @@
 import OpenAI, { APIError } from 'openai';
 import { COLD_START_REASON, SCALED_TO_ZERO_REASON } from '../../control-plane/deployments/scaled-to-zero';
 import { startTestServer, waitFor, type TestDeployment, type TestServer, type TestWorkspace } from '../support/test-server';
+import { chatLine, fileLines, jsonl, upload, waitForBatch } from '../batches/support/batch-helpers';
 import { MediaClient } from '../media/support/media-client';
 import { graphqlClient } from './support/graphql-client';
 
@@ -26,6 +27,7 @@ describe('scale to zero', () => {
       controlPlane: {
         capacityIntervalMs: 100, autoscaleWindowMs: 300, autoscaleScaleDownStabilizationMs: 1_500,
         coldStartMaxWaitMs: 30_000, coldStartEstimateMs: 3_000,
+        batches: { pollIntervalMs: 100, sweepIntervalMs: 200, progressIntervalMs: 50, lineLeaseMs: 1_500 },
         // Every engine takes 1.5 s to load, so a cold start is long enough to be seen waiting.
         localAgentEnv: { WORKER_CPU_LOAD_MS: '1500' },
       },
@@ -151,6 +153,17 @@ describe('scale to zero', () => {
     expect(completion.choices[0].message.content?.length).toBeGreaterThan(0);
     // The request that left never ran: only the answer has a record.
     expect((await usage()).slice(before)).toEqual([{ status: 'succeeded', stream: false }]);
+  });
+
+  it('a batch at zero starts a replica, which stays until every line is answered', async () => {
+    await scaledToZero();
+    const lines = Array.from({ length: 4 }, (_, index) => chatLine(`z-${index}`, `line ${index}`));
+    const created = await client.batches.create({ input_file_id: await upload(client, jsonl(lines)), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const batch = await waitForBatch(client, created.id, 30_000);
+    expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 4, completed: 4, failed: 0 } });
+    expect((await fileLines(client, batch.output_file_id!)).map((line) => line.custom_id)).toEqual(lines.map((line) => line.custom_id));
+    const cold = (await state(zero.id)).scalingDecisions.find((decision: any) => decision.reason === 'cold_start');
+    expect(JSON.parse(cold.inputs)).toMatchObject({ movedBy: 'queue' });
   });
 
   it('media at zero: an async job queued is demand that starts a replica, and a sync image call waits within its budget', async () => {
