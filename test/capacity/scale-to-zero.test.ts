@@ -44,7 +44,7 @@ describe('scale to zero', () => {
     // issue 39; the row is what the capacity loop and the gateway read.
     await settings(zero.id, { scaleToZeroAfterSeconds: 1, coldStartQueueLimit: 100 });
     client = new OpenAI({ baseURL: zero.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
-  });
+  }, 120_000);
 
   afterAll(async () => {
     await test?.stop();
