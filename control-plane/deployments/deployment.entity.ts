@@ -1,4 +1,4 @@
-import type { ScalingPolicyName } from '../autoscaling/scaling-policy';
+import type { ScalingPolicyName } from './scaling-policy-names';
 import type { RoutingPolicyName } from '../placement/placement-policy';
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
