@@ -2,10 +2,11 @@ import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subs
 import type { AdminPort, Replica, ReplicaLoad } from '../../../control-plane/api/admin';
 import { AppError, shortened } from '../../../control-plane/api/errors';
 import type { Deployment, ProviderKind } from '../../../control-plane/api/inference';
+import { sloOf } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ReplicaLoadType } from '../types/capacity.type';
 import {
-  CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, UpdateDeploymentInput,
+  CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, ScalingPolicy, UpdateDeploymentInput,
 } from '../types/deployment.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 import { servedBySubscriptionHub } from '../subscription-routes';
@@ -41,7 +42,7 @@ export class DeploymentResolver {
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
     const rows = await this.admin.capacityLoop.recordedDecisions(deployment.id, limit);
-    return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
+    return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs), policy: row.policy ?? 'concurrency' }));
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
@@ -129,12 +130,14 @@ export class DeploymentResolver {
     const {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
       shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank, createdAt, updatedAt,
+      scalingPolicy, scaleToZeroAfterSeconds, coldStartQueueLimit,
     } = deployment;
     // An instance, not a plain object: type-graphql copies a plain root into a new instance for
     // every field resolver, and `replicaRows` keys its one read on the root's identity.
     return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
       createdAt, updatedAt, progress: null, shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank,
+      scalingPolicy: scalingPolicy as ScalingPolicy, slo: sloOf(deployment), scaleToZeroAfterSeconds, coldStartQueueLimit,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }
