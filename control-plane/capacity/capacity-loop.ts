@@ -1,9 +1,13 @@
 import type { DataSource, Repository } from 'typeorm';
 import type { Logger } from 'pino';
-import type { Autoscaler } from '../autoscaling/autoscaler';
 import { shouldRecord } from '../autoscaling/decision-recording';
 import type { ScalingDecision } from '../autoscaling/scaling-decision';
-import { newScalingState, type ScalingState } from '../autoscaling/scaling-state';
+import type { ScalingObservation } from '../autoscaling/scaling-observation';
+import type { ScalingPolicies } from '../autoscaling/scaling-policies';
+import type { ScalingPolicyName } from '../autoscaling/scaling-policy';
+import type { ClusterScalingSignals } from '../autoscaling/cluster-scaling-signals';
+import { serviceModelOf } from '../autoscaling/catalog-service-model';
+import { sloOf } from '../deployments/scaling-settings';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentService } from '../deployments/deployment.service';
@@ -32,7 +36,10 @@ export interface CapacityLoopDependencies {
   requestRecords: RequestRecords;
   providers: ReadonlyMap<string, CapacityProvider>;
   catalog: Catalog;
-  autoscaler: Autoscaler;
+  /** Each deployment runs the policy its `scalingPolicy` names. */
+  policies: ScalingPolicies;
+  /** Arrivals, idle time, KV-cache use and the last minute's p95 over every server; absent: the observations carry none of them. */
+  signals?: Pick<ClusterScalingSignals, 'observe' | 'forget'>;
   /** Told about every recorded decision (the autoscaler-decisions metric). */
   onDecision?: (decision: ScalingDecision) => void;
   /** The rolling restart of deployments being opened to guests. */
@@ -56,8 +63,17 @@ const LOOP_LOCK = 'capacity-loop';
  * placement reach that count on the cheapest offers under the price cap, retrying what could
  * not be placed (a marketplace's offers change). Woken early when offers change.
  */
+/** The loop's memory of one deployment: the state of the policy it runs (a policy change starts a fresh one). */
+interface PolicyMemory {
+  policy: ScalingPolicyName;
+  state: unknown;
+  lastRecorded: ScalingDecision | null;
+  /** A deployment set to a policy this server lacks has been logged once. */
+  fallbackLogged: boolean;
+}
+
 export class CapacityLoop {
-  private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null }>();
+  private readonly states = new Map<string, PolicyMemory>();
   private readonly decisions: Repository<ScalingDecisionRecord>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | null = null;
@@ -109,7 +125,11 @@ export class CapacityLoop {
         const deployments = await this.dependencies.deployments.listActive();
         // The autoscaler's memory of a deployment that is gone (deleted) goes with it.
         const live = new Set(deployments.map((deployment) => deployment.id));
-        for (const id of this.states.keys()) if (!live.has(id)) this.states.delete(id);
+        for (const id of this.states.keys()) {
+          if (live.has(id)) continue;
+          this.states.delete(id);
+          this.dependencies.signals?.forget(id);
+        }
         for (const deployment of deployments) {
           if (this.stopped) return;
           if (deployment.status !== 'Creating' && deployment.status !== 'Running') continue;
@@ -137,20 +157,32 @@ export class CapacityLoop {
   }
 
   private async autoscale(deployment: Deployment): Promise<Deployment> {
-    const { dispatcher, catalog, requestRecords, autoscaler, deploymentService } = this.dependencies;
+    const { dispatcher, catalog, requestRecords, deploymentService } = this.dependencies;
     const model = catalog.get(deployment.modelId);
     const connections = dispatcher.connections(deployment.id);
     const active = await this.dependencies.replicas.listActive(deployment.id);
     const mediaQueued = model.modality === 'text' ? 0 : await requestRecords.countQueued(deployment.id);
-    const entry = this.states.get(deployment.id) ?? { state: newScalingState(), lastRecorded: null };
-    this.states.set(deployment.id, entry);
+    const { policy, fallback } = this.dependencies.policies.get(deployment.scalingPolicy);
+    let entry = this.states.get(deployment.id);
+    if (!entry || entry.policy !== policy.name) {
+      // A new deployment, or its policy changed: the new policy starts from nothing, as after a restart.
+      entry = { policy: policy.name, state: policy.newState(), lastRecorded: entry?.lastRecorded ?? null, fallbackLogged: false };
+      this.states.set(deployment.id, entry);
+    }
+    if (fallback && !entry.fallbackLogged) {
+      entry.fallbackLogged = true;
+      this.dependencies.logger.warn({ deploymentId: deployment.id, scalingPolicy: deployment.scalingPolicy },
+        `this server has no '${deployment.scalingPolicy}' scaling policy: the deployment is scaled by '${policy.name}'`);
+    }
     // Every server's agents (guests and batch lines excluded: they only fill idle slots and must not buy the owner replicas).
     const load = this.dependencies.loadOf?.(deployment.id) ?? {
       inFlight: connections.reduce((sum, connection) => sum + connection.ownerInFlight, 0),
       queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0),
       ready: connections.filter((connection) => connection.ready && !connection.draining).length,
     };
-    const decision = autoscaler.decide(entry.state, {
+    const now = this.now();
+    const signals = this.dependencies.signals?.observe(deployment.id, now);
+    const observation: ScalingObservation = {
       deploymentId: deployment.id,
       inFlight: load.inFlight,
       queued: load.queued + mediaQueued,
@@ -159,10 +191,19 @@ export class CapacityLoop {
       targetConcurrency: model.targetConcurrency,
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),
-    }, this.now());
+      slo: sloOf(deployment),
+      scaleToZeroAfterMs: deployment.scaleToZeroAfterSeconds === null ? null : deployment.scaleToZeroAfterSeconds * 1000,
+      serviceModel: serviceModelOf(model, signals),
+      ...(signals ? {
+        ...(signals.arrivalsPerSecond !== undefined ? { arrivalsPerSecond: signals.arrivalsPerSecond } : {}),
+        kvCacheUsage: signals.kvCacheUsage, observedP95Ms: signals.observedP95Ms,
+        waitingForReplica: signals.waitingForReplica, idleMs: signals.idleMs,
+      } : {}),
+    };
+    const decision = policy.decide(entry.state, observation, now);
     if (shouldRecord(entry.lastRecorded, decision)) {
       entry.lastRecorded = decision;
-      await this.record(deployment, decision);
+      await this.record(deployment, decision, observation);
     }
     return await deploymentService.setDesiredReplicas(deployment, decision.desiredReplicas);
   }
@@ -184,18 +225,28 @@ export class CapacityLoop {
     return await this.decisions.find({ where: { deploymentId }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
   }
 
-  private async record(deployment: Deployment, decision: ScalingDecision): Promise<void> {
+  private async record(deployment: Deployment, decision: ScalingDecision, observation: ScalingObservation): Promise<void> {
     const inputs: Record<string, unknown> = {
       inFlight: decision.inFlight, queued: decision.queued, readyReplicas: decision.readyReplicas, perReplicaLoad: decision.perReplicaLoad,
       recommendedReplicas: decision.recommendedReplicas, minReplicas: decision.minReplicas, maxReplicas: decision.maxReplicas,
       autoscale: decision.autoscale, capacityLimit: decision.capacityLimit,
+      // What the SLO policy and scale to zero read (absent: not measured).
+      slo: observation.slo ?? null, kvCacheUsage: observation.kvCacheUsage, observedP95Ms: observation.observedP95Ms,
+      waitingForReplica: observation.waitingForReplica, idleMs: observation.idleMs, scaleToZeroAfterMs: observation.scaleToZeroAfterMs,
     };
+    const policy = decision.policy ?? 'concurrency';
     await this.decisions.save(this.decisions.create({
       deploymentId: deployment.id, workspaceId: deployment.workspaceId, decidedAt: new Date(decision.at), action: decision.action,
       reason: decision.reason, explanation: decision.explanation, signal: decision.signal, targetConcurrency: decision.targetConcurrency,
       currentReplicas: decision.currentReplicas, wantedReplicas: decision.wantedReplicas, desiredReplicas: decision.desiredReplicas,
-      inputs,
+      inputs, policy, movedBy: decision.movedBy ?? null,
+      forecastArrivalsPerSecond: finiteOrNull(decision.forecastArrivalsPerSecond),
+      arrivalsPerSecond: finiteOrNull(decision.arrivalsPerSecond ?? observation.arrivalsPerSecond),
     }));
-    this.dependencies.onDecision?.(decision);
+    this.dependencies.onDecision?.({ ...decision, policy });
   }
+}
+
+function finiteOrNull(value: number | null | undefined): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }

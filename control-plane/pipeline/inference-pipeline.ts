@@ -100,7 +100,14 @@ export interface PipelineParts {
   readonly tracing?: Tracing | null;
   /** `model` naming a LoRA adapter of the caller's workspace (adapters/); absent: every `model` is a base model. */
   readonly adapters?: AdapterAddressing;
+  /** Hears each owner request admitted, once (the autoscaler's arrival rate and idle time, the minute rollups); guests and batch lines are not arrivals. */
+  readonly arrivals?: ArrivalObserver;
   readonly now?: () => number;
+}
+
+/** Told of every owner request the pipeline admits (text, embeddings, media): what the autoscaler counts as arrivals. */
+export interface ArrivalObserver {
+  arrived(deployment: Deployment): void;
 }
 
 /** Who a batch line's usage record belongs to. */
@@ -232,6 +239,7 @@ export class InferencePipeline {
       const content = this.capture(key, work.body);
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
+      this.parts.arrivals?.arrived(deployment);
       const base = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
       // An adapter job's `model` is the client's name for it: the agent sends the engine
       // `adapter.name` and renames the engine's answer back to the job's model, so the answer
@@ -376,6 +384,7 @@ export class InferencePipeline {
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
       const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
+      this.parts.arrivals?.arrived(deployment);
       const template: Omit<DispatchRequest, 'body'> = {
         deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
         deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
@@ -450,6 +459,7 @@ export class InferencePipeline {
   private admitMedia(key: AuthenticatedKey, deployment: Deployment): void {
     refuseWithoutCredit(key);
     refusePaused(deployment, 'media');
+    this.parts.arrivals?.arrived(deployment);
   }
 
   /** A chat or completion job for `workspaceId`, the caller (its prefix-cache salt). */

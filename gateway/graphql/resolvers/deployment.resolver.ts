@@ -5,6 +5,7 @@ import type { Deployment, ProviderKind } from '../../../control-plane/api/infere
 import { sloOf } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ReplicaLoadType } from '../types/capacity.type';
+import { AutoscalingPointType } from '../types/metrics-history.type';
 import {
   CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, ScalingPolicy, UpdateDeploymentInput,
 } from '../types/deployment.type';
@@ -19,7 +20,10 @@ export class DeploymentResolver {
    */
   private readonly replicaReads = new WeakMap<DeploymentType, Promise<Replica[]>>();
 
-  constructor(private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas'>, private readonly publicUrl: () => string) {}
+  constructor(
+    private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas' | 'metricsHistory'>,
+    private readonly publicUrl: () => string,
+  ) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
@@ -43,6 +47,14 @@ export class DeploymentResolver {
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
     const rows = await this.admin.capacityLoop.recordedDecisions(deployment.id, limit);
     return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs), policy: row.policy ?? 'concurrency' }));
+  }
+
+  @DatabaseCost(DATABASE_WEIGHTS.aggregate)
+  @FieldResolver(() => [AutoscalingPointType], {
+    description: 'Minute by minute from `from` to `to` (at most 7 days), every minute present, oldest first: SLO attainment, arrivals against the autoscaler\'s forecast, replicas, and GPU cost against what fixed-max would have cost',
+  })
+  async autoscalingHistory(@Root() deployment: DeploymentType, @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext): Promise<AutoscalingPointType[]> {
+    return await this.admin.metricsHistory.autoscaling(workspaceOf(context), deployment.id, from, to);
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
