@@ -75,6 +75,9 @@ export class ClusterScalingSignals {
     const buckets = new Float64Array(LATENCY_BUCKETS);
     for (const { serverId, load: serverLoad } of this.loads()) {
       const load: DeploymentLoad | undefined = serverLoad[deploymentId];
+      // A live server that counted none of the deployment's arrivals has its counter at 0: the rate is right from the first one.
+      const rate = this.rateOf(`${serverId}|${deploymentId}`, load?.traffic?.arrivals ?? 0, now);
+      if (rate !== undefined) arrivalsPerSecond = (arrivalsPerSecond ?? 0) + rate;
       if (!load) continue;
       waitingForReplica += load.waiting ?? 0;
       if (load.kvCacheUsage !== undefined) kvCacheUsage = Math.max(kvCacheUsage ?? 0, load.kvCacheUsage);
@@ -84,8 +87,6 @@ export class ClusterScalingSignals {
       }
       const traffic = load.traffic;
       if (!traffic) continue;
-      const rate = this.rateOf(`${serverId}|${deploymentId}`, traffic.arrivals, now);
-      if (rate !== undefined) arrivalsPerSecond = (arrivalsPerSecond ?? 0) + rate;
       if (traffic.lastArrivalAt !== null) lastArrivalAt = Math.max(lastArrivalAt ?? 0, traffic.lastArrivalAt);
       for (const [bucket, count] of traffic.latencyBuckets) if (bucket >= 0 && bucket < LATENCY_BUCKETS) buckets[bucket] += count;
       requests += traffic.requests;

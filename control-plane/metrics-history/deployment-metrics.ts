@@ -19,10 +19,10 @@ export class DeploymentMetrics {
     return await this.store.points(deploymentId, range);
   }
 
-  /** Attainment of the SLO, arrivals against the forecast, replicas and cost against fixed-max, per minute (autoscaling-history.ts). */
-  async autoscaling(workspaceId: string, deploymentId: string, from: Date, to: Date): Promise<AutoscalingPoint[]> {
+  /** Attainment of the SLO, arrivals against the forecast, replicas and cost against fixed-max, per step of minutes (autoscaling-history.ts). */
+  async autoscaling(workspaceId: string, deploymentId: string, from: Date, to: Date, stepMinutes = 1): Promise<AutoscalingPoint[]> {
     const deployment = await this.own(workspaceId, deploymentId);
-    return await this.autoscalingStore.points(deployment, from, to);
+    return await this.autoscalingStore.points(deployment, from, to, stepMinutes);
   }
 
   private async own(workspaceId: string, deploymentId: string) {

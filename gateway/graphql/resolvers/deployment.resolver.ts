@@ -51,10 +51,14 @@ export class DeploymentResolver {
 
   @DatabaseCost(DATABASE_WEIGHTS.aggregate)
   @FieldResolver(() => [AutoscalingPointType], {
-    description: 'Minute by minute from `from` to `to` (at most 7 days), every minute present, oldest first: SLO attainment, arrivals against the autoscaler\'s forecast, replicas, and GPU cost against what fixed-max would have cost',
+    description: 'From `from` to `to` (at most 7 days) in steps of stepMinutes (1 to 1440; at most 1500 points), every step present, oldest first: '
+      + 'SLO attainment, arrivals against the autoscaler\'s forecast, replicas, and GPU cost against what fixed-max would have cost',
   })
-  async autoscalingHistory(@Root() deployment: DeploymentType, @Arg('from') from: Date, @Arg('to') to: Date, @Ctx() context: GraphQLContext): Promise<AutoscalingPointType[]> {
-    return await this.admin.metricsHistory.autoscaling(workspaceOf(context), deployment.id, from, to);
+  async autoscalingHistory(
+    @Root() deployment: DeploymentType, @Arg('from') from: Date, @Arg('to') to: Date,
+    @Arg('stepMinutes', () => Int, { defaultValue: 1 }) stepMinutes: number, @Ctx() context: GraphQLContext,
+  ): Promise<AutoscalingPointType[]> {
+    return await this.admin.metricsHistory.autoscaling(workspaceOf(context), deployment.id, from, to, stepMinutes);
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
