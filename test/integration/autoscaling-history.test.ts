@@ -88,6 +88,20 @@ describe('autoscaling history', () => {
     }
   });
 
+  it('judges a media job by its queue wait where it starts, and counts its arrival', async () => {
+    const { test, workspace } = serverA;
+    const image = await test.createDeployment(workspace, { modelId: 'black-forest-labs/FLUX.1-schnell', slo: { queueWaitP95Ms: 600_000 } });
+    await test.waitForReplicas(image.id, 1);
+    const startedAt = Date.now();
+    const client = new OpenAI({ baseURL: image.baseUrl, apiKey: workspace.apiKey, maxRetries: 0 });
+    await client.images.generate({ model: 'black-forest-labs/FLUX.1-schnell', prompt: 'a lighthouse', size: '512x512', response_format: 'b64_json' });
+    await test.server.controlPlane.rollupWriter.flush();
+    const result = await graphql(HISTORY, { id: image.id, from: new Date(startedAt - MINUTE).toISOString(), to: new Date(Date.now() + MINUTE).toISOString() });
+    const points: any[] = result.data.deployment.autoscalingHistory;
+    const sum = (field: string) => points.reduce((total, point) => total + point[field], 0);
+    expect([sum('sloRequests'), sum('withinSlo'), Math.round(sum('arrivalsPerSecond') * 60)]).toEqual([1, 1, 1]);
+  });
+
   it('prices fixed-max at the range\'s cost per replica-minute and averages the minute\'s forecasts, from the stored rows', async () => {
     const { test, workspace } = serverA;
     const other = await test.createDeployment(workspace, { provider: 'external' as never, minReplicas: 1, maxReplicas: 4 });
