@@ -73,8 +73,11 @@ export class ServerScalingSignals implements RequestObserver {
     return null;
   }
 
-  /** A deployment row seen (an arrival, an update on any server): its SLO from now on. */
+  /** A deployment row seen (an arrival, an update on any server): its SLO from now on. Allocates only when it changed (once per request otherwise). */
   learn(deployment: Pick<Deployment, 'id' | 'sloTtftP95Ms' | 'sloTpotP95Ms' | 'sloQueueWaitP95Ms'>): void {
+    const known = this.slos.get(deployment.id);
+    if (known !== undefined && (known?.ttftP95Ms ?? null) === (deployment.sloTtftP95Ms ?? null) && (known?.tpotP95Ms ?? null) === (deployment.sloTpotP95Ms ?? null)
+      && (known?.queueWaitP95Ms ?? null) === (deployment.sloQueueWaitP95Ms ?? null)) return;
     this.slos.set(deployment.id, sloOf(deployment));
   }
 

@@ -53,16 +53,6 @@ export interface CapacityLoopDependencies {
   now?: () => number;
 }
 
-/** Advisory-lock key: one server at a time runs the loop. */
-const LOOP_LOCK = 'capacity-loop';
-
-/**
- * Every few seconds, per deployment: replace replicas whose host is gone, take the rolling
- * restart for sharing one step further, ask the autoscaler
- * how many replicas the load needs (recording its decision with every input), and have
- * placement reach that count on the cheapest offers under the price cap, retrying what could
- * not be placed (a marketplace's offers change). Woken early when offers change.
- */
 /** The loop's memory of one deployment: the state of the policy it runs (a policy change starts a fresh one). */
 interface PolicyMemory {
   policy: ScalingPolicyName;
@@ -72,6 +62,16 @@ interface PolicyMemory {
   fallbackLogged: boolean;
 }
 
+/** Advisory-lock key: one server at a time runs the loop. */
+const LOOP_LOCK = 'capacity-loop';
+
+/**
+ * Every few seconds, per deployment: replace replicas whose host is gone, take the rolling
+ * restart for sharing one step further, ask the deployment's scaling policy
+ * how many replicas the load needs (recording its decision with every input), and have
+ * placement reach that count on the cheapest offers under the price cap, retrying what could
+ * not be placed (a marketplace's offers change). Woken early when offers change.
+ */
 export class CapacityLoop {
   private readonly states = new Map<string, PolicyMemory>();
   private readonly decisions: Repository<ScalingDecisionRecord>;
@@ -192,7 +192,7 @@ export class CapacityLoop {
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),
       slo: sloOf(deployment),
-      scaleToZeroAfterMs: deployment.scaleToZeroAfterSeconds === null ? null : deployment.scaleToZeroAfterSeconds * 1000,
+      scaleToZeroAfterMs: deployment.scaleToZeroAfterSeconds == null ? null : deployment.scaleToZeroAfterSeconds * 1000,
       serviceModel: serviceModelOf(model, signals),
       ...(signals ? {
         ...(signals.arrivalsPerSecond !== undefined ? { arrivalsPerSecond: signals.arrivalsPerSecond } : {}),

@@ -73,7 +73,10 @@ export function scalingSettingsOf(model: CatalogModel, changes: ScalingChanges, 
 
 /** The SLO of a deployment row, as the policies read it. */
 export function sloOf(settings: Pick<ScalingSettings, 'sloTtftP95Ms' | 'sloTpotP95Ms' | 'sloQueueWaitP95Ms'>): SloTargets | null {
-  const { sloTtftP95Ms: ttftP95Ms, sloTpotP95Ms: tpotP95Ms, sloQueueWaitP95Ms: queueWaitP95Ms } = settings;
+  // `?? null`: a row built in memory before it was read back lacks the columns the database defaults.
+  const ttftP95Ms = settings.sloTtftP95Ms ?? null;
+  const tpotP95Ms = settings.sloTpotP95Ms ?? null;
+  const queueWaitP95Ms = settings.sloQueueWaitP95Ms ?? null;
   return ttftP95Ms === null && tpotP95Ms === null && queueWaitP95Ms === null ? null : { ttftP95Ms, tpotP95Ms, queueWaitP95Ms };
 }
 
