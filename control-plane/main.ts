@@ -26,6 +26,9 @@ import { Dispatcher } from './dispatch/dispatcher';
 import { ClusterNotifier } from './events/cluster-notifier';
 import { ControlPlaneEvents } from './events/control-plane-events';
 import { Autoscaler } from './autoscaling/autoscaler';
+import { ClusterScalingSignals } from './autoscaling/cluster-scaling-signals';
+import { ScalingPolicies } from './autoscaling/scaling-policies';
+import { ServerScalingSignals } from './autoscaling/server-scaling-signals';
 import { CapacityLoop } from './capacity/capacity-loop';
 import { startCapacity, type Capacity } from './capacity/start-capacity';
 import { Lifecycle } from './lifecycle';
@@ -61,7 +64,6 @@ import { SharedServing } from './sharing/shared-serving';
 import { SharingRollout } from './sharing/sharing-rollout';
 import { clusterLoad, clusterWaiting } from './cluster/cluster-load';
 import { ColdStartQueue } from './dispatch/cold-start-queue';
-import { DeploymentActivity } from './pipeline/deployment-activity';
 import { bridgeEvents } from './cluster/event-bridge';
 import { ReplicaLogs } from './replicas/replica-logs';
 import { JobRouter } from './cluster/job-router';
@@ -98,6 +100,7 @@ import { BUDGET_NAMES, BUDGETS, type BudgetName, type BudgetScope } from './budg
 import { tenantQueriesOf } from './data-source';
 import { RetentionSweep } from './database/retention-sweep';
 import { DeploymentMetrics } from './metrics-history/deployment-metrics';
+import { AutoscalingHistoryStore } from './metrics-history/autoscaling-history';
 import { MetricsHistoryStore } from './metrics-history/metrics-history-store';
 import { MinuteRollups } from './metrics-history/minute-rollups';
 import { RollupWriter } from './metrics-history/rollup-writer';
@@ -281,8 +284,12 @@ async function compose(
   });
   capacity.metering.start();
   lifecycle.add('metering', () => capacity.metering.stop());
+  // This server's owner traffic per deployment (arrivals, the last minute's TTFT or queue wait), published in its registry
+  // row for the autoscaler's server; it also knows each deployment's SLO, against which the minute rollups judge requests.
+  const scalingSignals = new ServerScalingSignals(deploymentStore);
+  events.on('deploymentUpdated', (deployment) => scalingSignals.learn(deployment));
   // Minute rollups count what this server's metering passes bill; written with the requests' counts.
-  const minuteRollups = new MinuteRollups();
+  const minuteRollups = new MinuteRollups((deploymentId) => scalingSignals.sloOf(deploymentId));
   capacity.metering.onCharges((charges) => minuteRollups.charged(charges));
   const rollupWriter = new RollupWriter(dataSource, minuteRollups, config.metricsHistory.flushIntervalMs, logger.child({ component: 'metrics-history' }));
   rollupWriter.start();
@@ -365,6 +372,12 @@ async function compose(
   }, logger.child({ component: 'media-jobs' }), Date.now, tracing);
   // Stops after the agent server: jobs whose streams it ends still write their outcome.
   lifecycle.add('media jobs', () => mediaJobs.settle());
+  // A media job's wait in the durable queue is its SLO's measure (queue wait), taken where it starts.
+  mediaJobs.onStarted((record) => {
+    const waitMs = Math.max(0, (record.startedAt?.getTime() ?? Date.now()) - record.queuedAt.getTime());
+    scalingSignals.mediaStarted(record.deploymentId, waitMs);
+    minuteRollups.mediaStarted(record.deploymentId, waitMs);
+  });
   // Built once the job path exists (below); stops after the agent server too, so lines ending with it write their answers.
   let batchRunner: BatchRunner | null = null;
   lifecycle.add('batch runner', () => batchRunner?.settle());
@@ -399,7 +412,6 @@ async function compose(
   // each deployment's last request came, go out with this server's load (the registry).
   const coldStarts: ColdStartQueue = new ColdStartQueue({
     hasReplica: (deploymentId): boolean => jobs.hasReplica(deploymentId),
-    replicaStarting: (deploymentId) => replicas.starting(deploymentId),
     coldStart: (deploymentId) => {
       capacityLoop.coldStart(deploymentId);
       notifier.publish('cold-start', deploymentId);
@@ -407,10 +419,9 @@ async function compose(
     refused: (deploymentId, reason) => metrics.recordColdStartRefusal(deploymentId, reason),
   }, { maxWaitMs: config.coldStartMaxWaitMs, startupEstimateMs: config.coldStartEstimateMs });
   dispatcher.onCapacity((deploymentId) => coldStarts.capacity(deploymentId));
-  const activity = new DeploymentActivity(coldStarts);
   const servers = new ServerRegistry(dataSource, notifier.instanceId, config.clusterAddress ?? grpcAddress, dispatcher, {
     heartbeatIntervalMs: config.clusterHeartbeatIntervalMs, serverTimeoutMs: config.clusterServerTimeoutMs,
-  }, logger.child({ component: 'cluster' }), (connection) => sharedPool.guestSlots(connection), activity);
+  }, logger.child({ component: 'cluster' }), (connection) => sharedPool.guestSlots(connection), () => scalingSignals.snapshot(), coldStarts);
   servers.onPeers(() => coldStarts.peersChanged());
   registry = servers;
   await servers.start();
@@ -439,11 +450,20 @@ async function compose(
   const capacityLoop = new CapacityLoop({
     dataSource, deployments: deploymentStore, deploymentService: deployments, replicas, dispatcher, requestRecords,
     providers: capacity.providers, catalog,
-    autoscaler: new Autoscaler({
-      windowMs: config.autoscaleWindowMs, scaleUpStabilizationMs: config.autoscaleScaleUpStabilizationMs,
-      scaleDownStabilizationMs: config.autoscaleScaleDownStabilizationMs,
+    // The `slo` policy (autoscaling/slo-autoscaler.ts) is registered here beside `concurrency`; until then a deployment set
+    // to it runs `concurrency`, and the loop logs that once.
+    policies: new ScalingPolicies({
+      concurrency: new Autoscaler({
+        windowMs: config.autoscaleWindowMs, scaleUpStabilizationMs: config.autoscaleScaleUpStabilizationMs,
+        scaleDownStabilizationMs: config.autoscaleScaleDownStabilizationMs,
+      }),
     }),
-    onDecision: (decision) => metrics.recordScalingDecision(decision.deploymentId, decision.action),
+    // Every server's published traffic (this one's now, the peers' as of their last heartbeat).
+    signals: new ClusterScalingSignals(() => [
+      { serverId: servers.serverId, load: servers.loadSnapshot() },
+      ...servers.peers().map((peer) => ({ serverId: peer.id, load: peer.load })),
+    ], { rateWindowMs: config.autoscaleWindowMs }),
+    onDecision: (decision) => metrics.recordScalingDecision(decision.deploymentId, decision.action, decision.policy ?? 'concurrency'),
     sharingRollout: new SharingRollout(deploymentStore, replicas, logger.child({ component: 'sharing-rollout' })),
     liveServers: () => servers.liveServerIds(),
     loadOf: (deploymentId) => clusterLoad(servers, deploymentId),
@@ -482,9 +502,16 @@ async function compose(
   }
   requestObservers.add(minuteRollups);
   requestObservers.add(requestLogRecorder);
+  requestObservers.add(scalingSignals);
   const pipeline = new InferencePipeline({
     catalog, deployments: deploymentStore, rateLimiter, jobs, shared, requests, usage, metrics, cacheSalts, observer: requestObservers,
-    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing, adapters: adapterDirectory, coldStarts, activity,
+    contentMaxBytes: config.requestLog.bodyMaxBytes, tracing, adapters: adapterDirectory, coldStarts,
+    arrivals: {
+      arrived: (deployment) => {
+        scalingSignals.arrived(deployment);
+        minuteRollups.arrived(deployment.id);
+      },
+    },
   });
   const responseStore = new ResponseStore(dataSource);
   const responses = new ResponsesService(pipeline, responseStore, { retentionDays: config.responses.retentionDays });
@@ -530,7 +557,7 @@ async function compose(
     })),
     publicUrl, managedStore, storageCredentials, requestRecords, requests, retention, webhooks,
     metrics, batches, fileUploads, batchRunner: runner, batchValidator, adapters, adapterDirectory, adapterResidency, adapterUsage, budget, quotas, workspaceBudgets, tenantQueries: tenantQueriesOf(dataSource), tracing,
-    metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore), minuteRollups, rollupWriter,
+    metricsHistory: new DeploymentMetrics(deploymentStore, metricsHistoryStore, new AutoscalingHistoryStore(dataSource)), minuteRollups, rollupWriter,
     requestLog: new RequestLog(dataSource, requestLogStore, () => apiKeys.clearCache()), requestLogRecorder,
     drainAgents: async () => {
       // No new claims while agents drain: queued work stays queued for the next server.

@@ -24,6 +24,7 @@ export type { ReplicaLogLine } from '../replicas/replica-logs';
 export type { StorageCredential } from '../storage/storage-credential.entity';
 export type { WebhookAttempt } from '../webhooks/webhook.entities';
 export type { MetricsPoint } from '../metrics-history/metrics-history-store';
+export { sloOf } from '../deployments/scaling-settings';
 export type { RequestLogBody, RequestLogEntry, RequestLogFilter, RequestLogPage } from '../request-log/request-log-store';
 export type { RequestPhases } from '../pipeline/finished-request';
 export type { Adapter } from '../adapters/adapter.entities';

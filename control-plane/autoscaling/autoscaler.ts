@@ -22,6 +22,7 @@ import { advanceClock, newScalingState, smoothedSignal, stabilizedBounds, type S
  * Autoscale off pins the count at max(1, min); the load is still observed and recorded.
  */
 export class Autoscaler implements ScalingPolicy<ScalingState> {
+  /** The `concurrency` policy (scaling-policy.ts): what every deployment ran before SLOs. */
   readonly name = 'concurrency' as const;
   readonly options: CompiledAutoscalerOptions;
 
@@ -78,6 +79,7 @@ export class Autoscaler implements ScalingPolicy<ScalingState> {
       reason, desiredReplicas: desired, currentReplicas: current, readyReplicas: observation.readyReplicas,
       wantedReplicas: wanted, recommendedReplicas: recommended, signal, perReplicaLoad, targetConcurrency: target,
       inFlight: observation.inFlight, queued: observation.queued, minReplicas, maxReplicas, autoscale, capacityLimit,
+      policy: this.name, movedBy: 'in_flight',
     };
     return { ...facts, explanation: explainDecision(facts, { scaleDownTo, options }) };
   }

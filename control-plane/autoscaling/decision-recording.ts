@@ -17,7 +17,7 @@ const SETTLING_REASONS: ReadonlySet<ScalingReason> = new Set(['within_tolerance'
  * (not the last one made). The platform decides every few seconds per deployment; a steady
  * deployment would write 17,280 near-identical rows a day and bury the few that explain something.
  * Recorded at once: the first decision; every scale action; every change of desired or current
- * replicas, of the user's settings or the price-cap limit (so each edit shows its effect), and
+ * replicas, of the user's settings (the policy included) or the price-cap limit (so each edit shows its effect), and
  * of reason, except between the settling reasons above. Anything else at most once per
  * `intervalMs`. The load alone changing does not count: it moves with every sample, and is in
  * the next recorded row anyway.
@@ -33,6 +33,7 @@ export function shouldRecord(
     || previous.minReplicas !== next.minReplicas
     || previous.maxReplicas !== next.maxReplicas
     || previous.autoscale !== next.autoscale
+    || previous.policy !== next.policy
     || previous.capacityLimit !== next.capacityLimit;
   return changed || next.at - previous.at >= intervalMs;
 }

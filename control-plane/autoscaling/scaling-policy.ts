@@ -1,5 +1,6 @@
 import type { ScalingDecision } from './scaling-decision';
 import type { ScalingObservation } from './scaling-observation';
+import type { ScalingPolicyName } from '../deployments/scaling-policy-names';
 
 /**
  * The autoscaling policies a deployment can run (issue 39). Each is a pure decision core over
@@ -13,21 +14,8 @@ import type { ScalingObservation } from './scaling-observation';
  * - `queue`: KEDA-style, one replica more per `threshold` requests waiting on the engines
  *   (AIBrix and vLLM production-stack scale on `num_requests_waiting`); for comparison only.
  */
-export const SCALING_POLICY_NAMES = ['concurrency', 'slo', 'queue'] as const;
-export type ScalingPolicyName = (typeof SCALING_POLICY_NAMES)[number];
-
-/** The policies a deployment may be set to (the `queue` policy exists for the benchmark). */
-export const DEPLOYMENT_SCALING_POLICIES = ['concurrency', 'slo'] as const satisfies readonly ScalingPolicyName[];
-
-/**
- * What a deployment promises its callers, each a 95th percentile in milliseconds; null = not
- * stated. Text states TTFT (and may state time per output token); media states queue wait.
- */
-export interface SloTargets {
-  readonly ttftP95Ms: number | null;
-  readonly tpotP95Ms: number | null;
-  readonly queueWaitP95Ms: number | null;
-}
+export { SCALING_POLICY_NAMES, DEPLOYMENT_SCALING_POLICIES } from '../deployments/scaling-policy-names';
+export type { ScalingPolicyName, DeploymentScalingPolicy, SloTargets } from '../deployments/scaling-policy-names';
 
 export interface ScalingPolicy<State = unknown> {
   readonly name: ScalingPolicyName;

@@ -1,11 +1,14 @@
 import type { DataSource, Repository } from 'typeorm';
 import type { Logger } from 'pino';
-import type { Autoscaler } from '../autoscaling/autoscaler';
 import { shouldRecord } from '../autoscaling/decision-recording';
 import { withScaleToZero } from '../autoscaling/scale-to-zero';
-import type { ScalingPolicy } from '../autoscaling/scaling-policy';
 import type { ScalingDecision } from '../autoscaling/scaling-decision';
-import type { ScalingState } from '../autoscaling/scaling-state';
+import type { ScalingObservation } from '../autoscaling/scaling-observation';
+import type { ScalingPolicies } from '../autoscaling/scaling-policies';
+import type { ScalingPolicyName } from '../autoscaling/scaling-policy';
+import type { ClusterScalingSignals } from '../autoscaling/cluster-scaling-signals';
+import { serviceModelOf } from '../autoscaling/catalog-service-model';
+import { sloOf } from '../deployments/scaling-settings';
 import type { Catalog } from '../catalog/catalog';
 import type { Deployment } from '../deployments/deployment.entity';
 import type { DeploymentService } from '../deployments/deployment.service';
@@ -34,7 +37,10 @@ export interface CapacityLoopDependencies {
   requestRecords: RequestRecords;
   providers: ReadonlyMap<string, CapacityProvider>;
   catalog: Catalog;
-  autoscaler: Autoscaler;
+  /** Each deployment runs the policy its `scalingPolicy` names. */
+  policies: ScalingPolicies;
+  /** Arrivals, idle time, KV-cache use and the last minute's p95 over every server; absent: the observations carry none of them. */
+  signals?: Pick<ClusterScalingSignals, 'observe' | 'forget'>;
   /** Told about every recorded decision (the autoscaler-decisions metric). */
   onDecision?: (decision: ScalingDecision) => void;
   /** The rolling restart of deployments being opened to guests. */
@@ -54,6 +60,17 @@ export interface CapacityLoopDependencies {
   now?: () => number;
 }
 
+/** The loop's memory of one deployment: the state of the policy it runs (a policy change starts a fresh one). */
+interface PolicyMemory {
+  policy: ScalingPolicyName;
+  state: unknown;
+  lastRecorded: ScalingDecision | null;
+  /** A deployment set to a policy this server lacks has been logged once. */
+  fallbackLogged: boolean;
+  /** When it was last active as far as this loop knows (scale to zero's idle clock). */
+  activeAt: number;
+}
+
 /** A server's word that requests wait for a first replica counts this long (its registry row says so within a heartbeat). */
 const ANNOUNCEMENT_FRESH_MS = 10_000;
 
@@ -62,17 +79,15 @@ const LOOP_LOCK = 'capacity-loop';
 
 /**
  * Every few seconds, per deployment: replace replicas whose host is gone, take the rolling
- * restart for sharing one step further, ask the autoscaler
+ * restart for sharing one step further, ask the deployment's scaling policy
  * how many replicas the load needs (recording its decision with every input), and have
  * placement reach that count on the cheapest offers under the price cap, retrying what could
  * not be placed (a marketplace's offers change). Woken early when offers change.
  */
 export class CapacityLoop {
-  /** Per deployment: the policy's memory, the last recorded decision, and when it was last active as far as this loop knows. */
-  private readonly states = new Map<string, { state: ScalingState; lastRecorded: ScalingDecision | null; activeAt: number }>();
+  private readonly states = new Map<string, PolicyMemory>();
   /** Deployments a server said have requests waiting for a first replica, and when; not yet decided on. */
   private readonly coldStarts = new Map<string, number>();
-  private readonly policy: ScalingPolicy<ScalingState>;
   private readonly decisions: Repository<ScalingDecisionRecord>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | null = null;
@@ -82,7 +97,6 @@ export class CapacityLoop {
 
   constructor(private readonly dependencies: CapacityLoopDependencies, private readonly options: CapacityLoopOptions) {
     this.now = dependencies.now ?? Date.now;
-    this.policy = withScaleToZero(dependencies.autoscaler);
     this.decisions = dependencies.dataSource.getRepository(ScalingDecisionRecord);
   }
 
@@ -135,7 +149,11 @@ export class CapacityLoop {
         const deployments = await this.dependencies.deployments.listActive();
         // The autoscaler's memory of a deployment that is gone (deleted) goes with it.
         const live = new Set(deployments.map((deployment) => deployment.id));
-        for (const id of this.states.keys()) if (!live.has(id)) this.states.delete(id);
+        for (const id of this.states.keys()) {
+          if (live.has(id)) continue;
+          this.states.delete(id);
+          this.dependencies.signals?.forget(id);
+        }
         for (const deployment of deployments) {
           if (this.stopped) return;
           if (deployment.status !== 'Creating' && deployment.status !== 'Running') continue;
@@ -169,26 +187,40 @@ export class CapacityLoop {
     const connections = dispatcher.connections(deployment.id);
     const active = await this.dependencies.replicas.listActive(deployment.id);
     const mediaQueued = model.modality === 'text' ? 0 : await requestRecords.countQueued(deployment.id);
-    // A deployment first seen now counts as active now: its idle time is measured from here.
-    const entry = this.states.get(deployment.id) ?? { state: this.policy.newState(), lastRecorded: null, activeAt: now };
-    this.states.set(deployment.id, entry);
+    const { policy: chosen, fallback } = this.dependencies.policies.get(deployment.scalingPolicy);
+    // Every policy may reach zero where the deployment opted in (scale-to-zero.ts); the wrapper keeps the policy's name.
+    const policy = withScaleToZero(chosen);
+    let entry = this.states.get(deployment.id);
+    if (!entry || entry.policy !== policy.name) {
+      // A new deployment, or its policy changed: the new policy starts from nothing, as after a restart.
+      // A deployment first seen now counts as active now: its idle time is measured from here.
+      entry = { policy: policy.name, state: policy.newState(), lastRecorded: entry?.lastRecorded ?? null, fallbackLogged: false, activeAt: entry?.activeAt ?? now };
+      this.states.set(deployment.id, entry);
+    }
+    if (fallback && !entry.fallbackLogged) {
+      entry.fallbackLogged = true;
+      this.dependencies.logger.warn({ deploymentId: deployment.id, scalingPolicy: deployment.scalingPolicy },
+        `this server has no '${deployment.scalingPolicy}' scaling policy: the deployment is scaled by '${policy.name}'`);
+    }
     // Every server's agents (guests and batch lines excluded: they only fill idle slots and must not buy the owner replicas).
     const load = this.dependencies.loadOf?.(deployment.id) ?? {
       inFlight: connections.reduce((sum, connection) => sum + connection.ownerInFlight, 0),
       queued: connections.reduce((sum, connection) => sum + (connection.heartbeat?.queued ?? 0), 0),
       ready: connections.filter((connection) => connection.ready && !connection.draining).length,
-      waiting: 0, lastRequestAt: undefined,
+      waiting: 0,
     };
+    const signals = this.dependencies.signals?.observe(deployment.id, now);
     const scaleToZeroAfterMs = deployment.scaleToZeroAfterSeconds === null ? null : deployment.scaleToZeroAfterSeconds * 1000;
     // The waiting a server announced (coldStart) counts until its registry row shows it (a few
     // heartbeats; an older one, heard while another server ran the loop, is stale).
     const announcedAt = this.coldStarts.get(deployment.id);
     this.coldStarts.delete(deployment.id);
     const announced = announcedAt !== undefined && now - announcedAt < ANNOUNCEMENT_FRESH_MS;
-    const waitingForReplica = Math.max(load.waiting ?? 0, announced ? 1 : 0);
+    const waitingForReplica = Math.max(load.waiting ?? 0, signals?.waitingForReplica ?? 0, announced ? 1 : 0);
     // Active: a request arrived, runs, or waits (for a slot or a first replica); idle time runs from the last of these.
     const busy = waitingForReplica > 0 || load.inFlight + load.queued + mediaQueued > 0;
-    entry.activeAt = Math.max(entry.activeAt, load.lastRequestAt ?? 0, busy ? now : 0);
+    const lastArrivalAt = signals ? now - signals.idleMs : 0;
+    entry.activeAt = Math.max(entry.activeAt, lastArrivalAt, busy ? now : 0);
     let idleMs = now - entry.activeAt;
     // A batch in progress is work too (its lines are no one's in-flight requests): it keeps the
     // replicas, and at zero it starts one. Asked only where it can change the decision.
@@ -198,7 +230,7 @@ export class CapacityLoop {
       entry.activeAt = now;
       idleMs = 0;
     }
-    const decision = this.policy.decide(entry.state, {
+    const observation: ScalingObservation = {
       deploymentId: deployment.id,
       inFlight: load.inFlight,
       queued: load.queued + mediaQueued + (batchOpen && active.length === 0 ? 1 : 0),
@@ -207,13 +239,20 @@ export class CapacityLoop {
       targetConcurrency: model.targetConcurrency,
       minReplicas: deployment.minReplicas, maxReplicas: deployment.maxReplicas, autoscale: deployment.autoscale,
       capacityLimit: await this.capacityLimit(deployment, active.length),
+      slo: sloOf(deployment),
+      serviceModel: serviceModelOf(model, signals),
       waitingForReplica, idleMs, scaleToZeroAfterMs,
-    }, now);
+      ...(signals ? {
+        ...(signals.arrivalsPerSecond !== undefined ? { arrivalsPerSecond: signals.arrivalsPerSecond } : {}),
+        kvCacheUsage: signals.kvCacheUsage, observedP95Ms: signals.observedP95Ms,
+      } : {}),
+    };
+    const decision = policy.decide(entry.state, observation, now);
     // A cold start ordered now is activity: the replica it starts is not given back before the requests it is for reach it.
     if (decision.reason === 'cold_start') entry.activeAt = now;
     if (shouldRecord(entry.lastRecorded, decision)) {
       entry.lastRecorded = decision;
-      await this.record(deployment, decision, { waitingForReplica, idleMs, scaleToZeroAfterMs });
+      await this.record(deployment, decision, observation);
     }
     return await deploymentService.setDesiredReplicas(deployment, decision.desiredReplicas);
   }
@@ -235,21 +274,28 @@ export class CapacityLoop {
     return await this.decisions.find({ where: { deploymentId }, order: { decidedAt: 'DESC', id: 'DESC' }, take: limit });
   }
 
-  private async record(deployment: Deployment, decision: ScalingDecision, zero: { waitingForReplica: number; idleMs: number; scaleToZeroAfterMs: number | null }): Promise<void> {
+  private async record(deployment: Deployment, decision: ScalingDecision, observation: ScalingObservation): Promise<void> {
     const inputs: Record<string, unknown> = {
       inFlight: decision.inFlight, queued: decision.queued, readyReplicas: decision.readyReplicas, perReplicaLoad: decision.perReplicaLoad,
       recommendedReplicas: decision.recommendedReplicas, minReplicas: decision.minReplicas, maxReplicas: decision.maxReplicas,
-      autoscale: decision.autoscale, capacityLimit: decision.capacityLimit, policy: decision.policy ?? this.policy.name,
-      ...(decision.movedBy ? { movedBy: decision.movedBy } : {}),
-      // Scale to zero's inputs, where the deployment has it on.
-      ...(zero.scaleToZeroAfterMs !== null ? zero : {}),
+      autoscale: decision.autoscale, capacityLimit: decision.capacityLimit,
+      // What the SLO policy and scale to zero read (absent: not measured).
+      slo: observation.slo ?? null, kvCacheUsage: observation.kvCacheUsage, observedP95Ms: observation.observedP95Ms,
+      waitingForReplica: observation.waitingForReplica, idleMs: observation.idleMs, scaleToZeroAfterMs: observation.scaleToZeroAfterMs,
     };
+    const policy = decision.policy ?? 'concurrency';
     await this.decisions.save(this.decisions.create({
       deploymentId: deployment.id, workspaceId: deployment.workspaceId, decidedAt: new Date(decision.at), action: decision.action,
       reason: decision.reason, explanation: decision.explanation, signal: decision.signal, targetConcurrency: decision.targetConcurrency,
       currentReplicas: decision.currentReplicas, wantedReplicas: decision.wantedReplicas, desiredReplicas: decision.desiredReplicas,
-      inputs,
+      inputs, policy, movedBy: decision.movedBy ?? null,
+      forecastArrivalsPerSecond: finiteOrNull(decision.forecastArrivalsPerSecond),
+      arrivalsPerSecond: finiteOrNull(decision.arrivalsPerSecond ?? observation.arrivalsPerSecond),
     }));
-    this.dependencies.onDecision?.(decision);
+    this.dependencies.onDecision?.({ ...decision, policy });
   }
+}
+
+function finiteOrNull(value: number | null | undefined): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }

@@ -18,4 +18,12 @@ export class ScalingDecisionRecord {
   @Column('integer', { name: 'desired_replicas' }) desiredReplicas: number;
   /** The raw observation and settings (in-flight, queued, ready replicas, min/max, capacity limit). */
   @Column('jsonb') inputs: Record<string, unknown>;
+  /** The policy that decided (`concurrency`, `slo`); null on rows from before policies existed (`concurrency`). */
+  @Column('text', { nullable: true }) policy: string | null;
+  /** The input that moved the decision (scaling-decision.ts `movedBy`). */
+  @Column('text', { name: 'moved_by', nullable: true }) movedBy: string | null;
+  /** The arrival rate (req/s) the policy forecast one start-up ahead; null when it does not forecast. */
+  @Column('double precision', { name: 'forecast_arrivals_per_second', nullable: true }) forecastArrivalsPerSecond: number | null;
+  /** Owner arrivals per second over every server, as observed for the decision; null when not measured. */
+  @Column('double precision', { name: 'arrivals_per_second', nullable: true }) arrivalsPerSecond: number | null;
 }

@@ -73,6 +73,25 @@ const modelSchema = z.object({
     /** Inputs the engine embeds in one call; the gateway splits larger requests into jobs of this size. */
     maxBatchInputs: z.number().int().positive(),
   }).strict().optional(),
+  /**
+   * Chat and completion models: what one replica does, measured on the engine and GPU the model
+   * is served with (the `slo` autoscaler sizes from it, and a TTFT SLO below what an idle replica
+   * can do is refused). Absent: the planning defaults of autoscaling/catalog-service-model.ts
+   * (docs/scaling-settings.md#service-model says where every figure comes from).
+   */
+  service: z.object({
+    /** Sequences one replica runs at once; absent: `targetConcurrency`. */
+    slots: z.number().int().positive().optional(),
+    /** Prompt tokens one replica prefills per second. */
+    prefillTokensPerSecond: z.number().positive(),
+    /** Output tokens per second per sequence at a full batch. */
+    decodeTokensPerSecond: z.number().positive(),
+    /** The mean prompt and output of the traffic the figures were measured with. */
+    meanPromptTokens: z.number().positive(),
+    meanOutputTokens: z.number().positive(),
+    /** From ordering a replica to its first request (GPU host, engine start, weights load). */
+    startupSeconds: z.number().positive().optional(),
+  }).strict().optional(),
 }).superRefine((model, context) => {
   if (model.task === 'embedding' && !model.embedding) {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['embedding'], message: 'an embedding model needs {dimensions, maxInputTokens, maxBatchInputs}' });
@@ -86,12 +105,25 @@ const modelSchema = z.object({
   if (model.toolCallParser !== undefined && model.task !== 'chat') {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['toolCallParser'], message: 'only chat models call tools' });
   }
+  if (model.service && model.task !== 'chat' && model.task !== 'completion') {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['service'], message: 'service figures describe chat and completion models (media models state jobSeconds)' });
+  }
   if (model.task === 'embedding' && model.modality !== 'text') {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['modality'], message: 'embedding models have modality text' });
   }
 });
 
 export type CatalogModel = z.infer<typeof modelSchema>;
+
+/**
+ * The TTFT in ms of one replica that is idle: the model's mean prompt prefilled with nothing
+ * else running, from its stated service figures; null when the catalog states none. A TTFT SLO
+ * below it cannot be met by any number of replicas.
+ */
+export function idleTtftMs(model: CatalogModel): number | null {
+  const service = model.service;
+  return service ? Math.ceil((service.meanPromptTokens / service.prefillTokensPerSecond) * 1000) : null;
+}
 
 export const DEFAULT_CATALOG_PATH = path.join(PROJECT_ROOT, 'control-plane/catalog/models.json');
 

@@ -4,7 +4,7 @@ import type { DeploymentLoad, ServerRegistry } from './server-registry';
  * A deployment's load over every server: this one's agents now, plus what each live peer last
  * reported (at most one registry heartbeat old). The autoscaler, which runs on one server,
  * sees the replicas whose agents joined any of them, the requests waiting at any of them for a
- * first replica, and the latest request any of them took.
+ * first replica (arrivals and idle time: autoscaling/cluster-scaling-signals.ts).
  */
 export function clusterLoad(registry: Pick<ServerRegistry, 'loadSnapshot' | 'peers'>, deploymentId: string): DeploymentLoad {
   const total: DeploymentLoad = { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
@@ -18,7 +18,6 @@ export function clusterLoad(registry: Pick<ServerRegistry, 'loadSnapshot' | 'pee
     total.guestReady += load.guestReady ?? 0;
     total.guestSlots += load.guestSlots ?? 0;
     waiting += load.waiting ?? 0;
-    if (load.lastRequestAt !== undefined) total.lastRequestAt = Math.max(total.lastRequestAt ?? 0, load.lastRequestAt);
   };
   add(registry.loadSnapshot()[deploymentId]);
   for (const peer of registry.peers()) add(peer.load[deploymentId]);

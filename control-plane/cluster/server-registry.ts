@@ -5,6 +5,7 @@ import type { Dispatcher } from '../dispatch/dispatcher';
 import { clusterSetting } from '../database/cluster-settings';
 import type { SlotOffer } from '../placement/local-or-peer';
 import { connectionAdapters } from './replica-adapters';
+import { engineLoadOf } from '../dispatch/engine-load';
 
 /** What one server's agents can take now, per deployment: the cluster's view of its replicas. */
 export interface DeploymentLoad {
@@ -17,11 +18,16 @@ export interface DeploymentLoad {
   queued: number;
   /** Requests waiting at this server for a first replica (scale to zero's bounded queue); absent from older servers. */
   waiting?: number;
-  /** When the deployment's last owner request arrived at this server (ms since the epoch); absent when none did since it started. */
-  lastRequestAt?: number;
   /** Replicas taking shared-serving guests (priority scheduling), and the guest slots idle on them. */
   guestReady: number;
   guestSlots: number;
+  /** The highest KV-cache use (0–1) the engines of this server's replicas report; absent when none reports it (or from older servers). */
+  kvCacheUsage?: number;
+  /** The mean prefix-cache hit rate (0–1) over this server's replicas whose engines report one, and how many do. */
+  prefixCacheHitRate?: number;
+  prefixCacheReporting?: number;
+  /** The deployment's owner traffic at this server (the `slo` autoscaler's inputs); absent from servers older than issue 39. */
+  traffic?: DeploymentTraffic;
   /**
    * Each ready replica's load (owner and guest jobs running or waiting on it) and concurrency,
    * for routing that picks one replica across servers (prefix-aware, round-robin). Absent from
@@ -46,6 +52,26 @@ export interface ReplicaLoad {
   adapters?: { gpu: readonly string[]; cpu: readonly string[]; loading: readonly string[] };
 }
 
+/**
+ * What one server saw of a deployment's owner requests (autoscaling/server-scaling-signals.ts):
+ * counts that add up over servers, so the server that runs the autoscaler sees the cluster's.
+ */
+export interface DeploymentTraffic {
+  /** Owner requests admitted at this server since it started (a counter: the leader takes its rate). */
+  arrivals: number;
+  /** When the last of them arrived (Unix ms); null before the first. */
+  lastArrivalAt: number | null;
+  /**
+   * The last minute's TTFT (text: streamed owner requests) or queue wait (media), as
+   * [bucket, count] pairs of metrics-history/latency-buckets.ts, the empty buckets left out.
+   */
+  latencyBuckets: Array<[number, number]>;
+  /** The last minute's finished owner text requests and their prompt and completion tokens (the service model's mean lengths). */
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
 export type ServerLoad = Record<string, DeploymentLoad>;
 
 export interface Peer {
@@ -63,11 +89,11 @@ export interface PeerOffer extends SlotOffer {
 /**
  * What this server knows of its deployments' demand beyond its agents' jobs, published with its
  * load so the server running the capacity loop sees every server's: the requests waiting here
- * for a first replica (the cold-start queue) and when each deployment's last request arrived.
+ * for a first replica (the cold-start queue). Arrivals are published as `traffic`.
  */
 export interface LocalDemand {
-  /** Calls `visit` for each deployment with requests waiting here or a request seen here. */
-  forEachDeployment(visit: (deploymentId: string, waiting: number, lastRequestAt: number | undefined) => void): void;
+  /** Calls `visit` for each deployment with requests waiting here. */
+  forEachDeployment(visit: (deploymentId: string, waiting: number) => void): void;
 }
 
 export interface ServerRegistryOptions {
@@ -98,7 +124,9 @@ export class ServerRegistry {
     private readonly logger: Logger,
     /** Guest slots idle on one of this server's replicas (the shared pool's rule). */
     private readonly guestSlots: (connection: AgentConnection) => number = () => 0,
-    /** Requests waiting here for a first replica, and the last arrivals; none: only the agents' load is published. */
+    /** This server's owner traffic per deployment; absent: none published. */
+    private readonly traffic: () => Record<string, DeploymentTraffic> = () => ({}),
+    /** Requests waiting here for a first replica; none: only the agents' load is published. */
     private readonly demand: LocalDemand | null = null,
   ) {}
 
@@ -156,12 +184,21 @@ export class ServerRegistry {
         entry.guestReady++;
         entry.guestSlots += this.guestSlots(connection);
       }
+      const engine = engineLoadOf(connection.engineSignals);
+      if (engine.kvCacheUsage !== null) entry.kvCacheUsage = Math.max(entry.kvCacheUsage ?? 0, engine.kvCacheUsage);
+      if (engine.prefixCacheHitRate !== null) {
+        const reporting = (entry.prefixCacheReporting ?? 0) + 1;
+        entry.prefixCacheHitRate = ((entry.prefixCacheHitRate ?? 0) * (reporting - 1) + engine.prefixCacheHitRate) / reporting;
+        entry.prefixCacheReporting = reporting;
+      }
+    }
+    // A deployment with no replica here still has traffic here (scale to zero: its first replica is starting).
+    for (const [deploymentId, traffic] of Object.entries(this.traffic())) {
+      (load[deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] }).traffic = traffic;
     }
     // A deployment at zero replicas has no connection here, but may have requests waiting for one.
-    this.demand?.forEachDeployment((deploymentId, waiting, lastRequestAt) => {
-      const entry = load[deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] };
-      if (waiting > 0) entry.waiting = waiting;
-      if (lastRequestAt !== undefined) entry.lastRequestAt = lastRequestAt;
+    this.demand?.forEachDeployment((deploymentId, waiting) => {
+      (load[deploymentId] ??= { ready: 0, freeSlots: 0, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0, replicas: [] }).waiting = waiting;
     });
     return load;
   }

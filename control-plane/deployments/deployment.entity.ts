@@ -1,4 +1,4 @@
-import type { ScalingPolicyName } from '../autoscaling/scaling-policy';
+import type { DeploymentScalingPolicy } from './scaling-policy-names';
 import type { RoutingPolicyName } from '../placement/placement-policy';
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import { numeric } from '../database/numeric-column';
@@ -56,7 +56,7 @@ export class Deployment {
   /** The largest LoRA rank its engines accept (vLLM `--max-lora-rank`). */
   @Column('integer', { name: 'max_lora_rank', default: 64 }) maxLoraRank: number;
   /** How the autoscaler decides (autoscaling/scaling-policy.ts): `concurrency` (the default) or `slo`. */
-  @Column('text', { name: 'scaling_policy', default: 'concurrency' }) scalingPolicy: ScalingPolicyName;
+  @Column('text', { name: 'scaling_policy', default: 'concurrency' }) scalingPolicy: DeploymentScalingPolicy;
   /** The SLO, each a p95 in ms (null: not stated): TTFT and time per output token for text, queue wait for media. */
   @Column('integer', { name: 'slo_ttft_p95_ms', nullable: true }) sloTtftP95Ms: number | null;
   @Column('integer', { name: 'slo_tpot_p95_ms', nullable: true }) sloTpotP95Ms: number | null;

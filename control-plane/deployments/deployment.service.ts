@@ -15,6 +15,7 @@ import { shortened } from '../errors/quote-value';
 import { loraSettingsOf, type LoraSettings } from './lora-settings';
 import { scalesToZero } from './scaled-to-zero';
 import type { AttachedAdapterNeeds } from './attached-adapter-needs';
+import { scalingSettingsOf, type ScalingChanges } from './scaling-settings';
 
 /** Statuses in which a deployment's settings may change. */
 const EDITABLE: readonly DeploymentStatus[] = ['Creating', 'Running', 'Paused'];
@@ -36,9 +37,14 @@ export interface CreateDeploymentInput {
   maxLoras?: number | null;
   maxCpuLoras?: number | null;
   maxLoraRank?: number | null;
+  /** Autoscaling policy, SLO, scale to zero and its queue (scaling-settings.ts); absent: the defaults. */
+  scalingPolicy?: ScalingChanges['scalingPolicy'];
+  slo?: ScalingChanges['slo'];
+  scaleToZeroAfterSeconds?: ScalingChanges['scaleToZeroAfterSeconds'];
+  coldStartQueueLimit?: ScalingChanges['coldStartQueueLimit'];
 }
 
-export interface DeploymentChanges {
+export interface DeploymentChanges extends ScalingChanges {
   priceCapPerHour?: number;
   minReplicas?: number;
   maxReplicas?: number;
@@ -99,6 +105,7 @@ export class DeploymentService {
     }
     validateSettings(input);
     const lora = loraSettingsOf(input);
+    const scaling = scalingSettingsOf(model, input);
     const storageCredentialId = input.storageCredentialId ?? null;
     if (storageCredentialId !== null && model.modality === 'text') {
       throw new AppError('invalid_request', 'storageCredentialId applies to image and video models only', { param: 'storageCredentialId' });
@@ -116,7 +123,7 @@ export class DeploymentService {
       autoscale: input.autoscale, provider, joinTokenHash: joinToken ? hashSecret(joinToken) : null, storageCredentialId,
       // Its replicas start with priority scheduling; `shared` once they run (SharingRollout).
       shareIdleCapacity, sharing: shareIdleCapacity ? 'activating' : 'not_shared',
-      routingPolicy: routingPolicyOf(input.routingPolicy), ...lora,
+      routingPolicy: routingPolicyOf(input.routingPolicy), ...lora, ...scaling,
     }), budget ? async (manager) => {
       await budget.checkProvider(manager, workspaceId, provider);
       await budget.holdDeployment(manager, workspaceId);
@@ -172,6 +179,9 @@ export class DeploymentService {
       const lora = loraSettingsOf(changes, deployment as LoraSettings);
       await this.checkAttachedAdapters(deployment, lora);
       Object.assign(written, lora);
+    }
+    if (changes.scalingPolicy !== undefined || changes.slo !== undefined || changes.scaleToZeroAfterSeconds !== undefined || changes.coldStartQueueLimit !== undefined) {
+      Object.assign(written, scalingSettingsOf(this.catalog.get(deployment.modelId), changes, deployment));
     }
     if (changes.shareIdleCapacity === true) {
       assertShareable(this.catalog.get(deployment.modelId), deployment.provider);

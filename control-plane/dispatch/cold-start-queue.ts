@@ -3,7 +3,7 @@ import type { Deployment } from '../deployments/deployment.entity';
 import { scalesToZero } from '../deployments/scaled-to-zero';
 
 /** What the queue reads of a deployment (its row, as the request resolved it). */
-export type ColdStartDeployment = Pick<Deployment, 'id' | 'scaleToZeroAfterSeconds' | 'coldStartQueueLimit' | 'sharing'>;
+export type ColdStartDeployment = Pick<Deployment, 'id' | 'scaleToZeroAfterSeconds' | 'coldStartQueueLimit'>;
 
 export interface ColdStartQueueOptions {
   /** The longest a request waits for a replica; past it, 503 `no_pod_available` with Retry-After. */
@@ -15,8 +15,6 @@ export interface ColdStartQueueOptions {
 export interface ColdStartQueueParts {
   /** A replica of the deployment takes work, on this server or a peer. */
   hasReplica(deploymentId: string): boolean;
-  /** A replica of the deployment has been ordered and is not ready yet: one is worth waiting for. */
-  replicaStarting(deploymentId: string): Promise<boolean>;
   /** Requests wait for a first replica of the deployment: the capacity loop should decide now (throttled here). */
   coldStart(deploymentId: string): void;
   /** A request was refused past the queue's bounds (the refusals counter). */
@@ -53,8 +51,6 @@ interface Line {
   readonly since: number;
 }
 
-/** A starting replica is looked up at most this often per deployment (the lookup reads the database). */
-const STARTING_CHECK_MS = 1_000;
 /** A cold start is announced to the capacity loops at most this often per deployment. */
 const ANNOUNCE_EVERY_MS = 1_000;
 /** Retry-After never says less than this: a start-up running late gets a few seconds more, not a retry storm. */
@@ -62,10 +58,10 @@ const MIN_RETRY_AFTER_SECONDS = 2;
 
 /**
  * Requests that find no ready replica of their deployment on any server wait here, per
- * deployment and first in first out, while one starts, instead of the immediate 503. Where it
- * applies: a deployment that scales to zero (its next request always finds none), or one with
- * a replica ordered and not ready yet (a new deployment, a replacement), except during the
- * rolling restart for sharing, whose 503s are documented. Bounded twice: at most the
+ * deployment and first in first out, while one starts, instead of the immediate 503. Only a
+ * deployment that opted into scale to zero waits (its next request always finds none): the
+ * contract lists a starting replica among 503 `no_pod_available`'s cases, so every other
+ * deployment keeps answering it at once. Bounded twice: at most the
  * deployment's `coldStartQueueLimit` wait at this server, each at most `maxWaitMs`; past either,
  * 503 `no_pod_available` with a Retry-After of the start-up still to go (the last one measured
  * here, else `startupEstimateMs`). Released all at once, in arrival order, when a replica joins
@@ -76,7 +72,6 @@ export class ColdStartQueue {
   private readonly lines = new Map<string, Line>();
   /** Per deployment: the last start-up seen here, first wait to release (ms). */
   private readonly startups = new Map<string, number>();
-  private readonly startingChecks = new Map<string, { readonly at: number; readonly starting: Promise<boolean> }>();
   private readonly announced = new Map<string, number>();
   private readonly now: () => number;
 
@@ -91,10 +86,10 @@ export class ColdStartQueue {
    * `no_pod_available` past the bounds. `maxWaitMs` shortens the wait (a sync image call's budget).
    */
   wait(deployment: ColdStartDeployment, client: ClientPresence | null, maxWaitMs = this.options.maxWaitMs): Promise<number | null> | null {
-    if (this.parts.hasReplica(deployment.id)) return null;
-    if (scalesToZero(deployment) || this.lines.has(deployment.id)) return this.enqueue(deployment, client, maxWaitMs);
-    if (deployment.sharing === 'activating') return null;
-    return this.replicaStarting(deployment.id).then((starting) => (starting ? this.enqueue(deployment, client, maxWaitMs) : 0));
+    // Only a deployment that opted into scale to zero waits: for the others the contract answers
+    // 503 `no_pod_available` while no replica is ready, starting ones included (docs/api-contract.md).
+    if (!scalesToZero(deployment) || this.parts.hasReplica(deployment.id)) return null;
+    return this.enqueue(deployment, client, maxWaitMs);
   }
 
   /**
@@ -118,6 +113,11 @@ export class ColdStartQueue {
   /** Requests waiting here for a replica of the deployment. */
   waiting(deploymentId: string): number {
     return this.lines.get(deploymentId)?.waiters.length ?? 0;
+  }
+
+  /** LocalDemand (server-registry.ts): the requests waiting here, published with this server's load. */
+  forEachDeployment(visit: (deploymentId: string, waiting: number) => void): void {
+    for (const [deploymentId, line] of this.lines) if (line.waiters.length > 0) visit(deploymentId, line.waiters.length);
   }
 
   /** Every deployment with requests waiting here, and how many (the waiting-requests gauge). */
@@ -197,14 +197,5 @@ export class ColdStartQueue {
     if (now - (this.announced.get(deploymentId) ?? -Infinity) < ANNOUNCE_EVERY_MS) return;
     this.announced.set(deploymentId, now);
     this.parts.coldStart(deploymentId);
-  }
-
-  private replicaStarting(deploymentId: string): Promise<boolean> {
-    const now = this.now();
-    const check = this.startingChecks.get(deploymentId);
-    if (check && now - check.at < STARTING_CHECK_MS) return check.starting;
-    const starting = this.parts.replicaStarting(deploymentId).catch(() => false);
-    this.startingChecks.set(deploymentId, { at: now, starting });
-    return starting;
   }
 }

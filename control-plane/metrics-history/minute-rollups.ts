@@ -1,4 +1,5 @@
 import type { FinishedRequest, RequestObserver } from '../pipeline/finished-request';
+import type { SloTargets } from '../deployments/scaling-policy-names';
 import { LATENCY_BUCKETS, latencyBucket } from './latency-buckets';
 
 /** One deployment's minute, as this server counted it since its last write. */
@@ -8,6 +9,11 @@ export class MinuteCounts {
   tokensIn = 0;
   tokensOut = 0;
   gpuCostUsd = 0;
+  /** Owner requests admitted in the minute (every endpoint, media too). */
+  arrivals = 0;
+  /** Requests judged against the deployment's SLO (streamed owner text: TTFT; media: queue wait), and of those, the ones that met it. */
+  sloRequests = 0;
+  withinSlo = 0;
   readonly latency = new Uint32Array(LATENCY_BUCKETS);
   readonly ttft = new Uint32Array(LATENCY_BUCKETS);
 
@@ -20,6 +26,9 @@ export class MinuteCounts {
     this.tokensIn += other.tokensIn;
     this.tokensOut += other.tokensOut;
     this.gpuCostUsd += other.gpuCostUsd;
+    this.arrivals += other.arrivals;
+    this.sloRequests += other.sloRequests;
+    this.withinSlo += other.withinSlo;
     for (let index = 0; index < LATENCY_BUCKETS; index++) {
       this.latency[index] += other.latency[index];
       this.ttft[index] += other.ttft[index];
@@ -40,10 +49,18 @@ const MINUTE_MS = 60_000;
  * that served them (its load and latency), batch lines in its requests and tokens but not in
  * its latency and TTFT, which describe live traffic (a line's time is mostly its wait for free
  * capacity).
+ *
+ * Against the deployment's SLO (issue 39), counted where it is measured: a streamed owner text
+ * request when it ends (its TTFT against the TTFT target), a media job when it starts (its
+ * queue wait against the queue-wait target). Guests are not judged: the SLO is the owner's
+ * promise to its own callers. Arrivals count in the minute they were admitted.
  */
 export class MinuteRollups implements RequestObserver {
   /** Each deployment's minutes, oldest first: the one a request needs is almost always the last. */
   private pending = new Map<string, MinuteCounts[]>();
+
+  /** @param sloOf the deployment's SLO as this server knows it, synchronously (null: none stated, or not known yet). */
+  constructor(private readonly sloOf: (deploymentId: string) => SloTargets | null = () => null) {}
 
   requestFinished(request: FinishedRequest): void {
     const counts = this.countsOf(request.deploymentId, Math.floor((request.startedAt + request.latencyMs) / MINUTE_MS));
@@ -53,7 +70,27 @@ export class MinuteRollups implements RequestObserver {
     counts.tokensOut += request.completionTokens;
     if (request.batchId !== undefined) return;
     counts.latency[latencyBucket(request.latencyMs)]++;
-    if (request.ttftMs !== null) counts.ttft[latencyBucket(request.ttftMs)]++;
+    if (request.ttftMs === null) return;
+    counts.ttft[latencyBucket(request.ttftMs)]++;
+    const target = request.sharedModel === null ? this.sloOf(request.deploymentId)?.ttftP95Ms ?? null : null;
+    if (target !== null) {
+      counts.sloRequests++;
+      if (request.ttftMs <= target) counts.withinSlo++;
+    }
+  }
+
+  /** An owner request admitted for the deployment now. */
+  arrived(deploymentId: string, now: number = Date.now()): void {
+    this.countsOf(deploymentId, Math.floor(now / MINUTE_MS)).arrivals++;
+  }
+
+  /** A media job started after `queueWaitMs` in the queue: judged against the queue-wait target, if one is stated. */
+  mediaStarted(deploymentId: string, queueWaitMs: number, now: number = Date.now()): void {
+    const target = this.sloOf(deploymentId)?.queueWaitP95Ms ?? null;
+    if (target === null) return;
+    const counts = this.countsOf(deploymentId, Math.floor(now / MINUTE_MS));
+    counts.sloRequests++;
+    if (queueWaitMs <= target) counts.withinSlo++;
   }
 
   /** GPU time billed now to each deployment (Metering's charges): it counts in the minute it was billed. */

@@ -56,15 +56,17 @@ export class RollupWriter {
   private async write(counts: readonly MinuteCounts[]): Promise<void> {
     const rows = counts.map((entry) => ({
       d: entry.deploymentId, m: entry.minute * 60_000, r: entry.requests, e: entry.errors, ti: entry.tokensIn, to: entry.tokensOut,
-      c: entry.gpuCostUsd, l: Array.from(entry.latency), t: Array.from(entry.ttft),
+      c: entry.gpuCostUsd, l: Array.from(entry.latency), t: Array.from(entry.ttft), a: entry.arrivals, sr: entry.sloRequests, ws: entry.withinSlo,
     }));
     await this.dataSource.query(`
-      INSERT INTO deployment_metrics_minutes AS m (deployment_id, minute, requests, errors, tokens_in, tokens_out, gpu_cost_usd, latency_buckets, ttft_buckets)
-      SELECT d, to_timestamp(m / 1000.0), r, e, ti, "to", c, l, t
-      FROM json_to_recordset($1::json) AS x(d text, m bigint, r int, e int, ti bigint, "to" bigint, c float8, l int[], t int[])
+      INSERT INTO deployment_metrics_minutes AS m (deployment_id, minute, requests, errors, tokens_in, tokens_out, gpu_cost_usd, latency_buckets, ttft_buckets,
+        arrivals, slo_requests, within_slo)
+      SELECT d, to_timestamp(m / 1000.0), r, e, ti, "to", c, l, t, a, sr, ws
+      FROM json_to_recordset($1::json) AS x(d text, m bigint, r int, e int, ti bigint, "to" bigint, c float8, l int[], t int[], a int, sr int, ws int)
       ORDER BY d, m
       ON CONFLICT (deployment_id, minute) DO UPDATE SET
         requests = m.requests + excluded.requests, errors = m.errors + excluded.errors,
+        arrivals = m.arrivals + excluded.arrivals, slo_requests = m.slo_requests + excluded.slo_requests, within_slo = m.within_slo + excluded.within_slo,
         tokens_in = m.tokens_in + excluded.tokens_in, tokens_out = m.tokens_out + excluded.tokens_out,
         gpu_cost_usd = m.gpu_cost_usd + excluded.gpu_cost_usd,
         latency_buckets = ${ADD_BUCKETS('latency_buckets')}, ttft_buckets = ${ADD_BUCKETS('ttft_buckets')}`,

@@ -26,7 +26,6 @@ import type { FinishedRequest, RequestObserver } from './finished-request';
 import type { AdapterAddressing, AddressedAdapter } from './adapter-addressing';
 import { ContentCapture } from './request-content';
 import { GPU_HOURS, RequestSpans, type CostBasis } from './request-spans';
-import type { DeploymentActivity } from './deployment-activity';
 import { isSampled, type SpanContext, type Tracing } from '../../common/tracing/tracing';
 
 /** `responses`: a Responses API turn, translated to chat before it gets here (control-plane/responses). */
@@ -104,9 +103,14 @@ export interface PipelineParts {
   readonly adapters?: AdapterAddressing;
   /** Owner requests that find no ready replica wait here while one starts (scale to zero); absent: the 503 at once. */
   readonly coldStarts?: Pick<ColdStartQueue, 'wait' | 'noReplica'>;
-  /** Hears every admitted owner request (the last arrival per deployment: scale to zero's idle time). */
-  readonly activity?: Pick<DeploymentActivity, 'arrived'>;
+  /** Hears each owner request admitted, once (the autoscaler's arrival rate and idle time, the minute rollups); guests and batch lines are not arrivals. */
+  readonly arrivals?: ArrivalObserver;
   readonly now?: () => number;
+}
+
+/** Told of every owner request the pipeline admits (text, embeddings, media): what the autoscaler counts as arrivals. */
+export interface ArrivalObserver {
+  arrived(deployment: Deployment): void;
 }
 
 /** Who a batch line's usage record belongs to. */
@@ -244,10 +248,10 @@ export class InferencePipeline {
       refuseToolsWithoutParser(entry, work.fields);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
-      this.parts.activity?.arrived(deployment);
       const content = this.capture(key, work.body);
       const { decision, work: admitted } = await this.admitTokens(key, work);
       work = admitted;
+      this.parts.arrivals?.arrived(deployment);
       const base = this.textJob(work, deployment.id, deployment.modelId, key.workspaceId);
       // An adapter job's `model` is the client's name for it: the agent sends the engine
       // `adapter.name` and renames the engine's answer back to the job's model, so the answer
@@ -392,8 +396,8 @@ export class InferencePipeline {
       checkModelField(deployment, work.model);
       refuseWithoutCredit(key);
       refusePaused(deployment, 'text');
-      this.parts.activity?.arrived(deployment);
       const decision = await this.parts.rateLimiter.admit(key, work.bodyBytes);
+      this.parts.arrivals?.arrived(deployment);
       const template: Omit<DispatchRequest, 'body'> = {
         deploymentId: deployment.id, kind: 'JOB_KIND_EMBEDDING', stream: false, includeUsage: false, model: deployment.modelId,
         deadlineUnixMs: work.deadlineUnixMs, embedding: { dimensions: model.embedding.dimensions, maxInputTokens: model.embedding.maxInputTokens },
@@ -469,7 +473,7 @@ export class InferencePipeline {
   private admitMedia(key: AuthenticatedKey, deployment: Deployment): void {
     refuseWithoutCredit(key);
     refusePaused(deployment, 'media');
-    this.parts.activity?.arrived(deployment);
+    this.parts.arrivals?.arrived(deployment);
   }
 
   /** A chat or completion job for `workspaceId`, the caller (its prefix-cache salt). */

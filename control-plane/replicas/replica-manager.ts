@@ -71,11 +71,6 @@ export class ReplicaManager {
     return await this.replicas.find({ where: { deploymentId, status: ACTIVE }, order: { createdAt: 'ASC' } });
   }
 
-  /** Whether a replica of the deployment has been ordered and is still starting (its requests may wait for it). */
-  async starting(deploymentId: string): Promise<boolean> {
-    return await this.replicas.exists({ where: { deploymentId, status: 'Creating' } });
-  }
-
   /**
    * Brings the deployment to its desired replica count: places missing replicas (saying on the
    * deployment why when no offer qualifies) and releases surplus ones. Serialised per deployment.

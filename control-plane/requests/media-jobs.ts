@@ -45,6 +45,7 @@ export function outputFormat(record: Pick<RequestRecord, 'modality'>): { extensi
  */
 export class MediaJobs {
   private readonly running = new Map<string, { job: Job; listener: MediaJobListener }>();
+  private readonly startedListeners: Array<(record: RequestRecord) => void> = [];
 
   constructor(
     private readonly records: RequestRecords,
@@ -70,6 +71,11 @@ export class MediaJobs {
   /** Resolves once every job this server started has recorded its outcome (shutdown waits for it). */
   async settle(): Promise<void> {
     await Promise.all([...this.running.values()].map((running) => running.listener.settled));
+  }
+
+  /** Hears each job this server puts on an agent, its record's `queuedAt` and `startedAt` set (the queue-wait SLO is measured there). */
+  onStarted(listener: (record: RequestRecord) => void): void {
+    this.startedListeners.push(listener);
   }
 
   /**
@@ -113,6 +119,13 @@ export class MediaJobs {
       slot.release();
       const job = this.dispatcher.dispatchTo(connection, request, listener);
       this.running.set(record.id, { job, listener });
+      for (const started of this.startedListeners) {
+        try {
+          started(record);
+        } catch (error) {
+          this.logger.error({ err: error, requestId: record.id }, 'a media job start listener failed');
+        }
+      }
     });
   }
 

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'pr
 import type { FinishedRequest, RequestObserver } from '../pipeline/finished-request';
 import { AccumulatedHistogram, type HistogramSeries } from './accumulated-histogram';
 import { RequestMetrics } from './request-metrics';
+import { SCALING_POLICY_NAMES } from '../deployments/scaling-policy-names';
 
 /** The `deployment` label of requests answered before their deployment was resolved (bad key, unknown slug, …). */
 export const NO_DEPLOYMENT = 'none';
@@ -69,6 +70,7 @@ const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 /** The `route` of a value outside MetricsOptions.routes. */
 const OTHER_ROUTE = 'other';
 const SCALING_ACTION = /^[a-z][a-z_]{0,31}$/;
+const SCALING_POLICY: ReadonlySet<string> = new Set(SCALING_POLICY_NAMES);
 
 interface RequestCell {
   readonly labels: { deployment: string; route: string; status: string };
@@ -100,7 +102,7 @@ export class Metrics implements RequestObserver {
     'Streams: time from a request\'s arrival to its first byte written, by route.', 'route', TTFT_BUCKETS);
   private readonly durationByRoute: HistogramSeries[] = [];
   private readonly ttftByRoute: HistogramSeries[] = [];
-  private readonly scalingDecisions: Counter<'deployment' | 'action'>;
+  private readonly scalingDecisions: Counter<'deployment' | 'action' | 'policy'>;
   private readonly spend: Counter<'deployment'>;
   /** deployment → policy → reason → decisions. */
   private readonly routingCounts = new Map<string, Map<string, Map<string, number>>>();
@@ -169,8 +171,8 @@ export class Metrics implements RequestObserver {
       'Fraction of prompt tokens served from the engine\'s prefix cache over the agent\'s last interval, 0 to 1, per replica of this server.',
       (row) => row.prefixCacheHitRate);
     this.scalingDecisions = new Counter({
-      name: 'inference_autoscaler_decisions_total', help: 'Autoscaler decisions, by deployment and action.',
-      labelNames: ['deployment', 'action'], registers,
+      name: 'inference_autoscaler_decisions_total', help: 'Autoscaler decisions recorded, by deployment, action and scaling policy.',
+      labelNames: ['deployment', 'action', 'policy'], registers,
     });
     this.spend = new Counter({
       name: 'inference_spend_usd_total', help: 'GPU spend metered, in US dollars, by deployment.',
@@ -259,10 +261,13 @@ export class Metrics implements RequestObserver {
 
   /**
    * One autoscaler decision. `action` is a short snake_case word from a closed set
-   * (`scale_up`, `scale_down`, `hold`); anything else is counted as `other`.
+   * (`scale_up`, `scale_down`, `hold`); anything else is counted as `other`. `policy`: the
+   * scaling policy that decided (`concurrency`, `slo`), another name counted as `other`.
    */
-  recordScalingDecision(deploymentId: string, action: string): void {
-    this.scalingDecisions.inc({ deployment: deploymentId, action: SCALING_ACTION.test(action) ? action : 'other' });
+  recordScalingDecision(deploymentId: string, action: string, policy = 'concurrency'): void {
+    this.scalingDecisions.inc({
+      deployment: deploymentId, action: SCALING_ACTION.test(action) ? action : 'other', policy: SCALING_POLICY.has(policy) ? policy : 'other',
+    });
   }
 
   /** A request refused past the cold-start queue's bounds (`queue_full` or `max_wait`: a closed set). */

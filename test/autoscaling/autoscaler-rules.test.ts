@@ -187,6 +187,7 @@ describe('Autoscaler decisions', () => {
       deploymentId: 'dep_test', at: 1_700_000_000_000, action: 'scale_up', reason: 'scale_up', explanation: expect.any(String),
       desiredReplicas: 5, currentReplicas: 3, readyReplicas: 2, wantedReplicas: 5, recommendedReplicas: 5, signal: 42, perReplicaLoad: 14,
       targetConcurrency: 10, inFlight: 37, queued: 5, minReplicas: 2, maxReplicas: 9, autoscale: true, capacityLimit: 7,
+      policy: 'concurrency', movedBy: 'in_flight',
     });
     expect(decision.explanation).toBe('Scaling up from 3 to 5 replicas: the load asks for 5 replicas at 10 per replica (42 requests in flight or queued, mean of 10 s).');
   });

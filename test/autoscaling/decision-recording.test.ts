@@ -36,6 +36,14 @@ describe('shouldRecord', () => {
     // '45:at_max:4' is the hold after the scale-down (current replicas changed), and so on.
   });
 
+  it('keeps a change of policy at once, though the hold is otherwise the same', () => {
+    const deployment = new SimulatedDeployment(new Autoscaler(), { currentReplicas: 3 });
+    const [first, next] = deployment.run(10_000, () => 25);
+    expect([first.policy, next.reason, next.desiredReplicas]).toEqual(['concurrency', first.reason, first.desiredReplicas]);
+    expect(shouldRecord(first, next)).toBe(false);
+    expect(shouldRecord(first, { ...next, policy: 'slo' })).toBe(true);
+  });
+
   it('keeps a change of autoscale even when the replica count does not move', () => {
     const deployment = new SimulatedDeployment(new Autoscaler());
     const [before] = deployment.run(5_000, () => 0);

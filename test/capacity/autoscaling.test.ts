@@ -78,6 +78,6 @@ describe('autoscaling under generated load', () => {
     expect(downs.every((decision: any) => decision.currentReplicas - decision.desiredReplicas === 1)).toBe(true);
     expect(decisions.some((decision: any) => decision.reason === 'stabilizing_down' || decision.reason === 'at_min')).toBe(true);
     const metrics = await (await fetch(`${test.url}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`inference_autoscaler_decisions_total\\{deployment="${id}",action="scale_up"\\} [1-9]`));
+    expect(metrics).toMatch(new RegExp(`inference_autoscaler_decisions_total\\{deployment="${id}",action="scale_up",policy="concurrency"\\} [1-9]`));
   });
 });

@@ -213,14 +213,19 @@ describe('Metrics', () => {
     metrics.recordScalingDecision('dep_a', 'scale_up');
     metrics.recordScalingDecision('dep_a', 'hold');
     metrics.recordScalingDecision('dep_a', 'Drop Table; --');
+    metrics.recordScalingDecision('dep_a', 'scale_up', 'slo');
+    metrics.recordScalingDecision('dep_a', 'hold', 'Drop Table; --');
     metrics.recordSpend('dep_a', 0.25);
     metrics.recordSpend('dep_a', 1.5);
     expect(() => metrics.recordSpend('dep_a', -1)).toThrow(RangeError);
     expect(() => metrics.recordSpend('dep_a', Number.NaN)).toThrow(RangeError);
     const samples = await scrape(metrics);
-    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'scale_up' })).toBe(2);
-    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'hold' })).toBe(1);
-    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'other' })).toBe(1);
+    // The policy label: `concurrency` when not named (the policy before SLOs), a name outside the policies counted as `other`.
+    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'scale_up', policy: 'concurrency' })).toBe(2);
+    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'hold', policy: 'concurrency' })).toBe(1);
+    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'other', policy: 'concurrency' })).toBe(1);
+    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'scale_up', policy: 'slo' })).toBe(1);
+    expect(sampleValue(samples, 'inference_autoscaler_decisions_total', { deployment: 'dep_a', action: 'hold', policy: 'other' })).toBe(1);
     expect(sampleValue(samples, 'inference_spend_usd_total', { deployment: 'dep_a' })).toBe(1.75);
   });
 

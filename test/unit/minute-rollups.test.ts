@@ -51,4 +51,35 @@ describe('MinuteRollups', () => {
     expect(entry.gpuCostUsd).toBeCloseTo(0.25);
     expect(entry.latency[latencyBucket(200)]).toBe(2);
   });
+
+  it('judges streamed owner requests by the TTFT target and media jobs by the queue-wait target, and counts arrivals in their minute', () => {
+    const slos: Record<string, { ttftP95Ms: number | null; tpotP95Ms: null; queueWaitP95Ms: number | null }> = {
+      dep_a: { ttftP95Ms: 100, tpotP95Ms: null, queueWaitP95Ms: null },
+      dep_media: { ttftP95Ms: null, tpotP95Ms: null, queueWaitP95Ms: 5_000 },
+    };
+    const rollups = new MinuteRollups((deploymentId) => slos[deploymentId] ?? null);
+    rollups.requestFinished(finished({ ttftMs: 40 }));
+    rollups.requestFinished(finished({ ttftMs: 100 })); // at the target: within
+    rollups.requestFinished(finished({ ttftMs: 101 }));
+    rollups.requestFinished(finished({ ttftMs: null, stream: false })); // no first token measured: not judged
+    rollups.requestFinished(finished({ sharedModel: 'shared/m', ttftMs: 500 })); // a guest: the owner's SLO is not its promise
+    rollups.requestFinished(finished({ batchId: 'batch_1', ttftMs: 500 }));
+    rollups.requestFinished(finished({ deploymentId: 'dep_b', ttftMs: 500 })); // no SLO stated
+    rollups.mediaStarted('dep_media', 4_000, T0 + 1_000);
+    rollups.mediaStarted('dep_media', 6_000, T0 + 2_000);
+    rollups.mediaStarted('dep_b', 6_000, T0 + 2_000);
+    rollups.arrived('dep_a', T0 + 500);
+    rollups.arrived('dep_a', T0 + MINUTE + 500);
+    const taken = rollups.take();
+    const at = (deploymentId: string, minute = T0 / MINUTE) => taken.find((entry) => entry.deploymentId === deploymentId && entry.minute === minute);
+    expect([at('dep_a')!.sloRequests, at('dep_a')!.withinSlo, at('dep_a')!.arrivals]).toEqual([3, 2, 1]);
+    expect(at('dep_a', T0 / MINUTE + 1)!.arrivals).toBe(1);
+    expect([at('dep_media')!.sloRequests, at('dep_media')!.withinSlo]).toEqual([2, 1]);
+    expect(at('dep_b')!.sloRequests).toBe(0);
+    // A failed write's counts go back with the new ones.
+    rollups.putBack(taken);
+    rollups.arrived('dep_a', T0 + 700);
+    const again = rollups.take().find((entry) => entry.deploymentId === 'dep_a' && entry.minute === T0 / MINUTE)!;
+    expect([again.sloRequests, again.withinSlo, again.arrivals]).toEqual([3, 2, 2]);
+  });
 });

@@ -2,10 +2,12 @@ import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root, Subs
 import type { AdminPort, Replica, ReplicaLoad } from '../../../control-plane/api/admin';
 import { AppError, shortened } from '../../../control-plane/api/errors';
 import type { Deployment, ProviderKind } from '../../../control-plane/api/inference';
+import { sloOf } from '../../../control-plane/api/admin';
 import { workspaceOf, type GraphQLContext } from '../graphql-context';
 import { ReplicaLoadType } from '../types/capacity.type';
+import { AutoscalingPointType } from '../types/metrics-history.type';
 import {
-  CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, UpdateDeploymentInput,
+  CreateDeploymentInput, CreateDeploymentPayload, DeploymentType, ReplicaType, ScalingDecisionType, ScalingPolicy, UpdateDeploymentInput,
 } from '../types/deployment.type';
 import { DatabaseCost, DATABASE_WEIGHTS } from '../database-cost';
 import { servedBySubscriptionHub } from '../subscription-routes';
@@ -18,7 +20,10 @@ export class DeploymentResolver {
    */
   private readonly replicaReads = new WeakMap<DeploymentType, Promise<Replica[]>>();
 
-  constructor(private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas' | 'waitingForReplica'>, private readonly publicUrl: () => string) {}
+  constructor(
+    private readonly admin: Pick<AdminPort, 'capacityLoop' | 'deploymentStore' | 'deployments' | 'replicas' | 'metricsHistory' | 'waitingForReplica'>,
+    private readonly publicUrl: () => string,
+  ) {}
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
   @Query(() => [DeploymentType], { description: 'Deployments of the workspace (deleted ones excluded)' })
@@ -41,7 +46,19 @@ export class DeploymentResolver {
   @FieldResolver(() => [ScalingDecisionType], { description: 'The autoscaler\'s recorded decisions, newest first' })
   async scalingDecisions(@Root() deployment: DeploymentType, @Arg('limit', () => Int, { defaultValue: 20 }) limit: number): Promise<ScalingDecisionType[]> {
     const rows = await this.admin.capacityLoop.recordedDecisions(deployment.id, limit);
-    return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs) }));
+    return rows.map((row) => ({ ...row, inputs: JSON.stringify(row.inputs), policy: row.policy ?? 'concurrency' }));
+  }
+
+  @DatabaseCost(DATABASE_WEIGHTS.aggregate)
+  @FieldResolver(() => [AutoscalingPointType], {
+    description: 'From `from` to `to` (at most 7 days) in steps of stepMinutes (1 to 1440; at most 1500 points), every step present, oldest first: '
+      + 'SLO attainment, arrivals against the autoscaler\'s forecast, replicas, and GPU cost against what fixed-max would have cost',
+  })
+  async autoscalingHistory(
+    @Root() deployment: DeploymentType, @Arg('from') from: Date, @Arg('to') to: Date,
+    @Arg('stepMinutes', () => Int, { defaultValue: 1 }) stepMinutes: number, @Ctx() context: GraphQLContext,
+  ): Promise<AutoscalingPointType[]> {
+    return await this.admin.metricsHistory.autoscaling(workspaceOf(context), deployment.id, from, to, stepMinutes);
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
@@ -137,12 +154,14 @@ export class DeploymentResolver {
     const {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
       shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank, createdAt, updatedAt,
+      scalingPolicy, scaleToZeroAfterSeconds, coldStartQueueLimit,
     } = deployment;
     // An instance, not a plain object: type-graphql copies a plain root into a new instance for
     // every field resolver, and `replicaRows` keys its one read on the root's identity.
     return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
       createdAt, updatedAt, progress: null, shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank,
+      scalingPolicy: scalingPolicy as ScalingPolicy, slo: sloOf(deployment), scaleToZeroAfterSeconds, coldStartQueueLimit,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }

@@ -1,4 +1,37 @@
-import { Field, Float, ID, InputType, Int, ObjectType } from 'type-graphql';
+import { Field, Float, ID, InputType, Int, ObjectType, registerEnumType } from 'type-graphql';
+
+/** The autoscaling policies a deployment may run (control-plane/autoscaling/scaling-policy.ts); the values are the stored names. */
+export enum ScalingPolicy {
+  CONCURRENCY = 'concurrency',
+  SLO = 'slo',
+}
+registerEnumType(ScalingPolicy, {
+  name: 'ScalingPolicy',
+  description: 'CONCURRENCY: in-flight plus queued requests per replica against the model\'s target (the default); '
+    + 'SLO: as many replicas as the deployment\'s SLO needs, from a forecast of its arrival rate and the engines\' queue and KV-cache use',
+});
+
+const SLO_TTFT = 'Time to first token, 95th percentile, ms (text: chat and completion models; 50 to 3600000, and at least what an idle replica takes)';
+const SLO_TPOT = 'Time per output token after the first, 95th percentile, ms (text: chat and completion models; 5 to 60000)';
+const SLO_QUEUE_WAIT = 'Wait in the queue before a job starts, 95th percentile, ms (image and video models; 100 to 3600000)';
+
+@ObjectType('DeploymentSlo', { description: 'What the deployment promises its callers; a target not stated is null' })
+export class DeploymentSloType {
+  @Field(() => Int, { nullable: true, description: SLO_TTFT }) ttftP95Ms: number | null;
+  @Field(() => Int, { nullable: true, description: SLO_TPOT }) tpotP95Ms: number | null;
+  @Field(() => Int, { nullable: true, description: SLO_QUEUE_WAIT }) queueWaitP95Ms: number | null;
+}
+
+@InputType('DeploymentSloInput', { description: 'The whole SLO: a target left out or null is not stated' })
+export class DeploymentSloInput {
+  @Field(() => Int, { nullable: true, description: SLO_TTFT }) ttftP95Ms?: number | null;
+  @Field(() => Int, { nullable: true, description: SLO_TPOT }) tpotP95Ms?: number | null;
+  @Field(() => Int, { nullable: true, description: SLO_QUEUE_WAIT }) queueWaitP95Ms?: number | null;
+}
+
+const SCALING_POLICY = 'How the autoscaler decides (default CONCURRENCY); SLO needs slo.ttftP95Ms (text) or slo.queueWaitP95Ms (media)';
+const SCALE_TO_ZERO = 'After this many seconds without a request every replica is given back (60 to 86400); null: never below max(1, minReplicas)';
+const COLD_START_QUEUE = 'Requests that may wait at each server for a first replica to start (1 to 10000, default 100); past it 503 with Retry-After';
 
 @ObjectType('Replica', { description: 'One running copy of a deployment (a worker agent and its engine)' })
 export class ReplicaType {
@@ -48,6 +81,10 @@ export class DeploymentType {
   @Field(() => Int, { description: 'LoRA adapter slots per replica, ready in the engine at once (vLLM --max-loras); 0: no adapter is served' }) maxLoras: number;
   @Field(() => Int, { description: 'Adapters kept in host memory per replica beyond maxLoras, 0 to 4096 (vLLM gets --max-cpu-loras maxLoras + maxCpuLoras)' }) maxCpuLoras: number;
   @Field(() => Int, { description: 'The largest LoRA rank the engines accept (vLLM --max-lora-rank): 8, 16, 32, 64, 128 or 256' }) maxLoraRank: number;
+  @Field(() => ScalingPolicy, { description: 'How the autoscaler decides: CONCURRENCY or SLO' }) scalingPolicy: ScalingPolicy;
+  @Field(() => DeploymentSloType, { nullable: true, description: 'The SLO; null when none is stated' }) slo: DeploymentSloType | null;
+  @Field(() => Int, { nullable: true, description: SCALE_TO_ZERO }) scaleToZeroAfterSeconds: number | null;
+  @Field(() => Int, { description: COLD_START_QUEUE }) coldStartQueueLimit: number;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
 }
@@ -75,6 +112,10 @@ export class UpdateDeploymentInput {
   @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
   @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica beyond maxLoras (default 0; 0 to 4096)' }) maxCpuLoras?: number;
   @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
+  @Field(() => ScalingPolicy, { nullable: true, description: SCALING_POLICY }) scalingPolicy?: ScalingPolicy;
+  @Field(() => DeploymentSloInput, { nullable: true, description: 'Replaces the whole SLO; null clears it' }) slo?: DeploymentSloInput | null;
+  @Field(() => Int, { nullable: true, description: `${SCALE_TO_ZERO}; send null to turn it off` }) scaleToZeroAfterSeconds?: number | null;
+  @Field(() => Int, { nullable: true, description: COLD_START_QUEUE }) coldStartQueueLimit?: number;
 }
 
 @ObjectType('ScalingDecision', { description: 'One autoscaler decision with every input it used' })
@@ -90,6 +131,15 @@ export class ScalingDecisionType {
   @Field(() => Int, { description: 'What the load alone asks for' }) wantedReplicas: number;
   @Field(() => Int, { description: 'What the deployment was set to' }) desiredReplicas: number;
   @Field(() => String, { description: 'The raw observation and settings, as JSON' }) inputs: string;
+  @Field({ description: 'The policy that decided: concurrency or slo (decisions from before policies existed: concurrency)' }) policy: string;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Which input moved the decision: in_flight (concurrency), forecast, queue, kv_cache, observed_p95, waiting (a cold start), idle (scale to zero); null on older decisions',
+  }) movedBy: string | null;
+  @Field(() => Float, { nullable: true, description: 'The arrival rate the policy forecast one replica start-up ahead, req/s; null when it does not forecast' })
+  forecastArrivalsPerSecond: number | null;
+  @Field(() => Float, { nullable: true, description: 'Owner requests that arrived per second, over every server; null when not measured' })
+  arrivalsPerSecond: number | null;
 }
 
 @InputType()
@@ -106,4 +156,8 @@ export class CreateDeploymentInput {
   @Field(() => Int, { nullable: true, description: 'LoRA adapter slots per replica (default 4; 0 to 256); engines read it at start, so replicas placed from now on get it' }) maxLoras?: number;
   @Field(() => Int, { nullable: true, description: 'Adapters kept in host memory per replica beyond maxLoras (default 0; 0 to 4096)' }) maxCpuLoras?: number;
   @Field(() => Int, { nullable: true, description: 'The largest LoRA rank accepted (default 64): 8, 16, 32, 64, 128 or 256' }) maxLoraRank?: number;
+  @Field(() => ScalingPolicy, { nullable: true, description: SCALING_POLICY }) scalingPolicy?: ScalingPolicy;
+  @Field(() => DeploymentSloInput, { nullable: true, description: 'The SLO; absent: none stated' }) slo?: DeploymentSloInput | null;
+  @Field(() => Int, { nullable: true, description: `${SCALE_TO_ZERO} (the default)` }) scaleToZeroAfterSeconds?: number | null;
+  @Field(() => Int, { nullable: true, description: COLD_START_QUEUE }) coldStartQueueLimit?: number;
 }

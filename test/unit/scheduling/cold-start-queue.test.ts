@@ -1,24 +1,22 @@
 import { ColdStartQueue, type ClientPresence, type ColdStartDeployment, type ColdStartRefusal } from '../../../control-plane/dispatch/cold-start-queue';
 import { AppError } from '../../../control-plane/errors/app-error';
 
-const ZERO: ColdStartDeployment = { id: 'dep_zero', scaleToZeroAfterSeconds: 60, coldStartQueueLimit: 3, sharing: 'not_shared' };
-const ALWAYS_ON: ColdStartDeployment = { id: 'dep_on', scaleToZeroAfterSeconds: null, coldStartQueueLimit: 3, sharing: 'not_shared' };
+const ZERO: ColdStartDeployment = { id: 'dep_zero', scaleToZeroAfterSeconds: 60, coldStartQueueLimit: 3 };
+const ALWAYS_ON: ColdStartDeployment = { id: 'dep_on', scaleToZeroAfterSeconds: null, coldStartQueueLimit: 3 };
 
-/** A queue over a fake cluster: `ready` says which deployments have a replica, `starting` which have one ordered; a manual clock. */
+/** A queue over a fake cluster: `ready` says which deployments have a replica; a manual clock. */
 function fixture(options: { maxWaitMs?: number; startupEstimateMs?: number } = {}) {
   const ready = new Set<string>();
-  const starting = new Set<string>();
   const announced: string[] = [];
   const refusals: Array<[string, ColdStartRefusal]> = [];
   const clock = { now: 1_000_000 };
   const queue = new ColdStartQueue({
     hasReplica: (id) => ready.has(id),
-    replicaStarting: async (id) => starting.has(id),
     coldStart: (id) => announced.push(id),
     refused: (id, reason) => refusals.push([id, reason]),
     now: () => clock.now,
   }, { maxWaitMs: options.maxWaitMs ?? 300_000, startupEstimateMs: options.startupEstimateMs ?? 60_000 });
-  return { queue, ready, starting, announced, refusals, clock };
+  return { queue, ready, announced, refusals, clock };
 }
 
 /** A client that can leave, and counts who still listens. */
@@ -174,23 +172,10 @@ describe('ColdStartQueue', () => {
     expect(queue.waiting(ZERO.id)).toBe(0);
   });
 
-  it('at a deployment that does not scale to zero, waits only for a replica being started, and not during the rolling restart for sharing', async () => {
-    const { queue, ready, starting } = fixture();
-    // None ordered: go on at once (the dispatch answers its usual 503).
-    await expect(queue.wait(ALWAYS_ON, null)).resolves.toBe(0);
-    starting.add(ALWAYS_ON.id);
-    // The lookup is remembered for a second: a refused burst does not read the database per request.
-    await expect(queue.wait(ALWAYS_ON, null)).resolves.toBe(0);
-    const later = fixture();
-    later.starting.add(ALWAYS_ON.id);
-    const waiting = later.queue.wait(ALWAYS_ON, null)!;
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(later.queue.waiting(ALWAYS_ON.id)).toBe(1);
-    later.ready.add(ALWAYS_ON.id);
-    later.queue.capacity(ALWAYS_ON.id);
-    await expect(waiting).resolves.toBe(0);
-    expect(later.queue.wait({ ...ALWAYS_ON, sharing: 'activating' }, null)).toBeNull();
-    expect(ready.size).toBe(0);
+  it('at a deployment that does not scale to zero, never waits: the contract answers 503 while a replica starts', () => {
+    const { queue } = fixture();
+    expect(queue.wait(ALWAYS_ON, null)).toBeNull();
+    expect(queue.waiting(ALWAYS_ON.id)).toBe(0);
   });
 
   it('noReplica starts a replica of a deployment that scales to zero (a background response, retried by its runner), and of no other', () => {
