@@ -44,6 +44,8 @@ function scaleToZero(decided: ScalingDecision, observation: ScalingObservation):
         explanation: `Scaling up from 0 to ${replicas(desired)} at once (cold start): ${who} for a replica.`,
       };
     }
+    // The forecaster may order a replica ahead of a predicted rise, from zero too.
+    if (decided.reason === 'pre_warm' && decided.desiredReplicas > 0) return null;
     return {
       ...decided, action: 'hold', reason: 'scale_to_zero', desiredReplicas: 0, movedBy: 'idle',
       explanation: `Holding 0 replicas: scaled to zero, and no request waits; the next one starts a replica${idleMs === null ? '' : ` (last request ${seconds(idleMs)} ago)`}.`,

@@ -193,8 +193,12 @@ export class CapacityLoop {
     let entry = this.states.get(deployment.id);
     if (!entry || entry.policy !== policy.name) {
       // A new deployment, or its policy changed: the new policy starts from nothing, as after a restart.
-      // A deployment first seen now counts as active now: its idle time is measured from here.
-      entry = { policy: policy.name, state: policy.newState(), lastRecorded: entry?.lastRecorded ?? null, fallbackLogged: false, activeAt: entry?.activeAt ?? now };
+      // Idle time runs from the cluster's last arrival (whose signals count from the leader's first
+      // look when none is known); without signals, a deployment first seen now counts as active now.
+      entry = {
+        policy: policy.name, state: policy.newState(), lastRecorded: entry?.lastRecorded ?? null, fallbackLogged: false,
+        activeAt: entry?.activeAt ?? (this.dependencies.signals ? 0 : now),
+      };
       this.states.set(deployment.id, entry);
     }
     if (fallback && !entry.fallbackLogged) {

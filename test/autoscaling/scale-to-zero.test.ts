@@ -70,6 +70,16 @@ describe('withScaleToZero', () => {
     expect(subject.decide(5 * SECOND, { idleMs: 1 })).toMatchObject({ desiredReplicas: 0, reason: 'scale_to_zero' });
   });
 
+  it('lets the forecaster pre-warm from zero, ahead of a predicted rise, and nothing else', () => {
+    const ordering = (reason: ScalingDecision['reason']): ScalingPolicy<null> => ({
+      name: 'slo', newState: () => null,
+      decide: (_state, seen, at) => ({ ...new Autoscaler().decide(new Autoscaler().newState(), seen, at), policy: 'slo', reason, desiredReplicas: 2, action: 'scale_up', movedBy: 'forecast' }),
+    });
+    const atZero = observation({ scaleToZeroAfterMs: AFTER, currentReplicas: 0, readyReplicas: 0, idleMs: 5 * AFTER });
+    expect(withScaleToZero(ordering('pre_warm')).decide(null, atZero, 0)).toMatchObject({ reason: 'pre_warm', desiredReplicas: 2 });
+    expect(withScaleToZero(ordering('slo_forecast')).decide(null, atZero, 0)).toMatchObject({ reason: 'scale_to_zero', desiredReplicas: 0 });
+  });
+
   it('starts a replica at once when a request waits at zero (cold start), past the scale-up window', () => {
     const subject = withScaleToZero(new Autoscaler({ scaleUpStabilizationMs: 60 * SECOND }));
     const state = subject.newState();

@@ -85,7 +85,8 @@ describe('scaling policies in the capacity loop', () => {
 
   it('runs each deployment\'s policy and records it, what moved it, the forecast and the arrival rate', async () => {
     const concurrencyId = await create({});
-    const sloId = await create({ scalingPolicy: 'SLO', slo: { ttftP95Ms: 800 }, scaleToZeroAfterSeconds: 300 });
+    // Without scale to zero: at 0 replicas its wrapper would hold 0 with nothing waiting (scale-to-zero tests cover it).
+    const sloId = await create({ scalingPolicy: 'SLO', slo: { ttftP95Ms: 800 } });
     const seen: ScalingObservation[] = [];
     const heard: ScalingDecision[] = [];
     const loop = loopWith(new ScalingPolicies({ concurrency: new Autoscaler(), slo: testSloPolicy(seen) }), undefined, (decision) => heard.push(decision));
@@ -94,7 +95,7 @@ describe('scaling policies in the capacity loop', () => {
     // Only the slo deployment reached the test policy, with the SLO, scale to zero and every signal.
     expect(seen.map((observation) => observation.deploymentId)).toEqual([sloId]);
     expect(seen[0]).toMatchObject({
-      slo: { ttftP95Ms: 800, tpotP95Ms: null, queueWaitP95Ms: null }, scaleToZeroAfterMs: 300_000,
+      slo: { ttftP95Ms: 800, tpotP95Ms: null, queueWaitP95Ms: null }, scaleToZeroAfterMs: null,
       arrivalsPerSecond: 3, kvCacheUsage: 0.6, observedP95Ms: 700, idleMs: 1_234, waitingForReplica: 0,
       serviceModel: { slots: 32, prefixHitRate: 0.25, meanPromptTokens: 300, meanOutputTokens: 90, startupMs: 60_000 },
     });
@@ -103,7 +104,7 @@ describe('scaling policies in the capacity loop', () => {
     expect(concurrency).toMatchObject({ policy: 'concurrency', movedBy: 'in_flight', forecastArrivalsPerSecond: null, arrivalsPerSecond: 3 });
     const [slo] = await decisionsOf(sloId);
     expect(slo).toMatchObject({ policy: 'slo', movedBy: 'forecast', forecastArrivalsPerSecond: 2.5, arrivalsPerSecond: 3, reason: 'slo_forecast', desiredReplicas: 2 });
-    expect(slo.inputs).toMatchObject({ kvCacheUsage: 0.6, observedP95Ms: 700, idleMs: 1_234, scaleToZeroAfterMs: 300_000, slo: { ttftP95Ms: 800 } });
+    expect(slo.inputs).toMatchObject({ kvCacheUsage: 0.6, observedP95Ms: 700, idleMs: 1_234, scaleToZeroAfterMs: null, slo: { ttftP95Ms: 800 } });
     expect((await test.server.controlPlane.deploymentStore.find(sloId))?.desiredReplicas).toBe(2);
     expect(heard.map((decision) => [decision.deploymentId, decision.policy])).toEqual(expect.arrayContaining([[concurrencyId, 'concurrency'], [sloId, 'slo']]));
 
