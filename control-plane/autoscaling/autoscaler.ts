@@ -2,7 +2,8 @@ import { compileAutoscalerOptions, type AutoscalerOptions, type CompiledAutoscal
 import { explainDecision } from './decision-explanation';
 import type { ScalingDecision, ScalingReason } from './scaling-decision';
 import { validateObservation, type ScalingObservation } from './scaling-observation';
-import { advanceClock, smoothedSignal, stabilizedBounds, type ScalingState } from './scaling-state';
+import type { ScalingPolicy } from './scaling-policy';
+import { advanceClock, newScalingState, smoothedSignal, stabilizedBounds, type ScalingState } from './scaling-state';
 
 /**
  * The autoscaler's decision core: from one observation of a deployment and that deployment's
@@ -20,11 +21,16 @@ import { advanceClock, smoothedSignal, stabilizedBounds, type ScalingState } fro
  *    cap that placement can no longer meet takes effect on the next decision.
  * Autoscale off pins the count at max(1, min); the load is still observed and recorded.
  */
-export class Autoscaler {
+export class Autoscaler implements ScalingPolicy<ScalingState> {
+  readonly name = 'concurrency' as const;
   readonly options: CompiledAutoscalerOptions;
 
   constructor(options: AutoscalerOptions = {}) {
     this.options = compileAutoscalerOptions(options);
+  }
+
+  newState(): ScalingState {
+    return newScalingState();
   }
 
   decide(state: ScalingState, observation: ScalingObservation, now: number): ScalingDecision {
@@ -72,6 +78,8 @@ export class Autoscaler {
       reason, desiredReplicas: desired, currentReplicas: current, readyReplicas: observation.readyReplicas,
       wantedReplicas: wanted, recommendedReplicas: recommended, signal, perReplicaLoad, targetConcurrency: target,
       inFlight: observation.inFlight, queued: observation.queued, minReplicas, maxReplicas, autoscale, capacityLimit,
+      // Whatever the rule, the one input this policy scales on is in-flight plus queued.
+      policy: this.name, movedBy: 'in_flight',
     };
     return { ...facts, explanation: explainDecision(facts, { scaleDownTo, options }) };
   }
