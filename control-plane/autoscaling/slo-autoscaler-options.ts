@@ -50,9 +50,13 @@ export interface SloAutoscalerOptions {
   maxScaleDownStep?: number;
   /** Without a service model: the start-up time assumed for forecasting. @default 120000 */
   startupMs?: number;
-  /** Without a service model: the slot hold assumed until Little's law can measure it. @default 10000 */
+  /** Without a service model: the slot hold assumed until Little's law has measured it. @default 10000 */
   holdMs?: number;
-  /** Without a service model: the window Little's law measures the slot hold over. @default 300000 */
+  /**
+   * The window Little's law measures the slot hold over (needed half full): the hold without a
+   * service model, and the check on the model's under engine pressure.
+   * @default 300000
+   */
   holdWindowMs?: number;
 }
 

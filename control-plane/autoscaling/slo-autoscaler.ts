@@ -60,8 +60,8 @@ const RATE_WINDOW_LIMIT = 6;
  * 3. **Engine pressure, at once** (`slo_pressure`): `queuePressureThreshold` requests queued on
  *    the engines, or the busiest KV cache at `kvPressureThreshold` or more, re-size with the slot
  *    hold measured now (in flight plus queued over the arrival rate, when that is longer than
- *    the model's), and a queue never below the slots that start every request there within the
- *    wait budget; the measured p95 over
+ *    the model's), and a queue adds the replicas that drain, within a start-up time, the backlog
+ *    it projects a start-up from now; the measured p95 over
  *    the SLO with no replica starting: one more.
  * 4. **Scale down slowly**: only to the highest need of `scaleDownWindowMs` (each need taken at
  *    a rate `scaleDownTolerance` higher: hysteresis), `maxScaleDownStep` at a time; up at once.
@@ -116,7 +116,7 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
 
     // Engine pressure: what the engines say now corrects what the model expected. A queue on the
     // engines or a nearly full KV cache re-sizes with the slot hold measured (Little's law), and a
-    // queue asks at least for the slots that start every request there within the wait budget.
+    // queue asks at least for the replicas its backlog needs when a new one could serve.
     let forPressure = 0;
     let pressureSignal: string | null = null;
     const kv = observation.kvCacheUsage ?? null;
@@ -127,8 +127,7 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
       const measured = sizing.measuredHoldMs ?? 0;
       const holdSeconds = (measured > MODEL_HOLD_TOLERANCE * sizing.holdMs ? measured : sizing.holdMs) / 1000;
       forPressure = Math.max(
-        // Within the wait budget a slot finishes its request and starts budget ÷ hold more.
-        queuePressed ? Math.ceil((inFlight + queued) / (sizing.slots * (1 + sizing.waitBudgetMs / sizing.holdMs))) : 0,
+        queuePressed ? forRateNow + replicasForBacklog(inFlight + queued, rateNow, current, sizing) : 0,
         replicasForWaitTail(rateNow * (1 + options.rateHeadroom), sizing.slots, holdSeconds, sizing.waitBudgetMs / 1000, missShare, ceiling + 1));
       pressureSignal = queuePressed ? 'queue' : 'kv_cache';
     }
@@ -262,16 +261,35 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
 
   /**
    * The slot hold measured by Little's law over `holdWindowMs`: mean in flight over mean arrival
-   * rate (a window of minutes, so the noise of one 5 s count does not move it); null without load.
+   * rate (a window of minutes, so the noise of one 5 s count does not move it); null without load
+   * or before half a window has been seen.
    */
   private measureHold(state: SloState, observation: ScalingObservation, now: number): number | null {
     const rate = observation.arrivalsPerSecond;
     if (rate !== undefined) state.load.push({ at: now, inFlight: observation.inFlight, rate });
     while (state.load.length > 0 && state.load[0].at <= now - this.options.holdWindowMs) state.load.shift();
+    // Half a window at least: one sample's in flight over one 5 s count is noise, not a measure.
+    if (state.load.length === 0 || now - state.load[0].at < this.options.holdWindowMs / 2) return null;
     const inFlight = state.load.reduce((sum, entry) => sum + entry.inFlight, 0);
     const arrivals = state.load.reduce((sum, entry) => sum + entry.rate, 0);
     return inFlight > 0 && arrivals > 0 ? (1000 * inFlight) / arrivals : null;
   }
+}
+
+/**
+ * Replicas a backlog on the engines adds to what the rate needs. One ordered now serves a
+ * start-up later, so what counts is the backlog then: the requests there now plus the start-up's
+ * arrivals, less what the current replicas serve meanwhile (slots ÷ hold each per second), less
+ * the steady in flight at the rate. Enough replicas to drain that within one more start-up time
+ * (requests already that late have missed the SLO; what matters is that new ones stop waiting).
+ * A backlog the current replicas drain before a new one could serve adds nothing.
+ */
+function replicasForBacklog(present: number, rate: number, current: number, sizing: Sizing): number {
+  const startupSeconds = sizing.startupMs / 1000;
+  const holdSeconds = sizing.holdMs / 1000;
+  const servedMeanwhile = (current * sizing.slots * startupSeconds) / holdSeconds;
+  const excessThen = Math.max(0, present + rate * startupSeconds - servedMeanwhile - rate * holdSeconds);
+  return Math.ceil((excessThen * holdSeconds) / (sizing.slots * startupSeconds));
 }
 
 function budget(slo: ScalingObservation['slo'], media: boolean, prefillAllowanceMs: number): Pick<Sizing, 'waitBudgetMs' | 'sloText'> {
@@ -311,9 +329,9 @@ export function explainSloDecision(
   const { sizing } = context;
   const what = action === 'hold' ? `Holding ${replicas(current)}`
     : `Scaling ${action === 'scale_up' ? 'up' : 'down'} from ${current} to ${replicas(desired)}`;
-  const model = `${sizing.derived ? 'measured ' : ''}${sizing.slots} slots a replica and ${round(sizing.holdMs / 1000)} s a request`;
+  const model = `${sizing.derived ? 'measured ' : ''}${sizing.slots} ${sizing.slots === 1 ? 'slot' : 'slots'} a replica and ${round(sizing.holdMs / 1000)} s a request`;
   const sized = (count: number, rate: number) =>
-    `at ${round(rate)} req/s, ${replicas(count)} keep ${round(context.attainment * 100)} % of waits under ${round(sizing.waitBudgetMs / 1000)} s in an M/M/c queue, for ${sizing.sloText} (${model})`;
+    `at ${round(rate)} req/s, ${replicas(count)} ${count === 1 ? 'keeps' : 'keep'} ${round(context.attainment * 100)} % of waits under ${round(sizing.waitBudgetMs / 1000)} s in an M/M/c queue, for ${sizing.sloText} (${model})`;
   const now = sized(context.forRateNow, decision.arrivalsPerSecond);
   const ahead = `the forecast is ${round(decision.forecastArrivalsPerSecond)} req/s within the ${round(sizing.startupMs / 1000)} s start-up`;
   switch (decision.reason) {
