@@ -26,8 +26,9 @@ export interface SloAutoscalerOptions {
   /** The rate now is the mean arrival rate of this window … @default 20000 */
   rateWindowMs?: number;
   /**
-   * … stretched (up to 6 windows) until it holds this many arrivals: without it (0) the media
-   * profile's calm day cost 1.54× the oracle instead of 1.26× in replicas bought on noise.
+   * … stretched (up to 6 windows) until it holds this many arrivals: with 0, the media profile's
+   * calm day cost 1.41× the oracle instead of 1.26× (456 replica starts instead of 166, bought
+   * on noise), and the text profile's 1.18× instead of 1.16×.
    * @default 100
    */
   rateWindowArrivals?: number;
