@@ -1,4 +1,4 @@
-import type { ScalingPolicyName } from './scaling-policy';
+import type { ScalingPolicyName } from './scaling-policy-names';
 
 export const SCALING_ACTIONS = ['scale_up', 'scale_down', 'hold'] as const;
 export type ScalingAction = (typeof SCALING_ACTIONS)[number];

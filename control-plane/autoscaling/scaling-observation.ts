@@ -1,5 +1,5 @@
 import { AppError } from '../errors/app-error';
-import type { SloTargets } from './scaling-policy';
+import type { SloTargets } from './scaling-policy-names';
 import type { ServiceModel } from './service-model';
 
 /** What the platform sees of one deployment when it asks the autoscaler for a decision. */
