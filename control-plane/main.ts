@@ -28,6 +28,7 @@ import { ControlPlaneEvents } from './events/control-plane-events';
 import { Autoscaler } from './autoscaling/autoscaler';
 import { ClusterScalingSignals } from './autoscaling/cluster-scaling-signals';
 import { ScalingPolicies } from './autoscaling/scaling-policies';
+import { SloAutoscaler } from './autoscaling/slo-autoscaler';
 import { ServerScalingSignals } from './autoscaling/server-scaling-signals';
 import { CapacityLoop } from './capacity/capacity-loop';
 import { startCapacity, type Capacity } from './capacity/start-capacity';
@@ -457,6 +458,7 @@ async function compose(
         windowMs: config.autoscaleWindowMs, scaleUpStabilizationMs: config.autoscaleScaleUpStabilizationMs,
         scaleDownStabilizationMs: config.autoscaleScaleDownStabilizationMs,
       }),
+      slo: new SloAutoscaler(),
     }),
     // Every server's published traffic (this one's now, the peers' as of their last heartbeat).
     signals: new ClusterScalingSignals(() => [

@@ -48,7 +48,8 @@ export function explainDecision(decision: Omit<ScalingDecision, 'explanation'>, 
     case 'autoscale_off':
       return `${what}: autoscale is off, so the deployment is pinned at its minimum of ${replicas(floor)}; ${load}.`;
     default:
-      // The `slo` policy and scale to zero explain their own reasons (slo-explanation.ts).
+      // The `slo` policy (explainSloDecision in slo-autoscaler.ts), the `queue` policy and scale to
+      // zero (withScaleToZero) explain their own reasons.
       return `${what}: ${load}.`;
   }
 }

@@ -20,3 +20,18 @@ export interface ServiceModel {
   /** From ordering a replica to its first request, ms. */
   readonly startupMs: number;
 }
+
+/** A request's time to first token once it has a slot: its uncached prompt at the prefill rate, ms. */
+export function prefillMs(model: ServiceModel, promptTokens: number): number {
+  return (1000 * promptTokens * (1 - model.prefixHitRate)) / model.prefillTokensPerSecond;
+}
+
+/** How long a request holds its slot: prefill, then its output at the per-sequence decode rate, ms. */
+export function slotHoldMs(model: ServiceModel, promptTokens: number, outputTokens: number): number {
+  return prefillMs(model, promptTokens) + (1000 * outputTokens) / model.decodeTokensPerSecond;
+}
+
+/** The mean request's slot hold, ms: what one slot serves per second is its inverse. */
+export function meanSlotHoldMs(model: ServiceModel): number {
+  return slotHoldMs(model, model.meanPromptTokens, model.meanOutputTokens);
+}

@@ -1,6 +1,7 @@
 import { Autoscaler } from '../../control-plane/autoscaling/autoscaler';
 import { DEFAULT_AUTOSCALER_OPTIONS } from '../../control-plane/autoscaling/autoscaler-options';
-import { newScalingState } from '../../control-plane/autoscaling/scaling-state';
+import type { ScalingPolicy } from '../../control-plane/autoscaling/scaling-policy';
+import { newScalingState, type ScalingState } from '../../control-plane/autoscaling/scaling-state';
 import { AppError } from '../../control-plane/errors/app-error';
 import { observation, SimulatedDeployment } from './simulated-clock';
 
@@ -190,6 +191,13 @@ describe('Autoscaler decisions', () => {
       policy: 'concurrency', movedBy: 'in_flight',
     });
     expect(decision.explanation).toBe('Scaling up from 3 to 5 replicas: the load asks for 5 replicas at 10 per replica (42 requests in flight or queued, mean of 10 s).');
+  });
+
+  it('is the `concurrency` scaling policy: a fresh state per deployment, and every decision names the policy and its signal', () => {
+    const policy: ScalingPolicy<ScalingState> = new Autoscaler();
+    expect(policy.name).toBe('concurrency');
+    expect(policy.newState()).toEqual(newScalingState());
+    expect(policy.decide(policy.newState(), observation({ inFlight: 30 }), 0)).toMatchObject({ policy: 'concurrency', movedBy: 'in_flight', desiredReplicas: 3 });
   });
 
   it('refuses a clock that runs backwards and an observation that cannot be right, as internal errors', () => {

@@ -1,7 +1,9 @@
 import { Autoscaler } from '../../control-plane/autoscaling/autoscaler';
 import { DEFAULT_AUTOSCALER_OPTIONS } from '../../control-plane/autoscaling/autoscaler-options';
 import { simulateLoad, type LoadSimulationResult } from '../../control-plane/autoscaling/load-simulator';
-import { burstTrace, diurnalTrace, rampTrace, stepTrace, type ArrivalTrace } from '../../control-plane/autoscaling/load-traces';
+import {
+  burstTrace, CHAT_LENGTHS, diurnalTrace, rampTrace, requestTrace, sparseTrace, spikeTrainTrace, stepTrace, type ArrivalTrace,
+} from '../../control-plane/autoscaling/load-traces';
 import type { ScalingDecision } from '../../control-plane/autoscaling/scaling-decision';
 
 /**
@@ -144,5 +146,43 @@ describe('DIURNAL: 0.5 → 18 req/s over a simulated day, Poisson arrivals', () 
     expect(result.recordedDecisions.length).toBeGreaterThanOrEqual(1_440);
     expect(result.recordedDecisions.length).toBeLessThan(1_600);
     expect(result.recordedDecisions.filter((decision) => decision.action !== 'hold')).toHaveLength(result.scaleUps + result.scaleDowns);
+  });
+});
+
+describe('request traces', () => {
+  it('draws Poisson arrivals at the rate and lognormal lengths, the same for the same seed', () => {
+    const rates = stepTrace({ seconds: 2_000, atSecond: 1_000, before: 2, after: 8 });
+    const trace = requestTrace('step', rates, CHAT_LENGTHS, 5);
+    const again = requestTrace('step', rates, CHAT_LENGTHS, 5);
+    expect(again.arrivalMs).toEqual(trace.arrivalMs);
+    expect(again.outputTokens).toEqual(trace.outputTokens);
+    expect(requestTrace('step', rates, CHAT_LENGTHS, 6).arrivalMs.length).not.toBe(trace.arrivalMs.length);
+    const before = trace.arrivalMs.filter((at) => at < 1_000_000).length;
+    expect(Math.abs(before - 2_000)).toBeLessThan(4 * Math.sqrt(2_000));
+    expect(Math.abs(trace.arrivalMs.length - before - 8_000)).toBeLessThan(4 * Math.sqrt(8_000));
+    expect([...trace.arrivalMs].every((at, index, all) => index === 0 || at >= all[index - 1])).toBe(true);
+    const median = (values: Uint32Array) => [...values].sort((left, right) => left - right)[values.length >> 1];
+    expect(Math.abs(median(trace.promptTokens) - 800)).toBeLessThan(40);
+    expect(Math.abs(median(trace.outputTokens) - 180)).toBeLessThan(10);
+    expect(Math.max(...trace.promptTokens)).toBeLessThanOrEqual(8_000);
+    expect(Math.min(...trace.outputTokens)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a spike train multiplies the base about once a period, within the jitter', () => {
+    const { trace, spikes } = spikeTrainTrace({ seconds: 7_200, base: 2, periodSeconds: 1_200, jitterSeconds: 60, multiplier: [3, 6], spikeSeconds: [60, 180], seed: 1 });
+    expect(spikes).toHaveLength(5);
+    spikes.forEach((spike, index) => {
+      expect(Math.abs(spike.atSecond - (index + 1) * 1_200)).toBeLessThanOrEqual(60);
+      expect(trace[spike.atSecond]).toBeCloseTo(2 * spike.multiplier, 10);
+      expect(trace[spike.atSecond + spike.seconds]).toBe(2);
+    });
+  });
+
+  it('a sparse trace has sessions of use separated by idle gaps with no request', () => {
+    const { trace, sessions } = sparseTrace({ seconds: 86_400, meanIdleSeconds: 5_400, sessionSeconds: [600, 2_400], sessionRate: [0.5, 2], seed: 42 });
+    expect(sessions.length).toBeGreaterThan(5);
+    const idleShare = trace.filter((rate) => rate === 0).length / trace.length;
+    expect(idleShare).toBeGreaterThan(0.5);
+    sessions.slice(1).forEach((session, index) => expect(session.atSecond).toBeGreaterThan(sessions[index].atSecond + sessions[index].seconds));
   });
 });
