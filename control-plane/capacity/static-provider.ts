@@ -36,7 +36,7 @@ export class StaticProvider implements CapacityProvider {
     validate(input);
     const hostToken = newSecret('ht-');
     const host = await this.hosts.save(this.hosts.create({
-      id: newId('host'), ...input, name: input.name.trim(), hostTokenHash: hashSecret(hostToken), replicaId: null, removedAt: null,
+      id: newId('host'), ...input, name: input.name.trim(), hostTokenHash: hashSecret(hostToken), replicaId: null, removedAt: null, cachedModels: [],
     }));
     return { host, hostToken };
   }
@@ -62,11 +62,20 @@ export class StaticProvider implements CapacityProvider {
     return await this.hosts.findOne({ where: { hostTokenHash: tokenHash, removedAt: IsNull() } });
   }
 
+  /** Records what the host's weights cache holds (its agent's Hello); written only when it changed. */
+  async cachedModelsReported(tokenHash: string, models: readonly string[]): Promise<void> {
+    const sorted = [...new Set(models)].sort();
+    await this.hosts.createQueryBuilder().update(GpuHost).set({ cachedModels: () => 'CAST(:models AS jsonb)' })
+      .where('host_token_hash = :tokenHash AND removed_at IS NULL AND cached_models <> CAST(:models AS jsonb)', { tokenHash })
+      .setParameter('models', JSON.stringify(sorted))
+      .execute();
+  }
+
   async offers(): Promise<GpuOffer[]> {
     const free = await this.hosts.find({ where: { removedAt: IsNull(), replicaId: IsNull() } });
     return free.map((host) => ({
       id: `static:${host.id}`, provider: 'static', gpuName: host.gpuName, gpuMemoryGb: host.gpuMemoryGb, region: host.region,
-      pricePerHour: host.pricePerHour, available: 1,
+      pricePerHour: host.pricePerHour, available: 1, cachedModels: host.cachedModels,
     }));
   }
 
