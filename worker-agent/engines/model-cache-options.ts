@@ -25,9 +25,11 @@ export const modelCacheOptionFields = {
   /**
    * The `openai` engine's warm-up: once it first answers, one tiny completion (`max_tokens` 1)
    * before the replica takes work, timed as the `warm_up` start-up phase. An engine that refuses
-   * it (an embedding or image model) only has the phase say so. `off` sends none. @default on
+   * it (an embedding or image model) only has the phase say so. Off unless asked: the engine may
+   * be an endpoint that bills each request, and the agent sends nothing no client asked for
+   * unless told; the Kubernetes provider's pods, whose engine it starts, turn it on. @default off
    */
-  engineWarmUp: optionField(z.enum(['on', 'off']).default('on'), 'WORKER_ENGINE_WARM_UP', 'engine-warm-up'),
+  engineWarmUp: optionField(z.enum(['on', 'off']).default('off'), 'WORKER_ENGINE_WARM_UP', 'engine-warm-up'),
 };
 
 export type ModelCacheOptionValues = OptionsOf<typeof modelCacheOptionFields>;

@@ -146,6 +146,8 @@ export function replicaPod(config: KubernetesConfig, input: ReplicaPodInput): V1
     { name: 'WORKER_ENGINE_URL', value: `http://127.0.0.1:${engine.port}/v1` },
     { name: 'WORKER_MAX_CONCURRENCY', value: String(input.agent.maxConcurrency) },
     { name: 'WORKER_DRAIN_TIMEOUT_MS', value: String(AGENT_DRAIN_SECONDS * 1000) },
+    // The engine is ours to start: one tiny completion before the replica takes work, timed as its warm-up.
+    { name: 'WORKER_ENGINE_WARM_UP', value: 'on' },
     ...(input.agent.priorityScheduling ? [{ name: 'WORKER_ENGINE_PRIORITY_SCHEDULING', value: 'true' }] : []),
     // The agent reads the engine's hub cache there, so its Hello names the models the volume holds.
     ...(cacheDir ? [{ name: 'WORKER_MODEL_CACHE_DIR', value: cacheDir }] : []),
