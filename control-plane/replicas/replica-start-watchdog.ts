@@ -5,7 +5,7 @@
  * the same way (ReplicaManager.startFailed). Each failure in a row since the deployment's last
  * ready replica doubles the wait before placement tries again, from `backoffBaseMs` up to
  * `backoffMaxMs`: a model that cannot start does not churn through replicas (and their GPU
- * minutes). The count is read from the replicas' rows, so any server's capacity loop (one at a
+ * minutes). After a failure its provider reported, the provider's own back-off applies instead. The count is read from the replicas' rows, so any server's capacity loop (one at a
  * time holds its lock) sees the same back-off.
  */
 import type { DataSource } from 'typeorm';
@@ -69,7 +69,8 @@ export class ReplicaStartWatchdog {
       WHERE deployment_id = $1 AND start_failure IS NOT NULL
         AND terminated_at > COALESCE((SELECT max(started_at) FROM replicas WHERE deployment_id = $1), '-infinity')`, [deploymentId]);
     const failures = Number(row?.failures ?? 0);
-    if (failures === 0) return null;
+    // A provider that gave up on its replica has its own back-off (Kubernetes: failureBackoffSeconds): it governs.
+    if (failures === 0 || row.reason === 'provider_failed') return null;
     const waitMs = startBackoffMs(failures, this.options.backoffBaseMs, this.options.backoffMaxMs);
     if (Number(row.since_ms) >= waitMs) return null;
     const nextAt = new Date(new Date(row.last_at).getTime() + waitMs);
