@@ -137,12 +137,18 @@ export class LlamaCppEngine implements Engine {
   async start(progress?: LoadProgress, phases?: StartupPhases): Promise<void> {
     if (!this.backend) await this.prepare();
     const source = this.options.modelSource;
-    // A download takes the first half of the progress bar; the load the rest.
+    // A download takes the first half of the progress bar; the load the rest. The bar never goes
+    // back (llama.cpp may report a late fraction below an earlier one).
     const loadShare = source ? 0.5 : 1;
+    let highest = 0;
+    const report = (percent: number, stage: string) => {
+      highest = Math.max(highest, percent);
+      progress?.(highest, stage);
+    };
     if (source) {
       const cache = this.options.modelCache;
       if (!cache) throw new EngineStartError('a model URL needs a model cache directory to fetch into');
-      const file = await timed(phases, 'download', () => cache.file(source, (fraction) => progress?.(fraction * 50, 'downloading the model file')),
+      const file = await timed(phases, 'download', () => cache.file(source, (fraction) => report(fraction * 50, 'downloading the model file')),
         (fetched) => ({ detail: fetched.cacheHit ? `cache hit (${formatBytes(fetched.bytes)})` : `fetched ${formatBytes(fetched.bytes)}`, bytes: fetched.bytes }));
       this.modelPath = file.path;
       await LlamaRuntime.checkModelFile(file.path);
@@ -152,13 +158,13 @@ export class LlamaCppEngine implements Engine {
     const modelPath = this.modelPath as string;
     const startedAt = Date.now();
     const runtime = await timed(phases, 'load', () => LlamaRuntime.load(this.backend as LlamaBackend, {
-      progress: (percent, stage) => progress?.(100 - loadShare * 100 + percent * loadShare, stage),
+      progress: (percent, stage) => report(100 - loadShare * 100 + percent * loadShare, stage),
       modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
       defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel, cachedSequences: this.options.cachedSequences,
       prefixCache: this.options.prefixCache,
     }), (loaded) => ({ detail: `context of ${loaded.contextSize} tokens × ${loaded.sequences.size} sequence(s), ${this.options.threads} thread(s)` }));
     const loadMs = Date.now() - startedAt;
-    progress?.(99, 'warming up');
+    report(99, 'warming up');
     await timed(phases, 'warm_up', () => runtime.warmUp(), (prompt) => ({ detail: `1 token decoded after a ${prompt}-token prompt` }));
     this.runtime = runtime;
     this.logger.info({
