@@ -62,7 +62,7 @@ describe('cold starts', () => {
       expect(byName.load.durationMs).toBeGreaterThanOrEqual(199);
       expect(byName.warm_up.durationMs).toBeGreaterThanOrEqual(99);
       expect(byName.provision.detail).toBe('local: placed until its agent said Hello');
-      expect(byName.download.detail).toBe('simulated (WORKER_STARTUP_PHASES_MS)');
+      expect(byName.download.detail).toBe('acted out by the CPU engine');
       expect(byName.download.bytes).toBe(0);
       expect(byName.load.bytes).toBeNull();
       // The phases follow one another, and the cold start covers them all: placement to ready.
@@ -124,7 +124,7 @@ describe('cold starts', () => {
       expect(current.status).toBe('Creating');
       for (const replica of failed) {
         expect(replica).toMatchObject({ status: 'Terminated', startFailure: 'deadline', startedAt: null, startupMs: null });
-        expect(replica.statusReason).toMatch(/^never became ready within 8 s of its placement: stuck in load after \d+(\.\d)? s \(simulated \(WORKER_STARTUP_PHASES_MS\)\); replaced$/);
+        expect(replica.statusReason).toMatch(/^never became ready within 8 s of its placement: stuck in load after \d+(\.\d)? s \(acted out by the CPU engine\); replaced$/);
         expect(replica.startupPhases.map((phase) => [phase.name, phase.done])).toEqual([['provision', true], ['download', true], ['load', false]]);
         // It was given its whole deadline.
         expect(Date.parse(replica.terminatedAt!) - Date.parse(replica.createdAt)).toBeGreaterThanOrEqual(DEADLINE_MS);

@@ -90,7 +90,7 @@ describe('the CPU engine\'s acted-out start-up (WORKER_STARTUP_PHASES_MS)', () =
     const phases = new StartupPhases();
     await expect(actOutStartup([{ name: 'download', length: 5 }, { name: 'load', length: 'fail' }], undefined, phases)).rejects.toBeInstanceOf(EngineStartError);
     expect(phases.frames().map((phase) => [phase.name, phase.done, phase.detail])).toEqual([
-      ['download', true, 'simulated (WORKER_STARTUP_PHASES_MS)'], ['load', false, 'failed: simulated (WORKER_STARTUP_PHASES_MS)'],
+      ['download', true, 'acted out by the CPU engine'], ['load', false, 'failed: acted out by the CPU engine'],
     ]);
   });
 });

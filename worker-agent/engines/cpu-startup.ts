@@ -56,10 +56,10 @@ export async function actOutStartup(plan: CpuStartupPlan, progress?: LoadProgres
   let elapsed = 0;
   const report = (stage: string) => progress?.(total > 0 ? (elapsed * 100) / total : 0, stage);
   for (const { name, length } of plan) {
-    phases?.begin(name, 'simulated (WORKER_STARTUP_PHASES_MS)');
+    phases?.begin(name, 'acted out by the CPU engine');
     report(STAGES[name]);
     if (length === 'fail') {
-      phases?.describe(name, 'failed: simulated (WORKER_STARTUP_PHASES_MS)');
+      phases?.describe(name, 'failed: acted out by the CPU engine');
       throw new EngineStartError(`simulated start-up failure in phase ${name} (WORKER_STARTUP_PHASES_MS)`);
     }
     // Nothing ends it: the agent's heartbeats (and a drain) keep running, so the control plane sees it stuck here.
