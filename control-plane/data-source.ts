@@ -38,6 +38,7 @@ import { Adapter, AdapterAttachment, AdapterRevision } from './adapters/adapter.
 import { LoraAdapters1765700000000 } from './database/migrations/1765700000000-lora-adapters';
 import { FileUploadClaims1765710000000 } from './database/migrations/1765710000000-file-upload-claims';
 import { AutoscalingSlo1765800000000 } from './database/migrations/1765800000000-autoscaling-slo';
+import { ColdStarts1765810000000 } from './database/migrations/1765810000000-cold-starts';
 import { AutoscalingHistory1765820000000 } from './database/migrations/1765820000000-autoscaling-history';
 import { FileUploadClaim } from './batches/file-upload-claim.entity';
 
@@ -63,6 +64,7 @@ export const MIGRATIONS = [
   LoraAdapters1765700000000,
   FileUploadClaims1765710000000,
   AutoscalingSlo1765800000000,
+  ColdStarts1765810000000,
   AutoscalingHistory1765820000000,
 ];
 

@@ -74,6 +74,8 @@ import { relayToken, ServerRegistry } from './cluster/server-registry';
 import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
 import { Metrics } from './telemetry/metrics';
+import { StartupMetrics } from './telemetry/startup-metrics';
+import { ReplicaStartWatchdog } from './replicas/replica-start-watchdog';
 import { startOtelMetrics } from './telemetry/otel-metrics';
 import { RequestObservers } from './pipeline/finished-request';
 import { InferencePipeline } from './pipeline/inference-pipeline';
@@ -280,6 +282,12 @@ async function compose(
   const replicaLogs = new ReplicaLogs(events);
   const capacity = startCapacity(config, dataSource, catalog, deploymentStore, () => grpcAddress, logger, notifier.instanceId, quotas, replicaLogs);
   const { replicas, localProvider } = capacity;
+  // Cold starts: each phase's time on /metrics; replicas that never become ready are replaced with back-off.
+  replicas.setStartupListener(new StartupMetrics(metrics.registry));
+  const startWatchdog = new ReplicaStartWatchdog(dataSource, replicas, {
+    deadlineMs: config.replicaStartDeadlineMs, backoffBaseMs: config.replicaStartBackoffBaseMs, backoffMaxMs: config.replicaStartBackoffMaxMs,
+  });
+  replicas.setStartHold((deploymentId) => startWatchdog.holdReason(deploymentId));
   capacity.metering.onCharges((charges) => {
     for (const charge of charges) if (charge.amount > 0) metrics.recordSpend(charge.deploymentId, charge.amount);
   });
@@ -471,6 +479,7 @@ async function compose(
     loadOf: (deploymentId) => clusterLoad(servers, deploymentId),
     openBatch: async (deploymentId) => (await batchStore.openBatches(deploymentId)).length > 0,
     logger: logger.child({ component: 'capacity-loop' }),
+    startWatchdog,
   }, { intervalMs: config.capacityIntervalMs, replicaLostGraceMs: config.replicaLostGraceMs });
   capacity.market?.onChange(() => capacityLoop.wake());
   // Requests wait at another server for a first replica: if this server runs the loop, it decides now.

@@ -10,6 +10,7 @@ import type { Gpu } from '../proto/worker/v1/index';
 import { cpuEngineOptionFields } from './engines/cpu-engine-options';
 import { llamaCppOptionFields } from './llama/llama-cpp-options';
 import { adapterOptionFields } from './engines/adapter-options';
+import { modelCacheOptionFields } from './engines/model-cache-options';
 import { parseGpuList } from './gpu-inventory';
 import { describe, integerOption, loadOptionFields, optionField, OptionsError, switchField, type OptionsOf } from './option-fields';
 
@@ -104,6 +105,7 @@ export const agentOptionFields = {
   ...cpuEngineOptionFields,
   ...llamaCppOptionFields,
   ...adapterOptionFields,
+  ...modelCacheOptionFields,
 };
 
 export type AgentOptions = OptionsOf<typeof agentOptionFields>;
@@ -114,8 +116,14 @@ export function loadAgentOptions(argv: readonly string[], env: NodeJS.ProcessEnv
   if (options.engineKind === 'openai' && !options.engineUrl) {
     throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.engineUrl)} is required with --engine openai`);
   }
-  if (options.engineKind === 'llama-cpp' && !options.llamaModelPath) {
-    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.llamaModelPath)} is required with --engine llama-cpp`);
+  if (options.engineKind === 'llama-cpp' && !options.llamaModelPath && !options.llamaModelUrl) {
+    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.llamaModelPath)} or ${describe(agentOptionFields.llamaModelUrl)} is required with --engine llama-cpp`);
+  }
+  if (options.llamaModelPath && options.llamaModelUrl) {
+    throw new OptionsError(`invalid worker agent options: give ${describe(agentOptionFields.llamaModelPath)} or ${describe(agentOptionFields.llamaModelUrl)}, not both`);
+  }
+  if (options.llamaModelSha256 && !options.llamaModelUrl) {
+    throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.llamaModelSha256)} checks a fetched file: it needs ${describe(agentOptionFields.llamaModelUrl)}`);
   }
   if (options.reconnectMaxMs < options.reconnectInitialMs) {
     throw new OptionsError(`invalid worker agent options: ${describe(agentOptionFields.reconnectMaxMs)} must be >= ${describe(agentOptionFields.reconnectInitialMs)}`);

@@ -17,6 +17,7 @@ import { crossesThreshold, engineSignalsFrame, isSignalsPromise, type EngineSign
 import { EventWriter } from './event-writer';
 import { JobRunner } from './job-runner';
 import type { Tracing } from '../common/tracing/tracing';
+import type { StartupPhases } from './startup-phases';
 
 export interface AgentSessionOptions {
   readonly controlPlaneAddress: string;
@@ -42,6 +43,12 @@ export interface AgentSessionDependencies {
   readonly random?: () => number;
   /** The agent's tracing (OTEL_*); null or absent when off. */
   readonly tracing?: Tracing | null;
+  /** The engine's start-up phases, sent on every heartbeat of a stream until one says the engine is ready. */
+  readonly startupPhases?: Pick<StartupPhases, 'frames'>;
+  /** The models this host's weights cache holds, read for every Hello (model-cache.ts). */
+  readonly cachedModels?: () => readonly string[];
+  /** Told of every Welcome (the weights cache learns which catalog model its files serve). */
+  readonly onWelcome?: (welcome: Welcome) => void;
 }
 
 /** How the agent ended: 0 after a drain, 2 when the control plane refused it for good. */
@@ -88,6 +95,8 @@ interface Connection {
   /** A regular heartbeat waits for the engine's signals: it carries whatever they cross, so no early one is sent. */
   tickPending: boolean;
   lastHeartbeatAt: number;
+  /** A heartbeat saying the engine is ready went out on this stream: the start-up phases are not sent again. */
+  readySent: boolean;
 }
 
 export class AgentSession {
@@ -166,7 +175,7 @@ export class AgentSession {
     const call = (client as unknown as { Connect(): WorkerCall }).Connect();
     let markClosed!: () => void;
     const connection: Connection = {
-      call, writer: new EventWriter(call), welcomed: false, lastHeartbeatAt: 0, tickPending: false,
+      call, writer: new EventWriter(call), welcomed: false, lastHeartbeatAt: 0, tickPending: false, readySent: false,
       closed: new Promise<void>((resolve) => { markClosed = resolve; }),
     };
     let ended = false;
@@ -231,6 +240,7 @@ export class AgentSession {
     }
     connection.welcomed = true;
     this.welcome = welcome;
+    this.dependencies.onWelcome?.(welcome);
     // Guests only where the engine can run them below owners: a control plane that asks an
     // incapable agent anyway gets its guest jobs refused (invalid_job) rather than served FCFS.
     const priorityScheduling = welcome.priorityScheduling === true && this.dependencies.engine.priorityCapable;
@@ -312,6 +322,9 @@ export class AgentSession {
     const health = this.dependencies.engine.health();
     const engineSignals = engineSignalsFrame(this.engineSignals);
     const adapters = this.servesAdapters() ? this.dependencies.engine.adapters!.snapshot() : undefined;
+    // Until the control plane has heard the engine ready on this stream, with the phases complete.
+    const startupPhases = connection.readySent ? undefined : this.dependencies.startupPhases?.frames();
+    if (health.status === 'ENGINE_HEALTH_HEALTHY' || health.status === 'ENGINE_HEALTH_DEGRADED') connection.readySent = true;
     connection.lastHeartbeatAt = Date.now();
     connection.tickPending = false;
     // This one carries the latest signals: an early one still held back has nothing left to say.
@@ -323,6 +336,7 @@ export class AgentSession {
         ...(health.loadPercent === undefined ? {} : { loadPercent: health.loadPercent }),
         ...(engineSignals ? { engineSignals } : {}),
         ...(adapters ? { adapters } : {}),
+        ...(startupPhases?.length ? { startupPhases } : {}),
       },
     });
   }
@@ -348,7 +362,19 @@ export class AgentSession {
       flowControl: true,
       preemptsBatchLines: engine.batchPreemption !== undefined,
       ...(lora ? { maxLoras: lora.maxLoras, maxCpuLoras: lora.maxCpuLoras, maxLoraRank: lora.maxLoraRank } : {}),
+      ...this.cachedModels(),
     };
+  }
+
+  /** What the weights cache holds, for the Hello; a cache that cannot be read holds nothing worth saying. */
+  private cachedModels(): { cachedModels?: string[] } {
+    try {
+      const models = this.dependencies.cachedModels?.() ?? [];
+      return models.length > 0 ? { cachedModels: [...models] } : {};
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not read the weights cache for the Hello');
+      return {};
+    }
   }
 
   private async drainAndEnd(reason: string): Promise<void> {

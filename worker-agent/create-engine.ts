@@ -9,9 +9,16 @@ import { defaultLlamaThreads } from './llama/llama-cpp-options';
 import { OpenAiEngine } from './engines/openai-engine';
 import { DEFAULT_MAX_LORAS, defaultAdapterDir, type LoraCapacity } from './engines/adapter-options';
 import { AdapterStore } from './engines/adapter-store';
+import { ModelCache } from './engines/model-cache';
+import { defaultModelCacheDir } from './engines/model-cache-options';
+
+/** The host's weights cache the agent's options name (its Hello reports what it holds). */
+export function createModelCache(options: AgentOptions): ModelCache {
+  return new ModelCache({ directory: options.modelCacheDir ?? defaultModelCacheDir(), fetchTimeoutMs: options.modelFetchTimeoutMs });
+}
 
 /** The engine adapter `--engine` names, configured from the agent's options. */
-export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger): Engine {
+export function createEngine(options: AgentOptions, logger: AgentLogger = silentLogger, modelCache: ModelCache = createModelCache(options)): Engine {
   const maxLoras = options.maxLoras ?? (options.engineKind === 'openai' ? DEFAULT_MAX_LORAS.openai : DEFAULT_MAX_LORAS.builtIn);
   const capacity: LoraCapacity = { maxLoras, maxCpuLoras: options.maxCpuLoras, maxLoraRank: options.maxLoraRank };
   const store = () => new AdapterStore({
@@ -29,14 +36,16 @@ export function createEngine(options: AgentOptions, logger: AgentLogger = silent
       priorityScheduling: options.enginePriorityScheduling,
       metricsPath: options.engineMetricsPath === 'off' ? null : options.engineMetricsPath,
       cacheSalt: options.engineCacheSalt === 'on',
+      warmUp: options.engineWarmUp === 'on',
       // The operator started the engine with the same --max-loras / --max-cpu-loras / --max-lora-rank (0 unless said).
       adapters: { capacity, store: store() },
     });
   }
   if (options.engineKind === 'llama-cpp') {
     return new LlamaCppEngine({
-      // loadAgentOptions guarantees the model path for the llama-cpp engine.
-      modelPath: options.llamaModelPath as string,
+      // loadAgentOptions guarantees the model path or URL for the llama-cpp engine.
+      modelPath: options.llamaModelPath,
+      ...(options.llamaModelUrl ? { modelSource: { url: options.llamaModelUrl, sha256: options.llamaModelSha256 }, modelCache } : {}),
       threads: options.llamaThreads ?? defaultLlamaThreads(),
       contextSize: options.llamaContextSize,
       parallel: options.llamaParallel,

@@ -12,7 +12,8 @@ import pino from 'pino';
 import { agentOptionsUsage, loadAgentOptions, type AgentOptions } from './agent-options';
 import { AgentSession, type AgentExit } from './agent-session';
 import { readAgentVersion } from './agent-version';
-import { createEngine } from './create-engine';
+import { createEngine, createModelCache } from './create-engine';
+import { StartupPhases } from './startup-phases';
 import { EngineStartError } from './engines/engine-start-error';
 import { LoadingEngine } from './engines/loading-engine';
 import { OptionsError } from './option-fields';
@@ -68,12 +69,26 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // Synchronous so the last lines reach stderr before process.exit. With tracing, a job's lines name its span.
   const logger = pino({ name: 'worker-agent', level: options.logLevel, base: { agentId: options.agentId }, ...(tracing ? { mixin: tracing.logFields } : {}) },
     pino.destination({ dest: 2, sync: true }));
-  // Joins before the model is loaded, so the replica shows the download and load as they go.
+  // Joins before the model is loaded, so the replica shows the download and load as they go,
+  // and each start-up phase with its time (a heartbeat goes out as each begins and ends).
   // The engine's records say `component: "engine"`: the control plane shows them as the engine's lines of the replica's log.
-  const engine = new LoadingEngine(createEngine(options, logger.child({ component: 'engine' })), () => session.heartbeatNow());
+  const modelCache = createModelCache(options);
+  const phases = new StartupPhases(() => session.heartbeatNow());
+  const engine = new LoadingEngine(createEngine(options, logger.child({ component: 'engine' }), modelCache), () => session.heartbeatNow(), phases);
   // The CPU engines use no GPU, so a GPU box running them for tests must not advertise its GPUs.
   const gpus = IN_PROCESS_ENGINE_KINDS.includes(engine.kind) ? [] : options.gpus;
-  const session = new AgentSession({ options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger, tracing });
+  const session = new AgentSession({
+    options: { ...options, gpus }, engine, agentVersion: readAgentVersion(), logger, tracing, startupPhases: phases,
+    // What the host's cache holds goes in every Hello; the files this agent fetched are labelled with the model it serves.
+    cachedModels: () => modelCache.cachedModels(),
+    onWelcome: (welcome) => {
+      try {
+        modelCache.servedAs(welcome.model);
+      } catch (error) {
+        logger.warn({ err: error }, 'could not label the weights cache with the served model');
+      }
+    },
+  });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals += 1;

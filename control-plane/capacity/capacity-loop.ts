@@ -16,6 +16,7 @@ import type { DeploymentStore } from '../deployments/deployment-store';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { CapacityProvider } from '../replicas/capacity-provider';
 import type { ReplicaManager } from '../replicas/replica-manager';
+import type { ReplicaStartWatchdog } from '../replicas/replica-start-watchdog';
 import type { RequestRecords } from '../requests/request-records';
 import { ScalingDecisionRecord } from './scaling-decision.entity';
 import { AppError } from '../errors/app-error';
@@ -58,6 +59,8 @@ export interface CapacityLoopDependencies {
   logger: Logger;
   /** The clock in milliseconds the autoscaler decides by and lost replicas are timed on. @default Date.now */
   now?: () => number;
+  /** Replaces replicas that never become ready (start-up deadline), before placement runs. */
+  startWatchdog?: Pick<ReplicaStartWatchdog, 'check'>;
 }
 
 /** The loop's memory of one deployment: the state of the policy it runs (a policy change starts a fresh one). */
@@ -175,6 +178,7 @@ export class CapacityLoop {
         await replicas.hostLost(replica.id, `its agent was gone for more than ${Math.round(this.options.replicaLostGraceMs / 1000)} s: replaced`, load);
       }
     }
+    await this.dependencies.startWatchdog?.check(deployment);
     await this.dependencies.sharingRollout?.step(deployment);
     const scaled = await this.autoscale(deployment);
     await replicas.ensure(scaled, load);

@@ -18,5 +18,7 @@ export class GpuHost {
   /** The replica placed on the host; null while the host is free. */
   @Column('text', { name: 'replica_id', nullable: true }) replicaId: string | null;
   @Column('timestamptz', { name: 'removed_at', nullable: true }) removedAt: Date | null;
+  /** Models the host's weights cache holds, as its agent's last Hello said: placement prefers such a host for them. */
+  @Column('jsonb', { name: 'cached_models', default: () => "'[]'" }) cachedModels: string[];
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
 }

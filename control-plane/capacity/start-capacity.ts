@@ -41,12 +41,13 @@ export function startCapacity(
 ): Capacity {
   let replicas: ReplicaManager | undefined;
   // Hosts that disappear (reclaimed, removed) are replaced; an agent process that exits is
-  // restarted by its provider, and only marked lost meanwhile.
+  // restarted by its provider, and only marked lost meanwhile, unless its engine never became
+  // ready: that replica failed to start, and is replaced after the start back-off.
   const hostLost: HostLostListener = (replicaId, reason) => {
     void replicas?.hostLost(replicaId, reason).catch((error) => logger.error({ err: error, replicaId }, 'could not replace a lost replica'));
   };
-  const agentExited = (replicaId: string, reason: string) => {
-    void replicas?.lost(replicaId, reason).catch((error) => logger.error({ err: error }, 'could not record agent exit'));
+  const agentExited = (replicaId: string, reason: string, restartInMs: number) => {
+    void replicas?.agentExited(replicaId, reason, restartInMs).catch((error) => logger.error({ err: error }, 'could not record agent exit'));
   };
   // The local provider is one machine with one weights cache; every market host starts empty.
   const agentProcesses = (component: string, sharedModelCache: boolean, offer?: { gpuName: string; gpuMemoryGb: number; pricePerHour: number }) => new LocalProvider({

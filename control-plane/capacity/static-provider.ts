@@ -9,6 +9,10 @@ import { hashSecret, newSecret } from '../secrets';
 import { GpuHost } from './gpu-host.entity';
 import type { GpuOffer } from '../replicas/gpu-offer';
 
+/** What one host's Hello may have recorded: more models, or longer ids, than any catalog has. */
+const MAX_CACHED_MODELS = 256;
+const MAX_MODEL_ID = 256;
+
 export interface StaticHostInput {
   name: string;
   gpuName: string;
@@ -36,7 +40,7 @@ export class StaticProvider implements CapacityProvider {
     validate(input);
     const hostToken = newSecret('ht-');
     const host = await this.hosts.save(this.hosts.create({
-      id: newId('host'), ...input, name: input.name.trim(), hostTokenHash: hashSecret(hostToken), replicaId: null, removedAt: null,
+      id: newId('host'), ...input, name: input.name.trim(), hostTokenHash: hashSecret(hostToken), replicaId: null, removedAt: null, cachedModels: [],
     }));
     return { host, hostToken };
   }
@@ -62,11 +66,20 @@ export class StaticProvider implements CapacityProvider {
     return await this.hosts.findOne({ where: { hostTokenHash: tokenHash, removedAt: IsNull() } });
   }
 
+  /** Records what the host's weights cache holds (its agent's Hello, bounded); written only when it changed. */
+  async cachedModelsReported(tokenHash: string, models: readonly string[]): Promise<void> {
+    const sorted = [...new Set(models.filter((model) => model.length > 0 && model.length <= MAX_MODEL_ID))].sort().slice(0, MAX_CACHED_MODELS);
+    await this.hosts.createQueryBuilder().update(GpuHost).set({ cachedModels: () => 'CAST(:models AS jsonb)' })
+      .where('host_token_hash = :tokenHash AND removed_at IS NULL AND cached_models <> CAST(:models AS jsonb)', { tokenHash })
+      .setParameter('models', JSON.stringify(sorted))
+      .execute();
+  }
+
   async offers(): Promise<GpuOffer[]> {
     const free = await this.hosts.find({ where: { removedAt: IsNull(), replicaId: IsNull() } });
     return free.map((host) => ({
       id: `static:${host.id}`, provider: 'static', gpuName: host.gpuName, gpuMemoryGb: host.gpuMemoryGb, region: host.region,
-      pricePerHour: host.pricePerHour, available: 1,
+      pricePerHour: host.pricePerHour, available: 1, cachedModels: host.cachedModels,
     }));
   }
 

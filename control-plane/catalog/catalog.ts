@@ -57,6 +57,13 @@ const modelSchema = z.object({
    * `qwen2`); a GGUF LoRA adapter registered for the model must name the same. Absent: not checked.
    */
   architecture: z.string().regex(/^[a-z0-9_]+$/).optional(),
+  /**
+   * vLLM: how the engine reads the weights (`--load-format`), where a faster loader than its
+   * default applies: `safetensors`, `runai_streamer` (Run:ai's streamer reads tensors concurrently
+   * from disk or object storage while they go to the GPU), `fastsafetensors` (GPU Direct Storage),
+   * or `auto`. Absent: the flag is not passed (vLLM's own default).
+   */
+  loadFormat: z.enum(['auto', 'safetensors', 'runai_streamer', 'fastsafetensors']).optional(),
   /** vLLM / SGLang: the structured-output (guided decoding) backend the engine is started with; absent: the engine's default. */
   structuredOutputBackend: z.enum(['xgrammar', 'guidance', 'outlines', 'lm-format-enforcer']).optional(),
   /** An embedding model's vectors and limits; present exactly when `task` is `embedding`. */
@@ -107,6 +114,9 @@ const modelSchema = z.object({
   }
   if (model.service && model.task !== 'chat' && model.task !== 'completion') {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['service'], message: 'service figures describe chat and completion models (media models state jobSeconds)' });
+  }
+  if (model.loadFormat !== undefined && model.engine !== 'vllm') {
+    context.addIssue({ code: z.ZodIssueCode.custom, path: ['loadFormat'], message: 'only vllm models take a loadFormat (vLLM --load-format)' });
   }
   if (model.task === 'embedding' && model.modality !== 'text') {
     context.addIssue({ code: z.ZodIssueCode.custom, path: ['modality'], message: 'embedding models have modality text' });

@@ -112,6 +112,12 @@ const shape = {
   capacityIntervalMs: intField(10).default(5_000),
   /** A replica whose agent stays gone this long loses its host and is replaced. @default 60000 */
   replicaLostGraceMs: intField(0).default(60_000),
+  /** A replica whose engine is not ready this long after its placement is replaced, counted as a start failure. @default 1800000 (30 min: the Kubernetes engine's own start-up probe) */
+  replicaStartDeadlineMs: intField(1_000).default(1_800_000),
+  /** After a replica fails to start, the next is placed after this; doubling with each failure in a row. @default 10000 */
+  replicaStartBackoffBaseMs: intField(0).default(10_000),
+  /** The start back-off's ceiling. @default 600000 */
+  replicaStartBackoffMaxMs: intField(0).default(600_000),
   /** Autoscaler: the load signal is averaged over this window. @default 10000 */
   autoscaleWindowMs: intField(1).default(10_000),
   /** Autoscaler: more replicas only when wanted for this long (0 = at once). @default 0 */
@@ -146,6 +152,7 @@ const names = {
   localGpuName: 'LOCAL_GPU_NAME', localGpuMemoryGb: 'LOCAL_GPU_MEMORY_GB', localPricePerHour: 'LOCAL_PRICE_PER_HOUR',
   marketSeed: 'MARKET_SEED', marketPriceDriftIntervalMs: 'MARKET_PRICE_DRIFT_INTERVAL_MS', marketVolatility: 'MARKET_VOLATILITY',
   meteringIntervalMs: 'METERING_INTERVAL_MS', capacityIntervalMs: 'CAPACITY_INTERVAL_MS', replicaLostGraceMs: 'REPLICA_LOST_GRACE_MS',
+  replicaStartDeadlineMs: 'REPLICA_START_DEADLINE_MS', replicaStartBackoffBaseMs: 'REPLICA_START_BACKOFF_BASE_MS', replicaStartBackoffMaxMs: 'REPLICA_START_BACKOFF_MAX_MS',
   operatorToken: 'OPERATOR_TOKEN', autoscaleWindowMs: 'AUTOSCALE_WINDOW_MS',
   autoscaleScaleUpStabilizationMs: 'AUTOSCALE_SCALE_UP_STABILIZATION_MS', autoscaleScaleDownStabilizationMs: 'AUTOSCALE_SCALE_DOWN_STABILIZATION_MS',
   coldStartMaxWaitMs: 'COLD_START_MAX_WAIT_MS', coldStartEstimateMs: 'COLD_START_ESTIMATE_MS',
@@ -162,6 +169,9 @@ export function loadControlPlaneConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = loadEnv('control plane', shape, names, env);
   if (config.localEngine === 'llama-cpp' && !config.localModelPath) {
     throw new ConfigError('invalid control plane configuration: LOCAL_ENGINE=llama-cpp needs LOCAL_MODEL_PATH (the GGUF file to serve)');
+  }
+  if (config.replicaStartBackoffMaxMs < config.replicaStartBackoffBaseMs) {
+    throw new ConfigError('invalid control plane configuration: REPLICA_START_BACKOFF_MAX_MS must be at least REPLICA_START_BACKOFF_BASE_MS');
   }
   return config;
 }

@@ -4,6 +4,7 @@ import { hostPort } from '../network/bind-address';
 import { loadWorkerService, PROTOCOL_VERSION, type AgentFrame, type ControlFrame, type Heartbeat, type Hello } from '../../proto/worker/v1';
 import type { ControlPlaneEvents } from '../events/control-plane-events';
 import type { ReplicaManager } from '../replicas/replica-manager';
+import { phasesSignature } from '../replicas/startup-phases';
 import { AgentConnection } from './agent-connection';
 import { engineLoadOf } from './engine-load';
 import type { Dispatcher } from './dispatcher';
@@ -180,14 +181,15 @@ export class AgentServer {
     const health = heartbeat.engineHealth;
     if (health === 'ENGINE_HEALTH_STARTING' || health === 'ENGINE_HEALTH_UNHEALTHY') {
       const percent = heartbeat.loadPercent ?? 0;
-      if (previous?.loadPercent !== percent || previous?.detail !== heartbeat.detail) {
-        this.track(connection.replicaId, () => this.replicas.reportProgress(connection.replicaId, connection.deploymentId, percent, heartbeat.detail));
+      // A start-up phase begun or ended is written too: a replica that never gets ready shows where it stuck.
+      if (previous?.loadPercent !== percent || previous?.detail !== heartbeat.detail || phasesSignature(previous?.startupPhases) !== phasesSignature(heartbeat.startupPhases)) {
+        this.track(connection.replicaId, () => this.replicas.reportProgress(connection.replicaId, connection.deploymentId, percent, heartbeat.detail, heartbeat.startupPhases));
       }
       return;
     }
     connection.ready = true;
     this.track(connection.replicaId, async () => {
-      const running = await this.replicas.markReady(connection.replicaId);
+      const running = await this.replicas.markReady(connection.replicaId, heartbeat.startupPhases);
       // A replica ended while its agent was starting (scaled down, paused) takes no work.
       if (!running) connection.stream.end();
       else if (!connection.closed) this.dispatcher.register(connection);

@@ -32,8 +32,11 @@ export interface LocalProviderOptions {
    */
   modelDownloadMs?: number;
   sharedModelCache?: boolean;
-  /** Told when an agent exits on its own, with the last line it printed (shown on the replica). */
-  onAgentExit?: (replicaId: string, reason: string) => void;
+  /**
+   * Told when an agent exits on its own, with how and the last line it printed (shown on the
+   * replica), and when it will be started again (unless the replica is ended meanwhile).
+   */
+  onAgentExit?: (replicaId: string, reason: string, restartInMs: number) => void;
   /** Told of every line an agent prints, with its replica (the replica's log: replicas/replica-logs.ts). */
   onAgentLine?: (owner: ReplicaLogOwner, text: string) => void;
   /** What this machine offers placement: one offer, as many replicas as wanted. */
@@ -97,7 +100,7 @@ export class LocalProvider implements CapacityProvider {
         // SIGABRT is a native assertion (llama.cpp aborts on some malformed model files): its
         // last line is the assertion, so say what kind of death it was.
         const how = signal === 'SIGABRT' || code === 134 ? 'aborted in native code (SIGABRT, e.g. llama.cpp on a malformed model file)' : signal ? `killed by ${signal}` : `exited with code ${code}`;
-        this.options.onAgentExit?.(replica.id, `agent ${how}${agent.lastLine ? `: ${agent.lastLine}` : ''}; restarting in ${Math.ceil(delayMs / 1000)} s`);
+        this.options.onAgentExit?.(replica.id, `agent ${how}${agent.lastLine ? `: ${agent.lastLine}` : ''}`, delayMs);
         this.logger.warn({ replicaId: replica.id, deploymentId: deployment.id, code, signal, delayMs }, 'local agent exited; restarting');
         setTimeout(() => agent.wanted && agent.start(), delayMs).unref();
       });

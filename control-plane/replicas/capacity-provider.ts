@@ -34,4 +34,6 @@ export type HostLostListener = (replicaId: string, reason: string) => void;
  */
 export interface HostTokens {
   hostByToken(tokenHash: string): Promise<{ name: string; replicaId: string | null } | null>;
+  /** The host's agent said Hello with what its weights cache holds (placement prefers it for those models). */
+  cachedModelsReported(tokenHash: string, models: readonly string[]): Promise<void>;
 }

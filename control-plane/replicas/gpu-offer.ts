@@ -11,4 +11,9 @@ export interface GpuOffer {
   readonly pricePerHour: number;
   /** Replicas it can still take right now (Infinity for the local machine). */
   readonly available: number;
+  /**
+   * Models whose weights the offer's machine already holds (a static host's agent says so in its
+   * Hello): a replica of one starts without downloading it. Absent: not known.
+   */
+  readonly cachedModels?: readonly string[];
 }

@@ -7,14 +7,18 @@ export type OfferChoice = { offer: GpuOffer } | { offer: null; reason: string };
 
 /**
  * Which offer a new replica goes on: never one above the deployment's price cap; among those
- * whose GPU memory fits the model, the cheapest (then the one with most machines left, then
- * by id, so the choice is stable). When nothing qualifies, says why in the user's terms.
+ * whose GPU memory fits the model, the cheapest; at that price, one whose machine already holds
+ * the model's weights (its start skips the download), then the one with most machines left, then
+ * by id, so the choice is stable. A cache never buys a dearer machine: the price decides first.
+ * When nothing qualifies, says why in the user's terms.
  */
 export async function chooseOffer(provider: CapacityProvider, deployment: Deployment, model: CatalogModel): Promise<OfferChoice> {
   const offers = (await provider.offers()).filter((offer) => offer.available > 0);
   const fitting = offers.filter((offer) => offer.gpuMemoryGb >= model.gpuMemoryGb);
   const affordable = fitting.filter((offer) => offer.pricePerHour <= deployment.priceCapPerHour);
-  affordable.sort((left, right) => left.pricePerHour - right.pricePerHour || right.available - left.available || left.id.localeCompare(right.id));
+  const cached = (offer: GpuOffer) => (offer.cachedModels?.includes(model.id) ? 1 : 0);
+  affordable.sort((left, right) => left.pricePerHour - right.pricePerHour || cached(right) - cached(left)
+    || right.available - left.available || left.id.localeCompare(right.id));
   if (affordable.length > 0) return { offer: affordable[0] };
   const cap = formatPrice(deployment.priceCapPerHour);
   if (fitting.length === 0) {

@@ -1,7 +1,7 @@
 import type { DataSource, Repository } from 'typeorm';
-import { In, Not } from 'typeorm';
+import { In, IsNull, Not } from 'typeorm';
 import type { Logger } from 'pino';
-import type { Hello } from '../../proto/worker/v1';
+import type { Hello, StartupPhase } from '../../proto/worker/v1';
 import type { Metering } from '../billing/metering';
 import { chooseOffer } from './placement';
 import type { Catalog } from '../catalog/catalog';
@@ -11,7 +11,8 @@ import { COLD_START_REASON, SCALED_TO_ZERO_REASON, wantedReplicas } from '../dep
 import { newId } from '../ids';
 import type { CapacityProvider, HostTokens } from './capacity-provider';
 import { hashSecret, newSecret } from '../secrets';
-import { Replica } from './replica.entity';
+import { Replica, type StartFailureReason } from './replica.entity';
+import { PROVISION_PHASE, provisionPhase, storedAgentPhases } from './startup-phases';
 import type { ReplicaQuota } from './replica-quota';
 import { AppError } from '../errors/app-error';
 
@@ -26,6 +27,20 @@ const WAITING_FOR_CAPACITY = 'waiting for';
 /** Which replica to give up first when scaling down: one still starting, else the least loaded. */
 export type ReplicaLoad = (replicaId: string) => number;
 
+/** Told how replicas' start-ups end (the start-up metrics). */
+export interface StartupListener {
+  /** The replica became ready for the first time; its start-up phases are final. */
+  ready(replica: Replica): void;
+  /** The replica was ended for never becoming ready. */
+  startFailed(replica: Replica, reason: StartFailureReason): void;
+}
+
+/** Why a deployment must not get a new replica yet after replicas failed to start (replica-start-watchdog.ts), or null. */
+export type StartHold = (deploymentId: string) => Promise<string | null>;
+
+/** A replica's stored phases: what it has from the control plane (provision) followed by the agent's, as sent. */
+const MERGED_PHASES = `COALESCE((SELECT jsonb_agg(phase) FROM jsonb_array_elements(startup_phases) phase WHERE phase->>'name' = '${PROVISION_PHASE}'), '[]'::jsonb) || CAST(:phases AS jsonb)`;
+
 /**
  * Replica rows and their agents: places the replicas a deployment wants on the cheapest
  * offer under its price cap, admits agents that present a join (or host) token, turns a
@@ -38,6 +53,8 @@ export class ReplicaManager {
   private readonly placing = new Map<string, Promise<void>>();
   /** Tells a replica's connected agent to stop taking work and leave (set once the agent server exists). */
   private drain: (replicaId: string, reason: string) => void = () => {};
+  private startupListener: StartupListener = { ready: () => {}, startFailed: () => {} };
+  private startHold: StartHold = async () => null;
 
   constructor(
     dataSource: DataSource,
@@ -61,6 +78,16 @@ export class ReplicaManager {
   /** An ended replica's agent may still be connected (static hosts, external agents): it is drained. */
   setDrainer(drain: (replicaId: string, reason: string) => void): void {
     this.drain = drain;
+  }
+
+  /** Who hears start-ups end (metrics). */
+  setStartupListener(listener: StartupListener): void {
+    this.startupListener = listener;
+  }
+
+  /** The back-off after replicas that never became ready: placement waits for it. */
+  setStartHold(hold: StartHold): void {
+    this.startHold = hold;
   }
 
   async list(deploymentId: string): Promise<Replica[]> {
@@ -91,6 +118,8 @@ export class ReplicaManager {
     let deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
     if (!replica && this.staticHosts) {
       const host = await this.staticHosts.hostByToken(tokenHash);
+      // Even an idle host's Hello says what its cache holds: placement reads it when choosing a host.
+      if (host) await this.staticHosts.cachedModelsReported(tokenHash, hello.cachedModels ?? []);
       if (host && !host.replicaId) return { ok: false, code: 'host_idle', message: `host ${host.name} has no replica assigned yet; retry later` };
       if (host?.replicaId) {
         replica = await this.replicas.findOne({ where: { id: host.replicaId, status: ACTIVE } });
@@ -109,10 +138,14 @@ export class ReplicaManager {
     }
     // The agent is connected; the replica turns Running once its engine reports ready (markReady).
     // Conditional: a replica ended since it was read (scaled down, paused) stays ended.
+    const now = new Date();
+    // Its first Hello ends the provision phase (an external agent's replica is made by its Hello: it has none).
+    const provisioned = replica.startupPhases.length === 0 && replica.provider !== 'external'
+      ? { startupPhases: [provisionPhase(replica.createdAt, now, replica.provider)] } : {};
     const joined = {
       status: 'Creating' as const, statusReason: 'engine starting', agentId: hello.agentId, agentVersion: hello.agentVersion,
       engineKind: hello.engine?.kind ?? null, engineVersion: hello.engine?.version ?? null,
-      maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: new Date(), serverId: this.serverId,
+      maxConcurrency: hello.maxConcurrency, gpus: hello.gpus ?? [], lastSeenAt: now, serverId: this.serverId, ...provisioned,
     };
     const result = await this.replicas.update({ id: replica.id, status: ACTIVE }, joined);
     if (!result.affected) return { ok: false, code: 'bad_token', message: 'unknown, revoked or released join token' };
@@ -126,14 +159,25 @@ export class ReplicaManager {
     return { ok: true, replica: Object.assign(replica, joined), deployment, priorityScheduling };
   }
 
-  /** The replica's engine is ready: it takes work and its meter starts. False when the replica has ended meanwhile. */
-  async markReady(replicaId: string): Promise<boolean> {
-    await this.replicas.query(`
-      UPDATE replicas SET status = 'Running', status_reason = NULL, load_percent = 100,
-        started_at = COALESCE(started_at, statement_timestamp()), metered_until = statement_timestamp(), last_seen_at = statement_timestamp()
-      WHERE id = $1 AND status <> 'Terminated' AND status <> 'Running'`, [replicaId]);
+  /**
+   * The replica's engine is ready: it takes work and its meter starts, and its start-up phases
+   * (as the ready heartbeat carried them) are final. False when the replica has ended meanwhile.
+   */
+  async markReady(replicaId: string, phases: readonly StartupPhase[] = []): Promise<boolean> {
+    const before = await this.replicas.findOne({ where: { id: replicaId } });
+    const agentPhases = storedAgentPhases(phases);
+    await this.replicas.createQueryBuilder().update(Replica)
+      .set({
+        status: 'Running', statusReason: null, loadPercent: 100,
+        startedAt: () => 'COALESCE(started_at, statement_timestamp())', meteredUntil: () => 'statement_timestamp()', lastSeenAt: () => 'statement_timestamp()',
+        ...(agentPhases.length > 0 ? { startupPhases: () => MERGED_PHASES } : {}),
+      })
+      .where(`id = :id AND status <> 'Terminated' AND status <> 'Running'`, { id: replicaId })
+      .setParameter('phases', JSON.stringify(agentPhases))
+      .execute();
     const replica = await this.replicas.findOne({ where: { id: replicaId } });
     if (replica?.status !== 'Running') return false;
+    if (before && !before.startedAt) this.startupListener.ready(replica);
     const deployment = await this.deployments.find(replica.deploymentId);
     if (deployment?.status === 'Creating') await this.deployments.transition(deployment, 'Running');
     // A cold start is over once a replica serves.
@@ -142,10 +186,53 @@ export class ReplicaManager {
     return true;
   }
 
-  /** Model download / load progress while the engine starts; deployment subscribers see it. */
-  async reportProgress(replicaId: string, deploymentId: string, percent: number, stage: string): Promise<void> {
-    const result = await this.replicas.update({ id: replicaId, status: 'Creating' }, { loadPercent: percent, statusReason: stage || `loading the model: ${percent} %` });
+  /** Model download / load progress while the engine starts, and its start-up phases so far; deployment subscribers see it. */
+  async reportProgress(replicaId: string, deploymentId: string, percent: number, stage: string, phases: readonly StartupPhase[] = []): Promise<void> {
+    const agentPhases = storedAgentPhases(phases);
+    const result = await this.replicas.createQueryBuilder().update(Replica)
+      .set({ loadPercent: percent, statusReason: stage || `loading the model: ${percent} %`, ...(agentPhases.length > 0 ? { startupPhases: () => MERGED_PHASES } : {}) })
+      .where(`id = :id AND status = 'Creating'`, { id: replicaId })
+      .setParameter('phases', JSON.stringify(agentPhases))
+      .execute();
     if (result.affected) await this.deployments.replicasChanged(deploymentId);
+  }
+
+  /**
+   * Ends a replica that never became ready (REPLICA_START_DEADLINE_MS passed, its agent exited,
+   * its provider gave up), counted as a start failure: placement then waits out the start
+   * back-off before the next (replica-start-watchdog.ts). False when it had become ready or
+   * ended meanwhile: nothing is done.
+   */
+  async startFailed(replicaId: string, reason: StartFailureReason, message: string): Promise<boolean> {
+    const replica = await this.markStartFailure(replicaId, reason);
+    if (!replica) return false;
+    await this.end([replica], message);
+    return true;
+  }
+
+  /**
+   * A local agent exited on its own: before its engine was ever ready that is a start failure
+   * (the replica is replaced after the back-off); after, the replica is lost while its provider
+   * restarts the agent.
+   */
+  async agentExited(replicaId: string, reason: string, restartInMs: number): Promise<void> {
+    if (await this.startFailed(replicaId, 'exited', `its agent exited before its engine was ready: ${reason}; replaced`)) {
+      const replica = await this.replicas.findOne({ where: { id: replicaId } });
+      const deployment = replica ? await this.deployments.find(replica.deploymentId) : null;
+      // Placed again now, or the back-off is said on the deployment now.
+      if (deployment && isServing(deployment)) await this.ensure(deployment);
+      return;
+    }
+    await this.lost(replicaId, `${reason}; restarting in ${Math.ceil(restartInMs / 1000)} s`);
+  }
+
+  /** Marks a replica that never became ready and has not ended as a start failure; the replica, or null when it does not qualify. */
+  private async markStartFailure(replicaId: string, reason: StartFailureReason): Promise<Replica | null> {
+    const result = await this.replicas.update({ id: replicaId, status: Not('Terminated'), startedAt: IsNull(), startFailure: IsNull() }, { startFailure: reason });
+    if (!result.affected) return null;
+    const replica = await this.replicas.findOne({ where: { id: replicaId } });
+    if (replica) this.startupListener.startFailed(replica, reason);
+    return replica;
   }
 
   /**
@@ -173,6 +260,8 @@ export class ReplicaManager {
   async providerFailed(replicaId: string, reason: string): Promise<void> {
     const replica = await this.replicas.findOne({ where: { id: replicaId } });
     if (!replica || replica.status === 'Terminated') return;
+    // Never ready: it counts among the deployment's start failures.
+    if (!replica.startedAt) await this.markStartFailure(replicaId, 'provider_failed');
     await this.end([replica], reason);
     const deployment = await this.deployments.find(replica.deploymentId);
     if (deployment && isServing(deployment)) await this.deployments.transition(deployment, deployment.status, `replica ${replica.id} failed: ${reason}`);
@@ -289,7 +378,7 @@ export class ReplicaManager {
     // The first replica after a stay at zero: the deployment says why its requests wait.
     if (deployment.statusReason === SCALED_TO_ZERO_REASON) deployment = await this.deployments.transition(deployment, 'Running', COLD_START_REASON);
     for (let count = active.length; count < wanted; count++) {
-      const hold = provider.holdReason?.(deployment.id);
+      const hold = provider.holdReason?.(deployment.id) ?? await this.startHold(deployment.id);
       if (hold) {
         const reason = `${count} of ${wanted} replicas placed; ${hold}`;
         if (deployment.statusReason !== reason) await this.deployments.transition(deployment, deployment.status, reason);
@@ -306,7 +395,7 @@ export class ReplicaManager {
         id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: `starting on ${offer.gpuName} (${offer.region})`,
         provider: provider.kind, joinTokenHash: hashSecret(joinToken), gpus: [], offerId: offer.id, gpuName: offer.gpuName,
         gpuMemoryGb: offer.gpuMemoryGb, region: offer.region, pricePerHour: offer.pricePerHour, loadPercent: 0, meteredUntil: null,
-        priorityScheduling: deployment.shareIdleCapacity, serverId: this.serverId,
+        priorityScheduling: deployment.shareIdleCapacity, serverId: this.serverId, startupPhases: [], startFailure: null,
       });
       let replica: Replica;
       try {
@@ -371,7 +460,7 @@ export class ReplicaManager {
     if (existing) await this.replicas.delete({ id: existing.id });
     return await this.replicas.save(this.replicas.create({
       id: newId('rep'), deploymentId: deployment.id, status: 'Creating', statusReason: null,
-      provider: 'external', joinTokenHash: agentTokenHash, gpus: [], pricePerHour: 0, meteredUntil: null,
+      provider: 'external', joinTokenHash: agentTokenHash, gpus: [], pricePerHour: 0, meteredUntil: null, startupPhases: [], startFailure: null,
     }));
   }
 }

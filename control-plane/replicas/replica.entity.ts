@@ -4,6 +4,32 @@ import { nullableNumeric, numeric } from '../database/numeric-column';
 export const REPLICA_STATUSES = ['Creating', 'Running', 'Unhealthy', 'Terminated'] as const;
 export type ReplicaStatus = (typeof REPLICA_STATUSES)[number];
 
+/**
+ * Why a replica never became ready (it was replaced, with back-off: replica-start-watchdog.ts):
+ * `deadline`, no ready engine within REPLICA_START_DEADLINE_MS of its placement; `exited`, its
+ * agent or engine exited while starting; `provider_failed`, its provider says it cannot come
+ * (an image that cannot be pulled, a crash loop).
+ */
+export const START_FAILURE_REASONS = ['deadline', 'exited', 'provider_failed'] as const;
+export type StartFailureReason = (typeof START_FAILURE_REASONS)[number];
+
+/**
+ * One phase of a replica's start-up as stored: `provision` (placement to its agent's Hello:
+ * a process spawned, a pod scheduled and its images pulled), then what its agent timed
+ * (`download`, `load`, `warm_up`: proto/PROTOCOL.md "Start-up phases").
+ */
+export interface StoredStartupPhase {
+  readonly name: string;
+  /** ISO 8601. */
+  readonly startedAt: string;
+  readonly durationMs: number;
+  /** False: the start-up was in this phase when last heard of (where it stuck, if it never became ready). */
+  readonly done: boolean;
+  readonly detail: string;
+  /** The download phase: the model's bytes; 0 otherwise. */
+  readonly bytes: number;
+}
+
 
 /** One running copy of a deployment's model: a worker agent and its engine on one host. */
 @Entity('replicas')
@@ -36,7 +62,12 @@ export class Replica {
   /** Billed up to here; the metering loop moves it forward while the replica runs. */
   @Column('timestamptz', { name: 'metered_until', nullable: true }) meteredUntil: Date | null;
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt: Date;
+  /** When its engine first reported ready: the end of its cold start (null while it never was). */
   @Column('timestamptz', { name: 'started_at', nullable: true }) startedAt: Date | null;
+  /** Its start-up, phase by phase, as last reported (final once it is ready). */
+  @Column('jsonb', { name: 'startup_phases', default: () => "'[]'" }) startupPhases: StoredStartupPhase[];
+  /** Set when it was ended for never becoming ready; counted on the deployment. */
+  @Column('text', { name: 'start_failure', nullable: true }) startFailure: StartFailureReason | null;
   @Column('timestamptz', { name: 'last_seen_at', nullable: true }) lastSeenAt: Date | null;
   @Column('timestamptz', { name: 'terminated_at', nullable: true }) terminatedAt: Date | null;
 }

@@ -33,6 +33,7 @@ import type { JobEventBatch as _worker_v1_JobEventBatch, JobEventBatch__Output a
 import type { Output as _worker_v1_Output, Output__Output as _worker_v1_Output__Output } from './worker/v1/Output';
 import type { Progress as _worker_v1_Progress, Progress__Output as _worker_v1_Progress__Output } from './worker/v1/Progress';
 import type { Reject as _worker_v1_Reject, Reject__Output as _worker_v1_Reject__Output } from './worker/v1/Reject';
+import type { StartupPhase as _worker_v1_StartupPhase, StartupPhase__Output as _worker_v1_StartupPhase__Output } from './worker/v1/StartupPhase';
 import type { UploadTarget as _worker_v1_UploadTarget, UploadTarget__Output as _worker_v1_UploadTarget__Output } from './worker/v1/UploadTarget';
 import type { Usage as _worker_v1_Usage, Usage__Output as _worker_v1_Usage__Output } from './worker/v1/Usage';
 import type { Welcome as _worker_v1_Welcome, Welcome__Output as _worker_v1_Welcome__Output } from './worker/v1/Welcome';
@@ -85,6 +86,7 @@ export interface ProtoGrpcType {
       Output: MessageTypeDefinition<_worker_v1_Output, _worker_v1_Output__Output>
       Progress: MessageTypeDefinition<_worker_v1_Progress, _worker_v1_Progress__Output>
       Reject: MessageTypeDefinition<_worker_v1_Reject, _worker_v1_Reject__Output>
+      StartupPhase: MessageTypeDefinition<_worker_v1_StartupPhase, _worker_v1_StartupPhase__Output>
       UploadTarget: MessageTypeDefinition<_worker_v1_UploadTarget, _worker_v1_UploadTarget__Output>
       Usage: MessageTypeDefinition<_worker_v1_Usage, _worker_v1_Usage__Output>
       Welcome: MessageTypeDefinition<_worker_v1_Welcome, _worker_v1_Welcome__Output>

@@ -1,4 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { DEFAULT_AGENT_ENTRY } from '../../control-plane/config/control-plane-config';
@@ -70,5 +73,62 @@ describe('static provider', () => {
     // Its agent was told to drain: it leaves (a supervisor would start it again, idle).
     await waitFor(() => agent!.exitCode !== null, 10_000, 'the host agent to drain and exit');
     expect(agent!.exitCode).toBe(0);
+  });
+});
+
+/**
+ * Static hosts' weights caches: an idle host's agent names in its Hello what its cache holds,
+ * and placement puts a replica of that model on such a host (at the same price as the others).
+ */
+describe('static hosts that hold the model\'s weights', () => {
+  let test: TestServer;
+  let graphql: ReturnType<typeof graphqlClient>;
+  let operator: ReturnType<typeof graphqlClient>;
+  const agents: ChildProcess[] = [];
+  const cacheDirs: string[] = [];
+
+  beforeAll(async () => {
+    test = await startTestServer({ controlPlane: { operatorToken: OPERATOR_TOKEN, capacityIntervalMs: 100 } });
+    graphql = graphqlClient(test.url, (await test.createWorkspace()).apiKey);
+    operator = graphqlClient(test.url, OPERATOR_TOKEN);
+  });
+
+  afterAll(async () => {
+    for (const agent of agents) agent.kill('SIGKILL');
+    await test?.stop();
+    for (const directory of cacheDirs) fs.rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('a host whose cache holds the model wins over one that must download it, at the same price', async () => {
+    const hosts: Array<{ id: string; name: string; hostToken: string }> = [];
+    for (const name of ['rack-a', 'rack-b']) {
+      const registered = await operator(`mutation($name: String!) { registerStaticHost(input: {name: $name, gpuName: "L40S", gpuMemoryGb: 48, region: "on-prem", pricePerHour: 1}) {
+        host { id name } hostToken } }`, { name });
+      hosts.push({ ...registered.data.registerStaticHost.host, hostToken: registered.data.registerStaticHost.hostToken });
+    }
+    // Same price, same memory, one machine each: without the cache, the first by id would win.
+    // The other one's cache holds the model, as vLLM leaves it with HF_HOME there.
+    const [plain, cached] = [...hosts].sort((left, right) => `static:${left.id}`.localeCompare(`static:${right.id}`));
+    for (const host of hosts) {
+      const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), `static-cache-${host.name}-`));
+      cacheDirs.push(cacheDir);
+      if (host === cached) fs.mkdirSync(path.join(cacheDir, 'hub', 'models--meta-llama--Llama-3.1-8B-Instruct', 'snapshots', '0e9e39f'), { recursive: true });
+      agents.push(spawn(process.execPath, [DEFAULT_AGENT_ENTRY], {
+        env: {
+          PATH: process.env.PATH, ...FAST_AGENT_ENV, WORKER_CONTROL_PLANE: test.server.controlPlane.grpcAddress, WORKER_JOIN_TOKEN: host.hostToken,
+          WORKER_ENGINE: 'cpu', WORKER_MODEL_CACHE_DIR: cacheDir,
+        },
+        stdio: 'ignore',
+      }));
+    }
+    // The idle hosts' agents are told host_idle, but their Hellos are heard.
+    const listed = async () => (await operator('{ staticHosts { id name cachedModels } }')).data.staticHosts as Array<{ id: string; name: string; cachedModels: string[] }>;
+    await waitFor(async () => (await listed()).find((host) => host.id === cached.id)?.cachedModels.length === 1, 20_000, 'the cache reported');
+    expect(Object.fromEntries((await listed()).map((host) => [host.id, host.cachedModels]))).toEqual({ [plain.id]: [], [cached.id]: ['meta-llama/Llama-3.1-8B-Instruct'] });
+    const created = await graphql('mutation { createDeployment(input: {modelId: "meta-llama/Llama-3.1-8B-Instruct", priceCapPerHour: 2, provider: "static"}) { deployment { id } } }');
+    const { id } = created.data.createDeployment.deployment;
+    await test.waitForReplicas(id, 1);
+    const replicas = (await graphql(`query($id: ID!) { deployment(id: $id) { replicas { status offerId } } }`, { id })).data.deployment.replicas;
+    expect(replicas).toEqual([{ status: 'Running', offerId: `static:${cached.id}` }]);
   });
 });

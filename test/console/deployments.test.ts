@@ -77,6 +77,15 @@ describe('console: catalog → deployment', () => {
     await page.getByRole('status', { name: 'Status: Running' }).waitFor({ timeout: 30_000 });
     expect(await page.evaluate(() => (window as unknown as { stillThisPage?: boolean }).stillThisPage)).toBe(true);
     await page.getByRole('table', { name: 'Replicas' }).getByRole('cell', { name: 'Running', exact: true }).waitFor();
+    // The replica's cold start, phase by phase: placement to Hello, the acted-out download and load.
+    const phases = page.getByRole('table', { name: 'Replicas' }).getByRole('list', { name: 'Start-up phases' });
+    await phases.getByRole('listitem').filter({ hasText: /^load / }).waitFor();
+    expect(await phases.getByRole('listitem').allTextContents()).toEqual([
+      expect.stringMatching(/^provision \d+(\.\d)? (ms|s)$/),
+      expect.stringMatching(/^download \d+(\.\d)? s \(acted out by the CPU engine\)$/),
+      expect.stringMatching(/^load \d+(\.\d)? (ms|s) \(acted out by the CPU engine\)$/),
+    ]);
+    await page.getByTestId('startup-phases').getByText(/^\d+(\.\d)? s$/).waitFor();
     // The built-in engine is a stand-in, and the page says so where the user looks.
     await page.getByRole('note').filter({ hasText: 'built-in CPU stand-in' }).waitFor();
     await page.getByText(/in flight, .* queued over 1 replica/).waitFor({ timeout: 15_000 });

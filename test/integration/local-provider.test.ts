@@ -8,14 +8,15 @@ describe('local provider', () => {
     await test?.stop();
   });
 
-  it('records an agent that exits at start-up on its replica, with the agent\'s own message', async () => {
+  it('records an agent that exits at start-up on its replica, with the agent\'s own message, and replaces it as a start failure', async () => {
     // `openai` engine without an engine URL: the agent refuses its configuration and exits 2.
     test = await startTestServer({ controlPlane: { localEngine: 'openai', localEngineUrl: undefined } });
     const workspace = await test.createWorkspace();
     const deployment = await test.createDeployment(workspace);
-    await waitFor(async () => (await test.server.controlPlane.replicas.list(deployment.id))[0]?.status === 'Unhealthy', 10_000, 'the replica to turn Unhealthy');
+    await waitFor(async () => (await test.server.controlPlane.replicas.list(deployment.id))[0]?.status === 'Terminated', 20_000, 'the replica to be replaced');
     const [replica] = await test.server.controlPlane.replicas.list(deployment.id);
-    expect(replica.statusReason).toMatch(/exited with code 2: .*WORKER_ENGINE_URL/);
+    expect(replica.startFailure).toBe('exited');
+    expect(replica.statusReason).toMatch(/^its agent exited before its engine was ready: agent exited with code 2: .*WORKER_ENGINE_URL.*; replaced$/);
   });
 
   it('starts min replicas as separate agent processes and spreads load across them', async () => {

@@ -17,6 +17,7 @@ import { FakeKubeApi } from './support/fake-kube-api';
 import { ClusterView, runLifecycle } from './support/provider-scenario';
 import { TestKubelet } from './support/test-kubelet';
 import { validateManifest } from './support/validate-manifest';
+import { modelCacheNodeLabel } from '../../control-plane/providers/kubernetes/replica-pod';
 
 const NAMESPACE = 'inference';
 const H100 = 'NVIDIA-H100-80GB-HBM3';
@@ -72,6 +73,8 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
     fs.writeFileSync(configFile, JSON.stringify({
       namespace: NAMESPACE, kubeconfig, controlPlaneGrpcAddress: `127.0.0.1:${grpcPort}`, controlPlaneHttpUrl: `http://127.0.0.1:${httpPort}`,
       terminationGracePeriodSeconds: 40, terminateWaitSeconds: 10, failureBackoffSeconds: 1, watchRestartSeconds: 0.2,
+      // A cache on each node's disk: a model's next pods prefer the nodes that hold its weights.
+      modelCache: { hostPath: '/var/lib/inference-models', mountPath: '/models' },
       gpuClasses: [
         { product: H100, gpuMemoryGb: 80, pricePerGpuHour: 2.49, tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }] },
         // No toleration: its tainted nodes are offered (GPUs free) but the scheduler refuses them.
@@ -176,6 +179,37 @@ describe('the kubernetes provider (fake API server, test kubelet)', () => {
     } finally {
       kubelet.setAgentEnv({});
       await cleanUp(deployment.id);
+    }
+  });
+
+  it('a model\'s pod goes to a node labelled as holding its weights, then to the node its pods ran on (a host-path cache)', async () => {
+    // A model no other test runs: no node has run its pods before.
+    const modelId = 'Qwen/Qwen2.5-7B';
+    const label = modelCacheNodeLabel(modelId);
+    // Both nodes fit, and the scheduler's tie goes to gpu-a (first by name): the operator's label puts the pod on gpu-b.
+    api.updateNode('gpu-b', (node) => { node.metadata!.labels![label] = 'cached'; });
+    const first = await test.createDeployment(workspace, { provider: 'kubernetes', priceCapPerHour: 10, modelId });
+    try {
+      await test.waitForReplicas(first.id, 1, 60_000);
+      const [pod] = await cluster.livePods(first.id);
+      validPod(pod);
+      expect(pod.spec?.nodeName).toBe('gpu-b');
+      expect(pod.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution).toEqual(
+        [{ weight: 100, preference: { matchExpressions: [{ key: label, operator: 'Exists' }] } }]);
+    } finally {
+      await cleanUp(first.id);
+      api.updateNode('gpu-b', (node) => { delete node.metadata!.labels![label]; });
+    }
+    // No label any more: its earlier pod ran on gpu-b, whose disk keeps what it downloaded.
+    const second = await test.createDeployment(workspace, { provider: 'kubernetes', priceCapPerHour: 10, modelId });
+    try {
+      await test.waitForReplicas(second.id, 1, 60_000);
+      const [pod] = await cluster.livePods(second.id);
+      expect(pod.spec?.nodeName).toBe('gpu-b');
+      expect(pod.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[1]).toEqual(
+        { weight: 50, preference: { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['gpu-b'] }] } });
+    } finally {
+      await cleanUp(second.id);
     }
   });
 

@@ -16,8 +16,11 @@ import { modelDirectory, withU32, type ModelDirectory } from './support/tiny-mod
 /**
  * `npm start` with a GGUF file (LOCAL_MODEL_PATH): the first run deploys it on llama.cpp
  * agents, and a model file that is missing or malformed shows on the replica as a clear
- * status (the agent's own line), with restarts backing off instead of looping hot.
+ * status (the agent's own line); such a replica never becomes ready, so it is replaced (a
+ * start failure, counted) after a back-off that grows, instead of looping hot.
  */
+const BACKOFF_BASE_MS = 200;
+
 describe('serving a local GGUF file from start-up', () => {
   let models: ModelDirectory;
   let modelPath: string;
@@ -27,7 +30,10 @@ describe('serving a local GGUF file from start-up', () => {
     models = modelDirectory();
     modelPath = models.write('tiny-startup.gguf');
     test = await startTestServer({
-      controlPlane: { localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: 512, localLlamaParallel: 1 },
+      controlPlane: {
+        localModelPath: modelPath, localLlamaThreads: 1, localLlamaContextSize: 512, localLlamaParallel: 1,
+        capacityIntervalMs: 100, replicaStartBackoffBaseMs: BACKOFF_BASE_MS, replicaStartBackoffMaxMs: 60_000,
+      },
     });
   });
 
@@ -69,14 +75,15 @@ describe('serving a local GGUF file from start-up', () => {
     expect(completion.usage!.total_tokens).toBeLessThanOrEqual(512);
   });
 
-  it('a missing model file: the replica says so (exit 3) and the deployment never turns Running', async () => {
+  it('a missing model file: the replica says so (exit 3), is replaced as a start failure, and the deployment never turns Running', async () => {
     replaceModel(null);
     const workspace = await test.createWorkspace();
     const deployment = await test.createDeployment(workspace, { modelId: 'local/tiny-startup' });
-    await waitFor(async () => (await replicaOf(deployment.id))?.status === 'Unhealthy', 20_000, 'the replica to turn Unhealthy');
-    expect((await replicaOf(deployment.id)).statusReason).toBe(
-      `agent exited with code 3: worker agent: engine llama-cpp failed to start: model file ${modelPath} cannot be read: no such file; restarting in 1 s`,
-    );
+    await waitFor(async () => (await replicaOf(deployment.id))?.status === 'Terminated', 20_000, 'the replica to be replaced');
+    expect(await replicaOf(deployment.id)).toMatchObject({
+      startFailure: 'exited', startedAt: null,
+      statusReason: `its agent exited before its engine was ready: agent exited with code 3: worker agent: engine llama-cpp failed to start: model file ${modelPath} cannot be read: no such file; replaced`,
+    });
     expect((await test.server.controlPlane.deployments.get(workspace.workspaceId, deployment.id)).status).toBe('Creating');
     const refused = await fetch(`${deployment.baseUrl}/chat/completions`, {
       method: 'POST', headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json' },
@@ -85,25 +92,31 @@ describe('serving a local GGUF file from start-up', () => {
     expect(refused.status).toBe(503);
   });
 
-  it('a file that makes llama.cpp abort: a clear replica status and restarts that back off', async () => {
+  it('a file that makes llama.cpp abort: a clear replica status, and replacements after a back-off that doubles', async () => {
     replaceModel(withU32(tinyGguf(), 'llama.attention.head_count', 0));
     const workspace = await test.createWorkspace();
     const deployment = await test.createDeployment(workspace, { modelId: 'local/tiny-startup' });
-    await waitFor(async () => /SIGABRT/.test((await replicaOf(deployment.id))?.statusReason ?? ''), 20_000, 'the aborted agent on the replica');
-    const replica = await replicaOf(deployment.id);
-    expect(replica.status).toBe('Unhealthy');
-    expect(replica.statusReason).toMatch(/^agent aborted in native code \(SIGABRT, e\.g\. llama\.cpp on a malformed model file\): .*GGML_ASSERT\(.+\) failed; restarting in \d+ s$/);
-    // Restarts back off (100 ms doubling here): a hot loop would start dozens of agents in two seconds.
-    const provider = test.server.controlPlane.localProvider!;
-    const pids = new Set<number | undefined>();
-    const until = Date.now() + 2_000;
-    while (Date.now() < until) {
-      pids.add(provider.processOf(replica.id)?.pid);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    const replicas = () => test.server.controlPlane.replicas.list(deployment.id);
+    // Two failures and the third replica placed after them: two back-offs, the second twice the first.
+    // (An agent takes seconds to load llama.cpp and abort on a loaded 2-core machine.)
+    await waitFor(async () => {
+      const current = await replicas();
+      return current.length >= 3 && current.filter((replica) => replica.startFailure === 'exited').length >= 2;
+    }, 120_000, 'two replicas replaced and a third placed');
+    const all = await replicas();
+    const failed = all.filter((replica) => replica.startFailure === 'exited');
+    for (const replica of failed) {
+      expect(replica.status).toBe('Terminated');
+      expect(replica.statusReason).toMatch(/^its agent exited before its engine was ready: agent aborted in native code \(SIGABRT, e\.g\. llama\.cpp on a malformed model file\): .*GGML_ASSERT\(.+\) failed; replaced$/);
     }
-    expect(pids.size).toBeLessThanOrEqual(6);
+    // Each next replica waited out a back-off doubling with each failure in a row (a hot loop would start dozens).
+    for (let index = 1; index < all.length; index += 1) {
+      expect(all[index].createdAt.getTime() - all[index - 1].terminatedAt!.getTime()).toBeGreaterThanOrEqual(BACKOFF_BASE_MS * 2 ** (index - 1) - 1);
+    }
+    const view = await test.server.controlPlane.deployments.get(workspace.workspaceId, deployment.id);
+    expect(view.status).toBe('Creating');
     await test.server.controlPlane.deployments.delete(workspace.workspaceId, deployment.id);
-  });
+  }, 150_000);
 
   it('config: LOCAL_MODEL_PATH is resolved to an absolute path; LOCAL_ENGINE=llama-cpp needs it; none leaves the default', () => {
     expect(loadControlPlaneConfig({ LOCAL_MODEL_PATH: 'models/x.gguf' }).localModelPath).toBe(`${process.cwd()}/models/x.gguf`);

@@ -65,6 +65,8 @@ describe('AgentSession', () => {
       priorityCapable: true, flowControl: true, preemptsBatchLines: true,
       // An engine without adapters leaves the LoRA capacity unset: the control plane reads 0 (no adapter jobs).
       maxLoras: 0, maxCpuLoras: 0, maxLoraRank: 0,
+      // No weights cache given to the session: nothing cached said.
+      cachedModels: [],
     });
     const heartbeat = await stream.until(() => stream.frames.find((frame) => frame.heartbeat)?.heartbeat);
     expect(heartbeat).toMatchObject({ inFlight: 0, queued: 0, engineHealth: 'ENGINE_HEALTH_HEALTHY', detail: '' });

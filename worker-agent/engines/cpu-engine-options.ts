@@ -1,9 +1,16 @@
 import { booleanOption, integerOption, numberOption, loadOptionFields, optionField, type OptionsOf } from '../option-fields';
+import { cpuStartupPlanOption, type CpuStartupPlan } from './cpu-startup';
 
 /** Timing and failure switches of the built-in CPU engine; shared by the agent and the HTTP server. */
 export const cpuEngineOptionFields = {
   /** Simulated model download and load at start, in milliseconds, reported as load progress. @default 0 */
   cpuLoadMs: optionField(integerOption(0).default(0), 'WORKER_CPU_LOAD_MS'),
+  /**
+   * A GPU engine's start-up acted out phase by phase, timed on the heartbeats (cpu-startup.ts):
+   * `download=90000,load=30000,warm_up=2000`; `hang` for a phase that never ends, `fail` for an
+   * engine that exits there (code 3). Overrides WORKER_CPU_LOAD_MS. @default none
+   */
+  cpuStartupPhases: optionField(cpuStartupPlanOption().optional(), 'WORKER_STARTUP_PHASES_MS'),
   /** Delay before the first token, in milliseconds. @default 0 */
   cpuTtftMs: optionField(integerOption(0).default(0), 'WORKER_CPU_TTFT_MS'),
   /** Generation speed per choice; 0 emits as fast as possible. @default 0 */
@@ -35,8 +42,10 @@ export interface CpuEngineBehaviour {
 
 export interface CpuEngineOptions extends CpuEngineBehaviour {
   readonly testControls: boolean;
-  /** Simulated model download and load at start. */
+  /** Simulated model download and load at start (WORKER_CPU_LOAD_MS): four fifths downloading, one fifth loading. */
   readonly loadMs?: number;
+  /** The start-up it acts out phase by phase (WORKER_STARTUP_PHASES_MS); overrides `loadMs`. */
+  readonly startup?: CpuStartupPlan;
   /** Simulated prefill time per uncached prompt token, in microseconds (cpu-prefix-cache.ts). @default 0 */
   readonly prefillMicrosPerToken?: number;
   /** Simulated prefix cache size in tokens. @default 0 */
@@ -53,6 +62,7 @@ export function cpuEngineOptionsFrom(values: CpuEngineOptionValues): CpuEngineOp
     crashAfterTokens: values.cpuCrashAfterTokens,
     testControls: values.cpuTestControls,
     loadMs: values.cpuLoadMs,
+    startup: values.cpuStartupPhases,
     prefillMicrosPerToken: values.cpuPrefillMicrosPerToken,
     prefixCacheTokens: values.cpuPrefixCacheTokens,
   });

@@ -3,7 +3,6 @@
  * real token counts. In-process it produces the same SSE bytes its HTTP server would, and the
  * agent forwards them through the same filter as any HTTP engine's.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCancellation } from '../job-cancellation';
 import type { JobPreemption } from '../job-preemption';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress, MediaFiles, MediaJob, ProgressReporter } from './engine';
@@ -20,10 +19,11 @@ import { cpuPrefixSimulator, type CpuPrefixSimulator } from './cpu-prefix-cache'
 import { CpuAdapters, withAdapter, type CpuAdapterOptions } from './cpu-adapters';
 import type { AdapterResidencyView } from './adapter-slots';
 import { adapterLoadFailed } from './adapter-failure';
+import { actOutStartup, legacyLoadPlan } from './cpu-startup';
+import type { StartupPhases } from '../startup-phases';
 
 export const CPU_ENGINE_VERSION = '1.0.0';
 
-const LOAD_STEPS = 20;
 const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
 
 export class CpuEngine implements Engine {
@@ -59,15 +59,12 @@ export class CpuEngine implements Engine {
     return this.loras?.slots;
   }
 
-  /** With `loadMs`, behaves like an engine fetching and loading weights: 20 steps of progress. */
-  async start(progress?: LoadProgress): Promise<void> {
-    const loadMs = this.options.loadMs ?? 0;
-    if (loadMs <= 0) return;
-    for (let step = 0; step < LOAD_STEPS; step += 1) {
-      const percent = (step * 100) / LOAD_STEPS;
-      progress?.(percent, percent < 80 ? 'downloading the model weights' : 'loading the weights into memory');
-      await sleep(loadMs / LOAD_STEPS);
-    }
+  /**
+   * With `startup` (or `loadMs`), behaves like an engine fetching, loading and warming up its
+   * weights: 20 steps of progress, each phase timed (cpu-startup.ts). Without: ready at once.
+   */
+  async start(progress?: LoadProgress, phases?: StartupPhases): Promise<void> {
+    await actOutStartup(this.options.startup ?? legacyLoadPlan(this.options.loadMs ?? 0), progress, phases);
   }
 
   /** Serves any model name, so it reports none. */

@@ -13,7 +13,8 @@ export class EngineHealthProbe {
   private served: readonly string[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly check: HealthCheck, private readonly intervalMs: number, private readonly timeoutMs: number) {}
+  /** @param onHealthy told after every probe the engine answered (the engine's first answer ends its start-up's load phase) */
+  constructor(private readonly check: HealthCheck, private readonly intervalMs: number, private readonly timeoutMs: number, private readonly onHealthy: () => void = () => {}) {}
 
   /** Probes once, then keeps probing in the background (the timer never holds the process open). */
   async start(): Promise<void> {
@@ -38,6 +39,7 @@ export class EngineHealthProbe {
     try {
       this.served = await this.check(AbortSignal.timeout(this.timeoutMs));
       this.report = { status: 'ENGINE_HEALTH_HEALTHY', detail: '' };
+      this.onHealthy();
     } catch (error) {
       this.report = { status: 'ENGINE_HEALTH_UNHEALTHY', detail: `engine probe failed: ${(error as Error).message}` };
     }

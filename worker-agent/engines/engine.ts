@@ -9,6 +9,7 @@ import type { AdapterResidencyView } from './adapter-slots';
 import type { JobCancellation } from '../job-cancellation';
 import type { JobPreemption } from '../job-preemption';
 import type { EngineSignalsAnswer } from './engine-signals';
+import type { StartupPhases } from '../startup-phases';
 
 /** One assigned job as the engine sees it (the transport-level fields of `Assign`). */
 export interface EngineJob {
@@ -139,9 +140,10 @@ export interface Engine {
   /**
    * Gets the engine ready: loads its model (in-process engines, reporting `progress`) or probes
    * it once, bounded in time, and starts periodic health checks. Throws `EngineStartError`
-   * when the engine cannot serve at all.
+   * when the engine cannot serve at all. `phases`: where the engine times its start-up
+   * (download, load, warm-up: startup-phases.ts); an engine marks only the phases it has.
    */
-  start(progress?: LoadProgress): Promise<void>;
+  start(progress?: LoadProgress, phases?: StartupPhases): Promise<void>;
   /** Model names the engine reported it serves; empty when unknown. */
   models(): readonly string[];
   health(): EngineHealthReport;

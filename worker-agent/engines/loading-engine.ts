@@ -11,14 +11,18 @@ import type { BatchPreemption, Engine, EngineHealthReport, EngineJob, EngineResu
 import { EngineFailure } from './engine-failure';
 import type { EngineSignalsAnswer } from './engine-signals';
 import type { AdapterResidencyView } from './adapter-slots';
+import { StartupPhases } from '../startup-phases';
 
 export class LoadingEngine implements Engine {
   private loaded = false;
   private percent = 0;
   private stage = 'starting the engine';
 
-  /** @param onChange told when the whole percentage or the stage changes, and once loaded */
-  constructor(private readonly inner: Engine, private readonly onChange: () => void = () => {}) {}
+  /**
+   * @param onChange told when the whole percentage or the stage changes, and once loaded
+   * @param phases where the inner engine times its start-up (sent on heartbeats until ready)
+   */
+  constructor(private readonly inner: Engine, private readonly onChange: () => void = () => {}, readonly phases: StartupPhases = new StartupPhases()) {}
 
   get kind(): AgentEngineKind { return this.inner.kind; }
   get version(): string { return this.inner.version; }
@@ -40,7 +44,7 @@ export class LoadingEngine implements Engine {
       this.percent = whole;
       this.stage = stage;
       this.onChange();
-    });
+    }, this.phases);
     this.loaded = true;
     this.onChange();
   }

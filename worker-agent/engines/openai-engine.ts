@@ -25,6 +25,7 @@ import type { AdapterResidencyView } from './adapter-slots';
 import type { AdapterStore } from './adapter-store';
 import { OpenAiAdapters, type LoraApiFlavour } from './openai-adapters';
 import { parseLoraRequestsInfo } from './lora-requests-info';
+import type { StartupPhases } from '../startup-phases';
 
 export interface OpenAiEngineOptions {
   /** Base URL with or without a trailing `/v1`, e.g. `http://gpu-host:8000`. */
@@ -65,6 +66,12 @@ export interface OpenAiEngineOptions {
    * `maxLoras` 0: the replica serves no adapter.
    */
   readonly adapters?: { readonly capacity: LoraCapacity; readonly store: AdapterStore };
+  /**
+   * Once the engine first answers, send it one tiny completion before reporting it ready (the
+   * `warm_up` start-up phase): vLLM and SGLang compile and allocate on their first requests.
+   * An engine that refuses it (an embedding or image model) is ready all the same. @default false
+   */
+  readonly warmUp?: boolean;
 }
 
 /** A metrics page larger than this is not read (vLLM's is tens of KiB per model). */
@@ -82,6 +89,10 @@ const METRICS_ACCEPT = 'text/plain;version=0.0.4;q=1,*/*;q=0.1';
 export const GUEST_PRIORITY = 10;
 /** vLLM's `priority` for batch lines on an engine that schedules by priority: below guests. */
 export const BATCH_PRIORITY = 20;
+
+/** How long the warm-up request may take: a first request may wait for kernels to compile. */
+const WARM_UP_TIMEOUT_MS = 120_000;
+const WARM_UP_HEALTH: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_STARTING', detail: 'warming up the engine: 99 %', loadPercent: 99 });
 
 /** What llama.cpp's server answers as every model's `owned_by` in GET /v1/models. */
 export const LLAMA_SERVER_OWNER = 'llamacpp';
@@ -114,8 +125,14 @@ export class OpenAiEngine implements Engine {
   /** The runtime-LoRA API to call: SGLang's when GET /v1/models says `owned_by: "sglang"`, else vLLM's. */
   private flavour: LoraApiFlavour = 'vllm';
   private readonly loras: OpenAiAdapters | undefined;
+  /** The start-up this engine times (given to start()): `load` until it first answers, then `warm_up`. */
+  private phases: StartupPhases | undefined;
+  /** Whether the warm-up is still to come (`pending`), under way, or over (or not wanted). */
+  private warm: 'pending' | 'running' | 'done';
+  private warming: Promise<void> | undefined;
 
   constructor(private readonly options: OpenAiEngineOptions) {
+    this.warm = options.warmUp ? 'pending' : 'done';
     const url = new URL(options.url);
     this.url = options.url;
     this.salts = options.cacheSalt !== false;
@@ -127,7 +144,7 @@ export class OpenAiEngine implements Engine {
     // Beside the jobs' connections: one for the health probe, one for the metrics scrape.
     this.pool = new Pool(url.origin, { connections: options.connections + 2, connectTimeout: options.connectTimeoutMs });
     this.headers = { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
-    this.probe = new EngineHealthProbe((signal) => this.listModels(signal), options.healthIntervalMs, options.connectTimeoutMs);
+    this.probe = new EngineHealthProbe((signal) => this.listModels(signal), options.healthIntervalMs, options.connectTimeoutMs, () => this.answered());
     const adapters = options.adapters;
     this.loras = adapters && adapters.capacity.maxLoras > 0
       ? new OpenAiAdapters({ capacity: adapters.capacity, store: adapters.store, post: (path, body) => this.postJson(path, body), flavour: () => this.flavour })
@@ -138,16 +155,59 @@ export class OpenAiEngine implements Engine {
     return this.loras?.slots;
   }
 
-  start(): Promise<void> {
-    return this.probe.start();
+  /**
+   * Probes the engine once and keeps probing. The engine's own start-up (its download and load:
+   * vLLM tells the agent neither apart) is the `load` phase, from here to its first answer; the
+   * warm-up follows that answer, now or whenever a later probe gets it.
+   */
+  async start(_progress?: unknown, phases?: StartupPhases): Promise<void> {
+    this.phases = phases;
+    phases?.begin('load', 'waiting for the engine to answer');
+    await this.probe.start();
+    await this.warming;
   }
 
   models(): readonly string[] {
     return this.probe.models();
   }
 
+  /** The probe's verdict, but STARTING while the warm-up request runs: no work before it. */
   health(): EngineHealthReport {
-    return this.probe.health();
+    const report = this.probe.health();
+    return report.status === 'ENGINE_HEALTH_HEALTHY' && this.warm !== 'done' ? WARM_UP_HEALTH : report;
+  }
+
+  /** A probe got an answer: the first ends the load phase and starts the warm-up. */
+  private answered(): void {
+    if (this.phases?.current === 'load') this.phases.end('load', { detail: `the engine answered GET /v1/models (${this.probe.models().length} model(s))` });
+    if (this.warm !== 'pending') return;
+    this.warm = 'running';
+    this.warming = this.warmUp();
+  }
+
+  /** The warm-up, timed as `warm_up`; the engine reports ready as the phase ends (its heartbeat goes out then). */
+  private async warmUp(): Promise<void> {
+    this.phases?.begin('warm_up');
+    const detail = await this.warmUpRequest();
+    this.warm = 'done';
+    this.phases?.end('warm_up', { detail });
+  }
+
+  /**
+   * One completion of one token. Never fails the start: an engine that refuses it (no
+   * /v1/completions, an embedding model) or does not answer is ready all the same, and the phase
+   * says so.
+   */
+  private async warmUpRequest(): Promise<string> {
+    const model = this.options.engineModel ?? this.probe.models()[0];
+    if (!model) return 'skipped: the engine names no model';
+    try {
+      const response = await this.send('POST', '/v1/completions', Buffer.from(JSON.stringify({ model, prompt: 'Hello', max_tokens: 1 })), AbortSignal.timeout(WARM_UP_TIMEOUT_MS));
+      await response.body.dump().catch(() => undefined);
+      return response.statusCode < 300 ? '1 token completed' : `skipped: the engine answered ${response.statusCode} to a completion`;
+    } catch (error) {
+      return `skipped: ${(error as Error).name === 'TimeoutError' ? `no answer within ${WARM_UP_TIMEOUT_MS / 1000} s` : 'the engine could not be reached'}`;
+    }
   }
 
   /**

@@ -21,6 +21,7 @@ import { LlamaEmbedder } from './llama-embeddings';
 import { LlamaRuntime, type RenderedPrompt } from './llama-runtime';
 import type { Engine, EngineHealthReport, EngineJob, EngineResult, EngineSink, LoadProgress } from '../engines/engine';
 import { EngineFailure } from '../engines/engine-failure';
+import { EngineStartError } from '../engines/engine-start-error';
 import { cacheTenantOf } from '../engines/cache-tenant';
 import { prepareEngineRequest } from '../engines/engine-request';
 import { forwardJsonBody, StreamForwarder } from '../engines/engine-response';
@@ -30,9 +31,14 @@ import { adapterLoadFailed } from '../engines/adapter-failure';
 import type { AdapterResidencyView } from '../engines/adapter-slots';
 import type { AdapterStore } from '../engines/adapter-store';
 import { LlamaAdapters } from './llama-adapters';
+import type { ModelCache, ModelSource } from '../engines/model-cache';
+import type { StartupPhases } from '../startup-phases';
 
 export interface LlamaCppEngineOptions {
-  readonly modelPath: string;
+  /** The GGUF file; or `modelSource` with `modelCache`, where it is fetched into first. */
+  readonly modelPath?: string;
+  readonly modelSource?: ModelSource;
+  readonly modelCache?: ModelCache;
   readonly threads: number;
   /** Tokens per sequence; undefined = 4096 or the model's training context if smaller. */
   readonly contextSize?: number;
@@ -67,6 +73,17 @@ export interface LlamaEngineSignals {
   readonly prefixCacheHitRate: number | null;
 }
 
+/** Times `work` as a start-up phase when the agent records phases; runs it plainly otherwise. */
+async function timed<T>(phases: StartupPhases | undefined, name: 'download' | 'load' | 'warm_up', work: () => Promise<T>, outcome: (result: T) => { detail?: string; bytes?: number }): Promise<T> {
+  return phases ? await phases.time(name, work, outcome) : await work();
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes >= 1024 ** 3) return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+  if (bytes >= 1024 ** 2) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024).toFixed(1)} KiB`;
+}
+
 const HEALTHY: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_HEALTHY', detail: '' });
 const NOT_LOADED: EngineHealthReport = Object.freeze({ status: 'ENGINE_HEALTH_UNHEALTHY', detail: 'model not loaded' });
 
@@ -98,9 +115,12 @@ export class LlamaCppEngine implements Engine {
     return this.loras?.slots;
   }
 
-  /** Opens llama.cpp (for Hello's version) and checks the model file; quick. Throws `EngineStartError`. */
+  /** Where the GGUF file is once fetched (or the local one). */
+  private modelPath: string | undefined;
+
+  /** Opens llama.cpp (for Hello's version) and checks a local model file; quick. Throws `EngineStartError`. */
   async prepare(): Promise<void> {
-    await LlamaRuntime.checkModelFile(this.options.modelPath);
+    if (this.options.modelPath !== undefined) await LlamaRuntime.checkModelFile(this.options.modelPath);
     this.backend = await LlamaBackend.open({
       threads: this.options.threads, log: (level, message) => this.logger[level]({ llamaCpp: message }, 'llama.cpp'),
     });
@@ -108,24 +128,55 @@ export class LlamaCppEngine implements Engine {
     this.grammars = new LlamaGrammars(this.backend.llama);
   }
 
-  /** Loads the model, reporting progress. Throws `EngineStartError` when it cannot be served. */
-  async start(progress?: LoadProgress): Promise<void> {
+  /**
+   * Fetches the model file into the weights cache when it comes from a URL (`download`), loads it
+   * (`load`) and decodes one token (`warm_up`: llama.cpp's first evaluation allocates its compute
+   * buffers, which a first request would otherwise wait for), reporting progress and timing each
+   * phase. Throws `EngineStartError` when it cannot be served.
+   */
+  async start(progress?: LoadProgress, phases?: StartupPhases): Promise<void> {
     if (!this.backend) await this.prepare();
+    const source = this.options.modelSource;
+    // A download takes the first half of the progress bar; the load the rest. The bar never goes
+    // back (llama.cpp may report a late fraction below an earlier one).
+    const loadShare = source ? 0.5 : 1;
+    let highest = 0;
+    const report = (percent: number, stage: string) => {
+      highest = Math.max(highest, percent);
+      progress?.(highest, stage);
+    };
+    if (source) {
+      const cache = this.options.modelCache;
+      if (!cache) throw new EngineStartError('a model URL needs a model cache directory to fetch into');
+      const file = await timed(phases, 'download', () => cache.file(source, (fraction) => report(fraction * 50, 'downloading the model file')),
+        (fetched) => ({ detail: fetched.cacheHit ? `cache hit (${formatBytes(fetched.bytes)})` : `fetched ${formatBytes(fetched.bytes)}`, bytes: fetched.bytes }));
+      this.modelPath = file.path;
+      await LlamaRuntime.checkModelFile(file.path);
+    } else {
+      this.modelPath = this.options.modelPath;
+    }
+    const modelPath = this.modelPath as string;
     const startedAt = Date.now();
-    this.runtime = await LlamaRuntime.load(this.backend as LlamaBackend, {
-      progress, modelPath: this.options.modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
+    const runtime = await timed(phases, 'load', () => LlamaRuntime.load(this.backend as LlamaBackend, {
+      progress: (percent, stage) => report(100 - loadShare * 100 + percent * loadShare, stage),
+      modelPath, threads: this.options.threads, contextSize: this.options.contextSize,
       defaultContextSize: DEFAULT_LLAMA_CONTEXT_SIZE, parallel: this.options.parallel, cachedSequences: this.options.cachedSequences,
       prefixCache: this.options.prefixCache,
-    });
+    }), (loaded) => ({ detail: `context of ${loaded.contextSize} tokens × ${loaded.sequences.size} sequence(s), ${this.options.threads} thread(s)` }));
+    const loadMs = Date.now() - startedAt;
+    report(99, 'warming up');
+    await timed(phases, 'warm_up', () => runtime.warmUp(), (prompt) => ({ detail: `1 token decoded after a ${prompt}-token prompt` }));
+    this.runtime = runtime;
     this.logger.info({
-      modelPath: this.options.modelPath, contextSize: this.runtime.contextSize, parallel: this.options.parallel, 
+      modelPath, contextSize: runtime.contextSize, parallel: this.options.parallel,
       cachedSequences: Math.max(this.options.parallel, this.options.cachedSequences ?? 0),
-      threads: this.options.threads, chatFormat: this.runtime.chatFormat, loadMs: Date.now() - startedAt, version: this.version,
+      threads: this.options.threads, chatFormat: runtime.chatFormat, loadMs, version: this.version,
     }, 'llama.cpp model loaded');
   }
 
   models(): readonly string[] {
-    return [path.basename(this.options.modelPath, '.gguf')];
+    const file = this.options.modelPath ?? (this.options.modelSource ? new URL(this.options.modelSource.url).pathname : '');
+    return [path.basename(file, '.gguf')];
   }
 
   health(): EngineHealthReport {

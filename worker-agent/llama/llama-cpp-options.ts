@@ -17,8 +17,16 @@ export function defaultLlamaThreads(cores = os.availableParallelism()): number {
 
 /** Options of the `llama-cpp` engine (GGUF models on the CPU, in the agent's process). */
 export const llamaCppOptionFields = {
-  /** GGUF file to serve. Required for `--engine llama-cpp`. */
+  /** GGUF file to serve. `--engine llama-cpp` needs it or `--model-url`. */
   llamaModelPath: optionField(z.string().min(1).optional(), 'WORKER_LLAMA_MODEL_PATH', 'model-path'),
+  /**
+   * Where to fetch the GGUF file from instead (http or https), into the host's weights cache
+   * (`--model-cache-dir`): a second agent on the host finds it there. The fetch is the `download`
+   * start-up phase. @default none
+   */
+  llamaModelUrl: optionField(z.url({ protocol: /^https?$/ }).optional(), 'WORKER_LLAMA_MODEL_URL', 'model-url'),
+  /** The fetched file's hex sha256: checked before it is loaded, and the name it is cached under. @default not checked */
+  llamaModelSha256: optionField(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hex digits').optional(), 'WORKER_LLAMA_MODEL_SHA256', 'model-sha256'),
   /** CPU threads per evaluation. @default half the cores, 1 to 4 */
   llamaThreads: optionField(integerOption(1, 1024).optional(), 'WORKER_LLAMA_THREADS', 'threads'),
   /** Tokens per sequence (prompt + answer). @default 4096, at most the model's training context */

@@ -195,6 +195,24 @@ export class LlamaRuntime {
     return kept;
   }
 
+  /**
+   * Decodes one token after a short prompt on a sequence, then clears it. llama.cpp allocates
+   * its compute buffers and the threads' work on the first evaluation: done here, before the
+   * replica takes work, a first request does not wait for it. Returns the prompt's length.
+   */
+  async warmUp(): Promise<number> {
+    const sequence = this.allSequences[0];
+    const prompt = this.tokenizePrompt({ text: 'Hello' });
+    const evaluation = sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true });
+    try {
+      await evaluation.next();
+    } finally {
+      await evaluation.return(undefined);
+      await sequence.clearHistory();
+    }
+    return prompt.length;
+  }
+
   /** The sequence's state is not to be reused (its evaluation failed midway). */
   distrust(sequence: LlamaContextSequence): void {
     this.untrusted.add(sequence);

@@ -12,14 +12,15 @@ import { HistoryCharts } from '../components/HistoryCharts';
 import { Money } from '../components/Money';
 import { ReplicaLogs } from '../components/ReplicaLogs';
 import { DeploymentAdapters } from '../components/DeploymentAdapters';
+import { StartupPhases } from '../components/StartupPhases';
 import { snippetsFor, type SnippetModel } from '../components/snippets';
 
 const DEPLOYMENT = graphql(`
   query DeploymentDetail($id: ID!) {
     deployment(id: $id) {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
-      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank createdAt updatedAt
-      replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt }
+      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank replicaStartFailures createdAt updatedAt
+      replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt startupMs startFailure startupPhases { name durationMs done detail } }
       scalingDecisions(limit: 20) { decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas }
     }
     catalog { id name task modality sizes videoSpec { durationSeconds fps } }
@@ -31,8 +32,8 @@ const DEPLOYMENT_UPDATED = graphql(`
   subscription DeploymentUpdated {
     deploymentUpdated {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
-      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank createdAt updatedAt
-      replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt }
+      provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank replicaStartFailures createdAt updatedAt
+      replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt startupMs startFailure startupPhases { name durationMs done detail } }
     }
   }
 `);
@@ -206,6 +207,12 @@ export function DeploymentDetail() {
       <CostSoFar deploymentId={deployment.id} since={deployment.createdAt} />
 
       <h2>Replicas</h2>
+      {deployment.replicaStartFailures > 0 && (
+        <p className="notice" role="note" data-testid="start-failures">
+          {deployment.replicaStartFailures === 1 ? '1 replica' : `${deployment.replicaStartFailures} replicas`} never became ready and {deployment.replicaStartFailures === 1 ? 'was' : 'were'} replaced;
+          each failure in a row doubles the wait before the next try (the status above says when). Show the terminated replicas for where each one stuck.
+        </p>
+      )}
       <Replicas replicas={deployment.replicas} onShowLogs={(replicaId) => {
         setLogReplica(replicaId);
         document.getElementById('replica-logs-heading')?.scrollIntoView();
@@ -282,7 +289,7 @@ function Replicas({ replicas, onShowLogs }: { replicas: Deployment['replicas']; 
         ? <Empty>No replicas are placed now.</Empty>
         : (
           <TableScroll><table aria-label="Replicas">
-            <thead><tr><th scope="col">Replica</th><th scope="col">Status</th><th scope="col">GPU</th><th scope="col">Per hour</th><th scope="col">Engine or load</th><th scope="col"><span className="muted">Logs</span></th></tr></thead>
+            <thead><tr><th scope="col">Replica</th><th scope="col">Status</th><th scope="col">GPU</th><th scope="col">Per hour</th><th scope="col">Engine or load</th><th scope="col">Start-up</th><th scope="col"><span className="muted">Logs</span></th></tr></thead>
             <tbody>
               {shown.map((replica) => (
                 <tr key={replica.id}>
@@ -291,6 +298,7 @@ function Replicas({ replicas, onShowLogs }: { replicas: Deployment['replicas']; 
                   <td>{replica.gpuName ?? '—'}{replica.gpuMemoryGb ? ` (${replica.gpuMemoryGb} GB)` : ''}{replica.region ? `, ${replica.region}` : ''}</td>
                   <td><Money amount={replica.pricePerHour} /></td>
                   <td>{replica.status === 'Creating' ? `${replica.loadPercent ?? 0}% loaded` : replica.engineKind ?? '—'}</td>
+                  <td><StartupPhases phases={replica.startupPhases} startupMs={replica.startupMs ?? null} startFailure={replica.startFailure ?? null} /></td>
                   <td><button type="button" aria-label={`Show the logs of ${replica.id}`} onClick={() => onShowLogs(replica.id)}>Logs</button></td>
                 </tr>
               ))}

@@ -18,7 +18,7 @@ import { engineContainerFor } from './engine-container';
 import { gpuOffers, parseOfferId } from './gpu-offers';
 import type { KubernetesConfig } from './kubernetes-config';
 import { podCondition } from './pod-condition';
-import { deploymentSecret, LABELS, MANAGED_BY, podName, replicaPod, secretName } from './replica-pod';
+import { deploymentSecret, LABELS, MANAGED_BY, modelLabelValue, podName, replicaPod, secretName } from './replica-pod';
 
 /** What the provider tells the replicas about their pods (ReplicaManager implements it). */
 export interface PodEvents {
@@ -70,6 +70,12 @@ export class KubernetesProvider implements CapacityProvider {
   private readonly secretChains = new Map<string, Promise<unknown>>();
   /** Per deployment, the last pod failure: the next launch waits for the back-off. */
   private readonly failures = new Map<string, { at: number; backoffMs: number; reason: string }>();
+  /**
+   * With a host-path model cache: per model (its pod label), the nodes a pod of it ran on, whose
+   * cache kept its weights. Learnt from the watch (pods found at start-up included); preferred by
+   * the model's next pods.
+   */
+  private readonly modelNodes = new Map<string, Set<string>>();
 
   private readonly now: () => number;
 
@@ -142,7 +148,8 @@ export class KubernetesProvider implements CapacityProvider {
       throw apiFailure(error, 'its join token');
     });
     const pod = replicaPod(this.config, {
-      deploymentId: deployment.id, replicaId: replica.id, secret: { name: secret!.metadata!.name!, uid: secret!.metadata!.uid! }, engine, gpus: placement.gpus,
+      deploymentId: deployment.id, replicaId: replica.id, modelId: model.id, cachedNodes: [...this.modelNodes.get(modelLabelValue(model.id)) ?? []],
+      secret: { name: secret!.metadata!.name!, uid: secret!.metadata!.uid! }, engine, gpus: placement.gpus,
       gpuClass: placement.gpuClass,
       agent: {
         url: `${this.config.controlPlaneHttpUrl.replace(/\/+$/, '')}${agentDownloadPath(this.options.version, this.config.agentArch)}`, sha256,
@@ -218,6 +225,7 @@ export class KubernetesProvider implements CapacityProvider {
     const replicaId = pod.metadata?.labels?.[LABELS.replicaId];
     if (!replicaId || this.terminating.has(replicaId) || pod.metadata?.deletionTimestamp) return;
     const condition = podCondition(pod);
+    if (condition.kind === 'running') this.noteModelNode(pod);
     const key = condition.kind === 'running' ? 'running' : `${condition.kind}:${condition.reason}`;
     if (this.reported.get(replicaId) === key) return;
     this.reported.set(replicaId, key);
@@ -227,6 +235,16 @@ export class KubernetesProvider implements CapacityProvider {
       this.logger.warn({ replicaId, pod: pod.metadata?.name, reason: condition.reason }, 'a replica pod failed');
       this.options.events.failed(replicaId, condition.reason);
     }
+  }
+
+  /** A pod of a model runs on its node: with a host-path cache, that node now holds (or is fetching) the model's weights. */
+  private noteModelNode(pod: V1Pod): void {
+    const model = pod.metadata?.labels?.[LABELS.model];
+    const node = pod.spec?.nodeName;
+    if (!this.config.modelCache?.hostPath || !model || !node) return;
+    const nodes = this.modelNodes.get(model) ?? new Set<string>();
+    nodes.add(node);
+    this.modelNodes.set(model, nodes);
   }
 
   private deleted(pod: V1Pod): void {

@@ -39,7 +39,13 @@ export class DeploymentResolver {
   @DatabaseCost(DATABASE_WEIGHTS.lookup)
   @FieldResolver(() => [ReplicaType], { description: 'Every replica, terminated ones included, oldest first' })
   async replicas(@Root() deployment: DeploymentType): Promise<ReplicaType[]> {
-    return this.replicaRows(deployment);
+    return (await this.replicaRows(deployment)).map(replicaView);
+  }
+
+  @DatabaseCost(DATABASE_WEIGHTS.lookup)
+  @FieldResolver(() => Int)
+  async replicaStartFailures(@Root() deployment: DeploymentType): Promise<number> {
+    return (await this.replicaRows(deployment)).filter((replica) => replica.startFailure !== null).length;
   }
 
   @DatabaseCost(DATABASE_WEIGHTS.list)
@@ -160,9 +166,21 @@ export class DeploymentResolver {
     // every field resolver, and `replicaRows` keys its one read on the root's identity.
     return Object.assign(new DeploymentType(), {
       id, modelId, slug, status, statusReason, priceCapPerHour, minReplicas, maxReplicas, autoscale, desiredReplicas, provider, storageCredentialId,
-      createdAt, updatedAt, progress: null, shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank,
+      createdAt, updatedAt, progress: null, replicaStartFailures: 0, shareIdleCapacity, sharing, routingPolicy, maxLoras, maxCpuLoras, maxLoraRank,
       scalingPolicy: scalingPolicy as ScalingPolicy, slo: sloOf(deployment), scaleToZeroAfterSeconds, coldStartQueueLimit,
       baseUrl: `${this.publicUrl()}/d/${slug}/v1`,
     });
   }
+}
+
+/** A replica as GraphQL shows it: its stored start-up phases with dates, and its cold start's length. */
+function replicaView(replica: Replica): ReplicaType {
+  return {
+    ...replica,
+    startupPhases: replica.startupPhases.map((phase) => ({
+      name: phase.name, startedAt: new Date(phase.startedAt), durationMs: phase.durationMs, done: phase.done, detail: phase.detail,
+      bytes: phase.name === 'download' ? phase.bytes : null,
+    })),
+    startupMs: replica.startedAt ? Math.max(0, replica.startedAt.getTime() - replica.createdAt.getTime()) : null,
+  };
 }

@@ -21,6 +21,8 @@ export class StaticHostType {
   @Field() region: string;
   @Field(() => Float) pricePerHour: number;
   @Field(() => String, { nullable: true }) replicaId: string | null;
+  @Field(() => [String], { description: 'Models whose weights its cache holds, as its agent\'s last Hello said (placement prefers it for them, at the same price)' })
+  cachedModels: string[];
   @Field() createdAt: Date;
 }
 

@@ -33,6 +33,17 @@ const SCALING_POLICY = 'How the autoscaler decides (default CONCURRENCY); SLO ne
 const SCALE_TO_ZERO = 'After this many seconds without a request every replica is given back (60 to 86400); null: never below max(1, minReplicas)';
 const COLD_START_QUEUE = 'Requests that may wait at each server for a first replica to start (1 to 10000, default 100); past it 503 with Retry-After';
 
+@ObjectType('StartupPhase', { description: 'One timed phase of a replica\'s start-up (docs/autoscaling.md#cold-starts)' })
+export class StartupPhaseType {
+  @Field({ description: 'provision (placement to its agent\'s Hello), download (the weights, or the cache hit that skipped it), load (the engine loading them), warm_up (a first tiny request)' })
+  name: string;
+  @Field() startedAt: Date;
+  @Field(() => Float, { description: 'How long it took; while it runs (done false), how long it had run when last reported' }) durationMs: number;
+  @Field({ description: 'False: the start-up was in this phase when last heard of (where a replica that never became ready stuck)' }) done: boolean;
+  @Field({ description: 'What the phase did: "cache hit (1.2 GiB)", "fetched 640 MiB", "skipped: the engine answered 404"' }) detail: string;
+  @Field(() => Float, { nullable: true, description: 'download: the model\'s bytes, fetched or found in the cache; null for other phases' }) bytes: number | null;
+}
+
 @ObjectType('Replica', { description: 'One running copy of a deployment (a worker agent and its engine)' })
 export class ReplicaType {
   @Field(() => ID) id: string;
@@ -50,9 +61,14 @@ export class ReplicaType {
   @Field(() => Float, { description: 'What it costs per hour while Running (the offer\'s price when placed)' }) pricePerHour: number;
   @Field(() => Int, { nullable: true, description: 'Model download / load progress while Creating, 0–100' }) loadPercent: number | null;
   @Field() createdAt: Date;
-  @Field(() => Date, { nullable: true }) startedAt: Date | null;
+  @Field(() => Date, { nullable: true, description: 'When its engine first reported ready: the end of its cold start' }) startedAt: Date | null;
   @Field(() => Date, { nullable: true }) lastSeenAt: Date | null;
   @Field(() => Date, { nullable: true }) terminatedAt: Date | null;
+  @Field(() => [StartupPhaseType], { description: 'Its start-up phase by phase, as last reported (final once it is ready); empty for agents older than start-up phases' })
+  startupPhases: StartupPhaseType[];
+  @Field(() => Float, { nullable: true, description: 'Placement to ready, in milliseconds (its cold start); null while it never was ready' }) startupMs: number | null;
+  @Field(() => String, { nullable: true, description: 'Why it was replaced without ever becoming ready: deadline (not ready within REPLICA_START_DEADLINE_MS), exited (its agent or engine exited while starting) or provider_failed (its pod could not start); null otherwise' })
+  startFailure: string | null;
 }
 
 @ObjectType('Deployment', { description: 'One model served at its own OpenAI-compatible endpoint' })
@@ -85,6 +101,8 @@ export class DeploymentType {
   @Field(() => DeploymentSloType, { nullable: true, description: 'The SLO; null when none is stated' }) slo: DeploymentSloType | null;
   @Field(() => Int, { nullable: true, description: SCALE_TO_ZERO }) scaleToZeroAfterSeconds: number | null;
   @Field(() => Int, { description: COLD_START_QUEUE }) coldStartQueueLimit: number;
+  @Field(() => Int, { description: 'Replicas replaced because they never became ready (start-up deadline, an agent that exited while starting, a pod that could not start); each in a row doubles the wait before the next' })
+  replicaStartFailures: number;
   @Field() createdAt: Date;
   @Field() updatedAt: Date;
 }

@@ -30,6 +30,7 @@ import type { InputFile__Output } from '../../generated/worker/v1/InputFile';
 import type { JobEvent__Output } from '../../generated/worker/v1/JobEvent';
 import type { JobEventBatch__Output } from '../../generated/worker/v1/JobEventBatch';
 import type { JobKind__Output } from '../../generated/worker/v1/JobKind';
+import type { StartupPhase__Output } from '../../generated/worker/v1/StartupPhase';
 import type { UploadTarget__Output } from '../../generated/worker/v1/UploadTarget';
 import type { Usage__Output } from '../../generated/worker/v1/Usage';
 import type { Welcome__Output } from '../../generated/worker/v1/Welcome';
@@ -66,15 +67,21 @@ export type EngineHealth = EngineHealth__Output;
 export type JobKind = JobKind__Output;
 export type Gpu = Gpu__Output;
 export type EngineInfo = Engine__Output;
-/** The LoRA capacity fields are unset by agents that serve no adapter (a receiver reads 0). */
-export type Hello = Unset<Hello__Output, 'maxLoras' | 'maxCpuLoras' | 'maxLoraRank'>;
+/**
+ * The LoRA capacity fields are unset by agents that serve no adapter (a receiver reads 0);
+ * `cachedModels` by agents without a weights cache (a receiver reads []).
+ */
+export type Hello = Unset<Hello__Output, 'maxLoras' | 'maxCpuLoras' | 'maxLoraRank' | 'cachedModels'>;
 /** `Heartbeat.engine_signals`: the engine's own running / waiting requests, KV-cache use and prefix-cache hit rate. */
 export type HeartbeatEngineSignals = EngineSignals__Output;
 /**
  * `loadPercent` is sent only while the engine loads (STARTING); `engineSignals` only when the
- * engine reports them (a receiver gets null when they are absent, as from older agents).
+ * engine reports them (a receiver gets null when they are absent, as from older agents);
+ * `startupPhases` until the first ready heartbeat (a receiver reads [] after it, or from older agents).
  */
-export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals' | 'adapters'>;
+export type Heartbeat = Unset<Heartbeat__Output, 'loadPercent' | 'engineSignals' | 'adapters' | 'startupPhases'>;
+/** One timed phase of an engine's start-up (`Heartbeat.startup_phases`): download, load, warm_up. */
+export type StartupPhase = StartupPhase__Output;
 /** One revision of a LoRA adapter as the agent loads it (`Assign.adapter`, docs/adapters.md). */
 export type AdapterRef = AdapterRef__Output;
 export type AdapterFormat = AdapterFormat__Output;

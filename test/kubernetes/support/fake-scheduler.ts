@@ -7,9 +7,11 @@
  * node takes stays Pending with `PodScheduled=False/Unschedulable` and the real scheduler's
  * message (`0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2
  * Insufficient nvidia.com/gpu. preemption: …`) and a FailedScheduling event; it is tried again
- * when a pod goes or finishes and when a node comes or changes.
+ * when a pod goes or finishes and when a node comes or changes. Among the nodes that fit, the one
+ * whose labels and name match the most weight of the pod's preferred node affinity wins (the real
+ * scheduler's NodeAffinity score; its other scores are left out), then the first by name.
  */
-import type { V1Node, V1NodeSelectorRequirement, V1Pod, V1PodCondition, V1Taint, V1Toleration } from '@kubernetes/client-node';
+import type { V1Node, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1PodCondition, V1Taint, V1Toleration } from '@kubernetes/client-node';
 import type { FakeKubeApi } from './fake-kube-api';
 import { kubeTime } from './fake-kube-resources';
 
@@ -71,19 +73,28 @@ function matchesExpression(labels: Record<string, string>, requirement: V1NodeSe
   }
 }
 
+/** A node selector term: its label expressions and its field requirements (only `metadata.name`), all of them. */
+function matchesTerm(term: V1NodeSelectorTerm, node: V1Node): boolean {
+  const expressions = term.matchExpressions ?? [];
+  const fields = term.matchFields ?? [];
+  if (expressions.length === 0 && fields.length === 0) return false;
+  return expressions.every((requirement) => matchesExpression(node.metadata?.labels ?? {}, requirement))
+    && fields.every((requirement) => matchesExpression({ 'metadata.name': node.metadata?.name ?? '' }, requirement));
+}
+
+/** The weight of the pod's preferred node affinity terms the node matches. */
+function preferenceScore(pod: V1Pod, node: V1Node): number {
+  return (pod.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution ?? [])
+    .filter((term) => matchesTerm(term.preference, node)).reduce((sum, term) => sum + term.weight, 0);
+}
+
 function matchesNodeSelection(pod: V1Pod, node: V1Node): boolean {
   const labels = node.metadata?.labels ?? {};
   if (Object.entries(pod.spec?.nodeSelector ?? {}).some(([key, value]) => labels[key] !== value)) return false;
   const terms = pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
   if (!terms || terms.length === 0) return true;
   // Terms are ORed, a term's expressions ANDed (an empty term matches nothing).
-  return terms.some((term) => {
-    const expressions = term.matchExpressions ?? [];
-    const fields = term.matchFields ?? [];
-    if (expressions.length === 0 && fields.length === 0) return false;
-    return expressions.every((requirement) => matchesExpression(labels, requirement))
-      && fields.every((requirement) => matchesExpression({ 'metadata.name': node.metadata?.name ?? '' }, requirement));
-  });
+  return terms.some((term) => matchesTerm(term, node));
 }
 
 function terminal(pod: V1Pod): boolean {
@@ -127,12 +138,18 @@ export function placePod(pod: V1Pod, nodes: readonly V1Node[], boundPods: readon
   if (nodes.length === 0) return { unschedulable: 'no nodes available to schedule pods' };
   const reasons: string[] = [];
   const preemption: string[] = [];
+  let best: { node: V1Node; score: number } | null = null;
   for (const node of [...nodes].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))) {
     const failures = filterNode(pod, node, boundPods);
-    if (failures.length === 0) return { node: node.metadata!.name! };
+    if (failures.length === 0) {
+      const score = preferenceScore(pod, node);
+      if (!best || score > best.score) best = { node, score };
+      continue;
+    }
     reasons.push(...failures.map((failure) => failure.reason));
     preemption.push(failures.every((failure) => failure.resolvable) ? 'No preemption victims found for incoming pod' : 'Preemption is not helpful for scheduling');
   }
+  if (best) return { node: best.node.metadata!.name! };
   return { unschedulable: `0/${nodes.length} nodes are available: ${histogram(reasons)}. preemption: 0/${nodes.length} nodes are available: ${histogram(preemption)}.` };
 }
 

@@ -428,6 +428,9 @@ export class KubeletPod {
     // Only PATH and HOME come from this machine: the container sees its own environment, not the test's.
     const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/root', HOSTNAME: this.name, ...resolved };
     if (run.spec.name === 'agent') {
+      // The agent runs on this machine: a variable naming a path under one of its volume mounts
+      // (WORKER_MODEL_CACHE_DIR) names that volume's folder here.
+      for (const [name, value] of Object.entries(resolved)) env[name] = (value.startsWith('/') && this.hostPath(run, value)) || value;
       // The engine container is not run: its URL means nothing here (the overrides bring the CPU engine).
       delete env.WORKER_ENGINE_URL;
       Object.assign(env, this.settings.agentEnv());

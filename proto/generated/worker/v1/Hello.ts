@@ -18,6 +18,7 @@ export interface Hello {
   'maxLoras'?: (number);
   'maxCpuLoras'?: (number);
   'maxLoraRank'?: (number);
+  'cachedModels'?: (string)[];
 }
 
 export interface Hello__Output {
@@ -35,4 +36,5 @@ export interface Hello__Output {
   'maxLoras': (number);
   'maxCpuLoras': (number);
   'maxLoraRank': (number);
+  'cachedModels': (string)[];
 }
