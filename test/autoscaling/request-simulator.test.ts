@@ -139,7 +139,7 @@ describe('simulateRequests: scale to zero', () => {
     expect(zero.explanation).toContain('no request for 24 s');
     const cold = result.decisions.find((decision) => decision.reason === 'cold_start')!;
     expect(cold).toMatchObject({ at: 100_000, currentReplicas: 0, desiredReplicas: 1, action: 'scale_up', movedBy: 'waiting' });
-    expect(cold.explanation).toBe('Starting 1 replica from zero: 1 request waits with no replica.');
+    expect(cold.explanation).toBe('Scaling up from 0 to 1 replica at once (cold start): 1 request waiting at the gateways for a replica.');
     // Waited for the start-up (it arrived on the decision), then served.
     expect(result.ttftByRequest[1]).toBe(10_000);
     expect(result).toMatchObject({ coldStarts: 1, requestsLost: 0, requestsRefused: 0, requestsServed: 2 });

@@ -59,7 +59,7 @@ describe('worker agent with the llama-cpp engine', () => {
     for (const heartbeat of beforeReady) {
       expect(heartbeat.engineHealth).toBe('ENGINE_HEALTH_STARTING');
       expect(heartbeat.loadPercent).toBeLessThan(100);
-      expect(heartbeat.detail).toMatch(/^(starting the engine|loading the model weights|creating the context): \d+ %$/);
+      expect(heartbeat.detail).toMatch(/^(starting the engine|loading the model weights|creating the context|warming up): \d+ %$/);
     }
     stream.send(assign('job_plain', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 12, temperature: 0 }));
     const terminal = await stream.terminal('job_plain', 10_000);
@@ -136,9 +136,9 @@ describe('worker agent with the llama-cpp engine', () => {
     expect(agent.lastLine()).toMatch(/GGML_ASSERT\(.+\) failed$/);
   });
 
-  it('refuses --engine llama-cpp without a model path (exit 2)', async () => {
+  it('refuses --engine llama-cpp without a model path or URL (exit 2)', async () => {
     const agent = spawnLlamaAgent({ WORKER_CONTROL_PLANE: '127.0.0.1:1' });
     expect((await agent.exited).code).toBe(2);
-    expect(agent.stderr()).toContain('--model-path / WORKER_LLAMA_MODEL_PATH is required with --engine llama-cpp');
+    expect(agent.stderr()).toContain('--model-path / WORKER_LLAMA_MODEL_PATH or --model-url / WORKER_LLAMA_MODEL_URL is required with --engine llama-cpp');
   });
 });
