@@ -88,7 +88,7 @@ export function AutoscalingHistory({ deploymentId, rangeKey, hasSlo, maxReplicas
           <Tooltip formatter={(value) => `${rate(Number(value))} req/s`} />
           <Legend />
           <Line type="monotone" dataKey="arrivals" name="Arrived (req/s)" stroke="#1f5fbf" dot={false} isAnimationActive={false} />
-          <Line type="monotone" dataKey="forecast" name="Forecast (req/s)" stroke="#b04a00" strokeDasharray="5 3" connectNulls dot={DOT} isAnimationActive={false} />
+          <Line type="monotone" dataKey="forecast" name="Forecast (req/s)" stroke="#b04a00" strokeDasharray="5 3" connectNulls dot={false} isAnimationActive={false} />
         </LineChart>
       </Chart>
       <Chart title="Cost against fixed-max" testId="autoscaling-cost" caption={
