@@ -1,10 +1,10 @@
-import { useEffect, useState } from 'react';
 import { useQuery } from 'urql';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { graphql } from '../gql';
 import type { DeploymentHistoryQuery } from '../gql/graphql';
 import { Empty, ErrorView, Loading } from './states';
 import { formatUsd } from './format';
+import { labelOf, RangeButtons, stepWords, useHistoryWindow, type RangeKey } from './history-range';
 
 const HISTORY = graphql(`
   query DeploymentHistory($id: ID!, $from: DateTimeISO!, $to: DateTimeISO!, $step: Int!) {
@@ -16,48 +16,25 @@ const HISTORY = graphql(`
 
 type Point = DeploymentHistoryQuery['deploymentMetrics'][number];
 
-/** Each range and its step: about a hundred points or fewer, so every chart stays readable. */
-const RANGES = [
-  { key: '1h', label: '1 hour', minutes: 60, step: 1 },
-  { key: '24h', label: '24 hours', minutes: 1_440, step: 15 },
-  { key: '7d', label: '7 days', minutes: 10_080, step: 60 },
-] as const;
-type RangeKey = typeof RANGES[number]['key'];
-
 const AXIS = { fill: '#3d4450' };
 /** Percentiles exist only in steps that served requests: a dot shows a lone one, which a line alone would not draw. */
 const DOT = { r: 2 };
-const PRESSED = { background: '#e8eefc', borderColor: '#1f5fbf', fontWeight: 600 } as const;
 
 /**
  * A deployment's history from the server's per-minute rollups (GraphQL `deploymentMetrics`):
  * requests and errors, tokens, TTFT and latency percentiles, replicas and GPU cost, over the
  * last hour, day or week. Unlike the live load chart it does not start when the page opens.
  */
-export function HistoryCharts({ deploymentId }: { deploymentId: string }) {
-  const [rangeKey, setRangeKey] = useState<RangeKey>('1h');
-  const range = RANGES.find((item) => item.key === rangeKey)!;
-  // The window moves on every minute (minutes are the rollups' unit).
-  const [now, setNow] = useState(() => Date.now());
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now()), 60_000);
-    return () => clearInterval(timer);
-  }, []);
-  const to = new Date(Math.ceil(now / 60_000) * 60_000);
-  const from = new Date(to.getTime() - range.minutes * 60_000);
+export function HistoryCharts({ deploymentId, rangeKey, onRange }: { deploymentId: string; rangeKey: RangeKey; onRange: (key: RangeKey) => void }) {
+  const { range, from, to } = useHistoryWindow(rangeKey);
   const [{ data, fetching, error }] = useQuery({
-    query: HISTORY, variables: { id: deploymentId, from: from.toISOString(), to: to.toISOString(), step: range.step }, requestPolicy: 'cache-and-network',
+    query: HISTORY, variables: { id: deploymentId, from, to, step: range.step }, requestPolicy: 'cache-and-network',
   });
   const points = (data?.deploymentMetrics ?? []).map((point) => ({ ...point, time: labelOf(point.at, range.minutes) }));
 
   return (
     <div data-testid="history-charts">
-      <div role="group" aria-label="Time range" style={{ display: 'flex', gap: 8, marginBottom: 12 }}>
-        {RANGES.map((item) => (
-          <button key={item.key} type="button" aria-pressed={item.key === rangeKey} style={item.key === rangeKey ? PRESSED : undefined}
-            onClick={() => setRangeKey(item.key)}>{item.label}</button>
-        ))}
-      </div>
+      <RangeButtons value={rangeKey} onChange={onRange} />
       {error && <ErrorView error={error} title="The history could not be read" />}
       {!data && fetching && <Loading what="the history" />}
       {data && <Charts points={points} stepMinutes={range.step} rangeLabel={range.label} />}
@@ -74,7 +51,7 @@ function Charts({ points, stepMinutes, rangeLabel }: { points: Array<Point & { t
   if (requests === 0 && peakReplicas === 0 && cost === 0) {
     return <Empty>Nothing ran in the last {rangeLabel}: the history fills in minute by minute once requests are served.</Empty>;
   }
-  const step = stepMinutes === 1 ? 'minute' : stepMinutes < 60 ? `${stepMinutes} minutes` : `${stepMinutes / 60} hour${stepMinutes === 60 ? '' : 's'}`;
+  const step = stepWords(stepMinutes);
   return (
     <div style={{ display: 'grid', gridTemplateColumns: 'repeat(auto-fit, minmax(420px, 1fr))', gap: 12 }}>
       <Chart title="Requests and errors" caption={`${requests} requests, ${total('errors')} errors in the last ${rangeLabel} (per ${step})`} testId="history-requests">
@@ -152,12 +129,6 @@ function Chart({ title, caption, testId, children }: { title: string; caption: s
       <figcaption>{caption}</figcaption>
     </figure>
   );
-}
-
-function labelOf(iso: string, rangeMinutes: number): string {
-  const date = new Date(iso);
-  const time = date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-  return rangeMinutes > 1_440 ? `${date.toLocaleDateString([], { weekday: 'short' })} ${time}` : time;
 }
 
 function formatMs(ms: number | null): string {

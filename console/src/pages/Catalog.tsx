@@ -6,6 +6,7 @@ import { TableScroll } from '../components/TableScroll';
 import type { CatalogPageQuery, GpuOffersQuery } from '../gql/graphql';
 import { Empty, ErrorView, fieldError, Loading } from '../components/states';
 import { formatUsd } from '../components/format';
+import { AutoscalingFields, AUTOSCALING_PARAMS, draftOf, inputOf, sloTargetsOf } from '../components/AutoscalingFields';
 
 const CATALOG = graphql(`
   query CatalogPage {
@@ -49,7 +50,7 @@ const PROVIDERS = [
 ] as const;
 
 /** Fields whose API errors (`extensions.param`) are shown beside them rather than in the page's alert. */
-const FORM_FIELDS = ['priceCapPerHour', 'minReplicas', 'maxReplicas', 'autoscale', 'storageCredentialId', 'shareIdleCapacity', 'provider'];
+const FORM_FIELDS = ['priceCapPerHour', 'minReplicas', 'maxReplicas', 'autoscale', 'storageCredentialId', 'shareIdleCapacity', 'provider', ...AUTOSCALING_PARAMS];
 
 /** Catalog models, each with what its capacity costs on the chosen provider; choosing one opens the create form. */
 export function Catalog() {
@@ -156,6 +157,8 @@ function CreateDeploymentForm({ model, provider, offers, sharedPrices, onCancel 
   const [autoscale, setAutoscale] = useState(false);
   const [storage, setStorage] = useState('managed');
   const [share, setShare] = useState(false);
+  const [scaling, setScaling] = useState(() => draftOf());
+  const targets = sloTargetsOf(model);
   const [created, create] = useMutation(CREATE_DEPLOYMENT);
   const media = model.modality === 'image' || model.modality === 'video';
   const [credentials] = useQuery({ query: STORAGE_CREDENTIALS, pause: !media });
@@ -178,6 +181,7 @@ function CreateDeploymentForm({ model, provider, offers, sharedPrices, onCancel 
         minReplicas: minReplicas.trim() === '' ? Number.NaN : Number(minReplicas),
         maxReplicas: maxReplicas.trim() === '' ? Number.NaN : Number(maxReplicas),
         autoscale,
+        ...inputOf(scaling, targets),
         ...(media && storage !== 'managed' ? { storageCredentialId: Number(storage) } : {}),
         ...(sharedPrices ? { shareIdleCapacity: share } : {}),
       },
@@ -266,6 +270,11 @@ function CreateDeploymentForm({ model, provider, offers, sharedPrices, onCancel 
         <label htmlFor="autoscale" style={{ display: 'inline' }}>Autoscale</label>
       </p>
       <p id="autoscale-help" className="muted">{autoscale ? 'Scales within the range by load.' : 'Stays pinned at the minimum.'}</p>
+
+      <fieldset style={{ border: '1px solid #dde1e6', borderRadius: 8, margin: '12px 0' }}>
+        <legend>Autoscaling policy and SLO</legend>
+        <AutoscalingFields draft={scaling} onChange={setScaling} targets={targets} error={error} />
+      </fieldset>
 
       {media && (
         <>

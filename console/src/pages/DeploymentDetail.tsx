@@ -9,6 +9,10 @@ import { ConfirmButton } from '../components/ConfirmButton';
 import { CopyButton } from '../components/CopyButton';
 import { Empty, ErrorView, Loading } from '../components/states';
 import { HistoryCharts } from '../components/HistoryCharts';
+import { AutoscalingSection } from '../components/AutoscalingSection';
+import { sloTargetsOf } from '../components/AutoscalingFields';
+import { ColdStartStatus } from '../components/ColdStartStatus';
+import type { RangeKey } from '../components/history-range';
 import { Money } from '../components/Money';
 import { ReplicaLogs } from '../components/ReplicaLogs';
 import { DeploymentAdapters } from '../components/DeploymentAdapters';
@@ -20,8 +24,11 @@ const DEPLOYMENT = graphql(`
     deployment(id: $id) {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
       provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank replicaStartFailures createdAt updatedAt
+      scalingPolicy slo { ttftP95Ms tpotP95Ms queueWaitP95Ms } scaleToZeroAfterSeconds coldStartQueueLimit waitingForReplica
       replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt startupMs startFailure startupPhases { name durationMs done detail } }
-      scalingDecisions(limit: 20) { decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas }
+      scalingDecisions(limit: 20) {
+        decidedAt action reason explanation signal targetConcurrency currentReplicas wantedReplicas desiredReplicas policy movedBy forecastArrivalsPerSecond arrivalsPerSecond
+      }
     }
     catalog { id name task modality sizes videoSpec { durationSeconds fps } }
     sharedModels { modelId }
@@ -33,6 +40,7 @@ const DEPLOYMENT_UPDATED = graphql(`
     deploymentUpdated {
       id modelId slug baseUrl status statusReason priceCapPerHour minReplicas maxReplicas autoscale desiredReplicas
       provider progress shareIdleCapacity sharing storageCredentialId maxLoras maxCpuLoras maxLoraRank replicaStartFailures createdAt updatedAt
+      scalingPolicy slo { ttftP95Ms tpotP95Ms queueWaitP95Ms } scaleToZeroAfterSeconds coldStartQueueLimit waitingForReplica
       replicas { id status statusReason provider gpuName gpuMemoryGb region pricePerHour loadPercent engineKind startedAt terminatedAt startupMs startFailure startupPhases { name durationMs done detail } }
     }
   }
@@ -77,6 +85,8 @@ export function DeploymentDetail() {
   const [{ data, fetching, error }, refetch] = useQuery({ query: DEPLOYMENT, variables: { id }, context: DEPLOYMENT_CONTEXT });
   const [live, setLive] = useState<LivePart | null>(null);
   const [logReplica, setLogReplica] = useState<string | null>(null);
+  // One range for the History and Autoscaling charts.
+  const [rangeKey, setRangeKey] = useState<RangeKey>('1h');
   const [updates] = useSubscription({ query: DEPLOYMENT_UPDATED }, (_previous: unknown, event) => {
     if (event.deploymentUpdated.id === id) setLive(event.deploymentUpdated);
     return event;
@@ -158,6 +168,8 @@ export function DeploymentDetail() {
           {' '}{deployment.progress === null ? 'placing replicas…' : `${deployment.progress}%`}
         </p>
       )}
+      <ColdStartStatus deploymentId={deployment.id} status={deployment.status} scalesToZero={deployment.scaleToZeroAfterSeconds != null}
+        running={deployment.replicas.some((replica) => replica.status === 'Running')} desiredReplicas={deployment.desiredReplicas} waiting={deployment.waitingForReplica} />
       {(updates.error || load.error) && <ErrorView error={(updates.error ?? load.error)!} title="Live updates stopped; reload the page to resume them" />}
 
       <h2>Actions</h2>
@@ -221,8 +233,12 @@ export function DeploymentDetail() {
       <h2 id="replica-logs-heading">Replica logs</h2>
       <ReplicaLogs deploymentId={deployment.id} replicas={deployment.replicas} replicaId={logReplica} onReplica={setLogReplica} />
 
+      <h2>Autoscaling</h2>
+      <AutoscalingSection deployment={deployment} targets={sloTargetsOf(model ?? { modality: 'text', task: 'chat' })} editable={editable}
+        rangeKey={rangeKey} onRange={setRangeKey} />
+
       <h2>History</h2>
-      <HistoryCharts deploymentId={deployment.id} />
+      <HistoryCharts deploymentId={deployment.id} rangeKey={rangeKey} onRange={setRangeKey} />
 
       <h2>Load and latency over time</h2>
       <LoadChart points={points} latest={latest.current} />
@@ -360,18 +376,28 @@ function formatMs(ms: number | null): string {
   return ms === null ? '—' : `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
 }
 
+/** 0.42 req/s; — when not measured. */
+function perSecond(value: number | null | undefined): string {
+  if (value === null || value === undefined) return '—';
+  return `${value >= 10 ? value.toFixed(1) : value.toFixed(2)} req/s`;
+}
+
 function ScalingDecisions({ decisions }: { decisions: Deployment['scalingDecisions'] }) {
   if (decisions.length === 0) return <Empty>No scaling decisions recorded yet.</Empty>;
   return (
     <TableScroll><table aria-label="Scaling decisions">
-      <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Reason</th><th scope="col">Replicas</th><th scope="col">Why</th></tr></thead>
+      <thead><tr><th scope="col">When</th><th scope="col">Action</th><th scope="col">Reason</th><th scope="col">Policy</th><th scope="col">Moved by</th><th scope="col">Replicas</th><th scope="col">Arrivals, forecast</th><th scope="col">Why</th></tr></thead>
       <tbody>
         {decisions.map((decision, index) => (
           <tr key={`${decision.decidedAt}-${index}`}>
             <td>{new Date(decision.decidedAt).toLocaleTimeString()}</td>
             <td>{decision.action.replace('_', ' ')}</td>
             <td><code>{decision.reason}</code></td>
+            <td>{decision.policy}</td>
+            <td>{decision.movedBy ? <code>{decision.movedBy}</code> : <span className="muted">—</span>}</td>
             <td>{decision.currentReplicas} → {decision.desiredReplicas} <span className="muted">(load asks {decision.wantedReplicas})</span></td>
+            <td>{perSecond(decision.arrivalsPerSecond)}{decision.forecastArrivalsPerSecond !== null && decision.forecastArrivalsPerSecond !== undefined
+              ? <>, forecast <strong>{perSecond(decision.forecastArrivalsPerSecond)}</strong></> : null}</td>
             <td>{decision.explanation}</td>
           </tr>
         ))}
