@@ -1,10 +1,11 @@
 import { useQuery } from 'urql';
-import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import { CartesianGrid, Legend, Line, LineChart, Tooltip, XAxis, YAxis } from 'recharts';
 import { graphql } from '../gql';
 import type { AutoscalingHistoryQuery } from '../gql/graphql';
 import { Money } from './Money';
 import { Empty, ErrorView, Loading } from './states';
 import { formatUsd } from './format';
+import { Chart } from './HistoryCharts';
 import { labelOf, stepWords, useHistoryWindow, type RangeKey } from './history-range';
 
 // Asked of one deployment only: each point reads the rollups and the decisions of its range.
@@ -115,16 +116,4 @@ function percent(share: number): string {
 
 function rate(perSecond: number): string {
   return perSecond >= 10 ? perSecond.toFixed(1) : perSecond.toFixed(2);
-}
-
-function Chart({ title, caption, testId, children }: { title: string; caption: React.ReactNode; testId: string; children: React.ReactElement }) {
-  return (
-    <figure style={{ margin: 0, background: '#fff', padding: 12, borderRadius: 8 }} data-testid={testId}>
-      <h3 style={{ marginTop: 0 }}>{title}</h3>
-      <div aria-hidden="true" style={{ width: '100%', height: 200 }}>
-        <ResponsiveContainer width="100%" height="100%">{children}</ResponsiveContainer>
-      </div>
-      <figcaption>{caption}</figcaption>
-    </figure>
-  );
 }

@@ -119,7 +119,8 @@ function PercentileChart({ title, caption, points, prefix, testId }: {
   );
 }
 
-function Chart({ title, caption, testId, children }: { title: string; caption: string; testId: string; children: React.ReactElement }) {
+/** One titled chart with its caption (the charts themselves are hidden from screen readers; the caption says it). */
+export function Chart({ title, caption, testId, children }: { title: string; caption: React.ReactNode; testId: string; children: React.ReactElement }) {
   return (
     <figure style={{ margin: 0, background: '#fff', padding: 12, borderRadius: 8 }} data-testid={testId}>
       <h3 style={{ marginTop: 0 }}>{title}</h3>
