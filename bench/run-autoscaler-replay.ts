@@ -13,6 +13,7 @@
  * Runs: `slo` and `concurrency` on a ramp with a burst; `sparse`: `slo` with scale to zero on sessions.
  * Results: bench/results/<date>-issue39-autoscaler-replay.{md,json}.
  * Flags: --runs slo,concurrency,sparse --seconds 540 --seed 7 --interval-ms 2000 --database-url <postgres>
+ * --tag <word> (appended to the results' name, for a partial run beside a full one)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -106,12 +107,14 @@ interface RunResult {
   run: RunName;
   policy: string;
   trace: { name: string; seconds: number; requests: number; meanOutputTokens: number };
+  /** From the deployment's creation (the policy's first decision) to the trace's start, while its first replica started. */
+  leadMs: number;
   startupMs: { mean: number; min: number; max: number; starts: number };
   real: Measured;
   simulated: Measured;
   /** Per second: replicas not terminated, ready (Running), desired; and the simulator's current count at that second. */
   timeline: Array<{ second: number; current: number; ready: number; desired: number; simulated: number }>;
-  decisions: Array<{ at: number; action: string; reason: string; current: number; desired: number; movedBy: string | null }>;
+  decisions: Array<{ at: number; action: string; reason: string; current: number; desired: number; movedBy: string | null; forecast: number | null; arrivals: number | null }>;
   failures: string[];
 }
 
@@ -208,8 +211,10 @@ async function replay(server: ReplayServer, spec: RunSpec, intervalMs: number): 
     },
   });
   const deployment = created.createDeployment.deployment as { id: string; slug: string };
+  // The policy decides from the deployment's creation, while its first replica starts: the simulator gets that lead too.
+  const createdWall = Date.now();
   const state = async () => (await server.graphql(`query($id: ID!) { deployment(id: $id) { ${DEPLOYMENT_FIELDS}
-    scalingDecisions(limit: 500) { decidedAt action reason currentReplicas desiredReplicas movedBy } } }`, { id: deployment.id })).deployment;
+    scalingDecisions(limit: 500) { decidedAt action reason currentReplicas desiredReplicas movedBy forecastArrivalsPerSecond arrivalsPerSecond } } }`, { id: deployment.id })).deployment;
   // The simulator starts with one ready replica: so does the real run.
   for (const deadline = Date.now() + 180_000; ;) {
     const now = await state();
@@ -280,8 +285,11 @@ async function replay(server: ReplayServer, spec: RunSpec, intervalMs: number): 
   }, 0);
   const started = replicas.filter((replica) => Date.parse(replica.createdAt) >= startWall && replica.startupMs !== null);
   const startups = started.map((replica) => replica.startupMs!);
-  const decisions = (final.scalingDecisions as Array<{ decidedAt: string; action: string; reason: string; currentReplicas: number; desiredReplicas: number; movedBy: string | null }>)
-    .map((decision) => ({ at: Date.parse(decision.decidedAt) - startWall, action: decision.action, reason: decision.reason, current: decision.currentReplicas, desired: decision.desiredReplicas, movedBy: decision.movedBy }))
+  const decisions = (final.scalingDecisions as Array<{ decidedAt: string; action: string; reason: string; currentReplicas: number; desiredReplicas: number; movedBy: string | null; forecastArrivalsPerSecond: number | null; arrivalsPerSecond: number | null }>)
+    .map((decision) => ({
+      at: Date.parse(decision.decidedAt) - startWall, action: decision.action, reason: decision.reason, current: decision.currentReplicas, desired: decision.desiredReplicas,
+      movedBy: decision.movedBy, forecast: decision.forecastArrivalsPerSecond, arrivals: decision.arrivalsPerSecond,
+    }))
     .filter((decision) => decision.at >= 0 && decision.at <= endMs).sort((a, b) => a.at - b.at);
   const served = outcomes.filter((outcome) => outcome.outcome === 'ok');
   const ttfts = served.map((outcome) => outcome.ttftMs!);
@@ -309,21 +317,25 @@ async function replay(server: ReplayServer, spec: RunSpec, intervalMs: number): 
   const policy: ScalingPolicy<any> = spec.policy === 'slo'
     ? new SloAutoscaler()
     : new Autoscaler({ windowMs: AUTOSCALE_WINDOW_MS, scaleDownStabilizationMs: SCALE_DOWN_STABILIZATION_MS });
+  // The lead before the trace: no arrivals, one replica (paid from the creation there, from t0 here: taken off below).
+  const leadMs = startWall - createdWall;
+  const led: RequestTrace = { ...trace, seconds: trace.seconds + leadMs / 1000, arrivalMs: trace.arrivalMs.map((at) => at + leadMs) };
   const sim = simulateRequests({
-    trace, model, policy, slo: SLO, targetConcurrency: SLOTS, minReplicas: 1, maxReplicas: MAX_REPLICAS,
+    trace: led, model, policy, slo: SLO, targetConcurrency: SLOTS, minReplicas: 1, maxReplicas: MAX_REPLICAS,
     initialReplicas: 1, startupJitterMs: jitter, decisionIntervalMs: intervalMs,
     scaleToZeroAfterMs: spec.scaleToZeroAfterMs, coldStartQueueLimit: COLD_START_QUEUE_LIMIT,
   });
-  const simulatedCount = simulatedReplicasPerSecond(sim, Math.ceil(endMs / 1000));
+  const simulatedCount = simulatedReplicasPerSecond(sim, Math.ceil(endMs / 1000), leadMs);
   for (const sample of timeline) sample.simulated = simulatedCount[sample.second] ?? 0;
   const simTtfts = Array.from(sim.ttftByRequest).filter((value) => !Number.isNaN(value));
   return {
     run: spec.name, policy: spec.policy,
     trace: { name: trace.name, seconds: trace.seconds, requests: trace.arrivalMs.length, meanOutputTokens: model.meanOutputTokens },
+    leadMs,
     startupMs: { mean: Math.round(meanStartup), min: Math.round(Math.min(...startups)), max: Math.round(Math.max(...startups)), starts: startups.length },
     real,
     simulated: {
-      replicaSeconds: sim.replicaSeconds, requestsArrived: sim.requestsArrived, requestsServed: sim.requestsServed, requestsRefused: sim.requestsRefused,
+      replicaSeconds: sim.replicaSeconds - leadMs / 1000, requestsArrived: sim.requestsArrived, requestsServed: sim.requestsServed, requestsRefused: sim.requestsRefused,
       requestsLost: sim.requestsLost, withinSloShare: sim.withinSloShare,
       ttftP50Ms: percentile(simTtfts, 0.5), ttftP95Ms: percentile(simTtfts, 0.95), ttftP99Ms: percentile(simTtfts, 0.99),
       scaleUps: sim.scaleUps, scaleDowns: sim.scaleDowns, coldStarts: sim.coldStarts, replicaStarts: sim.replicaStarts, peakReplicas: sim.peakReplicas,
@@ -337,13 +349,13 @@ function meanOf(values: Uint32Array): number {
   return values.length === 0 ? 0 : values.reduce((sum, value) => sum + value, 0) / values.length;
 }
 
-/** The simulator's replica count (ordered, not yet released) per second, from its decisions. */
-function simulatedReplicasPerSecond(sim: RequestSimulationResult, seconds: number): number[] {
+/** The simulator's replica count (ordered, not yet released) per second of the trace, from its decisions (its clock starts `leadMs` earlier). */
+function simulatedReplicasPerSecond(sim: RequestSimulationResult, seconds: number, leadMs: number): number[] {
   const counts: number[] = [];
   let decision = 0;
   let desired = 1;
   for (let second = 0; second <= seconds; second++) {
-    while (decision < sim.decisions.length && sim.decisions[decision].at <= second * 1000) desired = sim.decisions[decision++].desiredReplicas;
+    while (decision < sim.decisions.length && sim.decisions[decision].at <= leadMs + second * 1000) desired = sim.decisions[decision++].desiredReplicas;
     counts.push(desired);
   }
   return counts;
@@ -353,7 +365,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       runs: { type: 'string', default: 'slo,concurrency,sparse' }, seconds: { type: 'string', default: '540' }, seed: { type: 'string', default: '7' },
-      'interval-ms': { type: 'string', default: '2000' }, 'database-url': { type: 'string', default: process.env.TEST_DATABASE_URL },
+      'interval-ms': { type: 'string', default: '2000' }, tag: { type: 'string' }, 'database-url': { type: 'string', default: process.env.TEST_DATABASE_URL },
     },
   });
   const seconds = Number(values.seconds);
@@ -428,7 +440,7 @@ async function main(): Promise<void> {
   } finally {
     await cleanUp();
   }
-  report(results, { seconds, seed, intervalMs, sessions: sessions.sessions, loadAverages });
+  report(results, { seconds, seed, intervalMs, sessions: sessions.sessions, loadAverages }, values.tag);
 }
 
 async function withAdmin<T>(url: string, work: (admin: Client) => Promise<T>): Promise<T> {
@@ -441,7 +453,7 @@ async function withAdmin<T>(url: string, work: (admin: Client) => Promise<T>): P
   }
 }
 
-function report(results: RunResult[], setup: { seconds: number; seed: number; intervalMs: number; sessions: unknown; loadAverages: number[][] }): void {
+function report(results: RunResult[], setup: { seconds: number; seed: number; intervalMs: number; sessions: unknown; loadAverages: number[][] }, tag?: string): void {
   const machine = describeMachine();
   const source = sourceState();
   const date = new Date().toISOString().slice(0, 10);
@@ -462,11 +474,12 @@ function report(results: RunResult[], setup: { seconds: number; seed: number; in
     `Setup: CPU-engine agents of the local provider acting out a start-up of ${STARTUP_PHASES} (plus the agent's own start), ${SLOTS} slots, a fixed ${PREFILL_MS} ms before the first token and ${DECODE_TOKENS_PER_SECOND} tokens/s per sequence; `
       + `capacity loop every ${setup.intervalMs} ms, AUTOSCALE_WINDOW_MS ${AUTOSCALE_WINDOW_MS}, scale-down stabilisation ${SCALE_DOWN_STABILIZATION_MS / 1000} s (the concurrency policy), the slo policy's defaults; `
       + `TTFT SLO ${SLO.ttftP95Ms} ms, replicas 1–${MAX_REPLICAS}, least-loaded routing. Traces of ${setup.seconds} s, seed ${setup.seed}; requests streamed with the openai SDK; TTFT is the first content chunk as the client saw it. `
-      + 'The simulator replays the same trace with the same policy and options, decision interval and service model, and the mean (± half the range) start-up the real run\'s replicas measured (placement to ready).', '',
+      + 'The simulator replays the same trace with the same policy and options, decision interval and service model, and the mean (± half the range) start-up the real run\'s replicas measured (placement to ready), '
+      + 'after the same lead without arrivals that the real deployment had between its creation and the trace\'s start (its first replica starting; the policy decides from the creation on). Replica-seconds count from the trace\'s start on both sides.', '',
   ];
   for (const result of results) {
     lines.push(`## ${result.run}: policy ${result.policy}, trace ${result.trace.name} (${result.trace.requests} requests, mean output ${result.trace.meanOutputTokens.toFixed(1)} tokens)`, '',
-      `Start-up measured on the real replicas: mean ${result.startupMs.mean} ms (${result.startupMs.min}–${result.startupMs.max}, ${result.startupMs.starts} starts).`, '',
+      `Start-up measured on the real replicas: mean ${result.startupMs.mean} ms (${result.startupMs.min}–${result.startupMs.max}, ${result.startupMs.starts} starts). Lead before the trace: ${(result.leadMs / 1000).toFixed(1)} s.`, '',
       '| | real | simulated |', '|---|---:|---:|',
       ...rows.map(([label, value]) => `| ${label} | ${value(result.real)} | ${value(result.simulated)} |`), '');
     if (result.failures.length > 0) lines.push(`Requests not served (first 20): ${result.failures.join('; ')}`, '');
@@ -474,7 +487,7 @@ function report(results: RunResult[], setup: { seconds: number; seed: number; in
     lines.push(`Replicas every ${every} s (real current / ready / desired; simulated): `
       + result.timeline.filter((sample) => sample.second % every === 0).map((sample) => `${sample.second}s ${sample.current}/${sample.ready}/${sample.desired}; ${sample.simulated}`).join(' · '), '');
   }
-  saveResults(`${date}-issue39-autoscaler-replay`, { machine, source, setup: { ...setup, slots: SLOTS, prefillMs: PREFILL_MS, decodeTokensPerSecond: DECODE_TOKENS_PER_SECOND, startupPhases: STARTUP_PHASES, slo: SLO, maxReplicas: MAX_REPLICAS }, results }, lines.join('\n'));
+  saveResults(`${date}-issue39-autoscaler-replay${tag ? `-${tag}` : ''}`, { machine, source, setup: { ...setup, slots: SLOTS, prefillMs: PREFILL_MS, decodeTokensPerSecond: DECODE_TOKENS_PER_SECOND, startupPhases: STARTUP_PHASES, slo: SLO, maxReplicas: MAX_REPLICAS }, results }, lines.join('\n'));
 }
 
 main().then(() => process.exit(0), (error) => {
