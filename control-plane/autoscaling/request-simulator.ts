@@ -212,7 +212,7 @@ export function simulateRequests<State>(options: RequestSimulationOptions<State>
     arrivalsSinceDecision = 0;
     let desired: number;
     if (policy) {
-      const decision = policy.decide(state as State, observation, now);
+      const decision = policy.decide(state!, observation, now);
       decisions.push(decision);
       if (shouldRecord(recordedDecisions.at(-1) ?? null, decision)) recordedDecisions.push(decision);
       if (decision.action === 'scale_up') totals.scaleUps++;

@@ -104,7 +104,8 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
     const sizing = this.sizing(state, observation, now);
     const observedRate = observation.arrivalsPerSecond ?? (inFlight + queued) / (sizing.holdMs / 1000);
     const rateNow = this.rateNow(state, now, observedRate, elapsedMs);
-    const forecastPeak = this.forecastPeak(state, observedRate, elapsedMs, sizing.startupMs) ?? rateNow;
+    const forecast = this.forecastPeak(state, observedRate, elapsedMs, sizing.startupMs);
+    const forecastPeak = forecast?.peak ?? rateNow;
 
     const floor = Math.max(1, minReplicas);
     const ceiling = Math.max(floor, Math.min(maxReplicas, capacityLimit ?? Number.POSITIVE_INFINITY));
@@ -144,7 +145,10 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
     if (forPressure === need && forPressure > Math.max(forRateNow, forForecast)) {
       upReason = 'slo_pressure';
       movedBy = pressureSignal!;
-    } else if (forForecast > forRateNow) {
+    } else if (forForecast > forRateNow && forecast?.rising) {
+      // Only a forecast that rises is a predicted rise; one above the rate now because its level
+      // still lags a fall (minutes after a session ends) sizes as slo_forecast, and scale to zero
+      // does not start a replica for it (scale-to-zero.ts).
       upReason = 'pre_warm';
     }
 
@@ -221,9 +225,10 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
 
   /**
    * Feeds the forecaster whole samples of arrivals and returns the highest rate it expects
-   * within one start-up time (null until it has two samples to trend from).
+   * within one start-up time, and whether that is above its next sample's (a rise, not a level
+   * that lags); null until it has two samples to trend from.
    */
-  private forecastPeak(state: SloState, rate: number, elapsedMs: number, startupMs: number): number | null {
+  private forecastPeak(state: SloState, rate: number, elapsedMs: number, startupMs: number): { peak: number; rising: boolean } | null {
     const { forecastSampleMs } = this.options;
     state.sampleArrivals += (rate * elapsedMs) / 1000;
     state.sampleMs += elapsedMs;
@@ -234,9 +239,10 @@ export class SloAutoscaler implements ScalingPolicy<SloState> {
     }
     if (state.forecast.seen < 2) return null;
     const steps = Math.max(1, Math.ceil(startupMs / forecastSampleMs));
+    const next = this.forecaster.forecast(state.forecast, 1);
     let peak = 0;
     for (let step = 1; step <= steps; step++) peak = Math.max(peak, this.forecaster.forecast(state.forecast, step));
-    return peak;
+    return { peak, rising: peak > next };
   }
 
   private sizing(state: SloState, observation: ScalingObservation, now: number): Sizing {

@@ -1,7 +1,7 @@
 import type { DataSource, Repository } from 'typeorm';
 import type { Logger } from 'pino';
 import { shouldRecord } from '../autoscaling/decision-recording';
-import { withScaleToZero } from '../autoscaling/scale-to-zero';
+import { withScaleToZero, type ScaleToZeroState } from '../autoscaling/scale-to-zero';
 import type { ScalingDecision } from '../autoscaling/scaling-decision';
 import type { ScalingObservation } from '../autoscaling/scaling-observation';
 import type { ScalingPolicies } from '../autoscaling/scaling-policies';
@@ -255,7 +255,7 @@ export class CapacityLoop {
         kvCacheUsage: signals.kvCacheUsage, observedP95Ms: signals.observedP95Ms,
       } : {}),
     };
-    const decision = policy.decide(entry.state, observation, now);
+    const decision = policy.decide(entry.state as ScaleToZeroState<unknown>, observation, now);
     // A cold start ordered now is activity: the replica it starts is not given back before the requests it is for reach it.
     if (decision.reason === 'cold_start') entry.activeAt = now;
     if (shouldRecord(entry.lastRecorded, decision)) {

@@ -1,4 +1,5 @@
 import { Autoscaler } from '../../control-plane/autoscaling/autoscaler';
+import { SloAutoscaler } from '../../control-plane/autoscaling/slo-autoscaler';
 import { withScaleToZero } from '../../control-plane/autoscaling/scale-to-zero';
 import type { ScalingDecision } from '../../control-plane/autoscaling/scaling-decision';
 import type { ScalingObservation } from '../../control-plane/autoscaling/scaling-observation';
@@ -34,7 +35,7 @@ describe('withScaleToZero', () => {
     const inner = new Autoscaler();
     const wrapped = withScaleToZero(inner);
     expect(wrapped.name).toBe('concurrency');
-    expect(wrapped.newState()).toEqual(inner.newState());
+    expect(wrapped.newState()).toEqual({ policy: inner.newState(), preWarmedAt: null, wastedAfterArrivalAt: null });
   });
 
   it('gives every replica back once the deployment has had no request for scaleToZeroAfterMs and nothing runs or waits', () => {
@@ -70,14 +71,67 @@ describe('withScaleToZero', () => {
     expect(subject.decide(5 * SECOND, { idleMs: 1 })).toMatchObject({ desiredReplicas: 0, reason: 'scale_to_zero' });
   });
 
-  it('lets the forecaster pre-warm from zero, ahead of a predicted rise, and nothing else', () => {
-    const ordering = (reason: ScalingDecision['reason']): ScalingPolicy<null> => ({
-      name: 'slo', newState: () => null,
-      decide: (_state, seen, at) => ({ ...new Autoscaler().decide(new Autoscaler().newState(), seen, at), policy: 'slo', reason, desiredReplicas: 2, action: 'scale_up', movedBy: 'forecast' }),
-    });
-    const atZero = observation({ scaleToZeroAfterMs: AFTER, currentReplicas: 0, readyReplicas: 0, idleMs: 5 * AFTER });
-    expect(withScaleToZero(ordering('pre_warm')).decide(null, atZero, 0)).toMatchObject({ reason: 'pre_warm', desiredReplicas: 2 });
-    expect(withScaleToZero(ordering('slo_forecast')).decide(null, atZero, 0)).toMatchObject({ reason: 'scale_to_zero', desiredReplicas: 0 });
+  /** A policy that orders 2 replicas for `reason` with a forecast of `rate` requests per second. */
+  const ordering = (reason: ScalingDecision['reason'], rate: number): ScalingPolicy<null> => ({
+    name: 'slo', newState: () => null,
+    decide: (_state, seen, at) => ({
+      ...new Autoscaler().decide(new Autoscaler().newState(), seen, at), policy: 'slo', reason, desiredReplicas: 2, action: 'scale_up',
+      movedBy: 'forecast', forecastArrivalsPerSecond: rate,
+    }),
+  });
+  const atZero = observation({ scaleToZeroAfterMs: AFTER, currentReplicas: 0, readyReplicas: 0, idleMs: 5 * AFTER });
+
+  it('lets the forecaster pre-warm one replica from zero when it expects a request within scaleToZeroAfterMs, and nothing else', () => {
+    const policy = withScaleToZero(ordering('pre_warm', 0.5));
+    const warm = policy.decide(policy.newState(), atZero, 0);
+    expect(warm).toMatchObject({ action: 'scale_up', reason: 'pre_warm', desiredReplicas: 1, movedBy: 'forecast' });
+    expect(warm.explanation).toBe('Pre-warming 1 replica from 0 ahead of a predicted rise: the forecast is 0.5 req/s, about 30 requests within the 60 s a replica is kept without one; more follow if they come.');
+    // 0.01 req/s expects 0.6 requests in the 60 s a replica would be kept idle: not worth a start-up.
+    const faint = withScaleToZero(ordering('pre_warm', 0.01));
+    expect(faint.decide(faint.newState(), atZero, 0)).toMatchObject({ reason: 'scale_to_zero', desiredReplicas: 0 });
+    const sized = withScaleToZero(ordering('slo_forecast', 5));
+    expect(sized.decide(sized.newState(), atZero, 0)).toMatchObject({ reason: 'scale_to_zero', desiredReplicas: 0 });
+  });
+
+  it('gives a pre-warmed replica scaleToZeroAfterMs to see a request before the idle rule takes it back', () => {
+    const policy = withScaleToZero(ordering('pre_warm', 0.5));
+    const state = policy.newState();
+    expect(policy.decide(state, atZero, 0).desiredReplicas).toBe(1);
+    const warmed = (at: number) => policy.decide(state, observation({ scaleToZeroAfterMs: AFTER, currentReplicas: 1, readyReplicas: 1, idleMs: 5 * AFTER + at }), at);
+    expect(warmed(AFTER - 1).reason).not.toBe('scale_to_zero');
+    const down = warmed(AFTER);
+    expect(down).toMatchObject({ action: 'scale_down', reason: 'scale_to_zero', desiredReplicas: 0 });
+    expect(down.explanation).toBe('Scaling down from 1 to 0 replicas: no request for 60 s since the pre-warm (scale to zero after 60 s), and none in flight, queued or waiting.');
+    // Back at zero, the grace is spent, and the forecast that bought it is not trusted again until a request comes.
+    expect(state.preWarmedAt).toBeNull();
+    const later = (at: number, idleMs: number) => policy.decide(state, { ...atZero, idleMs }, at);
+    expect(later(AFTER + 5 * SECOND, 5 * AFTER + AFTER + 5 * SECOND)).toMatchObject({ reason: 'scale_to_zero', desiredReplicas: 0 });
+    expect(later(AFTER + 10 * SECOND, 2 * SECOND)).toMatchObject({ reason: 'pre_warm', desiredReplicas: 1 });
+  });
+
+  it('does not start and stop replicas over and over after a session ends (the slo policy\'s decaying forecast)', () => {
+    // 3 req/s for two minutes, then nothing for an hour; the loop looks every 2 s and replicas are ready at once.
+    const policy = withScaleToZero(new SloAutoscaler());
+    const state = policy.newState();
+    const session = 120 * SECOND;
+    let current = 1;
+    let starts = 0;
+    const shapes: string[] = [];
+    for (let at = 0; at <= 60 * 60 * SECOND; at += 2 * SECOND) {
+      const busy = at < session;
+      const decision = policy.decide(state, observation({
+        scaleToZeroAfterMs: AFTER, currentReplicas: current, readyReplicas: current, targetConcurrency: 32,
+        slo: { ttftP95Ms: 2_000, tpotP95Ms: null, queueWaitP95Ms: null },
+        arrivalsPerSecond: busy ? 3 : 0, inFlight: busy ? 3 : 0, idleMs: busy ? 0 : at - session,
+      }), at);
+      starts += Math.max(0, decision.desiredReplicas - current);
+      if (shapes.at(-1) !== decision.reason) shapes.push(decision.reason);
+      current = decision.desiredReplicas;
+    }
+    expect(current).toBe(0);
+    // Down to zero a minute after the session, then at most one pre-warmed replica while the forecast decays.
+    expect(shapes.filter((reason) => reason === 'pre_warm').length).toBeLessThanOrEqual(1);
+    expect(starts).toBeLessThanOrEqual(2);
   });
 
   it('starts a replica at once when a request waits at zero (cold start), past the scale-up window', () => {

@@ -81,6 +81,16 @@ describe('SloAutoscaler sizing', () => {
     expect(decisions.slice(24).every((decision) => decision.desiredReplicas >= sized(decision.arrivalsPerSecond!))).toBe(true);
   });
 
+  it('does not call a forecast that lags a fall a pre-warm: at zero after a session, it sizes for the forecast without the label', () => {
+    const deployment = new Deployment();
+    deployment.run(120, () => 3);
+    // Load stops and the deployment is scaled to zero (by the wrapper): the forecaster's level decays
+    // over several samples and stays above the rate of 0 for minutes.
+    const after = deployment.run(10 * 60, () => 0, { currentReplicas: 0, readyReplicas: 0 });
+    expect(after.some((decision) => decision.forecastArrivalsPerSecond! > 0.5 && decision.arrivalsPerSecond === 0)).toBe(true);
+    expect(after.filter((decision) => decision.reason === 'pre_warm')).toEqual([]);
+  });
+
   it('sizes media for its queue-wait SLO with no prefill allowance', () => {
     const media: ServiceModel = { ...MODEL, slots: 1, prefillTokensPerSecond: 1e9, decodeTokensPerSecond: 7.5, meanPromptTokens: 1, meanOutputTokens: 30 };
     const deployment = new Deployment(new SloAutoscaler(), { slo: { ttftP95Ms: null, tpotP95Ms: null, queueWaitP95Ms: 10_000 }, serviceModel: media, targetConcurrency: 1 });
