@@ -4,6 +4,7 @@
  * their names are part of the contract. Validated at boot: `main` exits with code 2 on error.
  */
 import { randomBytes } from 'node:crypto';
+import { DEFAULT_AGENT_DRAIN_TIMEOUT_MS } from '../common/agent-drain';
 import { z } from 'zod';
 import { AGENT_ENGINE_KINDS } from '../common/engine-kinds';
 import type { Gpu } from '../proto/worker/v1/index';
@@ -83,7 +84,7 @@ export const agentOptionFields = {
   /** How long a keepalive ping may go unanswered before the connection counts as dead, in milliseconds. @default 10000 */
   keepaliveTimeoutMs: optionField(integerOption(100).default(10_000), 'WORKER_KEEPALIVE_TIMEOUT_MS'),
   /** On Drain or SIGTERM, how long in-flight jobs may still run before failing with `agent_draining`. @default 30000 */
-  drainTimeoutMs: optionField(integerOption(0).default(30_000), 'WORKER_DRAIN_TIMEOUT_MS'),
+  drainTimeoutMs: optionField(integerOption(0).default(DEFAULT_AGENT_DRAIN_TIMEOUT_MS), 'WORKER_DRAIN_TIMEOUT_MS'),
   /** Connect timeout to the engine, and the timeout of each health probe, in milliseconds. @default 5000 */
   engineConnectTimeoutMs: optionField(integerOption(1).default(5_000), 'WORKER_ENGINE_CONNECT_TIMEOUT_MS'),
   /** How often the engine's health is probed (`GET /v1/models`), in milliseconds. @default 5000 */

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { agentDrainTimeoutMs } from '../../common/agent-drain';
 import { loraAgentEnv } from '../deployments/lora-settings';
 import type { Logger } from 'pino';
 import type { AgentEngineKind } from '../../common/engine-kinds';
@@ -18,8 +19,17 @@ export interface LocalProviderOptions {
   /** Concurrency of a deployment's agents (text engines batch many requests; a diffusion model runs one or two). */
   maxConcurrency: (deployment: Deployment) => number;
   restartDelayMs: number;
-  /** How long a stopping agent has in all (the Drain it was sent, then SIGTERM, which also drains) before SIGKILL. */
+  /**
+   * How long an agent given back (scale-down, pause, delete) has in all (the Drain it was sent,
+   * then SIGTERM, which also drains) before SIGKILL. Default: the agent's own drain timeout
+   * (WORKER_DRAIN_TIMEOUT_MS, 30 s) and `stopMarginMs`, so the requests it serves finish: a
+   * fixed 10 s killed a replica that still streamed a request queued on it.
+   */
   stopTimeoutMs?: number;
+  /** What an agent has beyond its drain timeout to end its stream and exit. @default 5000 */
+  stopMarginMs?: number;
+  /** How long each agent has when the server itself stops (stopAll), before SIGKILL. @default 10000 */
+  shutdownTimeoutMs?: number;
   extraEnv?: Record<string, string>;
   /** Node flags for agent processes (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
   nodeArgs?: readonly string[];
@@ -47,6 +57,8 @@ export interface LocalProviderOptions {
 
 interface LocalAgent {
   child: ChildProcess;
+  /** The drain timeout its environment gives it (WORKER_DRAIN_TIMEOUT_MS). */
+  drainTimeoutMs: number;
   lastLine: string;
   wanted: boolean;
   /** Consecutive quick exits: the restart delay doubles with each, up to 30 s. */
@@ -67,6 +79,8 @@ const HEALTHY_RUN_MS = 10_000;
 export class LocalProvider implements CapacityProvider {
   readonly kind = 'local';
   private readonly agents = new Map<string, LocalAgent>();
+  /** Agents given back and still draining (stopAll waits for them too). */
+  private readonly draining = new Set<ChildProcess>();
   /** Models whose simulated download already happened on this machine. */
   private readonly downloaded = new Set<string>();
 
@@ -87,10 +101,11 @@ export class LocalProvider implements CapacityProvider {
 
   /** Runs the replica's agent as a child process (the market provider's simulated hosts use this too). */
   start(deployment: Deployment, replica: Replica, joinToken: string, extraEnv: Record<string, string>): void {
-    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, lastLine: '', wanted: true, crashes: 0, start: () => {} };
+    const agent: LocalAgent = { child: undefined as unknown as ChildProcess, drainTimeoutMs: 0, lastLine: '', wanted: true, crashes: 0, start: () => {} };
     agent.start = () => {
       const startedAt = this.now();
       const env = { ...this.downloadEnv(deployment.modelId), ...loraAgentEnv(deployment), ...this.options.engineEnv?.(deployment), ...extraEnv };
+      agent.drainTimeoutMs = agentDrainTimeoutMs({ ...this.options.extraEnv, ...env });
       const owner: ReplicaLogOwner = { replicaId: replica.id, deploymentId: deployment.id, workspaceId: deployment.workspaceId };
       agent.child = this.spawnAgent(owner, joinToken, this.options.maxConcurrency(deployment), env, (line) => (agent.lastLine = line));
       agent.child.once('exit', (code, signal) => {
@@ -121,16 +136,29 @@ export class LocalProvider implements CapacityProvider {
     return { WORKER_CPU_LOAD_MS: String(downloadMs) };
   }
 
+  /**
+   * Sends the replica's agent on its way (Drain, then SIGTERM, then SIGKILL at the stop timeout)
+   * and returns without waiting for it to finish what it serves: a capacity pass that gives back
+   * a replica must not stall every other deployment's decisions for a drain (as a pod's deletion
+   * returns while the pod drains). stopAll waits for agents still draining.
+   */
   async terminate(replicaId: string): Promise<void> {
     const agent = this.agents.get(replicaId);
     if (!agent) return;
     agent.wanted = false;
     this.agents.delete(replicaId);
-    await stopChild(agent.child, this.options.stopTimeoutMs ?? 10_000);
+    this.draining.add(agent.child);
+    void stopChild(agent.child, this.options.stopTimeoutMs ?? agent.drainTimeoutMs + (this.options.stopMarginMs ?? 5_000)).finally(() => this.draining.delete(agent.child));
   }
 
+  /** The server stops: its agents, and those still draining, get a short drain (its clients' connections end with it anyway). */
   async stopAll(): Promise<void> {
-    await Promise.all([...this.agents.keys()].map((replicaId) => this.terminate(replicaId)));
+    const children = [...[...this.agents.values()].map((agent) => {
+      agent.wanted = false;
+      return agent.child;
+    }), ...this.draining];
+    this.agents.clear();
+    await Promise.all(children.map((child) => stopChild(child, this.options.shutdownTimeoutMs ?? 10_000)));
   }
 
   /** Last resort on a forced exit: agents must not outlive the server that spawned them. */
