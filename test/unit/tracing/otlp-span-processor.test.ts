@@ -20,7 +20,9 @@ const KEY = readFileSync(path.join(__dirname, 'fixtures/localhost-key.pem'), 'ut
 class TraceReceiver {
   readonly batches: Array<{ spans: string[]; contentType: string; apiKey: string | undefined }> = [];
   connections = 0;
-  answer: 'ok' | 'fail' | 'never' = 'ok';
+  readonly seenSockets = new WeakSet<object>();
+  lastSocket: object | null = null;
+  answer: 'ok' | 'fail' | 'never' | 'drop kept-alive' = 'ok';
 
   private constructor(private readonly server: http.Server, readonly url: string) {}
 
@@ -34,7 +36,14 @@ class TraceReceiver {
         const spans = decoded.resourceSpans.flatMap((resource: any) => resource.scopeSpans.flatMap((scope: any) => scope.spans.map((span: any) => span.name)));
         receiver.batches.push({ spans, contentType: String(request.headers['content-type']), apiKey: request.headers['x-api-key'] as string | undefined });
         if (receiver.answer === 'never') return;
-        response.writeHead(receiver.answer === 'ok' ? 200 : 500, { 'content-type': 'application/x-protobuf' }).end();
+        // As a receiver whose idle timeout closed the connection just as the next request came: a reused socket dies unanswered.
+        if (receiver.answer === 'drop kept-alive' && request.socket !== receiver.lastSocket && receiver.seenSockets.has(request.socket)) {
+          receiver.lastSocket = request.socket;
+          request.socket.destroy();
+          return;
+        }
+        receiver.seenSockets.add(request.socket);
+        response.writeHead(receiver.answer === 'fail' ? 500 : 200, { 'content-type': 'application/x-protobuf' }).end();
       });
     };
     const server = secure ? https.createServer({ cert: CERT, key: KEY }, handler) : http.createServer(handler);
@@ -150,6 +159,19 @@ describe('the OTLP span processor', () => {
     expect(receiver.spanCounts()).toEqual([2, 2, 2]);
     expect(processor).toMatchObject({ exportedSpans: 0, failedSpans: 6, droppedSpans: 3 });
     expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  test('a kept-alive connection dropped as the next export arrives: that export is sent once more, on a new connection', async () => {
+    const { processor, provider, end } = tracedBy(receiver);
+    end('a1', 'a2', 'a3');
+    await processor.forceFlush();
+    receiver.answer = 'drop kept-alive';
+    end('b1');
+    await processor.forceFlush();
+    expect(receiver.batches.map((batch) => batch.spans)).toEqual([['a1', 'a2', 'a3'], ['b1'], ['b1']]);
+    expect(processor).toMatchObject({ exportedSpans: 4, failedSpans: 0 });
+    expect(receiver.connections).toBe(2);
+    await provider.shutdown();
   });
 
   test('https: one TLS connection for every export', async () => {
