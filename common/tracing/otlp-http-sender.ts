@@ -8,7 +8,7 @@ export interface OtlpHttpSenderOptions {
   readonly headers: Readonly<Record<string, string>>;
   /** How long one request may take, from the write to the end of the answer. */
   readonly timeoutMs: number;
-  /** Certificates to trust for an https endpoint beside the system's (tests' self-signed receivers). */
+  /** Certificates to trust for an https endpoint instead of Node's bundled ones (tests' self-signed receivers). */
   readonly ca?: string;
 }
 
