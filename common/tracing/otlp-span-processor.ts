@@ -27,11 +27,12 @@ const KEPT_QUEUE_BYTES = 1024 * 1024;
 
 /**
  * The batch span processor of our OTLP/HTTP protobuf export. It does what the SDK's
- * BatchSpanProcessor and protobuf exporter do together, with one difference that matters to the
- * gateway's CPU (bench/results/2026-11-30-issue37-tracing-export.md): each sampled span is
- * encoded to its OTLP bytes when it ends, into one growing buffer, and the span object is not
- * kept. The SDK's processor keeps every ended span until its batch of 512 is serialized, long
- * enough for them to be promoted to the old generation and collected there.
+ * BatchSpanProcessor and protobuf exporter do together, for about a third of their CPU
+ * (bench/results/2026-11-30-issue37-tracing-export.md): each sampled span is encoded to its OTLP
+ * bytes when it ends, into one growing buffer, and the span object is not kept. The SDK's
+ * serializer sizes every batch in a pass of its own and allocates an array per id, and its
+ * processor keeps every ended span until its batch of 512 is serialized (some reach the old
+ * generation).
  *
  * A batch is sent when it is full or `scheduleDelayMs` after its first span, one request at a time
  * (OtlpHttpSender); spans that end while the queue holds `maxQueueSize` are dropped and counted, so
