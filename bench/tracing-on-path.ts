@@ -5,19 +5,25 @@
  * (startRequestSpan, the answer's `traceparent`, endRequestSpan), the pipeline's part of the
  * request under it (admitText → dispatch → a chunk → completed → close over in-memory fakes, as
  * tracing-off-path.ts; with tracing on that makes `admit`, `chat <model>` and `place`, and the
- * Assign's traceparent) run inside `Tracing.runIn`, and the batch span processor exports every span
+ * Assign's traceparent) run inside `Tracing.runIn`, and a batch span processor exports every span
  * over HTTP to a receiver in another process (otlp-sink.ts: its CPU is not counted). Modes, in
- * alternating rounds: `off` (no Tracing, the same request), `protobuf` and `json`
- * (OTEL_EXPORTER_OTLP_PROTOCOL). Reported: CPU µs per request of each (user + system of this
- * process, the garbage collection and the export included), and each traced mode minus `off`.
+ * rotating rounds: `off` (no Tracing, the same request), `protobuf` (ours: OtlpSpanProcessor, the
+ * default of http/protobuf), `sdk-protobuf` (the SDK's BatchSpanProcessor and protobuf exporter,
+ * what http/protobuf used before) and `json` (OTEL_EXPORTER_OTLP_PROTOCOL=http/json); and two ablations,
+ * `spans-only` (spans made and ended, not kept) and `protobuf-no-http` (ours without the POST). Reported: CPU
+ * µs per request of each (user + system of this process, the garbage collection and the export
+ * included), and each traced mode minus `off` (median of the per-round differences).
  * Flags: --requests 20000 --rounds 7 --rate 2000 (requests per second, in slices of 1 ms: the export
- * and the collector run between them as they would on a server)
+ * and the collector run between them as they would on a server) --modes off,protobuf,sdk-protobuf,json
  */
 import { spawn } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { readTracingSettings } from '../common/tracing/otel-settings';
+import { OTLPTraceExporter as SdkProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace';
+import { readTracingSettings, type TracingSettings } from '../common/tracing/otel-settings';
+import { OtlpSpanProcessor } from '../common/tracing/otlp-span-processor';
 import { Tracing } from '../common/tracing/tracing';
 import { InferencePipeline } from '../control-plane/pipeline/inference-pipeline';
 import { endRequestSpan, startRequestSpan, traceparentHeader, workTraceOf } from '../gateway/http/request-span';
@@ -31,7 +37,6 @@ const USAGE = { promptTokens: 12, completionTokens: 30, totalTokens: 42 };
 const HTTP_REQUEST = { method: 'POST', url: '/d/owned/v1/chat/completions', headers: {} } as unknown as IncomingMessage;
 
 interface Listener { onChunk(data: Buffer): void; onCompleted(usage: unknown, reason: string): void; onFailed(): void; onOutput(): void }
-type Mode = 'off' | 'protobuf' | 'json';
 
 /** One traced (or untraced) request's server-side work, as described above. */
 function requestOf(tracing: Tracing | null): (index: number) => Promise<void> {
@@ -91,38 +96,58 @@ async function cpuPerRequest(request: (index: number) => Promise<void>, requests
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { requests: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '7' }, rate: { type: 'string', default: '2000' } } });
+  const { values } = parseArgs({
+    options: {
+      requests: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '7' }, rate: { type: 'string', default: '2000' },
+      modes: { type: 'string', default: 'off,protobuf,sdk-protobuf,json' },
+    },
+  });
   const sink = spawn(process.execPath, [path.join(__dirname, 'otlp-sink.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const port = await new Promise<number>((resolve) => sink.stdout!.once('data', (line: Buffer) => resolve(Number(line.toString().trim()))));
-    const tracingOf = (protocol: string) => Tracing.start(readTracingSettings({
+    const settingsOf = (protocol: string): TracingSettings => readTracingSettings({
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_TRACES_SAMPLER: 'always_on', OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-    }, 'bench')!, 'bench', { 'service.version': '1.0.0' });
-    const tracings = { protobuf: tracingOf('http/protobuf'), json: tracingOf('http/json') };
-    const modes: Record<Mode, (index: number) => Promise<void>> = { off: requestOf(null), protobuf: requestOf(tracings.protobuf), json: requestOf(tracings.json) };
+    }, 'bench')!;
+    const sdkSettings = settingsOf('http/protobuf');
+    const sdkProcessor = new BatchSpanProcessor({
+      exporter: new SdkProtobufExporter({ url: sdkSettings.endpoint, timeoutMillis: sdkSettings.exportTimeoutMs }),
+      scheduledDelayMillis: sdkSettings.batch.scheduleDelayMs, maxQueueSize: sdkSettings.batch.maxQueueSize,
+      maxExportBatchSize: sdkSettings.batch.maxExportBatchSize, exportTimeoutMillis: sdkSettings.batch.exportTimeoutMs,
+    });
+    const tracings: Record<string, Tracing> = {
+      protobuf: Tracing.start(settingsOf('http/protobuf'), 'bench', { 'service.version': '1.0.0' }),
+      'sdk-protobuf': Tracing.start(sdkSettings, 'bench', { 'service.version': '1.0.0' }, sdkProcessor),
+      json: Tracing.start(settingsOf('http/json'), 'bench', { 'service.version': '1.0.0' }),
+      // Ablations, to split the cost: spans made and ended but not kept; ours encoded and batched but not sent.
+      'spans-only': Tracing.start(sdkSettings, 'bench', {}, { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} }),
+      'protobuf-no-http': Tracing.start(sdkSettings, 'bench', { 'service.version': '1.0.0' }, new OtlpSpanProcessor({ send: async () => true, close() {} }, sdkSettings.batch)),
+    };
+    const modes = values.modes.split(',');
+    const unknown = modes.filter((mode) => mode !== 'off' && !tracings[mode]);
+    if (unknown.length > 0 || !modes.includes('off')) throw new Error(`--modes: off and some of ${Object.keys(tracings).join(', ')}`);
+    const requestOfMode = Object.fromEntries(modes.map((mode) => [mode, requestOf(mode === 'off' ? null : tracings[mode])]));
     const requests = Number(values.requests);
     const rate = Number(values.rate);
-    for (const request of Object.values(modes)) await cpuPerRequest(request, requests / 4, rate);
-    const results: Record<Mode, number[]> = { off: [], protobuf: [], json: [] };
-    const orders: Mode[][] = [['off', 'protobuf', 'json'], ['json', 'off', 'protobuf'], ['protobuf', 'json', 'off']];
+    for (const mode of modes) await cpuPerRequest(requestOfMode[mode], requests / 4, rate);
+    const results: Record<string, number[]> = Object.fromEntries(modes.map((mode) => [mode, []]));
     for (let round = 0; round < Number(values.rounds); round++) {
-      for (const mode of orders[round % orders.length]) {
-        results[mode].push(await cpuPerRequest(modes[mode], requests, rate));
+      // Each round starts with the next mode, so no mode always runs right after another's collection.
+      for (let step = 0; step < modes.length; step++) {
+        const mode = modes[(round + step) % modes.length];
+        results[mode].push(await cpuPerRequest(requestOfMode[mode], requests, rate));
         // Each traced mode's spans are exported before the next mode runs: its export is its own cost.
-        await tracings.protobuf.flush();
-        await tracings.json.flush();
+        for (const tracing of Object.values(tracings)) await tracing.flush();
       }
     }
-    const over = (mode: Mode) => results[mode].map((value, index) => value - results.off[index]);
+    const over = (mode: string) => results[mode].map((value, index) => value - results.off[index]);
     const stats = (await (await fetch(`http://127.0.0.1:${port}/stats`)).json()) as { exports: number; spans: number; bytes: number };
     console.log(JSON.stringify({
-      microsPerRequest: { off: median(results.off), protobuf: median(results.protobuf), json: median(results.json) },
-      tracingMicrosPerRequest: { protobuf: median(over('protobuf')), json: median(over('json')) },
+      microsPerRequest: Object.fromEntries(modes.map((mode) => [mode, median(results[mode])])),
+      tracingMicrosPerRequest: Object.fromEntries(modes.filter((mode) => mode !== 'off').map((mode) => [mode, median(over(mode))])),
       received: { ...stats, bytesPerSpan: Math.round(stats.bytes / stats.spans) },
       results,
     }, null, 1));
-    await tracings.protobuf.shutdown();
-    await tracings.json.shutdown();
+    for (const tracing of Object.values(tracings)) await tracing.shutdown();
   } finally {
     sink.kill('SIGTERM');
   }

@@ -2,13 +2,14 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Link, type Span, type SpanContext, type TimeInput, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider,
-  type Sampler, type SpanExporter, type SpanProcessor,
+  type Sampler, type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { TracingSettings } from './otel-settings';
+import { OtlpHttpSender } from './otlp-http-sender';
+import { OtlpSpanProcessor } from './otlp-span-processor';
 
 export { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 export type { Attributes, Span, SpanContext } from '@opentelemetry/api';
@@ -33,22 +34,15 @@ export class Tracing {
   private constructor(private readonly provider: TracerProvider, readonly tracer: Tracer, readonly serviceName: string) {}
 
   /**
-   * Starts exporting in batches per `settings` (the OTLP/HTTP exporter of its protocol, protobuf
-   * or JSON, unless a test gives its own `processor`). `name` is the instrumentation scope (the
-   * component that traces).
+   * Starts exporting in batches per `settings`: OTLP/HTTP protobuf by our own processor (each span
+   * encoded as it ends, OtlpSpanProcessor), JSON by the SDK's batch processor and exporter, unless a
+   * test gives its own `processor`. `name` is the instrumentation scope (the component that traces).
    */
   static start(settings: TracingSettings, name: string, resource: TracingResource = {}, processor?: SpanProcessor): Tracing {
-    const exporterOptions = { url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs };
-    // Protobuf by default: each span is encoded straight to bytes, with no object tree and no JSON string in between (bench/results/2026-11-29-issue37-tracing-cost.md).
-    const exporter: SpanExporter | undefined = processor ? undefined
-      : settings.protocol === 'http/json' ? new JsonTraceExporter(exporterOptions) : new ProtobufTraceExporter(exporterOptions);
     const provider = new TracerProvider({
       resource: resourceFromAttributes({ ...settings.resourceAttributes, ...definedOf(resource), 'service.name': settings.serviceName }),
       sampler: samplerOf(settings.sampler),
-      spanProcessors: [processor ?? new BatchSpanProcessor({
-        exporter: exporter!, scheduledDelayMillis: settings.batch.scheduleDelayMs, maxQueueSize: settings.batch.maxQueueSize,
-        maxExportBatchSize: settings.batch.maxExportBatchSize, exportTimeoutMillis: settings.batch.exportTimeoutMs,
-      })],
+      spanProcessors: [processor ?? processorOf(settings)],
     });
     return new Tracing(provider, provider.getTracer(name), settings.serviceName);
   }
@@ -109,6 +103,20 @@ export function parentOf(traceparent: string | undefined | null): SpanContext | 
   const parsed = parseTraceParent(traceparent);
   if (!parsed || !trace.isSpanContextValid(parsed)) return undefined;
   return { ...parsed, isRemote: true };
+}
+
+/** The export `settings` ask for (their protocol's). */
+function processorOf(settings: TracingSettings): SpanProcessor {
+  // One request's timeout is the shorter of the exporter's and the batch processor's (there is no retry to share the latter with).
+  const timeoutMs = Math.min(settings.exportTimeoutMs, settings.batch.exportTimeoutMs);
+  if (settings.protocol === 'http/protobuf') {
+    return new OtlpSpanProcessor(new OtlpHttpSender({ endpoint: settings.endpoint, headers: settings.headers, timeoutMs }), settings.batch);
+  }
+  return new BatchSpanProcessor({
+    exporter: new JsonTraceExporter({ url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs }),
+    scheduledDelayMillis: settings.batch.scheduleDelayMs, maxQueueSize: settings.batch.maxQueueSize,
+    maxExportBatchSize: settings.batch.maxExportBatchSize, exportTimeoutMillis: settings.batch.exportTimeoutMs,
+  });
 }
 
 function samplerOf(settings: TracingSettings['sampler']): Sampler {
