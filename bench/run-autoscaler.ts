@@ -115,7 +115,7 @@ const TRACES: TraceSpec[] = [
  * 200 % higher than it sees, on every trace, so the report shows what share of requests within
  * the SLO each multiple of the oracle's GPU-hours buys.
  */
-const HEADROOM_SWEEP = [0.5, 1, 2].map((rateHeadroom) => ({ run: `slo, rateHeadroom ${rateHeadroom}`, options: { rateHeadroom } }));
+const HEADROOM_SWEEP: NonNullable<TraceSpec['variants']> = [0.5, 1, 2].map((rateHeadroom) => ({ run: `slo, rateHeadroom ${rateHeadroom}`, options: { rateHeadroom } }));
 
 type Row = ReturnType<typeof summarize> & { run: string };
 
