@@ -19,7 +19,7 @@ const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
  * POSTs OTLP/HTTP protobuf bodies, one at a time (the caller waits for each), over one kept-alive
  * connection, so an export pays no TCP connect or TLS handshake (40–110 µs of system CPU each on
  * loopback; node:http's own 200–330 µs per request remain: 0.5 µs a span in batches of 512, left
- * as it is, bench/results/2026-11-30-issue37-tracing-export.md). `send` never rejects: it resolves whether the receiver took the body (a 2xx),
+ * as it is, bench/results/2026-11-29-issue37-tracing-export.md). `send` never rejects: it resolves whether the receiver took the body (a 2xx),
  * and a failed or timed-out request is the caller's to drop. The one retry is for a reused socket
  * that turns out to be closed (the receiver's idle timeout racing our next export, the case
  * Node's documentation gives for `request.reusedSocket`): the body never reached the receiver.

@@ -28,7 +28,7 @@ const KEPT_QUEUE_BYTES = 1024 * 1024;
 /**
  * The batch span processor of our OTLP/HTTP protobuf export. It does what the SDK's
  * BatchSpanProcessor and protobuf exporter do together, for about a third of their CPU
- * (bench/results/2026-11-30-issue37-tracing-export.md): each sampled span is encoded to its OTLP
+ * (bench/results/2026-11-29-issue37-tracing-export.md): each sampled span is encoded to its OTLP
  * bytes when it ends, into one growing buffer, and the span object is not kept. The SDK's
  * serializer sizes every batch in a pass of its own and allocates an array per id, and its
  * processor keeps every ended span until its batch of 512 is serialized (some reach the old
