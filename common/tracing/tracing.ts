@@ -4,12 +4,13 @@ import { parseTraceParent, type InstrumentationScope } from '@opentelemetry/core
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
-  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, RandomIdGenerator, SamplingDecision, TraceIdRatioBasedSampler,
+  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, SamplingDecision, TraceIdRatioBasedSampler,
   type Sampler, type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { TracingSettings } from './otel-settings';
 import { OtlpHttpSender } from './otlp-http-sender';
 import { OtlpSpanProcessor } from './otlp-span-processor';
+import { RandomIds } from './random-ids';
 import { nowHrTime, RecordedSpan, toHrTime, type SpanOwner } from './recorded-span';
 
 export { SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -32,11 +33,11 @@ export interface TracingResource {
  * Spans are made here rather than by the SDK's tracer: a sampled one is a RecordedSpan (the
  * SDK's span semantics and its `ReadableSpan` shape, so its processors and exporters take it, at
  * about a third of the CPU: no context object, no attribute copy, no diagnostics), an unsampled
- * one the API's NonRecordingSpan. The samplers and id generator are the SDK's own.
+ * one the API's NonRecordingSpan. The samplers are the SDK's own; ids come from RandomIds.
  */
 export class Tracing implements SpanOwner {
   private readonly active = new AsyncLocalStorage<Span>();
-  private readonly ids = new RandomIdGenerator();
+  private readonly ids = new RandomIds();
 
   private constructor(
     private readonly processor: SpanProcessor,
@@ -67,8 +68,8 @@ export class Tracing implements SpanOwner {
    */
   startSpan(name: string, kind: SpanKind, parent: SpanContext | undefined, attributes?: Attributes, startTime?: TimeInput, links?: Link[]): Span {
     const valid = parent !== undefined && trace.isSpanContextValid(parent);
-    const traceId = valid ? parent.traceId : this.ids.generateTraceId();
-    const spanId = this.ids.generateSpanId();
+    const traceId = valid ? parent.traceId : this.ids.traceId();
+    const spanId = this.ids.spanId();
     const sampled = valid && this.sampler.parentBased
       ? (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED
       : this.sampler.root.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes ?? {}, links ?? []).decision === SamplingDecision.RECORD_AND_SAMPLED;
