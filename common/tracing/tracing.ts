@@ -67,7 +67,9 @@ export class Tracing implements SpanOwner {
    * its parent was when the sampler is parent-based, otherwise by the root sampler.
    */
   startSpan(name: string, kind: SpanKind, parent: SpanContext | undefined, attributes?: Attributes, startTime?: TimeInput, links?: Link[]): Span {
-    const valid = parent !== undefined && trace.isSpanContextValid(parent);
+    // Parents are our own spans' contexts or ones parentOf validated off the wire: the ids' lengths
+    // stand in for the API's regular expressions, which cost a twentieth of tracing in a profile.
+    const valid = parent !== undefined && parent.traceId.length === 32 && parent.spanId.length === 16;
     const traceId = valid ? parent.traceId : this.ids.traceId();
     const spanId = this.ids.spanId();
     const sampled = valid && this.sampler.parentBased
