@@ -2,7 +2,7 @@ import {
   SpanStatusCode, type AttributeValue, type Attributes, type Exception, type HrTime, type Link, type Span, type SpanContext, type SpanKind,
   type SpanStatus, type TimeInput,
 } from '@opentelemetry/api';
-import type { InstrumentationScope } from '@opentelemetry/core';
+import { AddAttributeDecision, cleanAttributes, cleanSimpleAttributes, maybeAddAttribute, type InstrumentationScope } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace';
 
@@ -16,15 +16,19 @@ export interface SpanOwner {
 
 /** The SDK's default span limits (OTEL_SPAN_*_COUNT_LIMIT unset): what a span keeps at most. */
 export const SPAN_LIMITS = { attributes: 128, events: 128, links: 128, attributesPerEvent: 128, attributesPerLink: 128 } as const;
+/** The limits in the shape `@opentelemetry/core`'s attribute helpers take. */
+const ATTRIBUTE_LIMITS = { attributeCountLimit: SPAN_LIMITS.attributes, attributeValueLengthLimit: Number.POSITIVE_INFINITY };
 
 /**
  * A sampled span, recorded the way the SDK's span records one and readable as one
  * (`ReadableSpan`, so any span processor and exporter takes it), for less: no context object,
- * no copy of the attributes it is given when they are valid, one clock read per time, no
- * diagnostics logger. Semantics follow the SDK's `SpanImpl`: invalid attribute values are
- * dropped, past the limits attributes are dropped and events and links drop their oldest, a
- * status once OK stays OK, an ended span changes no more, and a second `end` does nothing.
- * Only what is not traced (an unsampled span) is a NonRecordingSpan of the API instead.
+ * no copy of the attributes it is given when they are all plain strings, numbers and booleans,
+ * one clock read per time, no diagnostics logger. Anything else goes through the SDK's own
+ * attribute helpers (`@opentelemetry/core`), so semantics are the SDK's `SpanImpl`'s: any
+ * OpenTelemetry AnyValue is kept on the span (events keep simple values only), past the limits
+ * attributes are dropped and events and links drop their oldest, a status once OK stays OK, an
+ * ended span changes no more, and a second `end` does nothing (test/unit/tracing/recorded-span.test.ts
+ * runs the same calls on both). An unsampled span is the API's NonRecordingSpan instead.
  */
 export class RecordedSpan implements Span, ReadableSpan {
   readonly attributes: Attributes;
@@ -48,12 +52,14 @@ export class RecordedSpan implements Span, ReadableSpan {
     links: Link[] | undefined,
     private readonly owner: SpanOwner,
   ) {
-    this.attributes = attributes && adoptable(attributes) ? attributes : {};
-    if (this.attributes === attributes) {
+    if (attributes !== undefined && adoptable(attributes)) {
+      this.attributes = attributes;
       for (const key in attributes) this.attributeCount++;
-      if (this.attributeCount > SPAN_LIMITS.attributes) this.attributes = this.trimmed(attributes);
-    } else if (attributes) {
-      this.setAttributes(attributes);
+    } else {
+      const clean = cleanAttributes(attributes, ATTRIBUTE_LIMITS);
+      this.attributes = clean.attributes ?? {};
+      this.droppedAttributesCount = clean.droppedAttributesCount ?? 0;
+      for (const key in this.attributes) this.attributeCount++;
     }
     this.links = [];
     if (links) this.addLinks(links);
@@ -76,15 +82,23 @@ export class RecordedSpan implements Span, ReadableSpan {
   }
 
   setAttribute(key: string, value: AttributeValue | undefined): this {
-    if (this.ended || key.length === 0 || !isAttributeValue(value)) return this;
-    if (!(key in this.attributes)) {
-      if (this.attributeCount >= SPAN_LIMITS.attributes) {
-        this.droppedAttributesCount++;
-        return this;
+    if (this.ended) return this;
+    const kind = typeof value;
+    if (key.length > 0 && (kind === 'string' || kind === 'number' || kind === 'boolean')) {
+      // The common case, decided as maybeAddAttribute decides it, without its checks of the value.
+      if (!Object.hasOwn(this.attributes, key)) {
+        if (this.attributeCount >= SPAN_LIMITS.attributes) {
+          this.droppedAttributesCount++;
+          return this;
+        }
+        this.attributeCount++;
       }
-      this.attributeCount++;
+      this.attributes[key] = value;
+      return this;
     }
-    this.attributes[key] = Array.isArray(value) ? value.slice() : value;
+    const decision = maybeAddAttribute({ key, value, attributes: this.attributes, limits: ATTRIBUTE_LIMITS, currentAttributesCount: this.attributeCount });
+    if (decision === AddAttributeDecision.DROP_LIMIT_REACHED) this.droppedAttributesCount++;
+    else if (decision === AddAttributeDecision.ADD_NEW) this.attributeCount++;
     return this;
   }
 
@@ -103,8 +117,10 @@ export class RecordedSpan implements Span, ReadableSpan {
       this.events.shift();
       this.droppedEventsCount++;
     }
-    const { kept, dropped } = cleaned(attributesOrTime, SPAN_LIMITS.attributesPerEvent);
-    this.events.push({ name, time: time === undefined ? nowHrTime() : toHrTime(time), attributes: kept, droppedAttributesCount: dropped });
+    this.events.push({
+      name, time: time === undefined ? nowHrTime() : toHrTime(time),
+      ...cleanSimpleAttributes(attributesOrTime, { ...ATTRIBUTE_LIMITS, attributeCountLimit: SPAN_LIMITS.attributesPerEvent }),
+    });
     return this;
   }
 
@@ -114,8 +130,7 @@ export class RecordedSpan implements Span, ReadableSpan {
       this.links.shift();
       this.droppedLinksCount++;
     }
-    const { kept, dropped } = cleaned(link.attributes, SPAN_LIMITS.attributesPerLink);
-    this.links.push({ context: link.context, attributes: kept, droppedAttributesCount: dropped });
+    this.links.push({ context: link.context, ...cleanAttributes(link.attributes, { ...ATTRIBUTE_LIMITS, attributeCountLimit: SPAN_LIMITS.attributesPerLink }) });
     return this;
   }
 
@@ -160,21 +175,6 @@ export class RecordedSpan implements Span, ReadableSpan {
     }
     if (attributes['exception.type'] || attributes['exception.message']) this.addEvent('exception', attributes, time);
   }
-
-  /** The first `SPAN_LIMITS.attributes` of `attributes` (a caller's object with more than a span keeps). */
-  private trimmed(attributes: Attributes): Attributes {
-    const kept: Attributes = {};
-    this.attributeCount = 0;
-    for (const key in attributes) {
-      if (this.attributeCount < SPAN_LIMITS.attributes) {
-        kept[key] = attributes[key];
-        this.attributeCount++;
-      } else {
-        this.droppedAttributesCount++;
-      }
-    }
-    return kept;
-  }
 }
 
 /** A time now, as OTLP counts it: [Unix seconds, nanoseconds], from the monotonic clock (sub-millisecond). */
@@ -216,46 +216,12 @@ function isTimeInput(value: unknown): value is TimeInput {
   return typeof value === 'number' || value instanceof Date || (Array.isArray(value) && value.length === 2 && typeof value[0] === 'number');
 }
 
-/** OpenTelemetry's attribute values: a string, number or boolean, or an array of one of them (nulls allowed). */
-export function isAttributeValue(value: unknown): value is AttributeValue {
-  const kind = typeof value;
-  if (kind === 'string' || kind === 'number' || kind === 'boolean') return true;
-  if (!Array.isArray(value)) return false;
-  let first: string | undefined;
-  for (const element of value) {
-    if (element === null || element === undefined) continue;
-    const type = typeof element;
-    if (type !== 'string' && type !== 'number' && type !== 'boolean') return false;
-    first ??= type;
-    if (type !== first) return false;
-  }
-  return true;
-}
-
-/** Whether a caller's attributes can be kept as they are: every value valid and none an array (arrays are copied). */
+/** Whether a caller's attributes can be kept as they are: at most the limit, every key named and every value a string, number or boolean. */
 function adoptable(attributes: Attributes): boolean {
+  let count = 0;
   for (const key in attributes) {
-    const value = attributes[key];
-    if (key.length === 0 || Array.isArray(value) || !isAttributeValue(value)) return false;
+    const kind = typeof attributes[key];
+    if (key.length === 0 || (kind !== 'string' && kind !== 'number' && kind !== 'boolean') || ++count > SPAN_LIMITS.attributes) return false;
   }
   return true;
-}
-
-/** The valid attributes of an event or link, at most `limit` of them, and how many were dropped. */
-function cleaned(attributes: Attributes | undefined, limit: number): { kept: Attributes; dropped: number } {
-  const kept: Attributes = {};
-  let count = 0;
-  let dropped = 0;
-  if (!attributes) return { kept, dropped };
-  for (const key in attributes) {
-    const value = attributes[key];
-    if (!Object.prototype.hasOwnProperty.call(attributes, key) || key.length === 0 || !isAttributeValue(value)) continue;
-    if (count >= limit) {
-      dropped++;
-      continue;
-    }
-    kept[key] = Array.isArray(value) ? value.slice() : value;
-    count++;
-  }
-  return { kept, dropped };
 }
