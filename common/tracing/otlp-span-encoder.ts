@@ -181,8 +181,7 @@ function writeAttributes(writer: ProtobufWriter, field: number, attributes: Attr
     if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
     writer.tag(field, WIRE.bytes);
     const begun = writer.begin();
-    writer.tag(1, WIRE.bytes);
-    writer.string(key);
+    writer.key(key);
     writer.tag(2, WIRE.bytes);
     const valueBegun = writer.begin();
     writeAnyValue(writer, attributes[key]);

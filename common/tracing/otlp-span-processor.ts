@@ -22,14 +22,21 @@ export interface SpanBodySender {
 }
 
 const INITIAL_QUEUE_BYTES = 64 * 1024;
+/**
+ * Ended spans are encoded this many at a time: in a server, encoding each span as it ends runs
+ * the encoder cold between requests (its profile cost three times the in-process figure);
+ * 32 together keep it warm, and 32 spans still die young.
+ */
+const ENCODE_BATCH = 32;
 /** A queue that grew past this (a burst, or a stalled receiver) is given back once it empties. */
 const KEPT_QUEUE_BYTES = 1024 * 1024;
 
 /**
  * The batch span processor of our OTLP/HTTP protobuf export. It does what the SDK's
  * BatchSpanProcessor and protobuf exporter do together, for about a third of their CPU
- * (bench/results/2026-11-29-issue37-tracing-export.md): each sampled span is encoded to its OTLP
- * bytes when it ends, into one growing buffer, and the span object is not kept. The SDK's
+ * (bench/results/2026-11-29-issue37-tracing-export.md): sampled spans are encoded to their OTLP
+ * bytes soon after they end (ENCODE_BATCH at a time), into one growing buffer, and the span
+ * objects are not kept. The SDK's
  * serializer sizes every batch in a pass of its own and allocates an array per id, and its
  * processor keeps every ended span until its batch of 512 is serialized (some reach the old
  * generation).
@@ -50,6 +57,8 @@ export class OtlpSpanProcessor implements SpanProcessor {
   /** Per queued span: where its entry ends in `queue`, and its instrumentation scope. */
   private readonly entryEnds: number[] = [];
   private readonly scopes: InstrumentationScope[] = [];
+  /** Spans ended and not yet encoded (at most ENCODE_BATCH). */
+  private readonly ended: ReadableSpan[] = [];
   private resource: Resource | undefined;
   /** Spans taken from the queue into requests so far (a flush waits until it has passed its mark). */
   private taken = 0;
@@ -65,29 +74,39 @@ export class OtlpSpanProcessor implements SpanProcessor {
 
   onEnd(span: ReadableSpan): void {
     if (this.stopping || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
-    if (this.entryEnds.length >= this.options.maxQueueSize) {
+    if (this.entryEnds.length + this.ended.length >= this.options.maxQueueSize) {
       this.droppedSpans++;
       return;
     }
-    const start = this.queue.length;
-    try {
-      writeSpanEntry(this.queue, span);
-    } catch {
-      this.queue.truncate(start);
-      this.droppedSpans++;
-      return;
-    }
-    this.entryEnds.push(this.queue.length);
-    this.scopes.push(span.instrumentationScope);
-    this.resource ??= span.resource;
-    if (this.entryEnds.length >= this.options.maxExportBatchSize) void this.pump();
+    this.ended.push(span);
+    if (this.ended.length >= ENCODE_BATCH) this.encodeEnded();
+    if (this.entryEnds.length + this.ended.length >= this.options.maxExportBatchSize) void this.pump();
     else this.schedule();
   }
 
   /** Sends every span queued now and waits until it is sent (or failed). */
   async forceFlush(): Promise<void> {
+    this.encodeEnded();
     this.flushMark = Math.max(this.flushMark, this.taken + this.entryEnds.length);
     while (this.running || (this.taken < this.flushMark && this.entryEnds.length > 0)) await this.pump();
+  }
+
+  /** Encodes the spans that ended since the last time into the queue (and lets them go). */
+  private encodeEnded(): void {
+    for (const span of this.ended) {
+      const start = this.queue.length;
+      try {
+        writeSpanEntry(this.queue, span);
+      } catch {
+        this.queue.truncate(start);
+        this.droppedSpans++;
+        continue;
+      }
+      this.entryEnds.push(this.queue.length);
+      this.scopes.push(span.instrumentationScope);
+      this.resource ??= span.resource;
+    }
+    this.ended.length = 0;
   }
 
   /** Sends what is queued, then closes the connection; spans ending later are dropped. */
@@ -102,7 +121,7 @@ export class OtlpSpanProcessor implements SpanProcessor {
   }
 
   private schedule(): void {
-    if (this.timer || this.running || this.entryEnds.length === 0) return;
+    if (this.timer || this.running || this.entryEnds.length + this.ended.length === 0) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timerDue = true;
@@ -122,6 +141,7 @@ export class OtlpSpanProcessor implements SpanProcessor {
   }
 
   private async sendWhileDue(): Promise<void> {
+    this.encodeEnded();
     while (this.entryEnds.length > 0 && (this.timerDue || this.taken < this.flushMark || this.entryEnds.length >= this.options.maxExportBatchSize)) {
       this.timerDue = false;
       const count = Math.min(this.entryEnds.length, this.options.maxExportBatchSize);
@@ -129,6 +149,7 @@ export class OtlpSpanProcessor implements SpanProcessor {
       const taken = body ? await this.sender.send(body) : false;
       if (taken) this.exportedSpans += count;
       else this.failedSpans += count;
+      this.encodeEnded();
     }
   }
 
