@@ -27,15 +27,7 @@ export function writeSpanEntry(writer: ProtobufWriter, span: ReadableSpan): void
   // Spans are 150–600 bytes: two bytes of length saves moving them.
   const begun = writer.begin(2);
   const context = span.spanContext();
-  writer.tag(1, WIRE.bytes);
-  writer.hex(context.traceId);
-  writer.tag(2, WIRE.bytes);
-  writer.hex(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    writer.tag(3, WIRE.bytes);
-    writer.string(traceState);
-  }
+  writeContext(writer, context);
   const parent = span.parentSpanContext;
   if (parent?.spanId) {
     writer.tag(4, WIRE.bytes);
@@ -137,6 +129,16 @@ function writeLink(writer: ProtobufWriter, link: Link): void {
   writer.tag(13, WIRE.bytes);
   const begun = writer.begin();
   const context = link.context;
+  writeContext(writer, context);
+  if (link.attributes) writeAttributes(writer, 4, link.attributes);
+  writeCount(writer, 5, link.droppedAttributesCount ?? 0);
+  writer.tag(6, WIRE.fixed32);
+  writer.fixed32(flagsOf(context, context.isRemote));
+  writer.end(begun);
+}
+
+/** Fields 1–3 of a Span or a Link alike: trace id, span id, trace state. */
+function writeContext(writer: ProtobufWriter, context: SpanContext): void {
   writer.tag(1, WIRE.bytes);
   writer.hex(context.traceId);
   writer.tag(2, WIRE.bytes);
@@ -146,11 +148,6 @@ function writeLink(writer: ProtobufWriter, link: Link): void {
     writer.tag(3, WIRE.bytes);
     writer.string(traceState);
   }
-  if (link.attributes) writeAttributes(writer, 4, link.attributes);
-  writeCount(writer, 5, link.droppedAttributesCount ?? 0);
-  writer.tag(6, WIRE.fixed32);
-  writer.fixed32(flagsOf(context, context.isRemote));
-  writer.end(begun);
 }
 
 function flagsOf(context: SpanContext, remote: boolean | undefined): number {
