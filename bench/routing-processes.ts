@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { stopServerTree, waitForOutput } from './processes';
 import { freePort, PROJECT_ROOT } from './targets';
+import { graphqlCall } from './graphql-call';
 
 const stoppers: Array<{ name: string; stop: () => Promise<void> }> = [];
 let stopping: Promise<void> | null = null;
@@ -96,12 +97,7 @@ export class BenchServer {
 
   /** A GraphQL call with the workspace key (or `token`); throws on GraphQL errors. */
   async graphql(query: string, variables: Record<string, unknown> = {}, token = this.key): Promise<any> {
-    const response = await fetch(`${this.baseUrl}/graphql`, {
-      method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }),
-    });
-    const body = (await response.json()) as { data?: unknown; errors?: unknown };
-    if (body.errors) throw new Error(JSON.stringify(body.errors));
-    return body.data;
+    return graphqlCall(this.baseUrl, token, query, variables);
   }
 }
 

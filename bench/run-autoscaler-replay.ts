@@ -33,6 +33,7 @@ import { describeMachine, sourceState } from './machine';
 import { descendants } from './processes';
 import { saveResults } from './report';
 import { freePort, PROJECT_ROOT } from './targets';
+import { graphqlCall } from './graphql-call';
 
 /** One replica, as the agents act it out and the simulator and the `slo` policy model it. */
 const SLOTS = 4;
@@ -169,12 +170,7 @@ class ReplayServer {
   }
 
   async graphql(query: string, variables: Record<string, unknown> = {}): Promise<any> {
-    const response = await fetch(`${this.url}/graphql`, {
-      method: 'POST', headers: { authorization: `Bearer ${this.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }),
-    });
-    const body = (await response.json()) as { data?: unknown; errors?: unknown };
-    if (body.errors) throw new Error(JSON.stringify(body.errors));
-    return body.data;
+    return graphqlCall(this.url, this.apiKey, query, variables);
   }
 
   /** SIGINT drains and stops its agents; past `timeoutMs`, SIGKILL to it and everything it started. */

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { descendants } from './processes';
 import { freePort, PROJECT_ROOT } from './targets';
+import { graphqlCall } from './graphql-call';
 
 export interface ServerProcessOptions {
   /** Prefix of the temporary data directory. */
@@ -70,12 +71,7 @@ export class ServerProcess {
 
   /** A GraphQL call with the workspace key; throws on GraphQL errors. */
   async graphql(query: string, variables: Record<string, unknown> = {}): Promise<any> {
-    const response = await fetch(`${this.baseUrl}/graphql`, {
-      method: 'POST', headers: { authorization: `Bearer ${this.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }),
-    });
-    const body = (await response.json()) as { data?: unknown; errors?: unknown };
-    if (body.errors) throw new Error(JSON.stringify(body.errors));
-    return body.data;
+    return graphqlCall(this.baseUrl, this.key, query, variables);
   }
 
   /** The server's process id (its agents and embedded PostgreSQL are its children). */
