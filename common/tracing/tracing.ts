@@ -14,6 +14,10 @@ import { RandomIds } from './random-ids';
 import { nowHrTime, RecordedSpan, toHrTime, type SpanOwner } from './recorded-span';
 
 export { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+
+/** What a root sampler is shown for a span without attributes or links (none of ours reads them; no object per span). */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS = Object.freeze([]) as unknown as Link[];
 export type { Attributes, Span, SpanContext } from '@opentelemetry/api';
 
 /** What a process's spans say about it beside OTEL_* (the server's or agent's version, the agent's id). */
@@ -74,7 +78,7 @@ export class Tracing implements SpanOwner {
     const spanId = this.ids.spanId();
     const sampled = valid && this.sampler.parentBased
       ? (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED
-      : this.sampler.root.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes ?? {}, links ?? []).decision === SamplingDecision.RECORD_AND_SAMPLED;
+      : this.sampler.root.shouldSample(ROOT_CONTEXT, traceId, name, kind, attributes ?? NO_ATTRIBUTES, links ?? NO_LINKS).decision === SamplingDecision.RECORD_AND_SAMPLED;
     const context: SpanContext = { traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, traceState: valid ? parent.traceState : undefined };
     if (!sampled) return trace.wrapSpanContext(context);
     const span = new RecordedSpan(context, name, kind, valid ? parent : undefined, startTime === undefined ? nowHrTime() : toHrTime(startTime), attributes, links, this);

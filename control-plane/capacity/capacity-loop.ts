@@ -66,7 +66,7 @@ export interface CapacityLoopDependencies {
 /** The loop's memory of one deployment: the state of the policy it runs (a policy change starts a fresh one). */
 interface PolicyMemory {
   policy: ScalingPolicyName;
-  state: unknown;
+  state: ScaleToZeroState<unknown>;
   lastRecorded: ScalingDecision | null;
   /** A deployment set to a policy this server lacks has been logged once. */
   fallbackLogged: boolean;
@@ -255,7 +255,7 @@ export class CapacityLoop {
         kvCacheUsage: signals.kvCacheUsage, observedP95Ms: signals.observedP95Ms,
       } : {}),
     };
-    const decision = policy.decide(entry.state as ScaleToZeroState<unknown>, observation, now);
+    const decision = policy.decide(entry.state, observation, now);
     // A cold start ordered now is activity: the replica it starts is not given back before the requests it is for reach it.
     if (decision.reason === 'cold_start') entry.activeAt = now;
     if (shouldRecord(entry.lastRecorded, decision)) {
