@@ -12,8 +12,8 @@ export interface ScaleToZeroState<State> {
 }
 
 /**
- * Scale to zero for any policy (issue 39). SPEC.md keeps `minReplicas` at 1 or more, so zero is
- * a separate opt-in: `scaleToZeroAfterMs` (the deployment's `scaleToZeroAfterSeconds`). With it
+ * Scale to zero for any policy (issue 39). The API contract keeps `minReplicas` at 1 or more
+ * (docs/scaling-settings.md), so zero is a separate opt-in: `scaleToZeroAfterMs` (the deployment's `scaleToZeroAfterSeconds`). With it
  * set, on top of what `policy` decides:
  * - replicas > 0, no request for `scaleToZeroAfterMs`, nothing in flight, queued or waiting:
  *   every replica is given back (`scale_to_zero`, moved by `idle`);

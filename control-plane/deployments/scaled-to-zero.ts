@@ -1,8 +1,8 @@
 import type { Deployment } from './deployment.entity';
 
 /**
- * A deployment with `scaleToZeroAfterSeconds` set may have 0 replicas (SPEC.md keeps
- * `minReplicas` at 1 or more: zero is this separate opt-in). It stays `Running` meanwhile, its
+ * A deployment with `scaleToZeroAfterSeconds` set may have 0 replicas (the API contract keeps
+ * `minReplicas` at 1 or more, docs/scaling-settings.md: zero is this separate opt-in). It stays `Running` meanwhile, its
  * endpoint takes requests (they wait at the gateway while a replica starts), and with no
  * replica nothing is billed. These are the status reasons it shows on the way.
  */
