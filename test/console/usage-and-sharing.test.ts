@@ -121,7 +121,7 @@ describe('console: usage and shared models', () => {
     // By API key: the key by its name and prefix, with its requests and tokens (GPU time is per deployment).
     await page.getByRole('radio', { name: 'API key' }).check();
     const byKey = page.getByRole('region', { name: 'Tokens by API key' });
-    const keyRow = byKey.getByRole('row', { name: /^test key \(mk-\w{4}…\)/ });
+    const keyRow = byKey.getByRole('row', { name: /^test key \(mk-[\w-]{4}…\)/ });
     await keyRow.waitFor();
     expect(await keyRow.getByRole('cell').allTextContents()).toEqual(['3', prompt.toLocaleString('en-US'), completion.toLocaleString('en-US'), total]);
     expect(await byKey.getByRole('columnheader', { name: 'GPU cost' }).count()).toBe(0);
