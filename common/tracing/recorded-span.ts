@@ -84,21 +84,26 @@ export class RecordedSpan implements Span, ReadableSpan {
   setAttribute(key: string, value: AttributeValue | undefined): this {
     if (this.ended) return this;
     const kind = typeof value;
-    if (key.length > 0 && (kind === 'string' || kind === 'number' || kind === 'boolean')) {
-      // The common case, decided as maybeAddAttribute decides it, without its checks of the value.
-      if (!Object.hasOwn(this.attributes, key)) {
-        if (this.attributeCount >= SPAN_LIMITS.attributes) {
-          this.droppedAttributesCount++;
-          return this;
-        }
-        this.attributeCount++;
-      }
-      this.attributes[key] = value;
-      return this;
-    }
+    // The common cases, decided as maybeAddAttribute decides them, without its checks of the value
+    // (a WeakSet per array): a string, number or boolean, and an array of strings (finish reasons), copied as it copies one.
+    if (key.length > 0 && (kind === 'string' || kind === 'number' || kind === 'boolean')) return this.put(key, value!);
+    if (key.length > 0 && Array.isArray(value) && value.every(isString)) return this.put(key, value.slice());
     const decision = maybeAddAttribute({ key, value, attributes: this.attributes, limits: ATTRIBUTE_LIMITS, currentAttributesCount: this.attributeCount });
     if (decision === AddAttributeDecision.DROP_LIMIT_REACHED) this.droppedAttributesCount++;
     else if (decision === AddAttributeDecision.ADD_NEW) this.attributeCount++;
+    return this;
+  }
+
+  /** Keeps a checked value, unless the span is at its limit of attributes and `key` is new. */
+  private put(key: string, value: AttributeValue): this {
+    if (!Object.hasOwn(this.attributes, key)) {
+      if (this.attributeCount >= SPAN_LIMITS.attributes) {
+        this.droppedAttributesCount++;
+        return this;
+      }
+      this.attributeCount++;
+    }
+    this.attributes[key] = value;
     return this;
   }
 
@@ -214,6 +219,10 @@ function hrTimeBetween(start: HrTime, end: HrTime): HrTime {
 
 function isTimeInput(value: unknown): value is TimeInput {
   return typeof value === 'number' || value instanceof Date || (Array.isArray(value) && value.length === 2 && typeof value[0] === 'number');
+}
+
+function isString(value: unknown): boolean {
+  return typeof value === 'string';
 }
 
 /** Whether a caller's attributes can be kept as they are: at most the limit, every key named and every value a string, number or boolean. */
