@@ -10,7 +10,9 @@
  *   (RequestLogRecorder), or both; its process CPU (user + system, getrusage) over the run,
  *   flushes to the database included. Variants run interleaved, medians reported.
  * - parts: the observers' per-request cost (ns per call over a million calls) and one flush's
- *   CPU (a minute of rollups for 20 deployments; a second of log entries).
+ *   CPU (a minute of rollups for 20 deployments; a second of log entries); and PostgreSQL's CPU
+ *   per request log row, as migrated and with the workspace foreign key it had before (read
+ *   from /proc, so only with PostgreSQL on this machine).
  *
  * Flags: --seconds 20 --warmup 3 --reps 3 --rate 2000 --rollup-flush-ms 10000
  * (the rollups write once a minute in production; the paced runs write every 10 s, so the
@@ -167,8 +169,51 @@ async function partsChild(url: string): Promise<void> {
     await log.flush();
     bodyFlushes.push(cpuMs() - before);
   }
+  const logRowDatabaseUs = await logRowDatabaseCost(dataSource, log, pool);
   await dataSource.destroy();
-  process.stdout.write(`${JSON.stringify({ rollupNs, rollupFlushMs: median(flushes), logNs, logFlushMs: median(logFlushes), logBodyFlushMs: median(bodyFlushes) })}\n`);
+  process.stdout.write(`${JSON.stringify({ rollupNs, rollupFlushMs: median(flushes), logNs, logFlushMs: median(logFlushes), logBodyFlushMs: median(bodyFlushes), logRowDatabaseUs })}\n`);
+}
+
+/**
+ * PostgreSQL's CPU per request log row (µs, median of 10 rounds of 10,000 rows), as migrated and
+ * with the workspace foreign key the table had until migration 1765830000000, interleaved; read
+ * from /proc of the database's backends, so null when PostgreSQL runs on another machine.
+ */
+async function logRowDatabaseCost(dataSource: DataSource, log: RequestLogRecorder, pool: FinishedRequest[]): Promise<Record<string, number> | null> {
+  const backendCpuMs = async (): Promise<number | null> => {
+    const backends: Array<{ pid: number }> = await dataSource.query('SELECT pid FROM pg_stat_activity WHERE datname = current_database()');
+    let ticks = 0;
+    for (const { pid } of backends) {
+      try {
+        const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+        ticks += Number(fields[11]) + Number(fields[12]);
+      } catch {
+        return null;
+      }
+    }
+    return ticks * 10; // USER_HZ is 100 on Linux
+  };
+  const variants: Record<string, { setUp: string; tearDown: string; rounds: number[] }> = {
+    'as migrated': { setUp: '', tearDown: '', rounds: [] },
+    'with the workspace foreign key': {
+      setUp: 'ALTER TABLE request_log ADD CONSTRAINT bench_workspace_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE NOT VALID',
+      tearDown: 'ALTER TABLE request_log DROP CONSTRAINT bench_workspace_fkey', rounds: [],
+    },
+  };
+  const ROWS = 10_000;
+  for (let round = 0; round < 10; round++) {
+    for (const variant of Object.values(variants)) {
+      if (variant.setUp) await dataSource.query(variant.setUp);
+      const before = await backendCpuMs();
+      for (let index = 0; index < ROWS; index++) log.requestFinished({ ...pool[index % pool.length], requestId: `req_db_${round}_${index}`, content: undefined });
+      await log.flush();
+      const after = await backendCpuMs();
+      if (variant.tearDown) await dataSource.query(variant.tearDown);
+      if (before === null || after === null) return null;
+      variant.rounds.push(((after - before) * 1_000) / ROWS);
+    }
+  }
+  return Object.fromEntries(Object.entries(variants).map(([name, variant]) => [name, median(variant.rounds)]));
 }
 
 function median(values: number[]): number {

@@ -40,6 +40,7 @@ import { FileUploadClaims1765710000000 } from './database/migrations/17657100000
 import { AutoscalingSlo1765800000000 } from './database/migrations/1765800000000-autoscaling-slo';
 import { ColdStarts1765810000000 } from './database/migrations/1765810000000-cold-starts';
 import { AutoscalingHistory1765820000000 } from './database/migrations/1765820000000-autoscaling-history';
+import { RequestLogWithoutWorkspaceKey1765830000000 } from './database/migrations/1765830000000-request-log-without-workspace-key';
 import { FileUploadClaim } from './batches/file-upload-claim.entity';
 
 /**
@@ -66,6 +67,7 @@ export const MIGRATIONS = [
   AutoscalingSlo1765800000000,
   ColdStarts1765810000000,
   AutoscalingHistory1765820000000,
+  RequestLogWithoutWorkspaceKey1765830000000,
 ];
 
 export interface DatabaseOptions {
