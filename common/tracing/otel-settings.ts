@@ -5,6 +5,8 @@
  * OTLP endpoint with `OTEL_TRACES_EXPORTER` unset. Every variable read here is checked whether
  * tracing is on or not, so a typo fails the start instead of silently tracing nothing.
  */
+import { OtelSettingError } from './otel-setting-error';
+import { absoluteTlsPaths, readOtlpTls, type OtlpTls } from './otlp-tls';
 
 /**
  * How spans travel to the receiver (`OTEL_EXPORTER_OTLP_PROTOCOL`): OTLP over HTTP with
@@ -36,6 +38,8 @@ export interface TracingSettings {
     /** `traceidratio`: the share of traces kept, 0–1. */
     readonly ratio: number;
   };
+  /** An https endpoint's certificates (`OTEL_EXPORTER_OTLP_CERTIFICATE`, `…_CLIENT_CERTIFICATE`, `…_CLIENT_KEY`); absent when none is set. */
+  readonly tls?: OtlpTls;
   /** The batch span processor (`OTEL_BSP_*`). */
   readonly batch: {
     readonly scheduleDelayMs: number;
@@ -45,12 +49,7 @@ export interface TracingSettings {
   };
 }
 
-/** A variable this process refuses; `variable` is its name (the server turns it into a ConfigError, the agent exits 2). */
-export class OtelSettingError extends Error {
-  constructor(readonly variable: string, readonly problem: string) {
-    super(`invalid tracing configuration: ${variable}: ${problem}`);
-  }
-}
+export { OtelSettingError } from './otel-setting-error';
 
 /** Where OTLP/HTTP receivers listen by default (the OpenTelemetry Collector, Jaeger, Tempo). */
 export const DEFAULT_OTLP_ENDPOINT = 'http://localhost:4318';
@@ -100,25 +99,27 @@ export function readTracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: 
     throw new OtelSettingError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', `${batch.maxExportBatchSize} is more than OTEL_BSP_MAX_QUEUE_SIZE (${batch.maxQueueSize})`);
   }
   const serviceName = read('OTEL_SERVICE_NAME') ?? resourceAttributes['service.name'] ?? defaultServiceName;
+  const tls = readOtlpTls(read);
 
   // Off by default: only an exporter someone asked for turns tracing on (the spec's default, otlp to localhost, would not).
   const on = !disabled && (exporter === 'otlp' || (exporter === undefined && (tracesEndpoint ?? baseEndpoint) !== undefined));
   if (!on) return null;
   const endpoint = tracesEndpoint ?? `${(baseEndpoint ?? DEFAULT_OTLP_ENDPOINT).replace(/\/+$/, '')}/v1/traces`;
-  return { serviceName, resourceAttributes, endpoint, protocol, headers, exportTimeoutMs, sampler, batch };
+  return { serviceName, resourceAttributes, endpoint, protocol, headers, exportTimeoutMs, sampler, batch, ...(tls ? { tls } : {}) };
 }
 
 /**
  * The OTEL_* variables an agent this process spawns should trace with: the same exporter,
  * sampler and resource, but not the service name, so the agent names itself (a server's
- * `OTEL_SERVICE_NAME` on its agents would make the two indistinguishable in a trace).
+ * `OTEL_SERVICE_NAME` on its agents would make the two indistinguishable in a trace). Certificate
+ * paths go as absolute paths, so an agent started in another directory reads the same files.
  */
 export function tracingEnvForChildren(env: NodeJS.ProcessEnv): Record<string, string> {
   const forwarded: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     if (name.startsWith('OTEL_') && name !== 'OTEL_SERVICE_NAME' && value !== undefined) forwarded[name] = value;
   }
-  return forwarded;
+  return absoluteTlsPaths(forwarded);
 }
 
 function exporterOf(value: string | undefined): 'otlp' | 'none' | undefined {

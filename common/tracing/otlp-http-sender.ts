@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { OtlpTls } from './otlp-tls';
 
 export interface OtlpHttpSenderOptions {
   /** The OTLP/HTTP traces URL (http or https). */
@@ -8,8 +9,8 @@ export interface OtlpHttpSenderOptions {
   readonly headers: Readonly<Record<string, string>>;
   /** How long one request may take, from the write to the end of the answer. */
   readonly timeoutMs: number;
-  /** Certificates to trust for an https endpoint instead of Node's bundled ones (tests' self-signed receivers). */
-  readonly ca?: string;
+  /** For an https endpoint: certificates to trust instead of Node's bundled ones, and a client certificate and key (OTEL_EXPORTER_OTLP_CERTIFICATE, …_CLIENT_CERTIFICATE, …_CLIENT_KEY). */
+  readonly tls?: OtlpTls;
 }
 
 /** Errors of a kept-alive socket the receiver closed while we were about to reuse it. */
@@ -34,7 +35,8 @@ export class OtlpHttpSender {
   constructor(private readonly options: OtlpHttpSenderOptions) {
     this.url = new URL(options.endpoint);
     this.transport = this.url.protocol === 'https:' ? https : http;
-    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 1, ...(options.ca ? { ca: options.ca } : {}) });
+    const { ca, cert, key } = options.tls ?? {};
+    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 1, ...(ca ? { ca } : {}), ...(cert && key ? { cert, key } : {}) });
   }
 
   async send(body: Buffer): Promise<boolean> {

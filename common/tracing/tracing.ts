@@ -144,10 +144,13 @@ function processorOf(settings: TracingSettings): SpanProcessor {
   // One request's timeout is the shorter of the exporter's and the batch processor's (there is no retry to share the latter with).
   const timeoutMs = Math.min(settings.exportTimeoutMs, settings.batch.exportTimeoutMs);
   if (settings.protocol === 'http/protobuf') {
-    return new OtlpSpanProcessor(new OtlpHttpSender({ endpoint: settings.endpoint, headers: settings.headers, timeoutMs }), settings.batch);
+    return new OtlpSpanProcessor(new OtlpHttpSender({ endpoint: settings.endpoint, headers: settings.headers, timeoutMs, tls: settings.tls }), settings.batch);
   }
   return new BatchSpanProcessor({
-    exporter: new JsonTraceExporter({ url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs }),
+    exporter: new JsonTraceExporter({
+      url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs,
+      ...(settings.tls ? { httpAgentOptions: { keepAlive: true, ...settings.tls } } : {}),
+    }),
     scheduledDelayMillis: settings.batch.scheduleDelayMs, maxQueueSize: settings.batch.maxQueueSize,
     maxExportBatchSize: settings.batch.maxExportBatchSize, exportTimeoutMillis: settings.batch.exportTimeoutMs,
   });

@@ -124,12 +124,12 @@ export class WorkTicket {
     this.admittedMs = settlement.now() - startedAt;
   }
 
-  /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
   /** The LoRA adapter's name the client addressed, or undefined for the base model: what answers carry in `model`. */
   get adapterName(): string | undefined {
     return this.owner.adapter?.name;
   }
 
+  /** The metrics and log label (and a guest's response scope): the deployment id, or a guest's `shared/<model-id>`. */
   get label(): string {
     return this.owner.sharedModel ?? this.owner.deploymentId;
   }

@@ -1,5 +1,6 @@
 import { ConfigError } from '../config/env-fields';
 import { httpUrl, keyValues as otlpKeyValues, OtelSettingError } from '../../common/tracing/otel-settings';
+import { readOtlpTls, type OtlpTls } from '../../common/tracing/otlp-tls';
 
 /** How finished requests' OpenTelemetry GenAI metrics are exported (otel-metrics.ts); null when they are not. */
 export interface OtelMetricsConfig {
@@ -18,6 +19,8 @@ export interface OtelMetricsConfig {
   readonly serviceName: string;
   /** OTEL_RESOURCE_ATTRIBUTES, parsed. */
   readonly resourceAttributes: Readonly<Record<string, string>>;
+  /** An https endpoint's certificates (`OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE`, …), read at start as tracing reads its own; absent when none is set. */
+  readonly tls?: OtlpTls;
 }
 
 const DEFAULT_URL = 'http://localhost:4318/v1/metrics';
@@ -33,6 +36,7 @@ export const DEFAULT_SERVICE_NAME = 'inference-platform';
  *   (+ `/v1/metrics`); `…_HEADERS`, `…_TIMEOUT`, `…_PROTOCOL` likewise, the metrics variable first.
  * - `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_METRIC_EXPORT_TIMEOUT` (ms),
  *   `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`.
+ * - the certificate files of an https endpoint, as tracing reads them (common/tracing/otlp-tls.ts).
  * Metrics go as `http/json`, the one protocol the installed metrics exporter speaks. The shared
  * `OTEL_EXPORTER_OTLP_PROTOCOL` may say `http/protobuf` (tracing's default, which it follows);
  * metrics still go as JSON to the same OTLP/HTTP port, which takes both. `grpc`, or protobuf asked
@@ -71,6 +75,7 @@ export function loadOtelMetricsConfig(env: NodeJS.ProcessEnv = process.env): Ote
   if (temporality !== 'cumulative' && temporality !== 'delta' && temporality !== 'lowmemory') {
     throw new ConfigError(`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: '${temporality}' is not one of cumulative, delta, lowmemory`);
   }
+  const tls = asConfigError(() => readOtlpTls(read, 'METRICS'));
   return {
     url,
     headers: {
@@ -85,6 +90,7 @@ export function loadOtelMetricsConfig(env: NodeJS.ProcessEnv = process.env): Ote
     temporality,
     serviceName: read('OTEL_SERVICE_NAME') ?? DEFAULT_SERVICE_NAME,
     resourceAttributes: keyValues(read('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES'),
+    ...(tls ? { tls } : {}),
   };
 }
 

@@ -221,6 +221,7 @@ const TEMPORALITY = {
 export function startOtelMetrics(config: OtelMetricsConfig, serviceInstanceId: string, logger: Logger): OtelMetrics {
   const exporter = new ReportingExporter(new OTLPMetricExporter({
     url: config.url, headers: { ...config.headers }, timeoutMillis: config.exportTimeoutMs, temporalityPreference: TEMPORALITY[config.temporality],
+    ...(config.tls ? { httpAgentOptions: { keepAlive: true, ...config.tls } } : {}),
   }), config.url, logger);
   // Histograms are delta under the `delta` and `lowmemory` preferences (the OTLP exporter's own rule).
   const observer = new GenAiMetrics(config.serviceName, config.temporality === 'cumulative' ? AggregationTemporality.CUMULATIVE : AggregationTemporality.DELTA);

@@ -4,11 +4,16 @@
  * MetricReader of the SDK itself. The export over OTLP/HTTP to a receiver is
  * test/telemetry/otel-metrics.test.ts.
  */
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import pino from 'pino';
 import { AggregationTemporality, MeterProvider, MetricReader, type HistogramMetricData, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import { ConfigError } from '../../control-plane/config/env-fields';
 import type { FinishedRequest } from '../../control-plane/pipeline/finished-request';
 import { loadOtelMetricsConfig } from '../../control-plane/telemetry/otel-metrics-config';
-import { GenAiMetrics } from '../../control-plane/telemetry/otel-metrics';
+import { GenAiMetrics, startOtelMetrics } from '../../control-plane/telemetry/otel-metrics';
 
 describe('loadOtelMetricsConfig', () => {
   test.each<[string, NodeJS.ProcessEnv]>([
@@ -56,6 +61,49 @@ describe('loadOtelMetricsConfig', () => {
   ])('refuses %j at start, naming the variable', (env, message) => {
     expect(() => loadOtelMetricsConfig(env)).toThrow(ConfigError);
     expect(() => loadOtelMetricsConfig(env)).toThrow(message);
+  });
+});
+
+describe('the metrics export to an https receiver that wants mutual TLS', () => {
+  const fixture = (name: string) => path.join(__dirname, 'tracing/fixtures', name);
+  const CERT = readFileSync(fixture('localhost-cert.pem'), 'utf8');
+  const KEY = readFileSync(fixture('localhost-key.pem'), 'utf8');
+
+  test('the certificate variables (the METRICS_ form first) are read at start; a missing key is refused naming it', () => {
+    const env = { OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_CERTIFICATE: '/nowhere/ignored.pem', OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE: fixture('localhost-cert.pem') };
+    expect(loadOtelMetricsConfig(env)?.tls).toEqual({ ca: CERT });
+    expect(() => loadOtelMetricsConfig({ ...env, OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE: fixture('localhost-cert.pem') }))
+      .toThrow(new ConfigError('OTEL_EXPORTER_OTLP_CLIENT_KEY: is needed with OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE: a client certificate goes with its private key'));
+  });
+
+  test('exports with the client certificate they name, and is refused without it', async () => {
+    const received: string[] = [];
+    const server = https.createServer({ cert: CERT, key: KEY, requestCert: true, rejectUnauthorized: true, ca: CERT }, (request, response) => {
+      request.resume();
+      request.on('end', () => {
+        received.push(request.url!);
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const env = {
+      OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1/metrics`,
+      OTEL_METRIC_EXPORT_INTERVAL: '60000', OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('localhost-cert.pem'),
+    };
+    const exportOnce = async (extra: NodeJS.ProcessEnv) => {
+      const metrics = startOtelMetrics(loadOtelMetricsConfig({ ...env, ...extra })!, 'instance-1', pino({ level: 'silent' }));
+      metrics.observer.requestFinished(finished());
+      await metrics.shutdown();
+    };
+    try {
+      await exportOnce({});
+      expect(received).toEqual([]);
+      await exportOnce({ OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: fixture('localhost-cert.pem'), OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY: fixture('localhost-key.pem') });
+      expect(received).toEqual(['/v1/metrics']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

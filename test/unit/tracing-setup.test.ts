@@ -3,6 +3,8 @@
  * endpoint, sampler, resource and batch settings as OpenTelemetry defines them, and a bad value
  * refused at start with an error naming its variable (a ConfigError on the server: exit 2).
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
@@ -106,6 +108,39 @@ describe('a value the server refuses is a ConfigError naming its variable', () =
   test('the server\'s whole configuration refuses it at start', () => {
     expect(() => loadFullControlPlaneConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toThrow(ConfigError);
     expect(loadFullControlPlaneConfig({}).tracing).toEqual({ settings: null, agentEnv: {} });
+  });
+});
+
+describe('an https endpoint\'s certificates (OTEL_EXPORTER_OTLP_CERTIFICATE, …_CLIENT_CERTIFICATE, …_CLIENT_KEY)', () => {
+  const fixture = (name: string) => path.join(__dirname, 'tracing/fixtures', name);
+  const CERT = readFileSync(fixture('localhost-cert.pem'), 'utf8');
+  const KEY = readFileSync(fixture('localhost-key.pem'), 'utf8');
+  const on = { OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4318' };
+
+  test('none set: no tls; each file read at start, the TRACES_ form first, paths relative to the working directory', () => {
+    expect(read(on)?.tls).toBeUndefined();
+    expect(read({ ...on, OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('localhost-cert.pem') })?.tls).toEqual({ ca: CERT });
+    const relative = path.relative(process.cwd(), fixture('localhost-key.pem'));
+    expect(read({
+      ...on, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: '/nowhere/ignored.pem', OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: fixture('localhost-cert.pem'),
+      OTEL_EXPORTER_OTLP_CLIENT_KEY: relative,
+    })?.tls).toEqual({ cert: CERT, key: KEY });
+  });
+
+  test.each<[string, NodeJS.ProcessEnv, string]>([
+    ['a file that cannot be read', { OTEL_EXPORTER_OTLP_CERTIFICATE: '/nowhere/ca.pem' }, 'OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read \'/nowhere/ca.pem\' (ENOENT)'],
+    ['a client certificate without its key', { OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: fixture('localhost-cert.pem') }, 'OTEL_EXPORTER_OTLP_CLIENT_KEY: is needed with OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE'],
+    ['a key without its certificate', { OTEL_EXPORTER_OTLP_CLIENT_KEY: fixture('localhost-key.pem') }, 'OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: is needed with OTEL_EXPORTER_OTLP_CLIENT_KEY'],
+    ['a CA that is not PEM', { OTEL_EXPORTER_OTLP_CERTIFICATE: path.join(__dirname, 'tracing-setup.test.ts') }, 'OTEL_EXPORTER_OTLP_CERTIFICATE: is not a PEM file Node can use'],
+    ['a key that is not the certificate\'s', { OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: fixture('localhost-cert.pem'), OTEL_EXPORTER_OTLP_CLIENT_KEY: fixture('localhost-cert.pem') }, 'OTEL_EXPORTER_OTLP_CLIENT_KEY: is not a PEM file Node can use'],
+  ])('%s refuses the start, naming the variable (even while tracing is off)', (_name, env, message) => {
+    expect(() => loadTracingConfig({ ...on, ...env })).toThrow(`invalid tracing configuration: ${message}`);
+    expect(() => loadTracingConfig(env)).toThrow(ConfigError);
+  });
+
+  test('local agents get the paths made absolute, so one started elsewhere reads the same files', () => {
+    const relative = path.relative(process.cwd(), fixture('localhost-cert.pem'));
+    expect(tracingEnvForChildren({ ...on, OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: relative })).toEqual({ ...on, OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: fixture('localhost-cert.pem') });
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * Our batch span processor against a real OTLP/HTTP receiver on a local port (http and https):
  * batching, the schedule, the queue's bound, flush and shutdown, a receiver that fails or never
- * answers, and one kept-alive connection for every export.
+ * answers, one kept-alive connection for every export, and mutual TLS from the OTEL_* variables.
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -9,12 +9,15 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { SamplingDecision, TracerProvider } from '@opentelemetry/sdk-trace';
+import { readTracingSettings } from '../../../common/tracing/otel-settings';
 import { OtlpHttpSender } from '../../../common/tracing/otlp-http-sender';
 import { OtlpSpanProcessor, type OtlpBatchOptions } from '../../../common/tracing/otlp-span-processor';
+import { SpanKind, Tracing } from '../../../common/tracing/tracing';
 import { decodeMessage } from './otlp-message';
 
-const CERT = readFileSync(path.join(__dirname, 'fixtures/localhost-cert.pem'), 'utf8');
-const KEY = readFileSync(path.join(__dirname, 'fixtures/localhost-key.pem'), 'utf8');
+const fixture = (name: string) => path.join(__dirname, 'fixtures', name);
+const CERT = readFileSync(fixture('localhost-cert.pem'), 'utf8');
+const KEY = readFileSync(fixture('localhost-key.pem'), 'utf8');
 
 /** A trace backend: answers each export per `answer` and counts connections, requests and the spans in each. */
 class TraceReceiver {
@@ -26,7 +29,8 @@ class TraceReceiver {
 
   private constructor(private readonly server: http.Server, readonly url: string) {}
 
-  static async start(secure = false): Promise<TraceReceiver> {
+  /** `secure`: https; `mutual`: https that takes only clients with a certificate it trusts (its own, here). */
+  static async start(secure: boolean | 'mutual' = false): Promise<TraceReceiver> {
     let receiver: TraceReceiver;
     const handler: http.RequestListener = (request, response) => {
       const parts: Buffer[] = [];
@@ -46,7 +50,9 @@ class TraceReceiver {
         response.writeHead(receiver.answer === 'fail' ? 500 : 200, { 'content-type': 'application/x-protobuf' }).end();
       });
     };
-    const server = secure ? https.createServer({ cert: CERT, key: KEY }, handler) : http.createServer(handler);
+    const server = secure
+      ? https.createServer({ cert: CERT, key: KEY, ...(secure === 'mutual' ? { requestCert: true, rejectUnauthorized: true, ca: CERT } : {}) }, handler)
+      : http.createServer(handler);
     server.on(secure ? 'secureConnection' : 'connection', () => receiver.connections++);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     receiver = new TraceReceiver(server, `${secure ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`);
@@ -66,7 +72,7 @@ class TraceReceiver {
 const BATCH: OtlpBatchOptions = { scheduleDelayMs: 60_000, maxQueueSize: 100, maxExportBatchSize: 3 };
 
 function tracedBy(receiver: TraceReceiver, batch: Partial<OtlpBatchOptions> = {}, timeoutMs = 5_000) {
-  const sender = new OtlpHttpSender({ endpoint: receiver.url, headers: { 'x-api-key': 'k1' }, timeoutMs, ca: CERT });
+  const sender = new OtlpHttpSender({ endpoint: receiver.url, headers: { 'x-api-key': 'k1' }, timeoutMs, tls: { ca: CERT } });
   const processor = new OtlpSpanProcessor(sender, { ...BATCH, ...batch });
   const provider = new TracerProvider({ spanProcessors: [processor] });
   const tracer = provider.getTracer('test');
@@ -186,6 +192,27 @@ describe('the OTLP span processor', () => {
       expect(secure.connections).toBe(1);
     } finally {
       await secure.stop();
+    }
+  });
+
+  test('mutual TLS from the OTEL_* certificate variables: the CA and client certificate they name; without them the receiver refuses', async () => {
+    const mutual = await TraceReceiver.start('mutual');
+    const traced = async (env: NodeJS.ProcessEnv) => {
+      const settings = readTracingSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: mutual.url, OTEL_EXPORTER_OTLP_TIMEOUT: '2000', ...env }, 'test')!;
+      const tracing = Tracing.start(settings, 'test');
+      tracing.startSpan('over mutual tls', SpanKind.INTERNAL, undefined).end();
+      await tracing.shutdown();
+    };
+    try {
+      await traced({ OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('localhost-cert.pem') });
+      expect(mutual.batches).toEqual([]);
+      await traced({
+        OTEL_EXPORTER_OTLP_CERTIFICATE: fixture('localhost-cert.pem'), OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: fixture('localhost-cert.pem'),
+        OTEL_EXPORTER_OTLP_CLIENT_KEY: fixture('localhost-key.pem'),
+      });
+      expect(mutual.batches.map((batch) => batch.spans)).toEqual([['over mutual tls']]);
+    } finally {
+      await mutual.stop();
     }
   });
 });
