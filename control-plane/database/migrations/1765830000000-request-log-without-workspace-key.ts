@@ -2,7 +2,7 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * The request log's row per text request no longer checks its workspace against `workspaces`.
- * The foreign key's check was a fifth of what PostgreSQL spends inserting a log row (a lookup and
+ * The foreign key's check was about a sixth of what PostgreSQL spends inserting a log row (a lookup and
  * a key-share lock per row: bench/results/2026-11-30-request-log-insert.md), on the one table
  * written once per request, and it bought nothing: the workspace id comes from the key that made
  * the request, and workspaces are never deleted, only marked deleted (`deleted_at`), so its
