@@ -176,12 +176,17 @@ function writeTime(writer: ProtobufWriter, time: HrTime): void {
 function writeAttributes(writer: ProtobufWriter, field: number, attributes: Attributes): void {
   for (const key in attributes) {
     if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
+    const value = attributes[key];
+    if (typeof value === 'string') {
+      writer.stringKeyValue(field, key, value);
+      continue;
+    }
     writer.tag(field, WIRE.bytes);
     const begun = writer.begin();
     writer.key(key);
     writer.tag(2, WIRE.bytes);
     const valueBegun = writer.begin();
-    writeAnyValue(writer, attributes[key]);
+    writeAnyValue(writer, value);
     writer.end(valueBegun);
     writer.end(begun);
   }

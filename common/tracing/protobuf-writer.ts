@@ -139,11 +139,40 @@ export class ProtobufWriter {
       encoded = Uint8Array.from(writer.view());
       KEY_BYTES.set(value, encoded);
     }
-    this.ensure(encoded.length);
-    const bytes = this.bytes;
-    let at = this.length;
-    for (let index = 0; index < encoded.length; index++) bytes[at++] = encoded[index];
-    this.length = at;
+    this.copy(encoded);
+  }
+
+  /**
+   * Field `field` as a KeyValue whose value is a string (an attribute). Most of a span's
+   * attributes repeat from request to request (a model, a deployment, a route, a method), so a
+   * pair's whole encoded message is kept once written and copied after; values that do not repeat
+   * (request ids) fill their key's share of the cache and are then written as they come.
+   */
+  stringKeyValue(field: number, key: string, value: string): void {
+    this.tag(field, 2);
+    let values = KEY_VALUES.get(key);
+    if (values === undefined && KEY_VALUES.size < KEY_CACHE_LIMIT) {
+      values = new Map();
+      KEY_VALUES.set(key, values);
+    }
+    const encoded = values?.get(value);
+    if (encoded !== undefined) {
+      this.copy(encoded);
+      return;
+    }
+    const start = this.length;
+    const begun = this.begin();
+    this.key(key);
+    this.tag(2, 2);
+    const valueBegun = this.begin();
+    this.tag(1, 2);
+    this.string(value);
+    this.end(valueBegun);
+    this.end(begun);
+    if (values !== undefined && values.size < VALUES_PER_KEY && cachedKeyValues < KEY_VALUE_CACHE_LIMIT && value.length <= MAX_CACHED_VALUE) {
+      values.set(value, Uint8Array.from(this.bytes.subarray(start, this.length)));
+      cachedKeyValues++;
+    }
   }
 
   /** Length-delimited bytes. */
@@ -200,6 +229,15 @@ export class ProtobufWriter {
     this.bytes[at] = rest;
   }
 
+  /** Short encoded bytes, copied byte by byte (cheaper than `set` for a few dozen bytes). */
+  private copy(encoded: Uint8Array): void {
+    this.ensure(encoded.length);
+    const bytes = this.bytes;
+    let at = this.length;
+    for (let index = 0; index < encoded.length; index++) bytes[at++] = encoded[index];
+    this.length = at;
+  }
+
   private littleEndian32(value: number): void {
     const bytes = this.bytes;
     bytes[this.length++] = value & 0xff;
@@ -219,6 +257,17 @@ export class ProtobufWriter {
 /** Encoded keys (ProtobufWriter.key), shared by every writer; bounded, since a key could come from anywhere. */
 const KEY_BYTES = new Map<string, Uint8Array>();
 const KEY_CACHE_LIMIT = 1_024;
+
+/**
+ * Encoded string attributes (ProtobufWriter.stringKeyValue): per key, its values' whole KeyValue
+ * messages. Bounded three ways, since keys and values could come from anywhere: keys (as
+ * KEY_BYTES), values per key, and entries in all (at most ~2 MB).
+ */
+const KEY_VALUES = new Map<string, Map<string, Uint8Array>>();
+const VALUES_PER_KEY = 64;
+const KEY_VALUE_CACHE_LIMIT = 8_192;
+const MAX_CACHED_VALUE = 200;
+let cachedKeyValues = 0;
 
 /** The value of each ASCII hex digit (either case); other characters read as 0. */
 const HEX_DIGITS = new Uint8Array(128);

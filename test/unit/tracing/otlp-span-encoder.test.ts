@@ -115,4 +115,18 @@ describe('the OTLP span encoder', () => {
     provider.getTracer('agent', '2.0.0').startSpan('agent job').end();
     expect(decodeMessage(ours(spans))).toEqual(decodeMessage(official(spans)));
   });
+
+  test('string attributes met again are copied from the cache of encoded pairs, and values past its bounds are still written', () => {
+    const spans: ReadableSpan[] = [];
+    const tracer = providerCollecting(spans).getTracer('gateway');
+    // The same model and route on every span (cached after the first), a new request id on each
+    // (its key's share of the cache fills, then each is written as it comes), and values too long to cache.
+    for (let index = 0; index < 150; index++) {
+      tracer.startSpan(`request ${index}`, {
+        attributes: { 'gen_ai.request.model': 'org/chat-8b', 'http.route': '/v1/chat/completions', 'inference.request.id': `req_${index}`, long: `${'z'.repeat(300)}${index % 2}` },
+      }).end();
+    }
+    expect(decodeMessage(ours(spans))).toEqual(decodeMessage(official(spans)));
+    expect(decodeMessage(ours(spans.slice(140)))).toEqual(decodeMessage(official(spans.slice(140))));
+  });
 });
