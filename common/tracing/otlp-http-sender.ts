@@ -35,8 +35,7 @@ export class OtlpHttpSender {
   constructor(private readonly options: OtlpHttpSenderOptions) {
     this.url = new URL(options.endpoint);
     this.transport = this.url.protocol === 'https:' ? https : http;
-    const { ca, cert, key } = options.tls ?? {};
-    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 1, ...(ca ? { ca } : {}), ...(cert && key ? { cert, key } : {}) });
+    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 1, ...options.tls });
   }
 
   async send(body: Buffer): Promise<boolean> {

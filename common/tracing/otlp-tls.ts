@@ -47,7 +47,15 @@ export function readOtlpTls(read: (name: string) => string | undefined, signal: 
   // A CA file that is not PEM is ignored by TLS without a word (every export would then fail verification): its first certificate must parse.
   if (ca) parsed(ca.name, () => new X509Certificate(ca.pem));
   if (cert && key) parsed(key.name, () => createSecureContext({ cert: cert.pem, key: key.pem }));
-  return { ca: ca?.pem, cert: cert?.pem, key: key?.pem };
+  return { ...(ca ? { ca: ca.pem } : {}), ...(cert && key ? { cert: cert.pem, key: key.pem } : {}) };
+}
+
+/**
+ * The SDK exporters' option for `tls` (the JSON trace exporter, the metrics exporter): their own
+ * keep-alive agent, given the certificates; nothing when there are none (the SDK's defaults).
+ */
+export function sdkAgentOptions(tls: OtlpTls | undefined): { httpAgentOptions?: { keepAlive: true } & OtlpTls } {
+  return tls ? { httpAgentOptions: { keepAlive: true, ...tls } } : {};
 }
 
 /** The variables with their file paths made absolute against this process's working directory. */

@@ -9,6 +9,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import type { TracingSettings } from './otel-settings';
 import { OtlpHttpSender } from './otlp-http-sender';
+import { sdkAgentOptions } from './otlp-tls';
 import { OtlpSpanProcessor } from './otlp-span-processor';
 import { RandomIds } from './random-ids';
 import { nowHrTime, RecordedSpan, toHrTime, type SpanOwner } from './recorded-span';
@@ -149,7 +150,7 @@ function processorOf(settings: TracingSettings): SpanProcessor {
   return new BatchSpanProcessor({
     exporter: new JsonTraceExporter({
       url: settings.endpoint, headers: { ...settings.headers }, timeoutMillis: settings.exportTimeoutMs,
-      ...(settings.tls ? { httpAgentOptions: { keepAlive: true, ...settings.tls } } : {}),
+      ...sdkAgentOptions(settings.tls),
     }),
     scheduledDelayMillis: settings.batch.scheduleDelayMs, maxQueueSize: settings.batch.maxQueueSize,
     maxExportBatchSize: settings.batch.maxExportBatchSize, exportTimeoutMillis: settings.batch.exportTimeoutMs,

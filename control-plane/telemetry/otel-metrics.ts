@@ -7,6 +7,7 @@ import {
   PeriodicExportingMetricReader, type PushMetricExporter, type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import type { Logger } from 'pino';
+import { sdkAgentOptions } from '../../common/tracing/otlp-tls';
 import type { FinishedRequest, RequestObserver } from '../pipeline/finished-request';
 import type { OtelMetricsConfig } from './otel-metrics-config';
 import { ERROR_CODES } from './request-metrics';
@@ -221,7 +222,7 @@ const TEMPORALITY = {
 export function startOtelMetrics(config: OtelMetricsConfig, serviceInstanceId: string, logger: Logger): OtelMetrics {
   const exporter = new ReportingExporter(new OTLPMetricExporter({
     url: config.url, headers: { ...config.headers }, timeoutMillis: config.exportTimeoutMs, temporalityPreference: TEMPORALITY[config.temporality],
-    ...(config.tls ? { httpAgentOptions: { keepAlive: true, ...config.tls } } : {}),
+    ...sdkAgentOptions(config.tls),
   }), config.url, logger);
   // Histograms are delta under the `delta` and `lowmemory` preferences (the OTLP exporter's own rule).
   const observer = new GenAiMetrics(config.serviceName, config.temporality === 'cumulative' ? AggregationTemporality.CUMULATIVE : AggregationTemporality.DELTA);
