@@ -26,6 +26,32 @@ export function median(values: number[]): number {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
+
+/**
+ * A distribution-free confidence interval for the median of `values` (at least `confidence`,
+ * 0.95 by default): the k-th smallest and k-th largest value, k the largest rank such that a
+ * Binomial(n, ½) falls below it with probability at most (1 − confidence) / 2. It assumes only
+ * that the values are independent draws (repetitions), not that their noise is normal: on a VM
+ * whose speed drifts, one slow repetition moves it by one rank, not by its size. Null when there
+ * are too few values for any such interval (fewer than 6 at 95 %).
+ */
+export function medianInterval(values: number[], confidence = 0.95): { low: number; high: number; confidence: number } | null {
+  const sorted = values.filter((value) => Number.isFinite(value)).sort((a, b) => a - b);
+  const n = sorted.length;
+  const tail = (1 - confidence) / 2;
+  // below[k] = P(Binomial(n, ½) < k), built up from the probability of each count.
+  let probability = 0.5 ** n;
+  let below = 0;
+  let rank = 0;
+  for (let count = 0; count < n; count++) {
+    if (below + probability > tail) break;
+    below += probability;
+    rank = count + 1;
+    probability = (probability * (n - count)) / (count + 1);
+  }
+  if (rank === 0) return null;
+  return { low: sorted[rank - 1], high: sorted[n - rank], confidence: 1 - 2 * below };
+}
 /** Medians per scenario and target; "added" compares each run to `baseline` (direct) in the same repetition. */
 export function summarize(runs: RunResult[], baseline = 'direct'): Summary[] {
   const keys = [...new Set(runs.map((run) => `${run.scenario}|${run.target}`))];

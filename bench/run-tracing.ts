@@ -26,7 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { describeMachine } from './machine';
 import { hasCommand, runningCommands, spawnPinned } from './processes';
-import { median } from './report';
+import { median, medianInterval } from './report';
 import { measure, warmUp, type RunResult, type Scenario } from './scenario';
 import { oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
@@ -174,7 +174,7 @@ function gitSha(root: string): string {
   }
 }
 
-interface Ratio { median: number; min: number; max: number }
+interface Ratio { median: number; min: number; max: number; interval: { low: number; high: number } | null }
 
 /** Per repetition, `target`'s gateway µs over `base`'s in the same scenario. */
 function ratios(runs: RunResult[], scenario: string, target: string, role = 'gateway'): Ratio {
@@ -182,7 +182,7 @@ function ratios(runs: RunResult[], scenario: string, target: string, role = 'gat
     const base = runs.find((other) => other.scenario === scenario && other.target === 'base' && other.repetition === run.repetition);
     return base ? run.cpuMicrosPerRequest[role] / base.cpuMicrosPerRequest[role] : NaN;
   }).filter(Number.isFinite);
-  return { median: median(values), min: Math.min(...values), max: Math.max(...values) };
+  return { median: median(values), min: Math.min(...values), max: Math.max(...values), interval: medianInterval(values) };
 }
 
 function write(runs: RunResult[], context: { machine: Record<string, string | number>; baseSha: string; options: Record<string, unknown>; spansPerRequest: number[]; load: number[] }): void {
@@ -193,7 +193,7 @@ function write(runs: RunResult[], context: { machine: Record<string, string | nu
     `Method: ${context.options.reps} repetitions, the servers back to back in a rotating order, ${(context.options as { seconds: number }).seconds} s per run after a warm-up; `
       + (context.options.pinning ? 'load generator, upstream and OTLP receiver on CPU 0, the servers (gateway, agent, PostgreSQL) on CPU 1.' : 'no CPU pinning.'),
     context.spansPerRequest.length ? `\`on\` exported ${(context.spansPerRequest[0] / CALIBRATION_REQUESTS).toFixed(2)} spans per request (server and agent; ${CALIBRATION_REQUESTS} chat requests, half streamed, counted at the receiver).` : '', '',
-    '| scenario | target | gateway µs/request (median, min–max) | ÷ base per repetition (median, min–max) | agent µs/request | req/s |', '|---|---|---|---|---:|---:|',
+    '| scenario | target | gateway µs/request (median, min–max) | ÷ base per repetition: median (95 % interval of the median; min to max) | agent µs/request | req/s |', '|---|---|---|---|---:|---:|',
   ];
   for (const scenario of [...new Set(runs.map((run) => run.scenario))]) {
     for (const target of ['base', 'off', 'on', 'on json', 'on 10%']) {
@@ -202,7 +202,7 @@ function write(runs: RunResult[], context: { machine: Record<string, string | nu
       const gateway = mine.map((run) => run.cpuMicrosPerRequest.gateway);
       const ratio = target === 'base' ? null : ratios(runs, scenario, target);
       lines.push(`| ${scenario} | ${target} | ${median(gateway).toFixed(0)} (${Math.min(...gateway).toFixed(0)}–${Math.max(...gateway).toFixed(0)}) | `
-        + `${ratio ? `${percent(ratio.median)} (${percent(ratio.min)} to ${percent(ratio.max)})` : '–'} | ${median(mine.map((run) => run.cpuMicrosPerRequest.agent)).toFixed(0)} | ${median(mine.map((run) => run.requestsPerSecond)).toFixed(0)} |`);
+        + `${ratio ? `${percent(ratio.median)} (${ratio.interval ? `${percent(ratio.interval.low)} to ${percent(ratio.interval.high)}` : 'too few repetitions'}; ${percent(ratio.min)} to ${percent(ratio.max)})` : '–'} | ${median(mine.map((run) => run.cpuMicrosPerRequest.agent)).toFixed(0)} | ${median(mine.map((run) => run.requestsPerSecond)).toFixed(0)} |`);
     }
   }
   const stamp = `${new Date().toISOString().slice(0, 10)}-tracing-${context.machine.gitSha}-${[...new Set(runs.map((run) => run.target))].join('-').replace(/[ %]/g, '')}`;

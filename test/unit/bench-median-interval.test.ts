@@ -1,0 +1,34 @@
+import { medianInterval } from '../../bench/report';
+
+describe('medianInterval (bench/report.ts)', () => {
+  it('gives the order statistics a binomial count allows: the 4th and 12th of 15 at 95 %', () => {
+    const values = Array.from({ length: 15 }, (_, index) => 15 - index);
+    const interval = medianInterval(values)!;
+    expect(interval.low).toBe(4);
+    expect(interval.high).toBe(12);
+    // 1 − 2·P(Binomial(15, ½) ≤ 3) = 1 − 2·576/32768
+    expect(interval.confidence).toBeCloseTo(1 - (2 * 576) / 32768, 10);
+  });
+
+  it('moves one rank, not by its size, when one repetition is far off', () => {
+    const calm = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24];
+    const wild = [...calm.slice(0, 14), 1e6];
+    expect(medianInterval(wild)).toEqual(medianInterval(calm));
+  });
+
+  it('has no interval for too few repetitions, and skips values that are not numbers', () => {
+    expect(medianInterval([1, 2, 3, 4, 5])).toBeNull();
+    expect(medianInterval([1, 2, 3, 4, 5, NaN])).toBeNull();
+    expect(medianInterval([1, 2, 3, 4, 5, 6])).toEqual({ low: 1, high: 6, confidence: 1 - 2 / 64 });
+  });
+
+  it('widens with the confidence asked for', () => {
+    const values = Array.from({ length: 30 }, (_, index) => index);
+    const ninety = medianInterval(values, 0.9)!;
+    const ninetyNine = medianInterval(values, 0.99)!;
+    expect(ninety.confidence).toBeGreaterThanOrEqual(0.9);
+    expect(ninetyNine.confidence).toBeGreaterThanOrEqual(0.99);
+    expect(ninetyNine.low).toBeLessThan(ninety.low);
+    expect(ninetyNine.high).toBeGreaterThan(ninety.high);
+  });
+});
