@@ -145,8 +145,19 @@ export function floorBreakdown(summaries: Summary[]): string {
 }
 
 /** Writes `bench/results/<name>.json` and `.md` and prints the Markdown. */
-export function saveResults(name: string, results: unknown, markdown: string): void {
+/**
+ * `stamp`, or `stamp-2`, `stamp-3`… when a result of that name is already in `directory`: two runs
+ * of one commit on one day (another scenario, more repetitions) never write over each other.
+ */
+export function freshResultName(directory: string, stamp: string): string {
+  let name = stamp;
+  for (let copy = 2; fs.existsSync(path.join(directory, `${name}.json`)) || fs.existsSync(path.join(directory, `${name}.md`)); copy++) name = `${stamp}-${copy}`;
+  return name;
+}
+
+export function saveResults(stamp: string, results: unknown, markdown: string): void {
   const directory = path.join(PROJECT_ROOT, 'bench/results');
+  const name = freshResultName(directory, stamp);
   fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify(results, null, 2));
   fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
   console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);

@@ -26,7 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { describeMachine } from './machine';
 import { hasCommand, runningCommands, spawnPinned } from './processes';
-import { median, medianInterval } from './report';
+import { freshResultName, median, medianInterval } from './report';
 import { measure, warmUp, type RunResult, type Scenario } from './scenario';
 import { oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
@@ -205,9 +205,9 @@ function write(runs: RunResult[], context: { machine: Record<string, string | nu
         + `${ratio ? `${percent(ratio.median)} (${ratio.interval ? `${percent(ratio.interval.low)} to ${percent(ratio.interval.high)}` : 'too few repetitions'}; ${percent(ratio.min)} to ${percent(ratio.max)})` : '–'} | ${median(mine.map((run) => run.cpuMicrosPerRequest.agent)).toFixed(0)} | ${median(mine.map((run) => run.requestsPerSecond)).toFixed(0)} |`);
     }
   }
-  const stamp = `${new Date().toISOString().slice(0, 10)}-tracing-${context.machine.gitSha}-${[...new Set(runs.map((run) => run.target))].join('-').replace(/[ %]/g, '')}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.mkdirSync(directory, { recursive: true });
+  const stamp = freshResultName(directory, `${new Date().toISOString().slice(0, 10)}-tracing-${context.machine.gitSha}-${[...new Set(runs.map((run) => run.target))].join('-').replace(/[ %]/g, '')}`);
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ ...context, runs }, null, 2));
   fs.writeFileSync(path.join(directory, `${stamp}.md`), `${lines.join('\n')}\n`);
   console.log(`\n${lines.join('\n')}\n\nwrote bench/results/${stamp}.{json,md}`);
