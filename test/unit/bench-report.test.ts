@@ -1,4 +1,23 @@
-import { medianInterval } from '../../bench/report';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freshResultName, medianInterval } from '../../bench/report';
+
+describe('freshResultName (bench/report.ts)', () => {
+  it('keeps a new name, and numbers one whose JSON or Markdown is already there', () => {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-results-'));
+    try {
+      expect(freshResultName(directory, 'run')).toBe('run');
+      fs.writeFileSync(path.join(directory, 'run.json'), '{}');
+      expect(freshResultName(directory, 'run')).toBe('run-2');
+      fs.writeFileSync(path.join(directory, 'run-2.md'), '');
+      expect(freshResultName(directory, 'run')).toBe('run-3');
+    } finally {
+      fs.rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
 
 describe('medianInterval (bench/report.ts)', () => {
   it('gives the order statistics a binomial count allows: the 4th and 12th of 15 at 95 %', () => {
