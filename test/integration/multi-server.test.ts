@@ -9,6 +9,14 @@ import { chatOnce, userChat } from '../support/chat';
  * behind a load balancer: changes made through one are seen by the other at once, not after
  * a cache TTL. Server B runs no agents (local agents belong to the server that placed them).
  */
+/**
+ * A request B admitted: B holds no replica, so it answers 503 until its registry has A's load
+ * (A's next cluster heartbeat, every second) and 200 after, relaying the job to A's replica.
+ * Which one depends on how long the test took to get there, not on admission; a refused key is
+ * 401 and a request over the limit 429 either way.
+ */
+const ADMITTED_ON_B = [200, 503];
+
 describe('several servers on one database', () => {
   let serverA: TestServer;
   let serverB: TestServer;
@@ -33,7 +41,7 @@ describe('several servers on one database', () => {
 
   it('a key regenerated on one server stops working on the other at once, though B had it cached', async () => {
     const { plaintext } = await serverA.server.controlPlane.apiKeys.create(workspace.workspaceId, 'rotating');
-    expect(await statusOf(serverB, plaintext)).toBe(503); // authenticated (and cached); B has no replica
+    expect(ADMITTED_ON_B).toContain(await statusOf(serverB, plaintext)); // authenticated (and cached)
     const keyId = (await serverA.server.controlPlane.apiKeys.list(workspace.workspaceId)).find((key) => key.name === 'rotating')!.id;
     const regenerated = await serverA.server.controlPlane.apiKeys.regenerate(workspace.workspaceId, keyId);
     const changedAt = Date.now();
@@ -41,7 +49,7 @@ describe('several servers on one database', () => {
     // leaves a loaded 2-core machine (load 6.5 once made 1 s too short) room.
     await waitFor(async () => (await statusOf(serverB, plaintext)) === 401, 10_000, 'the old key refused on server B');
     expect(Date.now() - changedAt).toBeLessThan(10_000);
-    expect(await statusOf(serverB, regenerated.plaintext)).toBe(503);
+    expect(ADMITTED_ON_B).toContain(await statusOf(serverB, regenerated.plaintext));
     expect(await statusOf(serverA, regenerated.plaintext)).toBe(200);
   });
 
@@ -97,9 +105,11 @@ describeWithRedis('several servers sharing rate limits through Redis', () => {
       const { status, headers } = await chatOnce(`${server.url}/d/${deployment.slug}/v1`, workspace.apiKey, userChat('hello', { max_tokens: 2 }));
       return { status, remaining: headers.get('x-ratelimit-remaining') };
     };
-    // Admitted on B means 503 (B has no replica): the limit was passed, dispatch was not.
     const results = [await call(serverA), await call(serverB), await call(serverA), await call(serverB), await call(serverA), await call(serverB)];
-    expect(results.map((result) => result.status)).toEqual([200, 503, 200, 503, 429, 429]);
+    const statuses = results.map((result) => result.status);
+    expect([statuses[0], statuses[2], statuses[4], statuses[5]]).toEqual([200, 200, 429, 429]);
+    expect(ADMITTED_ON_B).toContain(statuses[1]);
+    expect(ADMITTED_ON_B).toContain(statuses[3]);
     expect(results[0].remaining).toBe('3');
     expect(results[2].remaining).toBe('1');
   });
