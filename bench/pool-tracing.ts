@@ -6,26 +6,18 @@
  * runs narrows the interval more than a longer run would cost in one sitting.
  */
 import fs from 'node:fs';
-import { median, medianInterval } from './report';
+import { baseRatios, median, medianInterval, percentChange as percent } from './report';
 import type { RunResult } from './scenario';
-
-function ratiosOf(runs: RunResult[], scenario: string, target: string): number[] {
-  return runs.filter((run) => run.scenario === scenario && run.target === target).flatMap((run) => {
-    const base = runs.find((other) => other.scenario === scenario && other.target === 'base' && other.repetition === run.repetition);
-    return base ? [run.cpuMicrosPerRequest.gateway / base.cpuMicrosPerRequest.gateway] : [];
-  });
-}
 
 function main(files: string[]): void {
   if (files.length === 0) throw new Error('usage: node dist/bench/pool-tracing.js RESULT.json [RESULT.json …]');
-  const percent = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)} %`;
   const results = files.map((file) => (JSON.parse(fs.readFileSync(file, 'utf8')) as { runs: RunResult[] }).runs);
   const scenarios = [...new Set(results.flatMap((runs) => runs.map((run) => run.scenario)))];
   const lines = ['| scenario | target | repetitions | ÷ base: median (95 % interval of the median) |', '|---|---|---:|---|'];
   for (const scenario of scenarios) {
     for (const target of [...new Set(results.flatMap((runs) => runs.map((run) => run.target)))].filter((name) => name !== 'base')) {
       // Ratios are paired within one run's repetition, never across runs.
-      const ratios = results.flatMap((runs) => ratiosOf(runs, scenario, target));
+      const ratios = results.flatMap((runs) => baseRatios(runs, scenario, target));
       if (ratios.length === 0) continue;
       const interval = medianInterval(ratios);
       lines.push(`| ${scenario} | ${target} | ${ratios.length} | ${percent(median(ratios))} (${interval ? `${percent(interval.low)} to ${percent(interval.high)}, ${(interval.confidence * 100).toFixed(1)} %` : 'too few repetitions'}) |`);

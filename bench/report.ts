@@ -26,7 +26,6 @@ export function median(values: number[]): number {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
-
 /**
  * A distribution-free confidence interval for the median of `values` (at least `confidence`,
  * 0.95 by default): the k-th smallest and k-th largest value, k the largest rank such that a
@@ -52,6 +51,21 @@ export function medianInterval(values: number[], confidence = 0.95): { low: numb
   if (rank === 0) return null;
   return { low: sorted[rank - 1], high: sorted[n - rank], confidence: 1 - 2 * below };
 }
+
+/** Each repetition's `role` CPU µs per request of `target` over `base`'s in the same scenario and repetition (bench:tracing's pairing). */
+export function baseRatios(runs: RunResult[], scenario: string, target: string, role = 'gateway'): number[] {
+  return runs.filter((run) => run.scenario === scenario && run.target === target).flatMap((run) => {
+    const base = runs.find((other) => other.scenario === scenario && other.target === 'base' && other.repetition === run.repetition);
+    const ratio = base ? run.cpuMicrosPerRequest[role] / base.cpuMicrosPerRequest[role] : NaN;
+    return Number.isFinite(ratio) ? [ratio] : [];
+  });
+}
+
+/** A ratio as a signed change: 1.124 → "+12.4 %". */
+export function percentChange(ratio: number): string {
+  return `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)} %`;
+}
+
 /** Medians per scenario and target; "added" compares each run to `baseline` (direct) in the same repetition. */
 export function summarize(runs: RunResult[], baseline = 'direct'): Summary[] {
   const keys = [...new Set(runs.map((run) => `${run.scenario}|${run.target}`))];
@@ -144,7 +158,6 @@ export function floorBreakdown(summaries: Summary[]): string {
   return lines.length > 2 ? lines.join('\n') : '';
 }
 
-/** Writes `bench/results/<name>.json` and `.md` and prints the Markdown. */
 /**
  * `stamp`, or `stamp-2`, `stamp-3`… when a result of that name is already in `directory`: two runs
  * of one commit on one day (another scenario, more repetitions) never write over each other.
@@ -155,6 +168,7 @@ export function freshResultName(directory: string, stamp: string): string {
   return name;
 }
 
+/** Writes `bench/results/<stamp>.json` and `.md` (numbered if taken: freshResultName) and prints the Markdown. */
 export function saveResults(stamp: string, results: unknown, markdown: string): void {
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   const name = freshResultName(directory, stamp);

@@ -26,7 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { describeMachine } from './machine';
 import { hasCommand, runningCommands, spawnPinned } from './processes';
-import { freshResultName, median, medianInterval } from './report';
+import { baseRatios, freshResultName, median, medianInterval, percentChange as percent } from './report';
 import { measure, warmUp, type RunResult, type Scenario } from './scenario';
 import { oursTarget, PROJECT_ROOT, startUpstreamProcess, type Target } from './targets';
 
@@ -176,17 +176,13 @@ function gitSha(root: string): string {
 
 interface Ratio { median: number; min: number; max: number; interval: { low: number; high: number } | null }
 
-/** Per repetition, `target`'s gateway µs over `base`'s in the same scenario. */
-function ratios(runs: RunResult[], scenario: string, target: string, role = 'gateway'): Ratio {
-  const values = runs.filter((run) => run.scenario === scenario && run.target === target).map((run) => {
-    const base = runs.find((other) => other.scenario === scenario && other.target === 'base' && other.repetition === run.repetition);
-    return base ? run.cpuMicrosPerRequest[role] / base.cpuMicrosPerRequest[role] : NaN;
-  }).filter(Number.isFinite);
+/** Per repetition, `target`'s gateway µs over `base`'s in the same scenario (report.ts, baseRatios). */
+function ratios(runs: RunResult[], scenario: string, target: string): Ratio {
+  const values = baseRatios(runs, scenario, target);
   return { median: median(values), min: Math.min(...values), max: Math.max(...values), interval: medianInterval(values) };
 }
 
 function write(runs: RunResult[], context: { machine: Record<string, string | number>; baseSha: string; options: Record<string, unknown>; spansPerRequest: number[]; load: number[] }): void {
-  const percent = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)} %`;
   const lines: string[] = [
     `# Tracing benchmark ${new Date().toISOString().slice(0, 10)} (${context.machine.gitSha} against ${context.baseSha})`, '',
     `Machine: ${context.machine.cpu}, ${context.machine.cores} cores; Node ${context.machine.node}; ${context.machine.wrk}. Load average ${context.load.map((value) => value.toFixed(2)).join(' → ')} (before → after).`,

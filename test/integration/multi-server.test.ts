@@ -5,11 +5,6 @@ import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '.
 import { chatOnce, userChat } from '../support/chat';
 
 /**
- * Two server processes' worth of state (two gateways + control planes) on one database, as
- * behind a load balancer: changes made through one are seen by the other at once, not after
- * a cache TTL. Server B runs no agents (local agents belong to the server that placed them).
- */
-/**
  * A request B admitted: B holds no replica, so it answers 503 until its registry has A's load
  * (A's next cluster heartbeat, every second) and 200 after, relaying the job to A's replica.
  * Which one depends on how long the test took to get there, not on admission; a refused key is
@@ -17,6 +12,11 @@ import { chatOnce, userChat } from '../support/chat';
  */
 const ADMITTED_ON_B = [200, 503];
 
+/**
+ * Two server processes' worth of state (two gateways + control planes) on one database, as
+ * behind a load balancer: changes made through one are seen by the other at once, not after
+ * a cache TTL. Server B runs no agents (local agents belong to the server that placed them).
+ */
 describe('several servers on one database', () => {
   let serverA: TestServer;
   let serverB: TestServer;

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freshResultName, medianInterval } from '../../bench/report';
+import { baseRatios, freshResultName, medianInterval, percentChange } from '../../bench/report';
 
 describe('freshResultName (bench/report.ts)', () => {
   it('keeps a new name, and numbers one whose JSON or Markdown is already there', () => {
@@ -49,5 +49,16 @@ describe('medianInterval (bench/report.ts)', () => {
     expect(ninetyNine.confidence).toBeGreaterThanOrEqual(0.99);
     expect(ninetyNine.low).toBeLessThan(ninety.low);
     expect(ninetyNine.high).toBeGreaterThan(ninety.high);
+  });
+});
+
+describe('baseRatios (bench/report.ts)', () => {
+  const run = (target: string, repetition: number, gateway: number) => ({ scenario: 's', target, repetition, cpuMicrosPerRequest: { gateway } }) as never;
+
+  it('pairs each repetition with base in the same repetition, and skips one that has no base', () => {
+    const runs = [run('base', 1, 100), run('on', 1, 110), run('base', 2, 200), run('on', 2, 240), run('on', 3, 999)];
+    expect(baseRatios(runs, 's', 'on')).toEqual([1.1, 1.2]);
+    expect(percentChange(1.124)).toBe('+12.4 %');
+    expect(percentChange(0.9)).toBe('-10.0 %');
   });
 });
