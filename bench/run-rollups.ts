@@ -30,7 +30,9 @@ import { RequestObservers, type FinishedRequest } from '../control-plane/pipelin
 import { MinuteRollups } from '../control-plane/metrics-history/minute-rollups';
 import { RollupWriter } from '../control-plane/metrics-history/rollup-writer';
 import { RequestLogRecorder } from '../control-plane/request-log/request-log-recorder';
+import { FinishedRequests } from './finished-requests';
 import { describeMachine } from './machine';
+import { freshResultName } from './report';
 
 const VARIANTS = ['baseline', 'rollups', 'log', 'both'] as const;
 type Variant = typeof VARIANTS[number];
@@ -42,34 +44,6 @@ interface Options { seconds: number; warmup: number; reps: number; rate: number;
 function flag(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
   return index >= 0 ? Number(process.argv[index + 1]) : fallback;
-}
-
-/** A realistic mix: 20 deployments, 40 % streams, log-normal latencies around 300 ms, TTFT around 60 ms, 2 % failures, 3 % batch lines. */
-class Records {
-  private index = 0;
-  private readonly deploymentIds = Array.from({ length: DEPLOYMENTS }, (_, index) => `dep_bench_${index}`);
-  private readonly latencies = Float64Array.from({ length: 4_096 }, () => Math.exp(Math.log(300) + 0.8 * gaussian()));
-  private readonly ttfts = Float64Array.from({ length: 4_096 }, () => Math.exp(Math.log(60) + 0.6 * gaussian()));
-
-  next(now: number): FinishedRequest {
-    const index = this.index++;
-    const slot = index & 4_095;
-    const stream = index % 5 < 2;
-    const failed = index % 50 === 7;
-    const latencyMs = this.latencies[slot];
-    return {
-      workspaceId: WORKSPACE, apiKeyId: 'key_bench', deploymentId: this.deploymentIds[index % DEPLOYMENTS], sharedModel: null,
-      model: 'meta-llama/Llama-3.1-8B-Instruct', endpoint: 'chat.completions', stream, batchId: index % 33 === 5 ? 'batch_bench' : undefined,
-      outcome: failed ? 'failed' : 'succeeded', finishReason: failed ? null : 'stop', errorCode: failed ? 'engine_error' : null,
-      promptTokens: 200 + (index % 300), completionTokens: 50 + (index % 200), cachedTokens: index % 3 === 0 ? 128 : 0,
-      startedAt: now - latencyMs, latencyMs, ttftMs: stream ? this.ttfts[slot] : null, replicaId: 'rep_bench', requestId: `req_bench_${index.toString(36)}`,
-      traceId: null, phases: null,
-    };
-  }
-}
-
-function gaussian(): number {
-  return Math.sqrt(-2 * Math.log(1 - Math.random())) * Math.cos(2 * Math.PI * Math.random());
 }
 
 const silent = pino({ level: 'silent' });
@@ -91,7 +65,7 @@ async function pacedChild(url: string, variant: Variant, options: Options): Prom
     writer.start();
   }
   if (variant === 'log' || variant === 'both') observers.add(log);
-  const records = new Records();
+  const records = new FinishedRequests(WORKSPACE);
   const started = Date.now();
   let sent = 0;
   let measuredFrom = 0;
@@ -125,7 +99,7 @@ async function pacedChild(url: string, variant: Variant, options: Options): Prom
 async function partsChild(url: string): Promise<void> {
   const dataSource = createDataSource(url);
   await dataSource.initialize();
-  const records = new Records();
+  const records = new FinishedRequests(WORKSPACE);
   const now = Date.now();
   const pool = Array.from({ length: 100_000 }, () => records.next(now));
   const perCallNs = (observer: { requestFinished(request: FinishedRequest): void }, calls: number) => {
@@ -270,7 +244,8 @@ async function main(): Promise<void> {
         logPercentOfCore: ((parts.logNs * options.rate) / 1e9) * 100 + (parts.logFlushMs * (options.rate / 2_000)) / 10,
       },
     };
-    const out = path.join(__dirname, '../../bench/results', `rollups-${new Date().toISOString().slice(0, 10)}-${gitSha()}.json`);
+    const directory = path.join(__dirname, '../../bench/results');
+    const out = path.join(directory, `${freshResultName(directory, `rollups-${new Date().toISOString().slice(0, 10)}-${gitSha()}`)}.json`);
     fs.writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
     console.log(JSON.stringify({ pacedPercentOfCore: report.pacedPercentOfCore, estimate: report.estimate }, null, 2));
     console.log(`written: ${out}`);
