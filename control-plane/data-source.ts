@@ -41,6 +41,7 @@ import { AutoscalingSlo1765800000000 } from './database/migrations/1765800000000
 import { ColdStarts1765810000000 } from './database/migrations/1765810000000-cold-starts';
 import { AutoscalingHistory1765820000000 } from './database/migrations/1765820000000-autoscaling-history';
 import { RequestLogWithoutWorkspaceKey1765830000000 } from './database/migrations/1765830000000-request-log-without-workspace-key';
+import { RequestLogPhaseArray1765840000000 } from './database/migrations/1765840000000-request-log-phase-array';
 import { FileUploadClaim } from './batches/file-upload-claim.entity';
 
 /**
@@ -68,6 +69,7 @@ export const MIGRATIONS = [
   ColdStarts1765810000000,
   AutoscalingHistory1765820000000,
   RequestLogWithoutWorkspaceKey1765830000000,
+  RequestLogPhaseArray1765840000000,
 ];
 
 export interface DatabaseOptions {

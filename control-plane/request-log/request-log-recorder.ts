@@ -83,16 +83,15 @@ export class RequestLogRecorder implements RequestObserver {
  * rows of named fields took about 40 % more of the process (10 µs a request against 6 at 2,000
  * requests/s: keys double a row's text, and a fractional double prints slowly;
  * bench/results/2026-11-30-request-log-rows.md). `jsonb` so that each `->>` by position is an
- * index, not a scan of the row's text.
+ * index, not a scan of the row's text. The phases stay in µs, as `phase_us` (migration 1765840000000).
  */
 const INSERT_ROWS = `
   INSERT INTO request_log (workspace_id, request_id, api_key_id, deployment_id, shared_model, replica_id, batch_id, model, endpoint, stream,
-    outcome, error_code, finish_reason, prompt_tokens, completion_tokens, cached_tokens, started_at, latency_ms, ttft_ms, trace_id, phases,
+    outcome, error_code, finish_reason, prompt_tokens, completion_tokens, cached_tokens, started_at, latency_ms, ttft_ms, trace_id, phase_us,
     adapter_id, adapter_name, request_body, request_body_truncated, response_body, response_body_truncated)
   SELECT r->>0, r->>1, r->>2, r->>3, r->>4, r->>5, r->>6, r->>7, r->>8, (r->>9)::boolean,
     r->>10, r->>11, r->>12, (r->>13)::int, (r->>14)::int, (r->>15)::int, to_timestamp((r->>16)::float8 / 1000), (r->>17)::float8 / 1000, (r->>18)::float8 / 1000, r->>19,
-    CASE WHEN r->>20 IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('admittedMs', (r->>20)::float8 / 1000,
-      'dispatchedMs', (r->>21)::float8 / 1000, 'startedMs', (r->>22)::float8 / 1000, 'firstTokenMs', (r->>23)::float8 / 1000, 'endedMs', (r->>24)::float8 / 1000)) END,
+    CASE WHEN r->>20 IS NOT NULL THEN ARRAY[(r->>20)::bigint, (r->>21)::bigint, (r->>22)::bigint, (r->>23)::bigint, (r->>24)::bigint] END,
     r->>25, r->>26, r->>27, COALESCE((r->>28)::boolean, false), r->>29, COALESCE((r->>30)::boolean, false)
   FROM jsonb_array_elements($1::jsonb) AS r`;
 

@@ -67,9 +67,16 @@ export interface RequestLogPage {
   readonly nextCursor: string | null;
 }
 
+/**
+ * An entry's phases in ms, from `phase_us` (µs, written since migration 1765840000000) or from
+ * the jsonb of entries written before it; made only for the entries a page shows.
+ */
+const PHASES = `COALESCE(CASE WHEN l.phase_us IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('admittedMs', l.phase_us[1]::float8 / 1000,
+  'dispatchedMs', l.phase_us[2]::float8 / 1000, 'startedMs', l.phase_us[3]::float8 / 1000, 'firstTokenMs', l.phase_us[4]::float8 / 1000,
+  'endedMs', l.phase_us[5]::float8 / 1000)) END, l.phases)`;
 const COLUMNS = `l.seq, l.request_id, l.started_at, l.api_key_id, k.name AS api_key_name, l.deployment_id, d.slug AS deployment_slug, l.shared_model,
   l.replica_id, l.batch_id, l.adapter_id, l.adapter_name, l.model, l.endpoint, l.stream, l.outcome, l.error_code, l.finish_reason, l.prompt_tokens, l.completion_tokens,
-  l.cached_tokens, l.latency_ms, l.ttft_ms, l.trace_id, l.phases, (l.request_body IS NOT NULL) AS has_body`;
+  l.cached_tokens, l.latency_ms, l.ttft_ms, l.trace_id, ${PHASES} AS phases, (l.request_body IS NOT NULL) AS has_body`;
 const FROM = `FROM request_log l LEFT JOIN api_keys k ON k.id = l.api_key_id LEFT JOIN deployments d ON d.id = l.deployment_id`;
 const LOG_ID = /^log_(\d{1,18})$/;
 

@@ -107,8 +107,9 @@ describe('console: deployment history and the request log', () => {
     const requestId = answered.response.headers.get('x-request-id')!;
     // What the tracing side fills (trace id, phases) is shown when present.
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    await waitFor(async () => (await query(`UPDATE request_log SET trace_id = $2, phases = $3 WHERE request_id = $1 RETURNING seq`,
-      [requestId, traceId, JSON.stringify({ admittedMs: 0.4, dispatchedMs: 1.2, startedMs: 3.5, endedMs: 9.8 })]))[0].length === 1, 10_000, 'the new entry written');
+    // Phases in µs after arrival (admitted, dispatched, started, first token, ended), as the log keeps them.
+    await waitFor(async () => (await query(`UPDATE request_log SET trace_id = $2, phase_us = $3 WHERE request_id = $1 RETURNING seq`,
+      [requestId, traceId, [400, 1200, 3500, null, 9800]]))[0].length === 1, 10_000, 'the new entry written');
 
     await page.getByLabel('Request or trace id').fill(traceId);
     await page.getByRole('button', { name: 'Search' }).click();
