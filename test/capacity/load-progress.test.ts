@@ -79,7 +79,9 @@ describe('model download progress while Creating (local provider)', () => {
       const cachedStartedAt = Date.now();
       const second = await create();
       await waitFor(async () => (await view(second)).status === 'Running', 20_000, 'second Running');
-      expect(Date.now() - cachedStartedAt).toBeLessThan(DOWNLOAD_MS);
+      // Faster than the first, which downloaded for DOWNLOAD_MS (both spawn an agent: against a
+      // fixed DOWNLOAD_MS, a loaded machine's spawn alone once took 5.1 s); no progress is pushed.
+      expect(Date.now() - cachedStartedAt).toBeLessThan(tookMs);
       const secondPushed = pushed.filter((update) => update.id === second && update.status === 'Creating');
       expect(secondPushed.every((update) => (update.progress ?? 0) === 0)).toBe(true);
     } finally {
