@@ -4,8 +4,8 @@
  * metrics, the minute rollups, the scaling signals and the request log (its row made and
  * serialised at the flush, one flush per 1,000 requests as at 1,000 requests/s and the default
  * 1 s interval). One process feeds each observer the same realistic FinishedRequests
- * (finished-requests.ts, made afresh per request) in alternating rounds and reports CPU µs per request of each and
- * their sum: finer than a whole-server run can resolve on a shared 2-core VM (run-tracing.ts
+ * (finished-requests.ts, made afresh per request) in alternating rounds and reports CPU µs per
+ * request of each and their sum: finer than a whole-server run can resolve on a shared 2-core VM (run-tracing.ts
  * varies ±10 % between repetitions), and the sum is what tracing-off adds beyond its own 0.16 µs
  * (tracing-off-path.ts). `--checkout` times another built checkout's observers (a worktree with
  * node_modules linked), for a before and after. The database is a counterpart that takes the

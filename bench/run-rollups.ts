@@ -65,7 +65,7 @@ async function pacedChild(url: string, variant: Variant, options: Options): Prom
     writer.start();
   }
   if (variant === 'log' || variant === 'both') observers.add(log);
-  const records = new FinishedRequests(WORKSPACE);
+  const records = new FinishedRequests(WORKSPACE, DEPLOYMENTS);
   const started = Date.now();
   let sent = 0;
   let measuredFrom = 0;
@@ -99,7 +99,7 @@ async function pacedChild(url: string, variant: Variant, options: Options): Prom
 async function partsChild(url: string): Promise<void> {
   const dataSource = createDataSource(url);
   await dataSource.initialize();
-  const records = new FinishedRequests(WORKSPACE);
+  const records = new FinishedRequests(WORKSPACE, DEPLOYMENTS);
   const now = Date.now();
   const pool = Array.from({ length: 100_000 }, () => records.next(now));
   const perCallNs = (observer: { requestFinished(request: FinishedRequest): void }, calls: number) => {
