@@ -31,6 +31,9 @@ describe('scale to zero across servers', () => {
     const workspace = await serverA.createWorkspace();
     const deployment = await serverA.createDeployment(workspace, { minReplicas: 1, maxReplicas: 1, autoscale: true });
     await serverA.waitForReplicas(deployment.id, 1);
+    // B must have read the replica in A's load first: B sees none left below only then means a
+    // heartbeat written after the replica drained (B's view may lag A's by a heartbeat or two).
+    await waitFor(() => serverB.server.controlPlane.jobs.hasReplica(deployment.id), 5_000, 'B sees the replica on A');
     await serverA.server.controlPlane.deploymentStore.update(deployment.id, { scaleToZeroAfterSeconds: 1 }, ['Creating', 'Running']);
     await waitFor(async () => (await serverA.server.controlPlane.replicas.listActive(deployment.id)).length === 0, 20_000, 'a scale to zero');
     await waitFor(() => !serverB.server.controlPlane.jobs.hasReplica(deployment.id), 5_000, 'B sees no replica left');
