@@ -1,4 +1,5 @@
 import net from 'node:net';
+import WebSocket from 'ws';
 import { Deployment } from '../../control-plane/deployments/deployment.entity';
 import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 
@@ -20,7 +21,7 @@ describe('connections: caps, eviction and progress on a real server', () => {
   beforeAll(async () => {
     test = await startTestServer({
       controlPlane: { budgets: { connections: { server: 40, address: 25 } } },
-      gateway: { headersTimeoutMs: 1_000, minBodyBytesPerSecond: 10_000, bodyGraceMs: 500, streamStallTimeoutMs: 1_000 },
+      gateway: { headersTimeoutMs: 1_000, minBodyBytesPerSecond: 10_000, bodyGraceMs: 500, streamStallTimeoutMs: 1_000, graphqlConnectionInitTimeoutMs: 500 },
     });
     workspace = await test.createWorkspace();
     slug = (await test.createDeployment(workspace, { provider: 'external' })).slug;
@@ -79,6 +80,22 @@ describe('connections: caps, eviction and progress on a real server', () => {
     const partial = await connect('127.0.0.4', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
     await waitFor(() => silent.closed() && partial.closed(), 5_000, 'both closed');
     expect(partial.received()).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it('a GraphQL WebSocket that sends no connection_init is closed with 4408 at the init timeout, and gives its connection back', async () => {
+    const before = test.server.controlPlane.budget.used('connections', 'server');
+    const socket = new WebSocket(`${test.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', { localAddress: '127.0.0.7' });
+    socket.on('error', () => {});
+    const opened = Date.now();
+    const closed = new Promise<{ code: number; reason: string }>((resolve) => socket.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    await new Promise((resolve) => socket.once('open', resolve));
+    expect(test.server.controlPlane.budget.used('connections', 'address', { address: '127.0.0.7' })).toBe(1);
+    const close = await closed;
+    expect(close.code).toBe(4408);
+    expect(close.reason).toMatch(/initialisation timeout/i);
+    expect(Date.now() - opened).toBeGreaterThanOrEqual(450);
+    await waitFor(() => test.server.controlPlane.budget.used('connections', 'address', { address: '127.0.0.7' }) === 0, 5_000, 'the connection given back');
+    expect(test.server.controlPlane.budget.used('connections', 'server')).toBeLessThanOrEqual(before);
   });
 
   it('a body trickled below the minimum rate is cut after its grace; one sent at a fair pace is read', async () => {
