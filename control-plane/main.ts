@@ -70,6 +70,7 @@ import { ReplicaLogs } from './replicas/replica-logs';
 import { JobRouter } from './cluster/job-router';
 import { RelayClient } from './cluster/relay-client';
 import { RelayServer } from './cluster/relay-server';
+import { relayedReplicaWait } from './cluster/relayed-replica-wait';
 import { relayToken, ServerRegistry } from './cluster/server-registry';
 import { loadRelayService } from '../proto/cluster/v1';
 import { newSecret } from './secrets';
@@ -396,7 +397,9 @@ async function compose(
   }, dispatcher, replicas, logger.child({ component: 'agent-server' }), events);
   let registry: ServerRegistry | null = null;
   const sharedPool = new SharedPool(catalog, deploymentStore, dispatcher, events, config.sharing, logger.child({ component: 'shared-pool' }), () => registry?.peers() ?? []);
-  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId, needsAdapterSlots) => sharedPool.placeHere(deploymentId, needsAdapterSlots), tracing);
+  // A relayed job finding no replica here waits in this server's cold-start queue (made below, before any peer can relay).
+  const relayServer = new RelayServer(dispatcher, logger.child({ component: 'relay' }), (deploymentId, needsAdapterSlots) => sharedPool.placeHere(deploymentId, needsAdapterSlots), tracing,
+    relayedReplicaWait(deploymentStore, () => coldStarts));
   const relayService = loadRelayService().service;
   agentServer.addService(relayService, relayServer.handlers);
   const port = await agentServer.start();

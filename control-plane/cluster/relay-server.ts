@@ -4,6 +4,7 @@ import { RELAY_TOKEN_HEADER, type RelayEvent, type RelayEvents, type RelayReques
 import { wireUsage, type JobEvent } from '../../proto/worker/v1';
 import type { AgentConnection } from '../dispatch/agent-connection';
 import { fromRelayJob } from '../dispatch/assign-mapping';
+import type { ClientPresence } from '../dispatch/cold-start-queue';
 import type { Dispatcher } from '../dispatch/dispatcher';
 import type { DispatchRequest, Job, JobListener } from '../dispatch/job';
 import { AppError } from '../errors/app-error';
@@ -15,10 +16,20 @@ import { endJobSpan } from '../../common/tracing/job-span';
 type RelayCall = grpc.ServerDuplexStream<RelayRequest, RelayEvents>;
 
 /**
+ * A relayed owner job that found no replica here waits for one where its deployment scales to
+ * zero (relayed-replica-wait.ts): the relaying server's view of this server's replicas is up to
+ * a heartbeat old, and a request it took just after the last one stopped got a 503 where a
+ * request taken here waits for the cold start. What came of it: waited `waitedMs` for a replica,
+ * the relaying server's client left first, or no wait applies (the usual answer then).
+ */
+export type RelayedReplicaWait = (deploymentId: string, client: ClientPresence) => Promise<{ waitedMs: number } | 'left' | 'not_waiting'>;
+
+/**
  * The called side of `cluster.v1.RelayService` (proto/PROTOCOL.md, "Between servers"): a peer
  * keeps one stream here carrying the jobs it sends for deployments whose agents this server
  * holds; each runs on the least loaded of them (guests only in an idle guest slot), never
- * relayed further, and its events go back as the agent sent them, coalesced per tick.
+ * relayed further, and its events go back as the agent sent them, coalesced per tick. An owner
+ * job that finds none here may wait for one (RelayedReplicaWait).
  */
 export class RelayServer {
   /** Hashed once; each stream's token is hashed and compared in constant time. */
@@ -33,6 +44,8 @@ export class RelayServer {
     private readonly placeGuest: (deploymentId: string, needsAdapterSlots: boolean) => AgentConnection | null = () => null,
     /** This server's tracing; null when off (a relayed job's traceparent then goes on to the agent unchanged). */
     private readonly tracing: Tracing | null = null,
+    /** Null: a relayed job that finds no replica here fails back at once. */
+    private readonly replicaWait: RelayedReplicaWait | null = null,
   ) {}
 
   setToken(token: string): void {
@@ -83,32 +96,70 @@ export class RelayServer {
     if (span) request.traceparent = traceparentOf(span);
     const listener = stream.listener(relayJobId, span);
     try {
-      let job: Job;
-      if (request.guest) {
-        // The peer saw an idle guest slot here up to a heartbeat ago: it must still be idle now.
-        const connection = this.placeGuest(request.deploymentId, request.adapter !== undefined);
-        if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
-        job = this.dispatcher.dispatchTo(connection, request, listener);
-      } else {
-        // The relaying server's routing chose a replica here (its engine should hold the prefix): it, while it takes work.
-        const chosen = request.replicaId ? this.dispatcher.connections(request.deploymentId).find((connection) =>
-          connection.replicaId === request.replicaId && !connection.draining && !connection.closed) : undefined;
-        job = chosen ? this.dispatcher.dispatchTo(chosen, request, listener) : this.dispatcher.dispatch(request, listener);
-      }
-      stream.started(relayJobId, job);
-      span?.setAttribute(ATTR.replicaId, job.replicaId);
+      this.place(stream, relayJobId, request, listener, span);
     } catch (error) {
-      // Its replicas left this server since the peer looked: the peer answers 503 (429 for a guest).
-      const code = error instanceof AppError && error.code === 'shared_pool_busy' ? 'shared_pool_busy' : 'agent_draining';
-      const message = error instanceof AppError ? error.message : 'the server holding the replicas could not take the job';
-      listener.onFailed({ code, message, engineStatus: 0, engineBody: null, usage: undefined });
+      if (this.replicaWait && !request.guest && error instanceof AppError && error.code === 'no_replica_available') {
+        void this.placeOnceReady(stream, relayJobId, request, listener, span, error);
+        return;
+      }
+      failBack(listener, error);
     }
   }
+
+  /** Runs the job here now; throws when no replica here may take it. */
+  private place(stream: RelayedJobs, relayJobId: string, request: DispatchRequest, listener: JobListener, span: Span | null): void {
+    let job: Job;
+    if (request.guest) {
+      // The peer saw an idle guest slot here up to a heartbeat ago: it must still be idle now.
+      const connection = this.placeGuest(request.deploymentId, request.adapter !== undefined);
+      if (!connection) throw new AppError('shared_pool_busy', 'the shared replica has no idle guest slot now; retry shortly');
+      job = this.dispatcher.dispatchTo(connection, request, listener);
+    } else {
+      // The relaying server's routing chose a replica here (its engine should hold the prefix): it, while it takes work.
+      const chosen = request.replicaId ? this.dispatcher.connections(request.deploymentId).find((connection) =>
+        connection.replicaId === request.replicaId && !connection.draining && !connection.closed) : undefined;
+      job = chosen ? this.dispatcher.dispatchTo(chosen, request, listener) : this.dispatcher.dispatch(request, listener);
+    }
+    stream.started(relayJobId, job);
+    span?.setAttribute(ATTR.replicaId, job.replicaId);
+  }
+
+  /** The job waits here for a first replica (RelayedReplicaWait), its deadline moved back by the wait, then runs. */
+  private async placeOnceReady(stream: RelayedJobs, relayJobId: string, request: DispatchRequest, listener: JobListener, span: Span | null, refusal: AppError): Promise<void> {
+    try {
+      const waited = await this.replicaWait!(request.deploymentId, stream.presence(relayJobId));
+      if (waited === 'not_waiting') throw refusal;
+      if (waited === 'left') {
+        listener.onFailed({ code: 'canceled', message: 'canceled while it waited for a replica', engineStatus: 0, engineBody: null, usage: undefined });
+        return;
+      }
+      request.deadlineUnixMs += waited.waitedMs;
+      this.place(stream, relayJobId, request, listener, span);
+    } catch (error) {
+      failBack(listener, error);
+    }
+  }
+}
+
+/** Failure codes a relayed job's refusal here keeps (the relaying server answers each as its own: openai/error-table.ts). */
+const KEPT_REFUSALS = new Set(['shared_pool_busy', 'no_pod_available']);
+
+/**
+ * The job could not run here: its replicas left since the peer looked (`agent_draining`, the
+ * peer's 503), a guest's slot was taken (`shared_pool_busy`, 429), or no replica started within
+ * the cold-start queue's bounds (`no_pod_available`, 503).
+ */
+function failBack(listener: JobListener, error: unknown): void {
+  const code = error instanceof AppError && KEPT_REFUSALS.has(error.code) ? error.code : 'agent_draining';
+  const message = error instanceof AppError ? error.message : 'the server holding the replicas could not take the job';
+  listener.onFailed({ code, message, engineStatus: 0, engineBody: null, usage: undefined });
 }
 
 /** The jobs one peer's stream carries here, and its outgoing events, written once per tick. */
 class RelayedJobs {
   private readonly jobs = new Map<string, Job>();
+  /** Jobs waiting here for a replica (RelayServer.placeOnceReady): what tells each that its client left. */
+  private readonly waiting = new Map<string, () => void>();
   private pending: RelayEvent[] = [];
   private closed = false;
 
@@ -138,11 +189,31 @@ class RelayedJobs {
 
   started(relayJobId: string, job: Job): void {
     if (job.finished) return;
+    // It waited for a replica while the relaying server went away: nobody can receive its results.
+    if (this.closed) {
+      job.cancel('the relaying server went away');
+      return;
+    }
     this.jobs.set(relayJobId, job);
     this.send({ relayJobId, event: 'replicaId', replicaId: job.replicaId });
   }
 
+  /** A waiting job's client as the cold-start queue sees it: it leaves when the job is canceled or this stream ends. */
+  presence(relayJobId: string): ClientPresence {
+    return {
+      onLeft: (left) => {
+        if (this.closed) {
+          left();
+          return () => {};
+        }
+        this.waiting.set(relayJobId, left);
+        return () => this.waiting.delete(relayJobId);
+      },
+    };
+  }
+
   cancel(relayJobId: string, reason: string): void {
+    this.waiting.get(relayJobId)?.();
     this.jobs.get(relayJobId)?.cancel(reason || 'canceled by the relaying server');
   }
 
@@ -155,6 +226,8 @@ class RelayedJobs {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    for (const left of [...this.waiting.values()]) left();
+    this.waiting.clear();
     for (const job of this.jobs.values()) job.cancel(reason);
     this.jobs.clear();
   }

@@ -77,4 +77,6 @@ export const JOB_FAILURE_TO_APP_ERROR: Record<string, AppErrorCode> = {
   canceled: 'upstream_error',
   // A relayed guest whose slot on the peer was taken meanwhile (cluster.v1).
   shared_pool_busy: 'shared_pool_busy',
+  // A relayed job that waited on the peer for a replica of a deployment at zero, past the peer's cold-start bounds (cluster.v1).
+  no_pod_available: 'no_pod_available',
 };

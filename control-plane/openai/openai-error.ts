@@ -1,4 +1,4 @@
-import { AppError } from '../errors/app-error';
+import { AppError, type AppErrorCode } from '../errors/app-error';
 import type { JobFailure } from '../dispatch/job';
 import { ERROR_TABLE, JOB_FAILURE_TO_APP_ERROR } from './error-table';
 import { parseJsonText } from '../../common/json-nesting';
@@ -21,6 +21,13 @@ export function errorBody(error: AppError): { error: { message: string; type: st
   return { error: { message: error.message, type: ERROR_TABLE[error.code].type, param: error.param, code: error.code } };
 }
 
+/**
+ * The Retry-After of refusals a peer sends back for a relayed job (cluster.v1 carries no
+ * Retry-After): a guest slot frees in about a second; a cold start past the peer's longest
+ * wait is given the usual few seconds more.
+ */
+const RELAYED_RETRY_AFTER_SECONDS: Partial<Record<AppErrorCode, number>> = { shared_pool_busy: 1, no_pod_available: 5 };
+
 /** An agent's job failure as the error the client sees (an engine 4xx keeps the engine's status and body). */
 export function jobFailureError(failure: JobFailure): AppError {
   const code = JOB_FAILURE_TO_APP_ERROR[failure.code] ?? 'upstream_error';
@@ -36,7 +43,7 @@ export function jobFailureError(failure: JobFailure): AppError {
     return new AppError(failure.engineStatus === 502 ? 'upstream_error' : 'adapter_load_failed', failure.message || 'the LoRA adapter could not be loaded', { param: 'model' });
   }
   const message = failure.code === 'pod_crash' ? `the replica serving this request failed: ${failure.message}` : failure.message || failure.code;
-  return new AppError(code, message, code === 'shared_pool_busy' ? { retryAfterSeconds: 1 } : {});
+  return new AppError(code, message, RELAYED_RETRY_AFTER_SECONDS[code] === undefined ? {} : { retryAfterSeconds: RELAYED_RETRY_AFTER_SECONDS[code] });
 }
 
 function isOpenAiErrorBody(body: Buffer): boolean {

@@ -21,12 +21,13 @@ const OUTCOMES: readonly WorkOutcome[] = ['succeeded', 'failed', 'canceled'];
 export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'content_filter', 'function_call', 'abort', 'error', 'none', 'other'] as const;
 /**
  * The `error` values: `none` when the request succeeded, the agent's `Failed.code` list for
- * text jobs (proto/PROTOCOL.md), `shared_pool_busy` (a relayed guest), the ticket's own
+ * text jobs (proto/PROTOCOL.md), `shared_pool_busy` (a relayed guest), `no_pod_available` (a
+ * relayed job past the peer's cold-start bounds), the ticket's own
  * `failed`/`canceled`, and `other` for any code not listed.
  */
 export const ERROR_CODES = [
   'none', 'engine_rejected', 'engine_error', 'engine_unavailable', 'canceled', 'deadline_exceeded', 'agent_draining', 'invalid_job',
-  'pod_crash', 'shared_pool_busy', 'failed', 'other',
+  'pod_crash', 'shared_pool_busy', 'no_pod_available', 'failed', 'other',
 ] as const;
 
 const REASON_INDEX = new Map<string, number>(FINISH_REASONS.map((reason, index) => [reason, index]));

@@ -7,7 +7,8 @@ import { graphqlClient } from './support/graphql-client';
  * Scale to zero across two servers on one database: server B holds no agent, so a request it
  * takes for a deployment at zero waits there, server A (whose local provider places the
  * replica) sees it waiting through B's load and starts one, and B's request is released when
- * A's next heartbeat reports the replica, then relayed to it.
+ * A's next heartbeat reports the replica, then relayed to it. And the other way round: a request
+ * B relays on its view of A a heartbeat old, after A's replica stopped, waits at A for a new one.
  */
 describe('scale to zero across servers', () => {
   let serverA: TestServer;
@@ -58,5 +59,36 @@ describe('scale to zero across servers', () => {
     // B admitted and settled it: one record, written by B's recorder.
     await serverB.server.controlPlane.usage.flush();
     expect(await serverA.server.controlPlane.dataSource.query('SELECT status FROM usage_records WHERE deployment_id = $1', [deployment.id])).toEqual([{ status: 'succeeded' }]);
+  });
+
+  it('a request B relays on a view of A a heartbeat old, just after A\'s last replica stopped, waits at A for the cold start instead of a 503', async () => {
+    const workspace = await serverA.createWorkspace();
+    const deployment = await serverA.createDeployment(workspace, { minReplicas: 1, maxReplicas: 1, autoscale: true });
+    await serverA.waitForReplicas(deployment.id, 1);
+    await waitFor(() => serverB.server.controlPlane.jobs.hasReplica(deployment.id), 5_000, 'B sees the replica on A');
+    // B's view of A is pinned as it is now, replica ready: what B holds for up to a heartbeat
+    // after A's replica stops (the window is timing-dependent; here it is held open).
+    const registryB = serverB.server.controlPlane.registry;
+    const pinned = jest.spyOn(registryB, 'peers').mockReturnValue(registryB.peers());
+    try {
+      await serverA.server.controlPlane.deploymentStore.update(deployment.id, { scaleToZeroAfterSeconds: 1 }, ['Creating', 'Running']);
+      await waitFor(async () => (await serverA.server.controlPlane.replicas.listActive(deployment.id)).length === 0, 20_000, 'a scale to zero');
+      expect(serverA.server.controlPlane.dispatcher.connections(deployment.id).filter((connection) => !connection.draining)).toHaveLength(0);
+      expect(serverB.server.controlPlane.jobs.hasReplica(deployment.id)).toBe(true);
+
+      const client = new OpenAI({ baseURL: `${serverB.url}/d/${deployment.slug}/v1`, apiKey: workspace.apiKey, maxRetries: 0 });
+      const answer = client.chat.completions.create({ messages: [{ role: 'user', content: 'relayed to a server with no replica' }], max_tokens: 4 });
+      await waitFor(() => serverA.server.controlPlane.coldStarts.waiting(deployment.id) === 1, 10_000, 'the relayed request waiting at A');
+      expect(serverB.server.controlPlane.coldStarts.waiting(deployment.id)).toBe(0);
+      pinned.mockRestore();
+
+      const completion = await answer;
+      expect(completion.choices[0].message.content?.length).toBeGreaterThan(0);
+      expect(serverA.server.controlPlane.coldStarts.waiting(deployment.id)).toBe(0);
+      await serverB.server.controlPlane.usage.flush();
+      expect(await serverA.server.controlPlane.dataSource.query('SELECT status FROM usage_records WHERE deployment_id = $1', [deployment.id])).toEqual([{ status: 'succeeded' }]);
+    } finally {
+      pinned.mockRestore();
+    }
   });
 });

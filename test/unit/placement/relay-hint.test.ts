@@ -5,21 +5,14 @@
  * closed, else on its own least loaded one (dispatcher.dispatch). The peer's stream is an
  * in-memory fake; the replicas are real AgentConnections in a real Dispatcher.
  */
-import { EventEmitter } from 'node:events';
-import path from 'node:path';
-import * as protoLoader from '@grpc/proto-loader';
 import { RelayServer } from '../../../control-plane/cluster/relay-server';
 import { fromRelayJob, toRelayJob } from '../../../control-plane/dispatch/assign-mapping';
 import type { AgentConnection } from '../../../control-plane/dispatch/agent-connection';
 import { Dispatcher } from '../../../control-plane/dispatch/dispatcher';
 import type { DispatchRequest } from '../../../control-plane/dispatch/job';
-import { RELAY_TOKEN_HEADER, type RelayEvents } from '../../../proto/cluster/v1';
-import { LOADER_OPTIONS } from '../../../proto/worker/v1';
 import { agent, flush, recordingLogger, RecordingListener, request } from '../scheduling/fakes';
+import { overTheWire, peerStream, RelayJobType } from './fake-relay-call';
 
-const definition = protoLoader.loadSync('cluster/v1/cluster.proto', { ...LOADER_OPTIONS, includeDirs: [path.resolve(__dirname, '../../../proto')] });
-const RelayJobType = definition['cluster.v1.RelayJob'] as protoLoader.MessageTypeDefinition<object, { replicaId?: string }>;
-const overTheWire = (dispatchRequest: DispatchRequest) => RelayJobType.deserialize(RelayJobType.serialize(toRelayJob(dispatchRequest)));
 
 const TEXT: DispatchRequest = request({ deploymentId: 'dep_a', stream: true, includeUsage: true, deadlineUnixMs: 1_700_000_000_000, streamWindowBytes: 2048 });
 
@@ -51,38 +44,6 @@ describe('toRelayJob / fromRelayJob: replicaId', () => {
   });
 });
 
-/** A peer's RelayService stream, in memory: the test pushes its requests, reads what was written back. */
-class FakeCall extends EventEmitter {
-  readonly written: RelayEvents[] = [];
-  cancelled = false;
-  readonly metadata = { get: (header: string) => (header === RELAY_TOKEN_HEADER ? ['relay-secret'] : []) };
-
-  write(message: RelayEvents): boolean {
-    this.written.push(message);
-    return true;
-  }
-
-  end(): void {}
-
-  destroy(error: Error): void {
-    this.emit('destroyed', error);
-  }
-
-  /** The replica each relayed job started on (its first event). */
-  get startedOn(): Record<string, string> {
-    const started: Record<string, string> = {};
-    for (const message of this.written) {
-      for (const event of message.events) if (event.event === 'replicaId') started[event.relayJobId] = event.replicaId!;
-    }
-    return started;
-  }
-
-  failures(): Array<{ relayJobId: string; code: string }> {
-    return this.written.flatMap((message) => message.events).flatMap((event) =>
-      event.event === 'jobEvent' && event.jobEvent.event === 'failed' ? [{ relayJobId: event.relayJobId, code: event.jobEvent.failed?.code ?? '' }] : []);
-  }
-}
-
 interface ReplicaSpec {
   id: string;
   busy?: number;
@@ -104,16 +65,7 @@ function calledServer(specs: ReplicaSpec[]) {
     connections.set(spec.id, connection);
   }
   const relayServer = new RelayServer(dispatcher, recordingLogger().logger);
-  relayServer.setToken('relay-secret');
-  const call = new FakeCall();
-  relayServer.handlers.run(call as never);
-  let sequence = 0;
-  /** The peer relays a job; the id it used. */
-  const relay = (dispatchRequest: DispatchRequest): string => {
-    const relayJobId = `relay_${++sequence}`;
-    call.emit('data', { request: 'job', relayJobId, job: overTheWire(dispatchRequest) });
-    return relayJobId;
-  };
+  const { call, relay } = peerStream(relayServer);
   return { relayServer, call, connections, relay };
 }
 
@@ -166,11 +118,7 @@ describe('RelayServer: the replica the relaying server chose', () => {
     const dispatcher = new Dispatcher();
     const replica = agent(dispatcher, { replicaId: 'rep_a' });
     dispatcher.register(replica.connection);
-    const relayServer = new RelayServer(dispatcher, recordingLogger().logger);
-    relayServer.setToken('relay-secret');
-    const call = new FakeCall();
-    relayServer.handlers.run(call as never);
-    call.emit('data', { request: 'job', relayJobId: 'relay_1', job: overTheWire({ ...TEXT, replicaId: 'rep_a' }) });
+    peerStream(new RelayServer(dispatcher, recordingLogger().logger)).relay({ ...TEXT, replicaId: 'rep_a' });
     await flush();
     const assigns = replica.frames.filter((frame) => frame.frame === 'assign');
     expect(assigns).toHaveLength(1);
