@@ -24,6 +24,7 @@ import type { ServiceModel } from '../control-plane/autoscaling/service-model';
 import { SloAutoscaler } from '../control-plane/autoscaling/slo-autoscaler';
 import type { SloAutoscalerOptions } from '../control-plane/autoscaling/slo-autoscaler-options';
 import { PROJECT_ROOT } from '../control-plane/project-root';
+import { freshResultName } from './report';
 
 /** Model GPU start-up from the issue's anchors: 110–140 s cold (llm-d's CI), uniform per start. */
 const STARTUP = { meanMs: 125_000, jitterMs: 15_000 };
@@ -223,8 +224,8 @@ interface BenchResults {
 }
 
 function write(results: BenchResults): void {
-  const stamp = `${results.date}-issue39-autoscaler`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
+  const stamp = freshResultName(directory, `${results.date}-issue39-autoscaler`);
   fs.mkdirSync(directory, { recursive: true });
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify(results, null, 2));
   const header = [

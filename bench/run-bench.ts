@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { measureGrpcFrames } from './grpc-frames';
 import { describeMachine } from './machine';
 import { hasCommand, runningCommands } from './processes';
-import { floorBreakdown, markdownTables, summarize, targetsCheck } from './report';
+import { floorBreakdown, freshResultName, markdownTables, summarize, targetsCheck } from './report';
 import { relayMarkdown, startRelayPair } from './relay';
 import { measure, warmUp, type RunResult, type Scenario } from './scenario';
 import { directTarget, floorTarget, koaTarget, nginxTarget, oursTarget, PROJECT_ROOT, startUpstreamProcess, workspaceRootTarget, type Target } from './targets';
@@ -148,24 +148,27 @@ async function main(): Promise<void> {
   if (!values['no-parts'] && targets.length) parts.grpcFrames = await measureGrpcFrames(Number(values.seconds) / 2);
   const stamp = `${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`;
   const allOptions = { ...options, rate, pinning, reps: repetitions };
-  if (relayRuns.length) writeRelayResults(relayRuns, machine, stamp, { ...relayOptions, rate, pinning, reps: repetitions, profiled: relayProfile !== null, loadAverage: relayLoad });
-  if (runs.length) writeResults(runs, parts, notes, allOptions, machine, stamp, relayRuns.length > 0);
+  const relayName = relayRuns.length ? writeRelayResults(relayRuns, machine, stamp, { ...relayOptions, rate, pinning, reps: repetitions, profiled: relayProfile !== null, loadAverage: relayLoad }) : null;
+  if (runs.length) writeResults(runs, parts, notes, allOptions, machine, stamp, relayName);
 }
 
-function writeRelayResults(runs: RunResult[], machine: Record<string, string | number>, stamp: string, options: Record<string, unknown>): void {
+/** Writes the relay comparison; the name it was written under (numbered if taken: freshResultName). */
+function writeRelayResults(runs: RunResult[], machine: Record<string, string | number>, stamp: string, options: Record<string, unknown>): string {
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.mkdirSync(directory, { recursive: true });
-  const name = `${stamp.replace(/-([^-]+)$/, '-relay-$1')}${options.pinning ? '' : '-no-pin'}`;
+  const name = freshResultName(directory, `${stamp.replace(/-([^-]+)$/, '-relay-$1')}${options.pinning ? '' : '-no-pin'}`);
   fs.writeFileSync(path.join(directory, `${name}.json`), JSON.stringify({ machine, options, summaries: summarize(runs, 'A'), runs }, null, 2));
   const markdown = relayMarkdown(runs, machine, name, options);
   fs.writeFileSync(path.join(directory, `${name}.md`), markdown);
   console.log(`\n${markdown}\nwrote bench/results/${name}.{json,md}`);
+  return name;
 }
 
-function writeResults(runs: RunResult[], parts: Record<string, unknown>, notes: string[], options: Record<string, unknown>, machine: Record<string, string | number>, stamp: string, withRelayPart: boolean): void {
+function writeResults(runs: RunResult[], parts: Record<string, unknown>, notes: string[], options: Record<string, unknown>, machine: Record<string, string | number>, day: string, relayName: string | null): void {
   const summaries = summarize(runs);
   const directory = path.join(PROJECT_ROOT, 'bench/results');
   fs.mkdirSync(directory, { recursive: true });
+  const stamp = freshResultName(directory, day);
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ machine, options, notes, summaries, parts, runs }, null, 2));
   const relay = parts.chunkRelayMicrosPerChunk as Record<string, number> | undefined;
   const frames = parts.grpcFrames as Record<string, number> | undefined;
@@ -182,7 +185,7 @@ function writeResults(runs: RunResult[], parts: Record<string, unknown>, notes: 
     '## Parts', '',
     relay ? `Relay cost per streamed chunk (200- vs 20-chunk streams at c=8): gateway ${relay.gateway} µs, agent ${relay.agent} µs.` : '',
     frames ? `gRPC frames/s over worker.v1 between two processes (60-byte chunks): ${Object.entries(frames).map(([name, value]) => `${name} ${value.toLocaleString('en-US')}`).join('; ')}.` : '',
-    withRelayPart ? `\nRelay between servers (client → B → A against client → A): \`${stamp.replace(/-([^-]+)$/, '-relay-$1')}${options.pinning ? '' : '-no-pin'}.md\`.` : '',
+    relayName ? `\nRelay between servers (client → B → A against client → A): \`${relayName}.md\`.` : '',
     '',
   ].join('\n');
   fs.writeFileSync(path.join(directory, `${stamp}.md`), markdown);

@@ -15,6 +15,7 @@ import { describeMachine } from './machine';
 import { percentile } from './paced-client';
 import { ServerProcess, until } from './server-process';
 import { PROJECT_ROOT, startUpstreamProcess } from './targets';
+import { freshResultName } from './report';
 
 const MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -141,9 +142,9 @@ function summary(values: number[]) {
 
 
 function write(results: any): void {
-  const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}-${results.database.startsWith('embedded') ? 'embedded' : 'external'}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
-  fs.writeFileSync(path.join(directory, `requests-${stamp}.json`), JSON.stringify(results, null, 2));
+  const stamp = freshResultName(directory, `requests-${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}-${results.database.startsWith('embedded') ? 'embedded' : 'external'}`);
+  fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify(results, null, 2));
   const row = (name: string, stats: { p50: number; p90: number; p99: number; max: number; count: number }) => `| ${name} | ${stats.count} | ${stats.p50} | ${stats.p90} | ${stats.p99} | ${stats.max} |`;
   const markdown = [
     `# Async requests benchmark ${stamp}`, '',
@@ -158,8 +159,8 @@ function write(results: any): void {
     '| measure (ms) | jobs | p50 | p90 | p99 | max |', '|---|---:|---:|---:|---:|---:|',
     row('submit → start under the burst (queueing included)', results.burst.submitToStartMs), '',
   ].join('\n');
-  fs.writeFileSync(path.join(directory, `requests-${stamp}.md`), markdown);
-  console.log(`\n${markdown}\nwrote bench/results/requests-${stamp}.{json,md}`);
+  fs.writeFileSync(path.join(directory, `${stamp}.md`), markdown);
+  console.log(`\n${markdown}\nwrote bench/results/${stamp}.{json,md}`);
 }
 
 main().catch((error) => {

@@ -12,6 +12,7 @@ import { describeMachine } from './machine';
 import type { PacedResult } from './paced-client';
 import { rssBytes, run } from './processes';
 import { oursTarget, PROJECT_ROOT, startUpstreamProcess } from './targets';
+import { freshResultName } from './report';
 
 interface Sample { atSeconds: number; gatewayMiB: number; agentMiB: number; gatewayHeapMiB: number | null }
 
@@ -67,8 +68,8 @@ async function main(): Promise<void> {
   const heapFirstMinute = heapMedian(steady.filter((sample) => sample.atSeconds < warmupSeconds + 60));
   const heapLastMinute = heapMedian(steady.filter((sample) => sample.atSeconds > steady.at(-1)!.atSeconds - 60));
   const machine = describeMachine();
-  const stamp = `soak-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
+  const stamp = freshResultName(directory, `soak-${new Date().toISOString().slice(0, 10)}-${machine.gitSha}`);
   fs.mkdirSync(directory, { recursive: true });
   fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify({ machine, minutes: Number(values.minutes), rate: Number(values.rate), result, samples, gatewayGrowth, agentGrowth, gatewayTrendMiBPerMinute: gatewayTrend, agentTrendMiBPerMinute: agentTrend, gatewayHeapFirstMinuteMiB: heapFirstMinute, gatewayHeapLastMinuteMiB: heapLastMinute, passed }, null, 2));
   const markdown = [

@@ -15,6 +15,7 @@ import { describeMachine } from './machine';
 import { percentile } from './paced-client';
 import { ServerProcess, until } from './server-process';
 import { PROJECT_ROOT } from './targets';
+import { freshResultName } from './report';
 
 const MODEL = 'black-forest-labs/FLUX.1-schnell';
 
@@ -97,9 +98,9 @@ async function main(): Promise<void> {
 
 
 function write(results: any): void {
-  const stamp = `${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`;
   const directory = path.join(PROJECT_ROOT, 'bench/results');
-  fs.writeFileSync(path.join(directory, `webhooks-${stamp}.json`), JSON.stringify(results, null, 2));
+  const stamp = freshResultName(directory, `webhooks-${new Date().toISOString().slice(0, 10)}-${results.machine.gitSha}`);
+  fs.writeFileSync(path.join(directory, `${stamp}.json`), JSON.stringify(results, null, 2));
   const delay = results.stateChangeToFirstAttemptMs;
   const markdown = [
     `# Webhook delivery benchmark ${stamp}`, '',
@@ -109,8 +110,8 @@ function write(results: any): void {
     `| ${delay.count} | ${delay.p50} | ${delay.p90} | ${delay.p99} | ${delay.max} |`, '',
     `Burst of ${results.options.burst} test sends (16 concurrent GraphQL callers): enqueued ${results.burst.enqueuedPerSecond}/s; **${results.burst.deliveriesPerSecond} signed deliveries/s** (first send → last delivery).`, '',
   ].join('\n');
-  fs.writeFileSync(path.join(directory, `webhooks-${stamp}.md`), markdown);
-  console.log(`\n${markdown}\nwrote bench/results/webhooks-${stamp}.{json,md}`);
+  fs.writeFileSync(path.join(directory, `${stamp}.md`), markdown);
+  console.log(`\n${markdown}\nwrote bench/results/${stamp}.{json,md}`);
 }
 
 main().catch((error) => {
