@@ -443,6 +443,8 @@ async function compose(
   const jobs = new JobRouter(dispatcher, servers, relayClient, (deploymentId, policy, reason) => metrics.recordRouting(deploymentId, policy, reason), {
     loadFactor: config.routingLoadFactor, homeReplicas: config.routingHomeReplicas,
   });
+  // A relayed job a peer sends back unstarted (its replicas left since this server's view of them) runs elsewhere.
+  relayClient.onDraining((job, fromPeerId) => jobs.replace(job, fromPeerId));
 
   const scheduler = new RequestScheduler(requestRecords, dispatcher, mediaJobs, notifier, events, {
     leaseMs: requestConfig.leaseMs, sweepIntervalMs: requestConfig.sweepIntervalMs, queueTtlMs: requestConfig.queueTtlMs,

@@ -5,7 +5,7 @@ import { AppError } from '../errors/app-error';
 import { AdapterPlacement, DEFAULT_ADAPTER_ROUTING } from '../placement/adapter-aware';
 import type { AdapterCandidate } from '../placement/adapter-residency';
 import { takesWork } from '../placement/filters';
-import { localOrPeer } from '../placement/local-or-peer';
+import { localOrPeer, type LocalOrPeer } from '../placement/local-or-peer';
 import type { PlacementPolicy, PromptSource, ReplicaSource, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
 import { placementPolicies } from '../placement/policies';
 import { DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions } from '../placement/prefix-aware';
@@ -43,7 +43,7 @@ export class JobRouter {
   constructor(
     private readonly dispatcher: Dispatcher,
     private readonly registry: Pick<ServerRegistry, 'peers'>,
-    private readonly relay: Pick<RelayClient, 'run'>,
+    private readonly relay: Pick<RelayClient, 'run' | 'move'>,
     private readonly observe: RouteObserver = () => {},
     prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
   ) {
@@ -83,6 +83,34 @@ export class JobRouter {
       throw new AppError('no_replica_available', 'no ready replica of this deployment serves adapters: their engines report no adapter slots', { retryAfterSeconds: 30 });
     }
     return this.send(choice.chosen, request, listener, policy, choice.reason);
+  }
+
+  /**
+   * A relayed job the peer sent back `agent_draining` before it produced anything: the peer's
+   * replicas left since this server's view of them (a heartbeat old). It runs elsewhere, as the
+   * dispatcher retries a local job refused by a draining replica: here when a replica takes work,
+   * else on another peer that reports a ready one (localOrPeer's rule); at most 3 attempts, never
+   * a guest's job, a batch line or an adapter's job (placed by residency). Else it fails as it came.
+   */
+  replace(job: Job, fromPeerId: string): void {
+    const { request } = job;
+    const placed = job.attempts < 3 && !request.guest && !request.batch && !request.adapter ? this.elsewhere(request.deploymentId, fromPeerId) : null;
+    if (!placed) {
+      job.finished = true;
+      job.listener.onFailed({ code: 'agent_draining', message: 'no replica of this deployment is ready; retry shortly', engineStatus: 0, engineBody: null, usage: undefined });
+      return;
+    }
+    job.attempts++;
+    // The replica chosen on the other peer is not where the job goes now.
+    request.replicaId = undefined;
+    if (placed.kind === 'local') placed.local.assign(job);
+    else this.relay.move(placed.offer.peer, job);
+  }
+
+  private elsewhere(deploymentId: string, exceptPeerId: string): LocalOrPeer<AgentConnection, PeerOffer> | null {
+    const local = this.dispatcher.leastLoaded(deploymentId);
+    const offers = () => [...this.offers(deploymentId)].filter((offer) => offer.peer.id !== exceptPeerId);
+    return localOrPeer<AgentConnection, PeerOffer>(local, local?.liveFreeSlots ?? 0, offers, true);
   }
 
   /** A replica of the deployment takes work here, or a peer reported a ready one: a job can be sent now. */
