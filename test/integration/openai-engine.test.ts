@@ -123,7 +123,8 @@ describe('openai engine adapter through the platform', () => {
       const request = engine.requests[before];
       const startedWaiting = Date.now();
       await request.closedEarly;
-      expect(Date.now() - startedWaiting).toBeLessThan(2_000);
+      // Far short of the slow stream's own end (it runs 30 s), with room for a loaded machine.
+      expect(Date.now() - startedWaiting).toBeLessThan(15_000);
       const records = test.server.controlPlane.dataSource.getRepository(UsageRecord);
       await waitFor(async () => (await records.count({ where: { deploymentId, status: 'canceled' } })) === 1, 5_000, 'the canceled usage record');
       // Billed for what it produced before the client left, never as a free request.

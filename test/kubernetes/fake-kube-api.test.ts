@@ -491,7 +491,8 @@ describe('the test kubelet and scheduler', () => {
     expect(await killed).toBe('SIGKILL');
     // 2 s of grace at a scale of 0.1.
     expect(Date.now() - before).toBeGreaterThanOrEqual(150);
-    expect(Date.now() - before).toBeLessThan(2_000);
+    // Short of the pod's own 60 s grace (6 s at this scale), with room for a loaded machine.
+    expect(Date.now() - before).toBeLessThan(5_000);
     await waitFor('stubborn-1 gone', () => !livePod('stubborn-1'));
   });
 

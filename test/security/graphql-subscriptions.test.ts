@@ -106,7 +106,7 @@ describe('graphql-ws sockets and subscriptions hold the tenant budget', () => {
 
     // A subscription its client completes gives its place back at once.
     first.complete(kept[0]);
-    await waitFor(() => s.held('subscriptions', 'server') === 6, 2_000, 'the completed subscription given back');
+    await waitFor(() => s.held('subscriptions', 'server') === 6, 10_000, 'the completed subscription given back');
     expect(refusal(await s.subscribe(bobs, s.bob))).toBeUndefined();
   });
 
@@ -131,7 +131,7 @@ describe('graphql-ws sockets and subscriptions hold the tenant budget', () => {
     expect(s.held('sockets', 'server')).toBe(5);
     // The refused ones held nothing, and a closed socket's place is free again.
     await s.sockets[0].end();
-    await waitFor(() => s.held('sockets', 'server') === 4, 2_000, 'the closed socket given back');
+    await waitFor(() => s.held('sockets', 'server') === 4, 10_000, 'the closed socket given back');
     await s.open(s.bob);
   });
 
@@ -143,10 +143,10 @@ describe('graphql-ws sockets and subscriptions hold the tenant budget', () => {
       ];
       expect(operations.map(refusal)).toEqual([undefined, undefined, undefined]);
       socket.complete(operations[0]);
-      await waitFor(() => s.held('subscriptions', 'key', { keyId: s.alice.apiKeyId }) === 2, 2_000, 'the completed subscription given back');
+      await waitFor(() => s.held('subscriptions', 'key', { keyId: s.alice.apiKeyId }) === 2, 10_000, 'the completed subscription given back');
       if (round % 2 === 0) socket.terminate();
       else await socket.end();
-      await waitFor(() => s.held('subscriptions', 'server') === 0 && s.held('sockets', 'server') === 0, 2_000, `round ${round}'s holds given back`);
+      await waitFor(() => s.held('subscriptions', 'server') === 0 && s.held('sockets', 'server') === 0, 10_000, `round ${round}'s holds given back`);
     }
     // Subscriptions sent and the socket cut before the server has checked them (replicaLoad reads the deployment first).
     for (let round = 0; round < 10; round++) {
@@ -168,7 +168,7 @@ describe('graphql-ws sockets and subscriptions hold the tenant budget', () => {
     await s.test.server.controlPlane.apiKeys.revoke(s.alice.workspaceId, apiKey.id);
     expect((await doomed.closed).code).toBe(4403);
     await waitFor(() => s.held('subscriptions', 'key', { keyId: apiKey.id }) === 0 && s.held('sockets', 'key', { keyId: apiKey.id }) === 0,
-      2_000, 'the revoked key\'s holds given back');
+      10_000, 'the revoked key\'s holds given back');
   });
 
   it('stopping the server gives back what its sockets and subscriptions held', async () => {

@@ -70,14 +70,14 @@ describe('worker agent process', () => {
     const plane = await controlPlane();
     const agent = spawnAgent({ WORKER_CONTROL_PLANE: plane.address, WORKER_JOIN_TOKEN: 'jt', WORKER_EXIT_WITH_PARENT: 'true', WORKER_CPU_TEST_CONTROLS: '1' }, disposables, { stdin: 'pipe' });
     const stream = await plane.stream(0, 10_000);
-    stream.send(assignFrame('job_orphaned', { stream: true, max_tokens: 50, cpu_engine: { tokens_per_second: 10 } }));
+    stream.send(assignFrame('job_orphaned', { stream: true, max_tokens: 600, cpu_engine: { tokens_per_second: 10 } }));
     await stream.until(() => stream.frames.find((candidate) => (candidate.heartbeat?.inFlight ?? 0) > 0));
     // What the kernel does to the pipe when the parent dies, kill -9 included.
     const closedAt = Date.now();
     agent.child.stdin!.destroy();
     expect(await agent.exited).toEqual({ code: 4, signal: null });
-    // A drain would have let the job run its 5 s.
-    expect(Date.now() - closedAt).toBeLessThan(1_000);
+    // A drain would have let the job run its 60 s (or the drain timeout); room for a loaded machine.
+    expect(Date.now() - closedAt).toBeLessThan(15_000);
     expect(stream.terminalOf('job_orphaned')).toBeUndefined();
     expect(agent.stderr()).toContain('the process that spawned the agent is gone');
   });
