@@ -75,19 +75,23 @@ describe('worker agent with the llama-cpp engine', () => {
 
   it('stops generating at once when the job is canceled, and reports the tokens it made', async () => {
     const stream = await connectedAgent();
+    const assignedAt = Date.now();
     stream.send(assign('job_long', { messages: [{ role: 'user', content: 'go on' }], max_tokens: 2000, stream: true }));
     await stream.until(() => stream.chunkText('job_long').split('"content"').length > 5);
+    const canceledAt = Date.now();
     stream.send({ cancel: { jobId: 'job_long', reason: 'client went away' } });
     const canceled = await stream.terminal('job_long');
     expect(canceled.failed?.code).toBe('canceled');
     const generated = canceled.failed!.usage!.completionTokens;
     expect(generated).toBeGreaterThan(3);
     expect(generated).toBeLessThan(2000);
-    // Both sequences are free again at once: a request needing both is answered right away.
+    // Both sequences are free again at once: a request needing both is answered long before the
+    // canceled one could have run out its tokens at the pace it had (on this machine, loaded or not).
     const startedAt = Date.now();
     stream.send(assign('job_both', { messages: [{ role: 'user', content: 'two' }], max_tokens: 4, n: 2 }));
-    expect((await stream.terminal('job_both', 5_000)).completed?.usage?.completionTokens).toBe(8);
-    expect(Date.now() - startedAt).toBeLessThan(1_000);
+    expect((await stream.terminal('job_both', 30_000)).completed?.usage?.completionTokens).toBe(8);
+    const msPerToken = (canceledAt - assignedAt) / generated;
+    expect(Date.now() - startedAt).toBeLessThan(((2000 - generated) * msPerToken) / 2);
   });
 
   it('stops at its stream window until Credit comes (the client reads slowly), then goes on', async () => {
