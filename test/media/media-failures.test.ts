@@ -16,7 +16,9 @@ describe('media jobs that do not finish normally', () => {
     ({ test, workspace, deployment } = await startWithDeployment({
       controlPlane: {
         localAgentEnv: TEST_CONTROLS,
-        requests: { imageTimeoutMs: 1_500, syncImageBudgetMs: 1_000, sweepIntervalMs: 200, leaseMs: 1_000 },
+        // Budgets of a few seconds, not one: a quick image must fit in them on a loaded machine.
+        // The slow prompts take 60 s, so a timeout stays far from what it cuts.
+        requests: { imageTimeoutMs: 4_000, syncImageBudgetMs: 3_000, sweepIntervalMs: 200, leaseMs: 1_000 },
       },
       deployment: { modelId: IMAGE_MODEL },
     }));
@@ -29,10 +31,10 @@ describe('media jobs that do not finish normally', () => {
 
   it('a sync call past its budget gets 504, its job is canceled and its record fails with model_timeout', async () => {
     const startedAt = Date.now();
-    const response = await client.post('/images/generations', { model: IMAGE_MODEL, prompt: 'slow [cpu-engine:delay=5000]', size: '512x512' });
+    const response = await client.post('/images/generations', { model: IMAGE_MODEL, prompt: 'slow [cpu-engine:delay=60000]', size: '512x512' });
     expect(response.status).toBe(504);
     expect(response.body.error.code).toBe('image_generation_timeout');
-    expect(Date.now() - startedAt).toBeLessThan(3_000);
+    expect(Date.now() - startedAt).toBeLessThan(20_000);
     const [record] = (await client.get('/requests?limit=1')).body.data;
     expect(record).toMatchObject({ status: 'failed', error_code: 'model_timeout' });
     // The agent stopped the job: the replica takes the next call at once.
@@ -41,10 +43,11 @@ describe('media jobs that do not finish normally', () => {
   });
 
   it('an async job past the model timeout fails with model_timeout', async () => {
-    const submitted = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'slower [cpu-engine:delay=5000]', size: '512x512' });
+    const submitted = await client.post('/images/generations?async=true', { model: IMAGE_MODEL, prompt: 'slower [cpu-engine:delay=60000]', size: '512x512' });
     const record = await client.waitForRecord(submitted.body.id);
     expect(record).toMatchObject({ status: 'failed', error_code: 'model_timeout' });
-    expect(record.completed_at - record.started_at).toBeLessThanOrEqual(3);
+    // Cut at the 4 s model timeout (and the 200 ms sweep), far short of the job's 60 s.
+    expect(record.completed_at - record.started_at).toBeLessThanOrEqual(9);
   });
 
   it('an agent killed mid-job fails the record with pod_crash, and the restarted agent serves again', async () => {
