@@ -21,7 +21,10 @@ describe('connections: caps, eviction and progress on a real server', () => {
   beforeAll(async () => {
     test = await startTestServer({
       controlPlane: { budgets: { connections: { server: 40, address: 25 } } },
-      gateway: { headersTimeoutMs: 1_000, minBodyBytesPerSecond: 10_000, bodyGraceMs: 500, streamStallTimeoutMs: 1_000, graphqlConnectionInitTimeoutMs: 500 },
+      // Short enough to watch, long enough that a loaded machine does not trip them on this file's
+      // ordinary requests: a starved server runs its timers before it reads what already arrived.
+      // The trickled body below (10 B/s) stays far under the minimum rate, the fair one far over it.
+      gateway: { headersTimeoutMs: 3_000, minBodyBytesPerSecond: 2_000, bodyGraceMs: 1_000, streamStallTimeoutMs: 1_000, graphqlConnectionInitTimeoutMs: 500 },
     });
     workspace = await test.createWorkspace();
     slug = (await test.createDeployment(workspace, { provider: 'external' })).slug;
@@ -78,7 +81,7 @@ describe('connections: caps, eviction and progress on a real server', () => {
   it('a connection that sends nothing, or half a header, is answered 408 and closed at the headers timeout', async () => {
     const silent = await connect('127.0.0.4');
     const partial = await connect('127.0.0.4', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
-    await waitFor(() => silent.closed() && partial.closed(), 5_000, 'both closed');
+    await waitFor(() => silent.closed() && partial.closed(), 10_000, 'both closed');
     expect(partial.received()).toMatch(/^HTTP\/1\.1 408 /);
   });
 
@@ -103,7 +106,7 @@ describe('connections: caps, eviction and progress on a real server', () => {
     const slow = await connect('127.0.0.5', head(100_000) + '{"messages":');
     const trickle = setInterval(() => slow.socket.write('x'), 100);
     try {
-      await waitFor(() => slow.closed(), 8_000, 'the slow body cut');
+      await waitFor(() => slow.closed(), 10_000, 'the slow body cut');
     } finally {
       clearInterval(trickle);
     }
@@ -123,7 +126,7 @@ describe('connections: caps, eviction and progress on a real server', () => {
   it('a client that reads nothing of a large answer is cut after the stall timeout, and gives back what it held', async () => {
     const line = JSON.stringify({ custom_id: 'x', method: 'POST', url: '/v1/chat/completions', body: { messages: [{ role: 'user', content: 'p'.repeat(1_000) }] } });
     const lines = Array.from({ length: 30_000 }, (_, index) => line.replace('"x"', `"r${index}"`)).join('\n');
-    // Stored through the service, not POST /files: this file's server has a 1 s headers timeout
+    // Stored through the service, not POST /files: this file's server has a 3 s headers timeout
     // (for its half-open connections), which a 30 MB multipart upload from this same process once
     // missed beside the whole suite (408). Uploads over HTTP are test/security/batch-files.test.ts's.
     const { controlPlane } = test.server;
