@@ -33,13 +33,15 @@ describe('LocalProvider stopping agents', () => {
 
   it('lets a given-back agent drain for its own drain timeout, and does not hold the caller while it does', async () => {
     subject = provider({ stopMarginMs: 200 });
-    // The agent drains for 1.5 s; its drain timeout (3 s) allows it.
-    const child = await started(subject, 'rep_draining', { WORKER_DRAIN_TIMEOUT_MS: '3000', DRAIN_FOR_MS: '1500' });
-    const before = Date.now();
+    // The agent drains for 3 s; its drain timeout (5 s) allows it. terminate() returns while it drains.
+    const child = await started(subject, 'rep_draining', { WORKER_DRAIN_TIMEOUT_MS: '5000', DRAIN_FOR_MS: '3000' });
+    const exit = exited(child);
+    let exitedFirst = false;
+    void exit.then(() => (exitedFirst = true));
     await subject.terminate('rep_draining');
-    expect(Date.now() - before).toBeLessThan(1_000);
+    expect(exitedFirst).toBe(false);
     expect(subject.processOf('rep_draining')).toBeUndefined();
-    expect(await exited(child)).toEqual({ code: 0, signal: null });
+    expect(await exit).toEqual({ code: 0, signal: null });
   });
 
   it('kills an agent that outlives its drain timeout and the margin', async () => {
