@@ -3,7 +3,7 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { Client } from 'pg';
 import { printGatewaySchema, SCHEMA_FILE } from '../../gateway/graphql/emit-schema';
-import { startTestServer, type TestServer, type TestWorkspace } from '../support/test-server';
+import { startTestServer, waitFor, type TestServer, type TestWorkspace } from '../support/test-server';
 import { chatOnce } from '../support/chat';
 
 /** The GraphQL skeleton: keys, catalog, deployments, and the deploymentUpdated subscription. */
@@ -109,6 +109,7 @@ describe('GraphQL API', () => {
   });
 
   it('creates a deployment and streams its Creating → Running → Paused updates to a subscriber', async () => {
+    const heldBefore = test.server.gateway.subscriptions.size;
     const client = createClient({ url: `${test.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
     const seen: Array<{ id: string; status: string }> = [];
     const subscription = client.iterate<{ deploymentUpdated: { id: string; status: string } }>({ query: 'subscription { deploymentUpdated { id status baseUrl } }' });
@@ -116,7 +117,8 @@ describe('GraphQL API', () => {
       for await (const event of subscription) seen.push(event.data!.deploymentUpdated);
     })().catch(() => {});
     try {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Live once the hub holds it (a fixed sleep could end before the subscribe arrived on a loaded machine).
+      await waitFor(() => test.server.gateway.subscriptions.size > heldBefore, 10_000, 'the subscription held');
       const other = await test.createWorkspace();
       await test.createDeployment(other);
 

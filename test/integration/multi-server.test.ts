@@ -56,6 +56,7 @@ describe('several servers on one database', () => {
   it('a deployment paused on one server answers 503 paused on the other and reaches its subscribers', async () => {
     const other = await serverA.createDeployment(workspace);
     await serverA.waitForReplicas(other.id, 1);
+    const heldBefore = serverB.server.gateway.subscriptions.size;
     const client = createClient({ url: `${serverB.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${workspace.apiKey}` } });
     const seen: string[] = [];
     const subscription = client.iterate<{ deploymentUpdated: { id: string; status: string } }>({ query: 'subscription { deploymentUpdated { id status } }' });
@@ -65,7 +66,8 @@ describe('several servers on one database', () => {
     try {
       const before = await fetch(`${serverB.url}/d/${other.slug}/v1/models`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
       expect(before.status).toBe(200); // B has the deployment in its slug cache now
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Live once B's hub holds it (a fixed sleep could end before the subscribe arrived on a loaded machine).
+      await waitFor(() => serverB.server.gateway.subscriptions.size > heldBefore, 10_000, 'the subscription held on B');
       await serverA.server.controlPlane.deployments.pause(workspace.workspaceId, other.id);
       await waitFor(() => seen.includes('Paused'), 10_000, 'the Paused event on server B\'s subscription');
       const response = await fetch(`${serverB.url}/d/${other.slug}/v1/chat/completions`, {
