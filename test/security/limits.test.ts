@@ -241,7 +241,7 @@ describe('limits: body and header size, malformed JSON, prepaid credit, RPM unde
       const asSpender = graphqlAs(test.url, spender.apiKey);
       await waitFor(async () => Number((await asSpender('{ creditBalance }')).body.data.creditBalance) <= 0, 15_000, 'the credit to run out');
       // The key cache (API_KEY_CACHE_TTL_MS, 1 s here) may answer from before the balance crossed zero.
-      await waitFor(async () => (await call('POST', `${spenderChat.baseUrl}/chat/completions`, bearer(spender.apiKey), chatBody)).status === 402, 3_000, '402 once the credit is gone');
+      await waitFor(async () => (await call('POST', `${spenderChat.baseUrl}/chat/completions`, bearer(spender.apiKey), chatBody)).status === 402, 10_000, '402 once the credit is gone');
       const calls = textCalls(spenderChat, spenderEmbedding);
       const refused = await statuses(calls, spender.apiKey);
       expect(refused.map(({ what, answer }) => ({ what, error: openAIError(answer) }))).toEqual(calls.map(([what]) => ({ what, error: QUOTA })));

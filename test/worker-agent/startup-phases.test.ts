@@ -126,7 +126,8 @@ describe('an agent\'s heartbeats carry its start-up phases until it is ready', (
     for (const name of ['download', 'load', 'warm_up']) {
       expect(starting.some((heartbeat) => heartbeat.startupPhases.some((phase) => phase.name === name && !phase.done))).toBe(true);
     }
-    await new Promise((resolve) => setTimeout(resolve, 450));
+    // The heartbeats after the ready one (waited for, not slept for: a loaded machine may send the next late).
+    await stream.until(() => stream.heartbeats.length > stream.heartbeats.indexOf(ready) + 1, 10_000);
     const after = stream.heartbeats.slice(stream.heartbeats.indexOf(ready) + 1);
     expect(after.length).toBeGreaterThan(0);
     expect(after.every((heartbeat) => heartbeat.startupPhases.length === 0)).toBe(true);
