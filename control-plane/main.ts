@@ -442,7 +442,7 @@ async function compose(
   lifecycle.add('relay client', () => relayClient.close());
   const jobs = new JobRouter(dispatcher, servers, relayClient, (deploymentId, policy, reason) => metrics.recordRouting(deploymentId, policy, reason), {
     loadFactor: config.routingLoadFactor, homeReplicas: config.routingHomeReplicas,
-  });
+  }, 2 * config.clusterHeartbeatIntervalMs);
   // A relayed job a peer sends back unstarted (its replicas left since this server's view of them) runs elsewhere.
   relayClient.onDraining((job, fromPeerId) => jobs.replace(job, fromPeerId));
 

@@ -6,6 +6,7 @@ import { AdapterPlacement, DEFAULT_ADAPTER_ROUTING } from '../placement/adapter-
 import type { AdapterCandidate } from '../placement/adapter-residency';
 import { takesWork } from '../placement/filters';
 import { localOrPeer, type LocalOrPeer } from '../placement/local-or-peer';
+import { ParkedJobs } from './parked-jobs';
 import type { PlacementPolicy, PromptSource, ReplicaSource, RoutingPolicyName, RoutingReason } from '../placement/placement-policy';
 import { placementPolicies } from '../placement/policies';
 import { DEFAULT_PREFIX_ROUTING, type PrefixRoutingOptions } from '../placement/prefix-aware';
@@ -40,15 +41,22 @@ export class JobRouter {
     candidates: (deploymentId) => this.candidates(deploymentId),
   };
 
+  /** Relayed jobs sent back with nowhere to go yet: tried again after the next read of the peers. */
+  private readonly parked: ParkedJobs;
+
   constructor(
     private readonly dispatcher: Dispatcher,
-    private readonly registry: Pick<ServerRegistry, 'peers'>,
+    private readonly registry: Pick<ServerRegistry, 'peers' | 'onPeers'>,
     private readonly relay: Pick<RelayClient, 'run' | 'move'>,
     private readonly observe: RouteObserver = () => {},
     prefixRouting: PrefixRoutingOptions = DEFAULT_PREFIX_ROUTING,
+    /** The longest a job sent back waits for the next read of the peers (about two registry heartbeats). */
+    maxParkMs = 2_000,
   ) {
     this.policies = placementPolicies({ prefixRouting });
     this.adapters = new AdapterPlacement(this.policies, { ...DEFAULT_ADAPTER_ROUTING, prefixRouting });
+    this.parked = new ParkedJobs(maxParkMs);
+    registry.onPeers(() => this.parked.peersRead());
   }
 
   /** Sends the job now; throws `no_replica_available` when no server holds a ready replica of the deployment. */
@@ -90,19 +98,26 @@ export class JobRouter {
    * replicas left since this server's view of them (a heartbeat old). It runs elsewhere, as the
    * dispatcher retries a local job refused by a draining replica: here when a replica takes work,
    * else on another peer that reports a ready one (localOrPeer's rule); at most 3 attempts, never
-   * a guest's job, a batch line or an adapter's job (placed by residency). Else it fails as it came.
+   * a guest's job, a batch line or an adapter's job (placed by residency). With nowhere to go now
+   * it is tried once more after this server's next read of its peers (ParkedJobs: the replica may
+   * have joined one not read yet). Else it fails as it came.
    */
   replace(job: Job, fromPeerId: string): void {
     const { request } = job;
-    const placed = job.attempts < 3 && !request.guest && !request.batch && !request.adapter ? this.elsewhere(request.deploymentId, fromPeerId) : null;
-    if (!placed) {
-      job.finished = true;
-      job.listener.onFailed({ code: 'agent_draining', message: 'no replica of this deployment is ready; retry shortly', engineStatus: 0, engineBody: null, usage: undefined });
-      return;
-    }
+    if (job.attempts >= 3 || request.guest || request.batch || request.adapter) return failSentBack(job);
+    const placed = this.elsewhere(request.deploymentId, fromPeerId);
+    if (placed) return this.moveTo(job, placed);
+    this.parked.park(job, () => {
+      const later = this.elsewhere(request.deploymentId, fromPeerId);
+      if (later) this.moveTo(job, later);
+      else failSentBack(job);
+    }, () => failSentBack(job));
+  }
+
+  private moveTo(job: Job, placed: LocalOrPeer<AgentConnection, PeerOffer>): void {
     job.attempts++;
     // The replica chosen on the other peer is not where the job goes now.
-    request.replicaId = undefined;
+    job.request.replicaId = undefined;
     if (placed.kind === 'local') placed.local.assign(job);
     else this.relay.move(placed.offer.peer, job);
   }
@@ -165,4 +180,10 @@ export class JobRouter {
       if (load && load.ready > 0) yield { peer, deploymentId, slots: load.freeSlots };
     }
   }
+}
+
+/** A job sent back with nowhere to go: the 503 the client got before jobs were moved. */
+function failSentBack(job: Job): void {
+  job.finished = true;
+  job.listener.onFailed({ code: 'agent_draining', message: 'no replica of this deployment is ready; retry shortly', engineStatus: 0, engineBody: null, usage: undefined });
 }

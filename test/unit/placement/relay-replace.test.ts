@@ -45,8 +45,13 @@ function load(ready: number, freeSlots: number): DeploymentLoad {
   return { ready, freeSlots, inFlight: 0, queued: 0, guestReady: 0, guestSlots: 0 };
 }
 
-/** The relaying server: a JobRouter with its own replicas (`local`, each full when `full`) and its view of the peers. */
-function relayingServer(view: Array<{ peer: { id: string; relayAddress: string }; load: DeploymentLoad }>, local: { full: boolean } | null = null) {
+type View = Array<{ peer: { id: string; relayAddress: string }; load: DeploymentLoad }>;
+
+/**
+ * The relaying server: a JobRouter with its own replicas (`local`, each full when `full`), its
+ * view of the peers, and `readPeers` (its next registry heartbeat, which may bring a new view).
+ */
+function relayingServer(view: View, local: { full: boolean } | null = null, maxParkMs = 200) {
   const dispatcher = new Dispatcher();
   let localAgent: FakeAgent | null = null;
   if (local) {
@@ -54,12 +59,19 @@ function relayingServer(view: Array<{ peer: { id: string; relayAddress: string }
     dispatcher.register(localAgent.connection);
     if (local.full) dispatcher.dispatchTo(localAgent.connection, request(), new RecordingListener());
   }
-  const peers: Peer[] = view.map(({ peer, load: deploymentLoad }) => ({ id: peer.id, relayAddress: peer.relayAddress, load: { dep_a: deploymentLoad } }));
+  const asPeers = (seen: View): Peer[] => seen.map(({ peer, load: deploymentLoad }) => ({ id: peer.id, relayAddress: peer.relayAddress, load: { dep_a: deploymentLoad } }));
+  let peers = asPeers(view);
+  const listeners: Array<() => void> = [];
+  const registry = { peers: () => peers, onPeers: (listener: () => void) => listeners.push(listener) } as unknown as ServerRegistry;
   const relay = new RelayClient(() => TOKEN, 'srv_b');
-  const router = new JobRouter(dispatcher, { peers: () => peers } as unknown as ServerRegistry, relay);
+  const router = new JobRouter(dispatcher, registry, relay, undefined, undefined, maxParkMs);
   relay.onDraining((job, fromPeerId) => router.replace(job, fromPeerId));
   const localAssigns = () => localAgent?.frames.filter((frame) => frame.frame === 'assign').length ?? 0;
-  return { router, relay, localAssigns };
+  const readPeers = (seen: View) => {
+    peers = asPeers(seen);
+    for (const listener of listeners) listener();
+  };
+  return { router, relay, localAssigns, readPeers };
 }
 
 /** Resolves when `condition` holds (the relay's events arrive over real gRPC). */
@@ -119,5 +131,50 @@ describe('JobRouter.replace: a relayed job sent back unstarted', () => {
       expect(job.attempts).toBe(1);
     }
     expect(holder.assigned('rep_c')).toBe(0);
+  });
+
+  it('with nowhere to go yet, waits for the next read of the peers and runs on a replica that read brings', async () => {
+    const emptied = await peerServer('srv_a', []);
+    const holder = await peerServer('srv_c', ['rep_c']);
+    stops.push(emptied.stop, holder.stop);
+    // srv_c's replica just joined: srv_a (which released the job's cold-start wait on seeing it)
+    // sent the job back, and this server has not read srv_c's row yet.
+    const b = relayingServer([{ peer: emptied, load: load(1, 8) }], null, 10_000);
+    stops.push(() => b.relay.close());
+    const listener = new RecordingListener();
+    const job = b.router.dispatch(request({ deploymentId: 'dep_a' }), listener);
+    await until(() => job.replicaId === '' && job.attempts === 1 && listener.terminals.length === 0 && (b.router as unknown as { parked: { size: number } }).parked.size === 1, 'the job parked');
+    b.readPeers([{ peer: emptied, load: load(1, 8) }, { peer: holder, load: load(1, 1) }]);
+    await until(() => holder.assigned('rep_c') === 1, 'the job on srv_c');
+    await until(() => job.replicaId === 'rep_c', 'the replica named');
+    expect(listener.terminals).toEqual([]);
+  });
+
+  it('a parked job whose client leaves ends at once as canceled and is never run; one that the next read does not help fails as it came', async () => {
+    const emptied = await peerServer('srv_a', []);
+    const holder = await peerServer('srv_c', ['rep_c']);
+    stops.push(emptied.stop, holder.stop);
+    const b = relayingServer([{ peer: emptied, load: load(1, 8) }], null, 10_000);
+    stops.push(() => b.relay.close());
+    const parked = () => (b.router as unknown as { parked: { size: number } }).parked.size;
+
+    const leaving = new RecordingListener();
+    const left = b.router.dispatch(request({ deploymentId: 'dep_a' }), leaving);
+    await until(() => parked() === 1, 'the job parked');
+    left.cancel('the client went away');
+    expect(leaving.terminals).toEqual(['failed:canceled']);
+    expect(parked()).toBe(0);
+
+    const unlucky = new RecordingListener();
+    b.router.dispatch(request({ deploymentId: 'dep_a' }), unlucky);
+    await until(() => parked() === 1, 'the second job parked');
+    b.readPeers([{ peer: emptied, load: load(1, 8) }]);
+    await until(() => unlucky.terminals.length === 1, 'the second job ended');
+    expect(unlucky.terminals).toEqual(['failed:agent_draining']);
+    // The first one's client left: a later read never runs it.
+    b.readPeers([{ peer: emptied, load: load(1, 8) }, { peer: holder, load: load(1, 1) }]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(holder.assigned('rep_c')).toBe(0);
+    expect(leaving.terminals).toEqual(['failed:canceled']);
   });
 });

@@ -51,7 +51,7 @@ function setup(locals: Array<{ id: string; maxLoras: number; holds?: string[] }>
   }
   const relay = new FakeRelay();
   const reasons: RoutingReason[] = [];
-  const router = new JobRouter(dispatcher, { peers: () => peers }, relay as unknown as RelayClient, (_deployment, _policy, reason) => reasons.push(reason));
+  const router = new JobRouter(dispatcher, { peers: () => peers, onPeers: () => {} }, relay as unknown as RelayClient, (_deployment, _policy, reason) => reasons.push(reason));
   const hint = { policy: 'prefix-aware' as const, fields: { messages: [{ role: 'user', content: 'hello' }] }, tenant: 'ws_a' };
   const send = (adapter = ADAPTER): string => {
     const before = relay.runs.length;

@@ -72,7 +72,7 @@ function server(locals: LocalSpec[], peers: Peer[]) {
     connections.set(spec.id, connection);
   }
   const relay = new FakeRelay();
-  const registry = { peers: () => peers } as unknown as ServerRegistry;
+  const registry = { peers: () => peers, onPeers: () => {} } as unknown as ServerRegistry;
   const decisions: Decision[] = [];
   const router = new JobRouter(dispatcher, registry, relay as unknown as RelayClient, (deploymentId, policy, reason) => decisions.push({ deploymentId, policy, reason }));
   let keyCalls = 0;

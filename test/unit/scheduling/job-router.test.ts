@@ -49,7 +49,7 @@ function router(locals: LocalSpec[], peers: Peer[]) {
     return connection;
   });
   const relay = new FakeRelay();
-  const registry = { peers: () => peers } as unknown as ServerRegistry;
+  const registry = { peers: () => peers, onPeers: () => {} } as unknown as ServerRegistry;
   return { router: new JobRouter(dispatcher, registry, relay as unknown as RelayClient), connections, relay };
 }
 
