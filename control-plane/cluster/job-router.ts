@@ -105,21 +105,20 @@ export class JobRouter {
   replace(job: Job, fromPeerId: string): void {
     const { request } = job;
     if (job.attempts >= 3 || request.guest || request.batch || request.adapter) return failSentBack(job);
-    const placed = this.elsewhere(request.deploymentId, fromPeerId);
-    if (placed) return this.moveTo(job, placed);
-    this.parked.park(job, () => {
-      const later = this.elsewhere(request.deploymentId, fromPeerId);
-      if (later) this.moveTo(job, later);
-      else failSentBack(job);
-    }, () => failSentBack(job));
+    if (this.moveElsewhere(job, fromPeerId)) return;
+    this.parked.park(job, () => this.moveElsewhere(job, fromPeerId) || failSentBack(job), () => failSentBack(job));
   }
 
-  private moveTo(job: Job, placed: LocalOrPeer<AgentConnection, PeerOffer>): void {
+  /** Sends the job where `elsewhere` places it; false when nowhere. */
+  private moveElsewhere(job: Job, exceptPeerId: string): boolean {
+    const placed = this.elsewhere(job.request.deploymentId, exceptPeerId);
+    if (!placed) return false;
     job.attempts++;
     // The replica chosen on the other peer is not where the job goes now.
     job.request.replicaId = undefined;
     if (placed.kind === 'local') placed.local.assign(job);
     else this.relay.move(placed.offer.peer, job);
+    return true;
   }
 
   private elsewhere(deploymentId: string, exceptPeerId: string): LocalOrPeer<AgentConnection, PeerOffer> | null {

@@ -43,7 +43,7 @@ export function jobFailureError(failure: JobFailure): AppError {
     return new AppError(failure.engineStatus === 502 ? 'upstream_error' : 'adapter_load_failed', failure.message || 'the LoRA adapter could not be loaded', { param: 'model' });
   }
   const message = failure.code === 'pod_crash' ? `the replica serving this request failed: ${failure.message}` : failure.message || failure.code;
-  return new AppError(code, message, RELAYED_RETRY_AFTER_SECONDS[code] === undefined ? {} : { retryAfterSeconds: RELAYED_RETRY_AFTER_SECONDS[code] });
+  return new AppError(code, message, { retryAfterSeconds: RELAYED_RETRY_AFTER_SECONDS[code] });
 }
 
 function isOpenAiErrorBody(body: Buffer): boolean {

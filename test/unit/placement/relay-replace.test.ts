@@ -133,17 +133,25 @@ describe('JobRouter.replace: a relayed job sent back unstarted', () => {
     expect(holder.assigned('rep_c')).toBe(0);
   });
 
-  it('with nowhere to go yet, waits for the next read of the peers and runs on a replica that read brings', async () => {
+  /**
+   * srv_c's replica just joined: srv_a (which released the job's cold-start wait on seeing it)
+   * sends the job back, and this server has not read srv_c's row yet.
+   */
+  async function holderNotYetRead() {
     const emptied = await peerServer('srv_a', []);
     const holder = await peerServer('srv_c', ['rep_c']);
     stops.push(emptied.stop, holder.stop);
-    // srv_c's replica just joined: srv_a (which released the job's cold-start wait on seeing it)
-    // sent the job back, and this server has not read srv_c's row yet.
     const b = relayingServer([{ peer: emptied, load: load(1, 8) }], null, 10_000);
     stops.push(() => b.relay.close());
+    const parked = () => (b.router as unknown as { parked: { size: number } }).parked.size;
+    return { emptied, holder, b, parked };
+  }
+
+  it('with nowhere to go yet, waits for the next read of the peers and runs on a replica that read brings', async () => {
+    const { emptied, holder, b, parked } = await holderNotYetRead();
     const listener = new RecordingListener();
     const job = b.router.dispatch(request({ deploymentId: 'dep_a' }), listener);
-    await until(() => job.replicaId === '' && job.attempts === 1 && listener.terminals.length === 0 && (b.router as unknown as { parked: { size: number } }).parked.size === 1, 'the job parked');
+    await until(() => job.replicaId === '' && job.attempts === 1 && listener.terminals.length === 0 && parked() === 1, 'the job parked');
     b.readPeers([{ peer: emptied, load: load(1, 8) }, { peer: holder, load: load(1, 1) }]);
     await until(() => holder.assigned('rep_c') === 1, 'the job on srv_c');
     await until(() => job.replicaId === 'rep_c', 'the replica named');
@@ -151,12 +159,7 @@ describe('JobRouter.replace: a relayed job sent back unstarted', () => {
   });
 
   it('a parked job whose client leaves ends at once as canceled and is never run; one that the next read does not help fails as it came', async () => {
-    const emptied = await peerServer('srv_a', []);
-    const holder = await peerServer('srv_c', ['rep_c']);
-    stops.push(emptied.stop, holder.stop);
-    const b = relayingServer([{ peer: emptied, load: load(1, 8) }], null, 10_000);
-    stops.push(() => b.relay.close());
-    const parked = () => (b.router as unknown as { parked: { size: number } }).parked.size;
+    const { emptied, holder, b, parked } = await holderNotYetRead();
 
     const leaving = new RecordingListener();
     const left = b.router.dispatch(request({ deploymentId: 'dep_a' }), leaving);
