@@ -73,10 +73,12 @@ describe('cold starts', () => {
       const [replica] = (await view()).replicas;
       expect(replica.startupPhases.map((phase) => [phase.name, phase.done])).toEqual([['provision', true], ['download', true], ['load', true], ['warm_up', true]]);
       const byName = Object.fromEntries(replica.startupPhases.map((phase) => [phase.name, phase]));
-      // Each acted-out phase took at least its length (timers never fire early by more than a millisecond).
-      expect(byName.download.durationMs).toBeGreaterThanOrEqual(399);
-      expect(byName.load.durationMs).toBeGreaterThanOrEqual(199);
-      expect(byName.warm_up.durationMs).toBeGreaterThanOrEqual(99);
+      // Each acted-out phase took about its length, each more than the next phase's. Not "at least":
+      // the phases are timed with Date.now, and a timer counts from the event loop's cached time,
+      // older than Date.now by however long the loop's turn had run (398 ms for 400 once on CI).
+      expect(byName.download.durationMs).toBeGreaterThanOrEqual(300);
+      expect(byName.load.durationMs).toBeGreaterThanOrEqual(150);
+      expect(byName.warm_up.durationMs).toBeGreaterThanOrEqual(75);
       expect(byName.provision.detail).toBe('local: placed until its agent said Hello');
       expect(byName.download.detail).toBe('acted out by the CPU engine');
       expect(byName.download.bytes).toBe(0);
