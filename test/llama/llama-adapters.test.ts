@@ -187,8 +187,9 @@ describe('llama.cpp adapter eviction', () => {
     let stderr = '';
     child.stdout.on('data', (data: Buffer) => { stdout += data; });
     child.stderr.on('data', (data: Buffer) => { stderr += data; });
-    const code = await new Promise((resolve) => child.on('exit', resolve));
-    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    // The signal too: a CI run once saw this child end with no exit code and nothing on stderr.
+    const exit = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    expect({ exit, stderr }).toEqual({ exit: { code: 0, signal: null }, stderr: '' });
     const { states, livesAfterClose } = JSON.parse(stdout);
     expect(states).toEqual([
       { after: 'e1.r1', live: 1, loras: 1, held: ['e1.r1'] },
